@@ -1,0 +1,341 @@
+//! The DynamoDB idempotency store (SPEC §4): one conditional request per operation.
+//!
+//! Item layout (every name goes through ExpressionAttributeNames; `status` is reserved):
+//! `pk` S `<scope>#<user>#<key>` · `status` S · `fingerprint` S · `attempt_id` S ·
+//! `created_at_ms` N · `lease_token` S and `lease_until_ms` N while in progress ·
+//! `result` S once completed · `expires_at` N epoch seconds, the TTL attribute.
+
+use super::attributes::{n, number, s, string, Item};
+use super::service_code;
+use crate::adapters::faults::Faults;
+use crate::clock::{system_clock, SharedClock};
+use crate::idempotency::{
+    check_completed_size, Claim, ClaimOutcome, Fingerprint, IdempotencyRecord, IdempotencyStore,
+    Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError, TakeoverOutcome,
+};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::Client;
+
+const PK: &str = "pk";
+const STATUS: &str = "status";
+const FINGERPRINT: &str = "fingerprint";
+const ATTEMPT_ID: &str = "attempt_id";
+const CREATED_AT_MS: &str = "created_at_ms";
+const LEASE_TOKEN: &str = "lease_token";
+const LEASE_UNTIL_MS: &str = "lease_until_ms";
+const RESULT: &str = "result";
+const EXPIRES_AT: &str = "expires_at";
+
+/// [`IdempotencyStore`] on a DynamoDB table whose partition key is the string `pk`.
+#[derive(Debug, Clone)]
+pub struct DynamoIdempotencyStore {
+    client: Client,
+    table: String,
+    clock: SharedClock,
+    faults: Faults,
+}
+
+impl DynamoIdempotencyStore {
+    /// The store on `table`, using the system clock.
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            clock: system_clock(),
+            faults: Faults::none(),
+        }
+    }
+
+    /// The same store reading time from `clock` (tests move a manual clock).
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The store's fault-injection hook (see [`Faults`]).
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// The table name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The record as stored, even if expired (TTL deletes up to ~48 h late): for the cleanup
+    /// job and diagnostics. Handlers use [`IdempotencyStore::get`].
+    pub async fn get_including_expired(
+        &self,
+        key: &RecordKey,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, s(key.as_str()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|error| backend("get", key, error))?;
+        output.item().map(record_from_item).transpose()
+    }
+
+    fn check_faults(&self, key: &RecordKey) -> Result<(), StoreError> {
+        if self.faults.take_conflict() {
+            return Err(StoreError::Conflict { key: key.clone() });
+        }
+        Ok(())
+    }
+}
+
+/// Maps an SDK error that is neither a condition failure nor handled by the caller.
+fn backend<E, R>(operation: &'static str, key: &RecordKey, error: SdkError<E, R>) -> StoreError
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    if service_code(&error) == Some("TransactionConflictException") {
+        return StoreError::Conflict { key: key.clone() };
+    }
+    StoreError::Backend {
+        operation,
+        source: Box::new(error),
+    }
+}
+
+fn is_condition_failure<E, R>(error: &SdkError<E, R>) -> bool
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
+{
+    service_code(error) == Some("ConditionalCheckFailedException")
+}
+
+/// Reads an item back into a record.
+pub(crate) fn record_from_item(item: &Item) -> Result<IdempotencyRecord, StoreError> {
+    let key = string(item, PK).unwrap_or_default();
+    let corrupt = |reason: String| StoreError::Corrupt {
+        key: key.clone(),
+        reason,
+    };
+    let status = string(item, STATUS).map_err(corrupt)?;
+    let state = match RecordStatus::parse(&status) {
+        Some(RecordStatus::InProgress) => RecordState::InProgress {
+            lease: Lease {
+                token: LeaseToken::from_stored(string(item, LEASE_TOKEN).map_err(corrupt)?),
+                until_ms: number(item, LEASE_UNTIL_MS).map_err(corrupt)?,
+            },
+        },
+        Some(RecordStatus::Completed) => RecordState::Completed {
+            result: string(item, RESULT).map_err(corrupt)?,
+        },
+        None => return Err(corrupt(format!("unknown status {status}"))),
+    };
+    Ok(IdempotencyRecord {
+        key: RecordKey::from_stored(key.clone()),
+        state,
+        fingerprint: Fingerprint::from_stored(string(item, FINGERPRINT).map_err(corrupt)?),
+        attempt_id: string(item, ATTEMPT_ID).map_err(corrupt)?,
+        created_at_ms: number(item, CREATED_AT_MS).map_err(corrupt)?,
+        expires_at_s: number(item, EXPIRES_AT).map_err(corrupt)?,
+    })
+}
+
+#[async_trait]
+impl IdempotencyStore for DynamoIdempotencyStore {
+    fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    async fn claim(&self, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        self.check_faults(&claim.key)?;
+        let now_ms = self.now_ms();
+        let record = IdempotencyRecord {
+            key: claim.key.clone(),
+            state: RecordState::InProgress {
+                lease: Lease {
+                    token: claim.lease_token.clone(),
+                    until_ms: claim.lease_until_ms,
+                },
+            },
+            fingerprint: claim.fingerprint.clone(),
+            attempt_id: claim.attempt_id.clone(),
+            created_at_ms: now_ms,
+            expires_at_s: claim.expires_at_s,
+        };
+        let sent = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item_from_record(&record)))
+            .condition_expression("attribute_not_exists(#pk) OR #expires_at < :now_s")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(ClaimOutcome::Claimed(record)),
+            Err(error) if is_condition_failure(&error) => {
+                let existing = existing_item(&error, |e| {
+                    match e {
+                    aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c) => c.item(),
+                    _ => None,
+                }
+                });
+                match existing {
+                    Some(item) => Ok(ClaimOutcome::Existing(record_from_item(item)?)),
+                    None => Err(StoreError::Corrupt {
+                        key: claim.key.to_string(),
+                        reason: "the claim's condition failed but no existing item was returned"
+                            .into(),
+                    }),
+                }
+            }
+            Err(error) => Err(backend("claim", &claim.key, error)),
+        }
+    }
+
+    async fn take_over(
+        &self,
+        key: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+    ) -> Result<TakeoverOutcome, StoreError> {
+        self.check_faults(key)?;
+        let sent = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, s(key.as_str()))
+            .update_expression("SET #lease_token = :new_token, #lease_until_ms = :until_ms")
+            .condition_expression("#lease_token = :seen_token AND #status = :in_progress")
+            .expression_attribute_names("#lease_token", LEASE_TOKEN)
+            .expression_attribute_names("#lease_until_ms", LEASE_UNTIL_MS)
+            .expression_attribute_names("#status", STATUS)
+            .expression_attribute_values(":new_token", s(lease.token.as_str()))
+            .expression_attribute_values(":until_ms", n(lease.until_ms))
+            .expression_attribute_values(":seen_token", s(seen.as_str()))
+            .expression_attribute_values(":in_progress", s(RecordStatus::InProgress.as_str()))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match sent {
+            Ok(output) => match output.attributes() {
+                Some(item) => Ok(TakeoverOutcome::TakenOver(record_from_item(item)?)),
+                None => Err(StoreError::Corrupt {
+                    key: key.to_string(),
+                    reason: "the takeover returned no attributes".into(),
+                }),
+            },
+            Err(error) if is_condition_failure(&error) => {
+                let current = existing_item(&error, |e| {
+                    match e {
+                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) => c.item(),
+                    _ => None,
+                }
+                });
+                Ok(TakeoverOutcome::Lost(
+                    current.map(record_from_item).transpose()?,
+                ))
+            }
+            Err(error) => Err(backend("take_over", key, error)),
+        }
+    }
+
+    async fn complete(
+        &self,
+        key: &RecordKey,
+        lease: &LeaseToken,
+        result: &str,
+        expires_at_s: i64,
+    ) -> Result<(), StoreError> {
+        check_completed_size(key, result)?;
+        self.check_faults(key)?;
+        let sent = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, s(key.as_str()))
+            .update_expression("SET #status = :completed, #result = :result, #expires_at = :expires_at REMOVE #lease_token, #lease_until_ms")
+            .condition_expression("#lease_token = :mine")
+            .expression_attribute_names("#status", STATUS)
+            .expression_attribute_names("#result", RESULT)
+            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_names("#lease_token", LEASE_TOKEN)
+            .expression_attribute_names("#lease_until_ms", LEASE_UNTIL_MS)
+            .expression_attribute_values(":completed", s(RecordStatus::Completed.as_str()))
+            .expression_attribute_values(":result", s(result))
+            .expression_attribute_values(":expires_at", n(expires_at_s))
+            .expression_attribute_values(":mine", s(lease.as_str()))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(error) if is_condition_failure(&error) => {
+                Err(StoreError::LeaseLost { key: key.clone() })
+            }
+            Err(error) => Err(backend("complete", key, error)),
+        }
+    }
+
+    async fn release(&self, key: &RecordKey, lease: &LeaseToken) -> Result<(), StoreError> {
+        self.check_faults(key)?;
+        let sent = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key(PK, s(key.as_str()))
+            .condition_expression("#lease_token = :mine")
+            .expression_attribute_names("#lease_token", LEASE_TOKEN)
+            .expression_attribute_values(":mine", s(lease.as_str()))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(error) if is_condition_failure(&error) => {
+                Err(StoreError::LeaseLost { key: key.clone() })
+            }
+            Err(error) => Err(backend("release", key, error)),
+        }
+    }
+
+    async fn get(&self, key: &RecordKey) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.check_faults(key)?;
+        let record = self.get_including_expired(key).await?;
+        let now_ms = self.now_ms();
+        Ok(record.filter(|r| !r.is_expired_at(now_ms)))
+    }
+}
+
+/// The ALL_OLD item DynamoDB returns with a failed condition.
+fn existing_item<'a, E, R>(
+    error: &'a SdkError<E, R>,
+    item: impl Fn(&'a E) -> Option<&'a Item>,
+) -> Option<&'a Item> {
+    error.as_service_error().and_then(item)
+}
+
+/// Writes a record as an item.
+pub(crate) fn item_from_record(record: &IdempotencyRecord) -> Item {
+    let mut item = Item::with_capacity(8);
+    item.insert(PK.into(), s(record.key.as_str()));
+    item.insert(STATUS.into(), s(record.status().as_str()));
+    item.insert(FINGERPRINT.into(), s(record.fingerprint.as_str()));
+    item.insert(ATTEMPT_ID.into(), s(&record.attempt_id));
+    item.insert(CREATED_AT_MS.into(), n(record.created_at_ms));
+    item.insert(EXPIRES_AT.into(), n(record.expires_at_s));
+    match &record.state {
+        RecordState::InProgress { lease } => {
+            item.insert(LEASE_TOKEN.into(), s(lease.token.as_str()));
+            item.insert(LEASE_UNTIL_MS.into(), n(lease.until_ms));
+        }
+        RecordState::Completed { result } => {
+            item.insert(RESULT.into(), s(result));
+        }
+    }
+    item
+}

@@ -1,0 +1,34 @@
+//! Fault injection shared by the store adapters.
+//!
+//! DynamoDB Local serialises transactions instead of failing them with
+//! `TransactionConflict`, so the conflict path cannot be reached against it naturally. Every
+//! store adapter consults a [`Faults`] before each request, and the conformance suite drives
+//! the conflict path through it on every backend alike. Production code never arms it.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// Armed faults: the next `n` store requests fail as if DynamoDB reported a transaction conflict.
+#[derive(Debug, Default, Clone)]
+pub struct Faults {
+    conflicts: Arc<AtomicU32>,
+}
+
+impl Faults {
+    /// No faults armed.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Makes the next `n` requests fail with a transaction conflict (before they are sent).
+    pub fn inject_conflicts(&self, n: u32) {
+        self.conflicts.store(n, Ordering::SeqCst);
+    }
+
+    /// Consumes one armed conflict, if any: true means "fail this request".
+    pub fn take_conflict(&self) -> bool {
+        self.conflicts
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+}

@@ -1,0 +1,6 @@
+//! The embedded adapters: in-process stores with the same semantics as the DynamoDB ones,
+//! for the local sandbox and fast tests.
+
+mod idempotency;
+
+pub use idempotency::MemoryIdempotencyStore;

@@ -1,0 +1,5 @@
+//! Adapters: the only code that knows a backend's wire format or SDK.
+
+pub mod dynamodb;
+pub mod faults;
+pub mod memory;

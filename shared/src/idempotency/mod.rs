@@ -1,0 +1,26 @@
+//! Payment-agnostic idempotency for Lambda handlers on DynamoDB (SPEC §4).
+//!
+//! A handler wraps its work with [`Idempotency::run`]: the first request with a key claims a
+//! record and runs the work under a lease; a duplicate is answered from the record with one
+//! store request; a different request under the same key is a mismatch; a crashed invocation's
+//! lease lapses and the next request takes the attempt over, keeping its identity.
+//!
+//! Backends implement [`IdempotencyStore`]: DynamoDB in `adapters::dynamodb`, the embedded
+//! store in `adapters::memory`. Both pass one conformance suite.
+
+mod fingerprint;
+mod key;
+mod record;
+mod run;
+mod store;
+
+pub use fingerprint::Fingerprint;
+pub use key::{IdempotencyKey, InvalidKey, RecordKey, MAX_KEY_LEN};
+pub use record::{
+    check_completed_size, IdempotencyRecord, Lease, LeaseToken, RecordState, RecordStatus,
+    MAX_ATTEMPT_ID_BYTES, MAX_ITEM_BYTES,
+};
+pub use run::{
+    decide, Attempt, Decision, Idempotency, IdempotencyConfig, Outcome, RunError, RunRequest,
+};
+pub use store::{Claim, ClaimOutcome, IdempotencyStore, StoreError, TakeoverOutcome};

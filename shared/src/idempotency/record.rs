@@ -1,0 +1,164 @@
+//! The idempotency record: what is stored under a [`RecordKey`] and how big it may get.
+
+use super::{Fingerprint, RecordKey, StoreError};
+use std::fmt;
+
+/// DynamoDB's item size limit (400 KB), which every store enforces alike.
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
+
+/// Upper bound for the stored size of one number attribute (DynamoDB: up to 21 bytes).
+const NUMBER_ATTRIBUTE_BYTES: usize = 21;
+
+/// The lifecycle state of a record. `EXPIRED` is never stored: it is derived from
+/// `expires_at_s` on read, and an expired record is treated as absent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordStatus {
+    /// An invocation holds (or held) a lease and is doing the work.
+    InProgress,
+    /// The work finished and its result is stored.
+    Completed,
+}
+
+impl RecordStatus {
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InProgress => "IN_PROGRESS",
+            Self::Completed => "COMPLETED",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "IN_PROGRESS" => Some(Self::InProgress),
+            "COMPLETED" => Some(Self::Completed),
+            _ => None,
+        }
+    }
+}
+
+/// The fencing token of one lease: only its holder may complete or release the record.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LeaseToken(String);
+
+impl LeaseToken {
+    /// A fresh, unguessable token.
+    pub fn generate() -> Self {
+        Self(uuid::Uuid::new_v4().to_string())
+    }
+
+    /// Wraps a token read back from the store.
+    pub fn from_stored(raw: String) -> Self {
+        Self(raw)
+    }
+
+    /// The token's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A lease currently held on a record: its token and when it lapses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// Fencing token.
+    pub token: LeaseToken,
+    /// Epoch milliseconds after which another invocation may take the record over.
+    pub until_ms: i64,
+}
+
+/// Where a record stands, with what each state carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordState {
+    /// An invocation holds (or held, if lapsed) this lease and is doing the work.
+    InProgress {
+        /// The current lease.
+        lease: Lease,
+    },
+    /// The work finished; its result (JSON) is stored.
+    Completed {
+        /// The stored result.
+        result: String,
+    },
+}
+
+/// One stored idempotency record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    /// `<scope>#<user>#<key>`.
+    pub key: RecordKey,
+    /// In progress (with its lease) or completed (with its result).
+    pub state: RecordState,
+    /// Fingerprint of the request that created the record.
+    pub fingerprint: Fingerprint,
+    /// The attempt's identity, chosen at the first claim and never rewritten (e.g. the
+    /// payment id, from which the PSP idempotency key is derived).
+    pub attempt_id: String,
+    /// Epoch milliseconds of the first claim.
+    pub created_at_ms: i64,
+    /// Epoch seconds after which the record reads as absent (the DynamoDB TTL attribute).
+    pub expires_at_s: i64,
+}
+
+impl IdempotencyRecord {
+    /// The state's stored name.
+    pub fn status(&self) -> RecordStatus {
+        match self.state {
+            RecordState::InProgress { .. } => RecordStatus::InProgress,
+            RecordState::Completed { .. } => RecordStatus::Completed,
+        }
+    }
+
+    /// The lease, while in progress.
+    pub fn lease(&self) -> Option<&Lease> {
+        match &self.state {
+            RecordState::InProgress { lease } => Some(lease),
+            RecordState::Completed { .. } => None,
+        }
+    }
+
+    /// Whether the record has expired at `now_ms` (and so must be treated as absent).
+    pub fn is_expired_at(&self, now_ms: i64) -> bool {
+        self.expires_at_s < now_ms.div_euclid(1000)
+    }
+}
+
+/// Longest attempt identity a record may hold, in bytes.
+pub const MAX_ATTEMPT_ID_BYTES: usize = 255;
+
+/// Refuses, before any write, a result that would make the completed record exceed
+/// [`MAX_ITEM_BYTES`]. Counts as DynamoDB does (attribute names plus values), taking the
+/// largest possible attempt id and number sizes, so what passes here always fits.
+pub fn check_completed_size(key: &RecordKey, result: &str) -> Result<(), StoreError> {
+    let strings = [
+        ("pk", key.as_str().len()),
+        ("status", RecordStatus::Completed.as_str().len()),
+        ("fingerprint", 64),
+        ("attempt_id", MAX_ATTEMPT_ID_BYTES),
+        ("result", result.len()),
+    ];
+    let numbers = ["created_at_ms", "expires_at"];
+    let size_bytes = strings
+        .iter()
+        .map(|(name, len)| name.len() + len)
+        .sum::<usize>()
+        + numbers
+            .iter()
+            .map(|name| name.len() + NUMBER_ATTRIBUTE_BYTES)
+            .sum::<usize>();
+    if size_bytes > MAX_ITEM_BYTES {
+        return Err(StoreError::ItemTooLarge {
+            key: key.clone(),
+            size_bytes,
+            limit_bytes: MAX_ITEM_BYTES,
+        });
+    }
+    Ok(())
+}

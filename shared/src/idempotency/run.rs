@@ -1,0 +1,369 @@
+//! The high-level API: [`Idempotency::run`] and the pure decision it is built on.
+
+use super::{
+    Claim, ClaimOutcome, Fingerprint, IdempotencyKey, IdempotencyRecord, IdempotencyStore, Lease,
+    LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome,
+};
+use crate::clock::duration_ms;
+use serde::{de::DeserializeOwned, Serialize};
+use std::future::Future;
+use std::time::Duration;
+
+/// Tunables of the idempotency layer, with defaults suited to an API Gateway-fronted Lambda.
+#[derive(Clone, Debug)]
+pub struct IdempotencyConfig {
+    /// How long a record is kept after its last outcome (default 24 h). Cap it at the
+    /// downstream provider's own key retention.
+    pub retention: Duration,
+    /// Added to the invocation deadline to form the lease, covering clock skew between
+    /// instances and the time the runtime needs to kill a timed-out invocation (default 5 s).
+    pub lease_margin: Duration,
+    /// How many times a transaction conflict is retried before answering `InProgress` (default 3).
+    pub conflict_retries: u32,
+    /// Base of the jittered exponential backoff between conflict retries (default 25 ms).
+    pub conflict_backoff: Duration,
+}
+
+impl Default for IdempotencyConfig {
+    fn default() -> Self {
+        Self {
+            retention: Duration::from_secs(24 * 3600),
+            lease_margin: Duration::from_secs(5),
+            conflict_retries: 3,
+            conflict_backoff: Duration::from_millis(25),
+        }
+    }
+}
+
+/// One idempotent request, as a handler describes it.
+#[derive(Clone, Debug)]
+pub struct RunRequest<'a> {
+    /// Stable operation name, e.g. `orders.create`. Must not contain `#`.
+    pub scope: &'a str,
+    /// The authenticated user (JWT `sub`). Must not contain `#`.
+    pub user: &'a str,
+    /// The client's key.
+    pub key: &'a IdempotencyKey,
+    /// Fingerprint of what the client sent.
+    pub fingerprint: Fingerprint,
+    /// The invocation's deadline in epoch milliseconds (Lambda: `Context::deadline`).
+    pub deadline_ms: i64,
+}
+
+/// The attempt the work runs as: stable across takeovers.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Attempt {
+    /// Identity created at the first claim (derive downstream idempotency keys from it).
+    pub attempt_id: String,
+    /// Epoch milliseconds of the first claim.
+    pub created_at_ms: i64,
+    /// True when an earlier invocation's lease lapsed and this one took the attempt over:
+    /// the work may already have partly happened, so its side effects must be idempotent.
+    pub taken_over: bool,
+}
+
+/// What [`Idempotency::run`] answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome<T> {
+    /// The work ran in this invocation and its result is stored.
+    Fresh(T),
+    /// The work had already completed; its stored result, with no work done now.
+    Replayed(T),
+    /// Another invocation holds the lease (or the store stayed contended); retry later.
+    InProgress {
+        /// How long until the holder's lease lapses (at least one second).
+        retry_after: Duration,
+    },
+    /// The key was used for a different request; nothing was written.
+    Mismatch,
+}
+
+/// Why [`Idempotency::run`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError<E> {
+    /// The work failed; the record was released so the same key can be retried.
+    #[error("the idempotent operation failed")]
+    Work(#[source] E),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The stored result could not be deserialised into the handler's type.
+    #[error("the stored result of {key} cannot be read back")]
+    UnreadableResult {
+        /// The record concerned.
+        key: RecordKey,
+        /// The deserialisation error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The work's result could not be serialised for storage; the record was released.
+    #[error("the result cannot be serialised for storage")]
+    UnserialisableResult(#[source] serde_json::Error),
+}
+
+/// What to do about an existing record, decided without I/O.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The key belongs to another request.
+    Mismatch,
+    /// The stored result answers the request.
+    Replay,
+    /// A live lease is held by someone else.
+    Wait {
+        /// Until the lease lapses.
+        retry_after: Duration,
+    },
+    /// The lease lapsed: take the attempt over from the holder of this token.
+    TakeOver {
+        /// The lapsed lease's token, which the takeover is conditioned on.
+        seen: LeaseToken,
+    },
+}
+
+/// The rule of SPEC §4, in its order: other fingerprint → mismatch (even while in progress);
+/// completed → replay; live lease → wait; lapsed lease → takeover.
+pub fn decide(existing: &IdempotencyRecord, fingerprint: &Fingerprint, now_ms: i64) -> Decision {
+    if &existing.fingerprint != fingerprint {
+        return Decision::Mismatch;
+    }
+    match &existing.state {
+        RecordState::Completed { .. } => Decision::Replay,
+        RecordState::InProgress { lease } if lease.until_ms > now_ms => Decision::Wait {
+            retry_after: retry_after_ms(lease.until_ms - now_ms),
+        },
+        RecordState::InProgress { lease } => Decision::TakeOver {
+            seen: lease.token.clone(),
+        },
+    }
+}
+
+/// Whole seconds, rounded up, never below one: what a `Retry-After` header can carry.
+fn retry_after_ms(ms: i64) -> Duration {
+    let secs = u64::try_from((ms + 999) / 1000).unwrap_or(1).max(1);
+    Duration::from_secs(secs)
+}
+
+/// How many times a run re-reads the situation after losing a race before it answers `InProgress`.
+const MAX_RACES: u32 = 4;
+
+/// The idempotency layer over a store.
+#[derive(Debug, Clone)]
+pub struct Idempotency<S> {
+    store: S,
+    config: IdempotencyConfig,
+}
+
+impl<S: IdempotencyStore> Idempotency<S> {
+    /// The layer over `store` with `config`.
+    pub fn new(store: S, config: IdempotencyConfig) -> Self {
+        Self { store, config }
+    }
+
+    /// The underlying store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &IdempotencyConfig {
+        &self.config
+    }
+
+    /// Runs `work` at most once per (scope, user, key), and answers duplicates from the store.
+    ///
+    /// Store requests: a first run costs two (claim, complete); a duplicate costs one (the
+    /// claim, which returns the existing record). If `work` fails the record is released
+    /// (fenced by the lease) and the error returned, so the client may retry with the same key.
+    pub async fn run<T, E, F, Fut>(
+        &self,
+        request: RunRequest<'_>,
+        work: F,
+    ) -> Result<Outcome<T>, RunError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce(Attempt) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let key = RecordKey::new(request.scope, request.user, request.key);
+        let (lease, attempt) = match self.acquire(&key, &request).await? {
+            Acquired::Lease(lease, attempt) => (lease, attempt),
+            Acquired::Mismatch => return Ok(Outcome::Mismatch),
+            Acquired::Wait(retry_after) => return Ok(Outcome::InProgress { retry_after }),
+            Acquired::Replay(record) => return self.replay(&key, &record).map(Outcome::Replayed),
+        };
+
+        let value = match work(attempt).await {
+            Ok(value) => value,
+            Err(error) => {
+                self.release_after_failure(&key, &lease.token).await;
+                return Err(RunError::Work(error));
+            }
+        };
+        let result = match serde_json::to_string(&value) {
+            Ok(result) => result,
+            Err(error) => {
+                self.release_after_failure(&key, &lease.token).await;
+                return Err(RunError::UnserialisableResult(error));
+            }
+        };
+        let expires_at_s =
+            (self.store.now_ms() + duration_ms(self.config.retention)).div_euclid(1000);
+        let completed = self
+            .with_conflict_retries(request.deadline_ms, || {
+                self.store
+                    .complete(&key, &lease.token, &result, expires_at_s)
+            })
+            .await;
+        match completed {
+            Ok(()) => Ok(Outcome::Fresh(value)),
+            Err(error @ StoreError::ItemTooLarge { .. }) => {
+                // The result can never be stored: free the key rather than leave it leased.
+                self.release_after_failure(&key, &lease.token).await;
+                Err(error.into())
+            }
+            // Lease lost: a takeover owns the record now. Anything else: the lease lapses and
+            // the next request takes the attempt over. Either way the record is not ours to touch.
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Claims the key or takes a lapsed attempt over; otherwise says how to answer.
+    async fn acquire(
+        &self,
+        key: &RecordKey,
+        request: &RunRequest<'_>,
+    ) -> Result<Acquired, StoreError> {
+        let lease = Lease {
+            token: LeaseToken::generate(),
+            until_ms: request.deadline_ms + duration_ms(self.config.lease_margin),
+        };
+        let mut races = 0;
+        loop {
+            let now_ms = self.store.now_ms();
+            let claim = Claim {
+                key: key.clone(),
+                fingerprint: request.fingerprint.clone(),
+                attempt_id: uuid::Uuid::new_v4().to_string(),
+                lease_token: lease.token.clone(),
+                lease_until_ms: lease.until_ms,
+                expires_at_s: (now_ms + duration_ms(self.config.retention)).div_euclid(1000),
+            };
+            let claimed = self
+                .with_conflict_retries(request.deadline_ms, || self.store.claim(&claim))
+                .await;
+            let existing = match claimed {
+                Ok(ClaimOutcome::Claimed(record)) => {
+                    return Ok(Acquired::Lease(lease, attempt_of(&record, false)))
+                }
+                Ok(ClaimOutcome::Existing(record)) => record,
+                Err(StoreError::Conflict { .. }) => return Ok(contended()),
+                Err(other) => return Err(other),
+            };
+            let mut current = Some(existing);
+            // Follow the record through lost takeover races until it is decided or gone.
+            while let Some(record) = current.take() {
+                match decide(&record, &request.fingerprint, self.store.now_ms()) {
+                    Decision::TakeOver { seen } => {
+                        races += 1;
+                        if races > MAX_RACES {
+                            return Ok(contended());
+                        }
+                        let outcome = self
+                            .with_conflict_retries(request.deadline_ms, || {
+                                self.store.take_over(key, &seen, &lease)
+                            })
+                            .await;
+                        match outcome {
+                            Ok(TakeoverOutcome::TakenOver(record)) => {
+                                tracing::info!(record = %key, attempt_id = %record.attempt_id, "took over a lapsed attempt");
+                                return Ok(Acquired::Lease(lease, attempt_of(&record, true)));
+                            }
+                            Ok(TakeoverOutcome::Lost(now)) => current = now,
+                            Err(StoreError::Conflict { .. }) => return Ok(contended()),
+                            Err(other) => return Err(other),
+                        }
+                    }
+                    Decision::Mismatch => return Ok(Acquired::Mismatch),
+                    Decision::Wait { retry_after } => return Ok(Acquired::Wait(retry_after)),
+                    Decision::Replay => return Ok(Acquired::Replay(record)),
+                }
+            }
+            // The record vanished under us (released or expired): claim again.
+            races += 1;
+            if races > MAX_RACES {
+                return Ok(contended());
+            }
+        }
+    }
+
+    fn replay<T: DeserializeOwned, E>(
+        &self,
+        key: &RecordKey,
+        record: &IdempotencyRecord,
+    ) -> Result<T, RunError<E>> {
+        let stored = match &record.state {
+            RecordState::Completed { result } => result.as_str(),
+            RecordState::InProgress { .. } => "null",
+        };
+        serde_json::from_str(stored).map_err(|source| RunError::UnreadableResult {
+            key: key.clone(),
+            source,
+        })
+    }
+
+    async fn release_after_failure(&self, key: &RecordKey, token: &LeaseToken) {
+        if let Err(error) = self.store.release(key, token).await {
+            // The lease lapses by itself; the next request takes the attempt over.
+            tracing::warn!(record = %key, error = %error, "could not release the idempotency record after a failure");
+        }
+    }
+
+    /// Retries a store call that reports a transaction conflict, with jittered exponential
+    /// backoff, while the invocation has time left.
+    async fn with_conflict_retries<R, F, Fut>(
+        &self,
+        deadline_ms: i64,
+        mut call: F,
+    ) -> Result<R, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<R, StoreError>>,
+    {
+        let mut attempt = 0;
+        loop {
+            match call().await {
+                Err(StoreError::Conflict { key }) if attempt < self.config.conflict_retries => {
+                    let base = duration_ms(self.config.conflict_backoff).max(1) << attempt.min(10);
+                    let pause_ms = fastrand::i64(base / 2..=base);
+                    if self.store.now_ms() + pause_ms >= deadline_ms {
+                        return Err(StoreError::Conflict { key });
+                    }
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(pause_ms.unsigned_abs())).await;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// What acquiring a key came to.
+enum Acquired {
+    Lease(Lease, Attempt),
+    Mismatch,
+    Wait(Duration),
+    Replay(IdempotencyRecord),
+}
+
+/// The answer when the store stays contended: ask the client to come back shortly.
+fn contended() -> Acquired {
+    Acquired::Wait(Duration::from_secs(1))
+}
+
+fn attempt_of(record: &IdempotencyRecord, taken_over: bool) -> Attempt {
+    Attempt {
+        attempt_id: record.attempt_id.clone(),
+        created_at_ms: record.created_at_ms,
+        taken_over,
+    }
+}

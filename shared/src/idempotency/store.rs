@@ -1,0 +1,125 @@
+//! The store port: the five operations a backend implements. All decisions (mismatch,
+//! replay, lease, takeover) live in the layer above; a backend only makes each operation
+//! atomic and conditional.
+
+use super::{Fingerprint, IdempotencyRecord, LeaseToken, RecordKey};
+use async_trait::async_trait;
+
+/// A request to claim a key for a new attempt.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    /// The record to create.
+    pub key: RecordKey,
+    /// Fingerprint of the request.
+    pub fingerprint: Fingerprint,
+    /// Identity of the new attempt (kept across takeovers).
+    pub attempt_id: String,
+    /// Fencing token of the claimer's lease.
+    pub lease_token: LeaseToken,
+    /// When the claimer's lease lapses, epoch milliseconds.
+    pub lease_until_ms: i64,
+    /// When the record expires, epoch seconds.
+    pub expires_at_s: i64,
+}
+
+/// What a claim found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    /// The record was absent (or expired) and is now ours, `IN_PROGRESS`.
+    Claimed(IdempotencyRecord),
+    /// A live record exists; it is returned as it was, and nothing was written.
+    Existing(IdempotencyRecord),
+}
+
+/// What a takeover found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TakeoverOutcome {
+    /// The lease is ours now; the record as it stands after the takeover.
+    TakenOver(IdempotencyRecord),
+    /// Someone else moved first; the record as it stands now, if it still exists.
+    Lost(Option<IdempotencyRecord>),
+}
+
+/// Errors of a store; backend errors keep their source.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A fenced write was refused: the lease token is no longer the record's.
+    #[error("the lease on {key} is no longer held by this invocation")]
+    LeaseLost {
+        /// The record concerned.
+        key: RecordKey,
+    },
+    /// A concurrent transaction touched the same item (DynamoDB `TransactionConflict`); retryable.
+    #[error("a concurrent transaction touched {key}")]
+    Conflict {
+        /// The record concerned.
+        key: RecordKey,
+    },
+    /// The record would exceed the item size limit; nothing was written.
+    #[error("the idempotency record {key} would be {size_bytes} bytes, over the {limit_bytes}-byte item limit; store a smaller result")]
+    ItemTooLarge {
+        /// The record concerned.
+        key: RecordKey,
+        /// Its computed size.
+        size_bytes: usize,
+        /// The limit.
+        limit_bytes: usize,
+    },
+    /// A stored item could not be read as a record.
+    #[error("the stored idempotency record {key} is malformed: {reason}")]
+    Corrupt {
+        /// The record concerned.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The backend failed (network, throttling, permissions...).
+    #[error("the idempotency store failed during {operation}")]
+    Backend {
+        /// The store operation that failed.
+        operation: &'static str,
+        /// The backend's own error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// A backend for idempotency records.
+///
+/// Every method is one atomic, conditional request. Time comes from the store's own clock
+/// ([`IdempotencyStore::now_ms`]) so conditions and the layer above agree on "now".
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
+    /// The store's notion of now, in epoch milliseconds.
+    fn now_ms(&self) -> i64;
+
+    /// Creates the record if it is absent or expired; otherwise returns the existing one
+    /// and writes nothing.
+    async fn claim(&self, claim: &Claim) -> Result<ClaimOutcome, StoreError>;
+
+    /// Moves the lease of an `IN_PROGRESS` record from `seen` to `lease`, changing nothing
+    /// else (the attempt identity stays).
+    async fn take_over(
+        &self,
+        key: &RecordKey,
+        seen: &LeaseToken,
+        lease: &super::Lease,
+    ) -> Result<TakeoverOutcome, StoreError>;
+
+    /// Marks the record `COMPLETED` with `result`, clears the lease and sets a new expiry;
+    /// refused with [`StoreError::LeaseLost`] unless `lease` is still the record's token.
+    async fn complete(
+        &self,
+        key: &RecordKey,
+        lease: &LeaseToken,
+        result: &str,
+        expires_at_s: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Deletes the record so the key can be claimed afresh; refused with
+    /// [`StoreError::LeaseLost`] unless `lease` is still the record's token.
+    async fn release(&self, key: &RecordKey, lease: &LeaseToken) -> Result<(), StoreError>;
+
+    /// Reads the record consistently; an expired record reads as `None`.
+    async fn get(&self, key: &RecordKey) -> Result<Option<IdempotencyRecord>, StoreError>;
+}

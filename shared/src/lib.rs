@@ -1,0 +1,9 @@
+//! payonce: exactly-once payments on AWS Lambda.
+//!
+//! - [`idempotency`]: the payment-agnostic idempotency layer any Rust Lambda can wrap its work with.
+//! - [`adapters`]: DynamoDB and embedded implementations of the ports.
+//! - [`clock`]: time as a port, so tests cross leases and expiries without sleeping.
+
+pub mod adapters;
+pub mod clock;
+pub mod idempotency;

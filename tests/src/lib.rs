@@ -1,0 +1,158 @@
+//! The test stack shared by the integration tests: clients for the emulators that
+//! `scripts/test` starts, fresh tables per test, and the harness that lets one conformance
+//! suite run against every store backend.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use payonce::adapters::dynamodb::{
+    create_idempotency_table, DynamoIdempotencyStore, RequestCounter,
+};
+use payonce::adapters::faults::Faults;
+use payonce::adapters::memory::MemoryIdempotencyStore;
+use payonce::clock::ManualClock;
+use payonce::idempotency::{IdempotencyRecord, IdempotencyStore, RecordKey};
+use std::sync::Arc;
+
+/// The DynamoDB Local endpoint `scripts/test` exported.
+pub fn dynamodb_endpoint() -> String {
+    std::env::var("PAYONCE_TEST_DYNAMODB_ENDPOINT").unwrap_or_else(|_| {
+        panic!("PAYONCE_TEST_DYNAMODB_ENDPOINT is not set: run the tests through scripts/test, which starts DynamoDB Local")
+    })
+}
+
+/// A DynamoDB client for DynamoDB Local, counting its requests into `counter`.
+pub fn dynamodb_client(counter: &RequestCounter) -> Client {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "payonce-tests",
+        ))
+        .endpoint_url(dynamodb_endpoint())
+        .interceptor(counter.clone())
+        .build();
+    Client::from_conf(config)
+}
+
+/// A table name no other test uses (DynamoDB Local keeps every table for the whole run).
+pub fn unique_table(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// What the conformance suite needs from a backend besides the port itself: a clock it can
+/// move, the fault hook, and a look at the raw stored record (expired or not).
+#[async_trait]
+pub trait StoreHarness: Send + Sync + 'static {
+    /// The store under test.
+    type Store: IdempotencyStore + Clone + 'static;
+    /// Backend name, for messages.
+    const NAME: &'static str;
+    /// The store under test.
+    fn store(&self) -> &Self::Store;
+    /// The clock the store reads.
+    fn clock(&self) -> &ManualClock;
+    /// The store's fault hook.
+    fn faults(&self) -> &Faults;
+    /// The record exactly as stored, even if expired.
+    async fn raw(&self, key: &RecordKey) -> Option<IdempotencyRecord>;
+    /// Requests sent to the backend so far (always 0 for the embedded store).
+    fn requests(&self) -> u64;
+}
+
+/// The embedded store on a manual clock.
+pub struct MemoryHarness {
+    store: MemoryIdempotencyStore,
+    clock: Arc<ManualClock>,
+}
+
+/// A fresh embedded store.
+pub fn memory_harness() -> MemoryHarness {
+    let clock = ManualClock::at_system_time();
+    MemoryHarness {
+        store: MemoryIdempotencyStore::new(clock.clone()),
+        clock,
+    }
+}
+
+#[async_trait]
+impl StoreHarness for MemoryHarness {
+    type Store = MemoryIdempotencyStore;
+    const NAME: &'static str = "embedded";
+    fn store(&self) -> &Self::Store {
+        &self.store
+    }
+    fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+    fn faults(&self) -> &Faults {
+        self.store.faults()
+    }
+    async fn raw(&self, key: &RecordKey) -> Option<IdempotencyRecord> {
+        self.store.raw(key)
+    }
+    fn requests(&self) -> u64 {
+        0
+    }
+}
+
+/// The DynamoDB store on a fresh table in DynamoDB Local, on a manual clock.
+pub struct DynamoHarness {
+    store: DynamoIdempotencyStore,
+    clock: Arc<ManualClock>,
+    counter: RequestCounter,
+    inspector: DynamoIdempotencyStore,
+}
+
+/// A DynamoDB store on a new table.
+pub async fn dynamo_harness() -> DynamoHarness {
+    let counter = RequestCounter::new();
+    let client = dynamodb_client(&counter);
+    let table = unique_table("idem");
+    create_idempotency_table(&client, &table)
+        .await
+        .expect("create the idempotency table in DynamoDB Local");
+    counter.reset();
+    let clock = ManualClock::at_system_time();
+    DynamoHarness {
+        inspector: DynamoIdempotencyStore::new(dynamodb_client(&RequestCounter::new()), &table),
+        store: DynamoIdempotencyStore::new(client, table).with_clock(clock.clone()),
+        clock,
+        counter,
+    }
+}
+
+impl DynamoHarness {
+    /// The request counter of the store's client.
+    pub fn counter(&self) -> &RequestCounter {
+        &self.counter
+    }
+}
+
+#[async_trait]
+impl StoreHarness for DynamoHarness {
+    type Store = DynamoIdempotencyStore;
+    const NAME: &'static str = "dynamodb";
+    fn store(&self) -> &Self::Store {
+        &self.store
+    }
+    fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+    fn faults(&self) -> &Faults {
+        self.store.faults()
+    }
+    async fn raw(&self, key: &RecordKey) -> Option<IdempotencyRecord> {
+        // Through an uncounted client: reading for an assertion is not the code under test.
+        self.inspector
+            .get_including_expired(key)
+            .await
+            .expect("read the raw record")
+    }
+    fn requests(&self) -> u64 {
+        self.counter.total()
+    }
+}

@@ -1,0 +1,4 @@
+//! The integration test binary: every suite that talks to DynamoDB Local, moto or the
+//! embedded adapters. Run through `scripts/test`, which starts the emulators.
+
+mod idempotency;
