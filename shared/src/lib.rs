@@ -6,4 +6,9 @@
 
 pub mod adapters;
 pub mod clock;
+pub mod config;
+pub mod domain;
+pub mod http;
 pub mod idempotency;
+pub mod ports;
+pub mod service;

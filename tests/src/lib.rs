@@ -2,6 +2,8 @@
 //! `scripts/test` starts, fresh tables per test, and the harness that lets one conformance
 //! suite run against every store backend.
 
+pub mod stack;
+
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use payonce::adapters::dynamodb::{

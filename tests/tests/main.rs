@@ -2,3 +2,4 @@
 //! embedded adapters. Run through `scripts/test`, which starts the emulators.
 
 mod idempotency;
+mod payments;

@@ -3,3 +3,4 @@
 pub mod dynamodb;
 pub mod faults;
 pub mod memory;
+pub mod psp;

@@ -332,11 +332,11 @@ impl<S: IdempotencyStore> Idempotency<S> {
         let mut attempt = 0;
         loop {
             match call().await {
-                Err(StoreError::Conflict { key }) if attempt < self.config.conflict_retries => {
+                Err(StoreError::Conflict { item }) if attempt < self.config.conflict_retries => {
                     let base = duration_ms(self.config.conflict_backoff).max(1) << attempt.min(10);
                     let pause_ms = fastrand::i64(base / 2..=base);
                     if self.store.now_ms() + pause_ms >= deadline_ms {
-                        return Err(StoreError::Conflict { key });
+                        return Err(StoreError::Conflict { item });
                     }
                     attempt += 1;
                     tokio::time::sleep(Duration::from_millis(pause_ms.unsigned_abs())).await;

@@ -50,10 +50,10 @@ pub enum StoreError {
         key: RecordKey,
     },
     /// A concurrent transaction touched the same item (DynamoDB `TransactionConflict`); retryable.
-    #[error("a concurrent transaction touched {key}")]
+    #[error("a concurrent transaction touched {item}")]
     Conflict {
-        /// The record concerned.
-        key: RecordKey,
+        /// The item concerned (a record key, an order or a payment).
+        item: String,
     },
     /// The record would exceed the item size limit; nothing was written.
     #[error("the idempotency record {key} would be {size_bytes} bytes, over the {limit_bytes}-byte item limit; store a smaller result")]

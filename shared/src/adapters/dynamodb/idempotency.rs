@@ -6,7 +6,7 @@
 //! `result` S once completed · `expires_at` N epoch seconds, the TTL attribute.
 
 use super::attributes::{n, number, s, string, Item};
-use super::service_code;
+use super::{backend, is_condition_failure};
 use crate::adapters::faults::Faults;
 use crate::clock::{system_clock, SharedClock};
 use crate::idempotency::{
@@ -18,15 +18,15 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
 
-const PK: &str = "pk";
-const STATUS: &str = "status";
-const FINGERPRINT: &str = "fingerprint";
-const ATTEMPT_ID: &str = "attempt_id";
-const CREATED_AT_MS: &str = "created_at_ms";
-const LEASE_TOKEN: &str = "lease_token";
-const LEASE_UNTIL_MS: &str = "lease_until_ms";
-const RESULT: &str = "result";
-const EXPIRES_AT: &str = "expires_at";
+pub(crate) const PK: &str = "pk";
+pub(crate) const STATUS: &str = "status";
+pub(crate) const FINGERPRINT: &str = "fingerprint";
+pub(crate) const ATTEMPT_ID: &str = "attempt_id";
+pub(crate) const CREATED_AT_MS: &str = "created_at_ms";
+pub(crate) const LEASE_TOKEN: &str = "lease_token";
+pub(crate) const LEASE_UNTIL_MS: &str = "lease_until_ms";
+pub(crate) const RESULT: &str = "result";
+pub(crate) const EXPIRES_AT: &str = "expires_at";
 
 /// [`IdempotencyStore`] on a DynamoDB table whose partition key is the string `pk`.
 #[derive(Debug, Clone)]
@@ -78,38 +78,18 @@ impl DynamoIdempotencyStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|error| backend("get", key, error))?;
+            .map_err(|error| backend("get", key.as_str(), error))?;
         output.item().map(record_from_item).transpose()
     }
 
     fn check_faults(&self, key: &RecordKey) -> Result<(), StoreError> {
         if self.faults.take_conflict() {
-            return Err(StoreError::Conflict { key: key.clone() });
+            return Err(StoreError::Conflict {
+                item: key.to_string(),
+            });
         }
         Ok(())
     }
-}
-
-/// Maps an SDK error that is neither a condition failure nor handled by the caller.
-fn backend<E, R>(operation: &'static str, key: &RecordKey, error: SdkError<E, R>) -> StoreError
-where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    if service_code(&error) == Some("TransactionConflictException") {
-        return StoreError::Conflict { key: key.clone() };
-    }
-    StoreError::Backend {
-        operation,
-        source: Box::new(error),
-    }
-}
-
-fn is_condition_failure<E, R>(error: &SdkError<E, R>) -> bool
-where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
-{
-    service_code(error) == Some("ConditionalCheckFailedException")
 }
 
 /// Reads an item back into a record.
@@ -194,7 +174,7 @@ impl IdempotencyStore for DynamoIdempotencyStore {
                     }),
                 }
             }
-            Err(error) => Err(backend("claim", &claim.key, error)),
+            Err(error) => Err(backend("claim", claim.key.as_str(), error)),
         }
     }
 
@@ -242,7 +222,7 @@ impl IdempotencyStore for DynamoIdempotencyStore {
                     current.map(record_from_item).transpose()?,
                 ))
             }
-            Err(error) => Err(backend("take_over", key, error)),
+            Err(error) => Err(backend("take_over", key.as_str(), error)),
         }
     }
 
@@ -278,7 +258,7 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             Err(error) if is_condition_failure(&error) => {
                 Err(StoreError::LeaseLost { key: key.clone() })
             }
-            Err(error) => Err(backend("complete", key, error)),
+            Err(error) => Err(backend("complete", key.as_str(), error)),
         }
     }
 
@@ -299,7 +279,7 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             Err(error) if is_condition_failure(&error) => {
                 Err(StoreError::LeaseLost { key: key.clone() })
             }
-            Err(error) => Err(backend("release", key, error)),
+            Err(error) => Err(backend("release", key.as_str(), error)),
         }
     }
 

@@ -3,19 +3,46 @@
 mod attributes;
 mod counting;
 mod idempotency;
+mod payments;
 mod tables;
 
 pub use counting::RequestCounter;
 pub use idempotency::DynamoIdempotencyStore;
-pub use tables::{create_idempotency_table, IDEMPOTENCY_TTL_ATTRIBUTE};
+pub use payments::{DynamoPaymentStore, Tables, INFLIGHT_INDEX, INFLIGHT_PARTITION};
+pub use tables::{create_idempotency_table, create_payments_table, IDEMPOTENCY_TTL_ATTRIBUTE};
 
-use aws_sdk_dynamodb::error::SdkError;
+use crate::idempotency::StoreError;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
 /// Classifies an SDK error: whether DynamoDB rejected the request on a condition, reported a
 /// transaction conflict, or failed otherwise.
-pub(crate) fn service_code<E, R>(error: &SdkError<E, R>) -> Option<&str>
-where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
-{
+pub(crate) fn service_code<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> Option<&str> {
     error.as_service_error().and_then(|e| e.code())
+}
+
+/// Whether DynamoDB refused the request because its condition did not hold.
+pub(crate) fn is_condition_failure<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> bool {
+    service_code(error) == Some("ConditionalCheckFailedException")
+}
+
+/// Maps an SDK error the caller does not handle itself: a transaction conflict becomes the
+/// retryable [`StoreError::Conflict`], anything else a backend error that keeps its source.
+pub(crate) fn backend<E, R>(
+    operation: &'static str,
+    item: &str,
+    error: SdkError<E, R>,
+) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    if service_code(&error) == Some("TransactionConflictException") {
+        return StoreError::Conflict {
+            item: item.to_owned(),
+        };
+    }
+    StoreError::Backend {
+        operation,
+        source: Box::new(error),
+    }
 }

@@ -1,44 +1,23 @@
 //! Table creation for tests, the sandbox and first-run set-up (SAM creates them in AWS).
+//! Both tables have the string partition key `pk` and on-demand billing.
 
+use super::payments::INFLIGHT_INDEX;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
 use aws_sdk_dynamodb::Client;
 
 /// The TTL attribute of the idempotency table (epoch seconds).
 pub const IDEMPOTENCY_TTL_ATTRIBUTE: &str = "expires_at";
 
-/// Creates the idempotency table (`pk` string hash key, on-demand, TTL on `expires_at`) if it
-/// does not exist yet.
+/// Creates the idempotency table (TTL on `expires_at`) if it does not exist yet.
 pub async fn create_idempotency_table(
     client: &Client,
     table: &str,
 ) -> Result<(), aws_sdk_dynamodb::Error> {
-    let created = client
-        .create_table()
-        .table_name(table)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("pk")
-                .attribute_type(ScalarAttributeType::S)
-                .build()?,
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("pk")
-                .key_type(KeyType::Hash)
-                .build()?,
-        )
-        .send()
-        .await;
-    match created {
-        Ok(_) => {}
-        Err(error) if super::service_code(&error) == Some("ResourceInUseException") => {
-            return Ok(())
-        }
-        Err(error) => return Err(error.into()),
+    if !create_table(client, table, false).await? {
+        return Ok(());
     }
     client
         .update_time_to_live()
@@ -52,4 +31,69 @@ pub async fn create_idempotency_table(
         .send()
         .await?;
     Ok(())
+}
+
+/// Creates the orders-and-payments table, with the sparse in-flight GSI reconcile reads
+/// (`inflight` hash, `created_at_ms` range, keys only), if it does not exist yet.
+pub async fn create_payments_table(
+    client: &Client,
+    table: &str,
+) -> Result<(), aws_sdk_dynamodb::Error> {
+    create_table(client, table, true).await.map(|_| ())
+}
+
+fn key(
+    name: &str,
+    key_type: KeyType,
+) -> Result<KeySchemaElement, aws_sdk_dynamodb::error::BuildError> {
+    KeySchemaElement::builder()
+        .attribute_name(name)
+        .key_type(key_type)
+        .build()
+}
+
+fn attribute(
+    name: &str,
+    kind: ScalarAttributeType,
+) -> Result<AttributeDefinition, aws_sdk_dynamodb::error::BuildError> {
+    AttributeDefinition::builder()
+        .attribute_name(name)
+        .attribute_type(kind)
+        .build()
+}
+
+/// Creates the table; false when it already existed.
+async fn create_table(
+    client: &Client,
+    table: &str,
+    inflight_index: bool,
+) -> Result<bool, aws_sdk_dynamodb::Error> {
+    let mut request = client
+        .create_table()
+        .table_name(table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(attribute("pk", ScalarAttributeType::S)?)
+        .key_schema(key("pk", KeyType::Hash)?);
+    if inflight_index {
+        request = request
+            .attribute_definitions(attribute("inflight", ScalarAttributeType::S)?)
+            .attribute_definitions(attribute("created_at_ms", ScalarAttributeType::N)?)
+            .global_secondary_indexes(
+                GlobalSecondaryIndex::builder()
+                    .index_name(INFLIGHT_INDEX)
+                    .key_schema(key("inflight", KeyType::Hash)?)
+                    .key_schema(key("created_at_ms", KeyType::Range)?)
+                    .projection(
+                        Projection::builder()
+                            .projection_type(ProjectionType::KeysOnly)
+                            .build(),
+                    )
+                    .build()?,
+            );
+    }
+    match request.send().await {
+        Ok(_) => Ok(true),
+        Err(error) if super::service_code(&error) == Some("ResourceInUseException") => Ok(false),
+        Err(error) => Err(error.into()),
+    }
 }

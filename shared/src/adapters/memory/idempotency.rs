@@ -65,7 +65,9 @@ impl MemoryIdempotencyStore {
 
     fn check_faults(&self, key: &RecordKey) -> Result<(), StoreError> {
         if self.faults.take_conflict() {
-            return Err(StoreError::Conflict { key: key.clone() });
+            return Err(StoreError::Conflict {
+                item: key.to_string(),
+            });
         }
         Ok(())
     }

@@ -1,0 +1,91 @@
+//! The table that maps a `payment_method` token to what the fake PSP does with a confirmed
+//! PaymentIntent.
+//!
+//! The card tokens are Stripe's own test tokens, so code written against the fake behaves the
+//! same against Stripe's test mode; the `pm_fake_*` tokens produce failures Stripe cannot be
+//! asked for (a lost response, a 500, a hang).
+
+/// A card decline: what ends up in `last_payment_error` and in the 402 body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Decline {
+    /// Stripe's `decline_code`.
+    pub(crate) decline_code: &'static str,
+    /// The human-readable message Stripe sends with that decline code.
+    pub(crate) message: &'static str,
+}
+
+/// What happens when a PaymentIntent is confirmed with a given token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Behaviour {
+    /// The charge succeeds and is answered at once.
+    Approve,
+    /// The card is declined (402).
+    Decline(Decline),
+    /// The charge succeeds and is stored under the idempotency key, but the connection is closed
+    /// before any response is written: the client cannot tell whether it was charged.
+    LostResponse,
+    /// The PSP fails before charging (500); nothing is created or stored, so a retry runs again.
+    ErrorBeforeCharge,
+    /// The charge succeeds and is stored at once, but answered only after the slow delay, so a
+    /// client with a shorter timeout gives up on a charge that did happen.
+    Slow,
+    /// The token names no PaymentMethod (400 `resource_missing`).
+    Unknown,
+}
+
+/// Every token with a behaviour other than [`Behaviour::Unknown`].
+const TABLE: &[(&str, Behaviour)] = &[
+    ("pm_card_visa", Behaviour::Approve),
+    ("pm_card_mastercard", Behaviour::Approve),
+    (
+        "pm_card_visa_chargeDeclined",
+        Behaviour::Decline(Decline {
+            decline_code: "generic_decline",
+            message: "Your card was declined.",
+        }),
+    ),
+    (
+        "pm_card_chargeDeclinedInsufficientFunds",
+        Behaviour::Decline(Decline {
+            decline_code: "insufficient_funds",
+            message: "Your card has insufficient funds.",
+        }),
+    ),
+    ("pm_fake_lost_response", Behaviour::LostResponse),
+    ("pm_fake_error_before_charge", Behaviour::ErrorBeforeCharge),
+    ("pm_fake_slow", Behaviour::Slow),
+];
+
+/// Looks up what confirming a PaymentIntent with `token` does.
+pub(crate) fn behaviour_for(token: &str) -> Behaviour {
+    TABLE
+        .iter()
+        .find(|(known, _)| *known == token)
+        .map_or(Behaviour::Unknown, |(_, behaviour)| *behaviour)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_tokens_map_to_their_behaviour() {
+        assert_eq!(behaviour_for("pm_card_visa"), Behaviour::Approve);
+        assert_eq!(behaviour_for("pm_card_mastercard"), Behaviour::Approve);
+        assert!(matches!(
+            behaviour_for("pm_card_chargeDeclinedInsufficientFunds"),
+            Behaviour::Decline(Decline {
+                decline_code: "insufficient_funds",
+                ..
+            })
+        ));
+        assert_eq!(behaviour_for("pm_fake_slow"), Behaviour::Slow);
+    }
+
+    #[test]
+    fn anything_else_is_unknown_including_near_misses() {
+        assert_eq!(behaviour_for("pm_card_amex"), Behaviour::Unknown);
+        assert_eq!(behaviour_for("PM_CARD_VISA"), Behaviour::Unknown);
+        assert_eq!(behaviour_for(""), Behaviour::Unknown);
+    }
+}

@@ -1,0 +1,101 @@
+//! A local payment-service provider (PSP) that speaks a subset of Stripe's PaymentIntents wire
+//! protocol over HTTP.
+//!
+//! Integration tests and the local sandbox point payonce at it instead of Stripe, so that every
+//! failure mode payonce must survive — declines, a response lost after the charge was made, a
+//! 500 before it was made, a slow answer, repeated or reordered webhooks — can be produced on
+//! demand by choosing a `payment_method` token or by setting [`WebhookKnobs`]. It is never
+//! compiled into a Lambda.
+//!
+//! With `confirm=true`, `POST /v1/payment_intents` behaves by token:
+//!
+//! | `payment_method` | behaviour |
+//! |---|---|
+//! | `pm_card_visa`, `pm_card_mastercard` | PaymentIntent `succeeded`, 200 |
+//! | `pm_card_visa_chargeDeclined` | PaymentIntent `requires_payment_method`, 402 `card_declined` / `generic_decline` |
+//! | `pm_card_chargeDeclinedInsufficientFunds` | as above with `insufficient_funds` |
+//! | `pm_fake_lost_response` | PaymentIntent `succeeded` and stored under the idempotency key, then the connection is closed without any response |
+//! | `pm_fake_error_before_charge` | 500 `api_error`; nothing created, nothing stored |
+//! | `pm_fake_slow` | PaymentIntent `succeeded` and stored, answered only after [`FakePspConfig::slow_delay`] |
+//! | anything else | 400 `resource_missing` on `payment_method`; nothing created |
+//!
+//! With `confirm=false` any token is accepted and the PaymentIntent waits in
+//! `requires_confirmation` (payonce uses this to fence a key).
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use payonce_fake_psp::{FakePsp, FakePspConfig};
+//! let psp = FakePsp::start(FakePspConfig::default(), ([127, 0, 0, 1], 0).into()).await?;
+//! let base_url = psp.base_url(); // point the PSP client here
+//! # let _ = base_url;
+//! assert_eq!(psp.charges().len(), 0);
+//! psp.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+
+mod behaviour;
+mod conn;
+mod params;
+mod reply;
+mod running;
+mod server;
+mod state;
+mod webhooks;
+
+use std::time::Duration;
+
+pub use running::{FakePsp, RunningFakePsp};
+pub use state::FakeCharge;
+pub use webhooks::sign_webhook;
+
+/// The API key the fake PSP accepts unless told otherwise.
+pub const DEFAULT_API_KEY: &str = "sk_test_payonce_fake";
+
+/// The webhook signing secret the fake PSP uses unless told otherwise.
+pub const DEFAULT_WEBHOOK_SECRET: &str = "whsec_payonce_fake";
+
+/// How the fake PSP is set up when it starts.
+#[derive(Clone, Debug)]
+pub struct FakePspConfig {
+    /// The only API key accepted as `Authorization: Bearer <api_key>` on `/v1/*`.
+    pub api_key: String,
+    /// Where signed webhook events are POSTed; `None` sends no webhooks.
+    pub webhook_url: Option<String>,
+    /// The secret webhook signatures are computed with (see [`sign_webhook`]).
+    pub webhook_secret: String,
+    /// How long a `pm_fake_slow` charge holds its answer back.
+    pub slow_delay: Duration,
+    /// How webhooks are delivered (duplicates, delay, order).
+    pub webhooks: WebhookKnobs,
+}
+
+impl Default for FakePspConfig {
+    fn default() -> Self {
+        Self {
+            api_key: DEFAULT_API_KEY.to_owned(),
+            webhook_url: None,
+            webhook_secret: DEFAULT_WEBHOOK_SECRET.to_owned(),
+            // Long enough to outlast any sane client timeout, which is the point of the token.
+            slow_delay: Duration::from_secs(30),
+            webhooks: WebhookKnobs::default(),
+        }
+    }
+}
+
+/// Knobs that make webhook delivery misbehave the way a real PSP's may.
+///
+/// The default delivers every event once, straight away, in the order the events happened.
+#[derive(Clone, Debug, Default)]
+pub struct WebhookKnobs {
+    /// Extra copies of each event to deliver (all with the same event id), so `2` delivers each
+    /// event three times.
+    pub duplicates: u32,
+    /// How long to wait after an event happens before delivering it.
+    pub delay: Duration,
+    /// Deliver events last-first. Every event produced by one API request is delivered in
+    /// reverse; when `delay` is non-zero, every event that happened while the first one was
+    /// being held back is delivered together with it, newest first, so events of different
+    /// requests (e.g. a decline followed by a success for the same payment) arrive swapped.
+    pub reorder: bool,
+}

@@ -1,0 +1,252 @@
+//! Parsing Stripe's form-encoded request parameters (bracket syntax) and validating the ones
+//! `POST /v1/payment_intents` needs.
+//!
+//! Parameters are kept as a sorted map of the flattened names (`metadata[payment_id]` stays one
+//! name), which is also what an idempotency key is compared on: two requests are "the same"
+//! when they carry the same parameter set, whatever their byte order or percent-encoding.
+
+use std::collections::BTreeMap;
+
+use crate::reply::{self, Reply};
+
+/// Flattened request parameters, name → value; the last occurrence of a name wins.
+pub(crate) type Params = BTreeMap<String, String>;
+
+/// Parses an `application/x-www-form-urlencoded` body or query string.
+pub(crate) fn parse_form(input: &[u8]) -> Params {
+    url::form_urlencoded::parse(input).into_owned().collect()
+}
+
+/// A validated `POST /v1/payment_intents` request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CreateParams {
+    /// Amount in the currency's minor unit, > 0.
+    pub(crate) amount: i64,
+    /// Three-letter ISO currency code, lowercase.
+    pub(crate) currency: String,
+    /// The `payment_method` token, which picks the behaviour.
+    pub(crate) payment_method: String,
+    /// Whether to attempt the charge now (`confirm=true`) or only create the PaymentIntent.
+    pub(crate) confirm: bool,
+    /// `metadata[<k>]=<v>` pairs.
+    pub(crate) metadata: BTreeMap<String, String>,
+}
+
+impl CreateParams {
+    /// Validates the parameters of a create request, answering like Stripe on the first problem.
+    pub(crate) fn from_params(params: &Params) -> Result<Self, Reply> {
+        let amount = required(params, "amount")?;
+        let amount: i64 = amount.parse().map_err(|_| {
+            reply::invalid_request(
+                Some("parameter_invalid_integer"),
+                Some("amount"),
+                &format!("Invalid integer: {amount}"),
+            )
+        })?;
+        if amount < 1 {
+            return Err(reply::invalid_request(
+                Some("parameter_invalid_integer"),
+                Some("amount"),
+                "This value must be greater than or equal to 1.",
+            ));
+        }
+
+        let currency = required(params, "currency")?;
+        if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Err(reply::invalid_request(
+                Some("parameter_invalid"),
+                Some("currency"),
+                &format!("Invalid currency: {currency}."),
+            ));
+        }
+        // Stripe accepts any case and always answers in lowercase.
+        let currency = currency.to_ascii_lowercase();
+
+        let payment_method = required(params, "payment_method")?.to_owned();
+        let confirm = optional_bool(params, "confirm")?.unwrap_or(false);
+        // Accepted for wire compatibility; the fake has no redirects or 3-D Secure to refuse.
+        optional_bool(params, "error_on_requires_action")?;
+        optional_bool(params, "automatic_payment_methods[enabled]")?;
+        optional_enum(
+            params,
+            "automatic_payment_methods[allow_redirects]",
+            &["always", "never"],
+        )?;
+
+        Ok(Self {
+            amount,
+            currency,
+            payment_method,
+            confirm,
+            metadata: metadata(params)?,
+        })
+    }
+}
+
+/// A required, non-empty parameter.
+fn required<'p>(params: &'p Params, name: &str) -> Result<&'p str, Reply> {
+    match params.get(name).map(String::as_str) {
+        Some(value) if !value.is_empty() => Ok(value),
+        _ => Err(reply::parameter_missing(name)),
+    }
+}
+
+/// An optional `true`/`false` parameter.
+pub(crate) fn optional_bool(params: &Params, name: &str) -> Result<Option<bool>, Reply> {
+    match params.get(name).map(String::as_str) {
+        None => Ok(None),
+        Some("true") => Ok(Some(true)),
+        Some("false") => Ok(Some(false)),
+        Some(other) => Err(reply::invalid_request(
+            Some("parameter_invalid"),
+            Some(name),
+            &format!("Invalid boolean: {other}"),
+        )),
+    }
+}
+
+/// An optional parameter restricted to a few values.
+pub(crate) fn optional_enum<'p>(
+    params: &'p Params,
+    name: &str,
+    allowed: &[&str],
+) -> Result<Option<&'p str>, Reply> {
+    match params.get(name).map(String::as_str) {
+        None => Ok(None),
+        Some(value) if allowed.contains(&value) => Ok(Some(value)),
+        Some(other) => Err(reply::invalid_request(
+            Some("parameter_invalid"),
+            Some(name),
+            &format!(
+                "Invalid {name}: must be one of {}; got '{other}'.",
+                allowed.join(", ")
+            ),
+        )),
+    }
+}
+
+/// Collects `metadata[<k>]=<v>` into a map.
+fn metadata(params: &Params) -> Result<BTreeMap<String, String>, Reply> {
+    let mut metadata = BTreeMap::new();
+    for (name, value) in params {
+        let Some(rest) = name.strip_prefix("metadata") else {
+            continue;
+        };
+        // `metadata=` (empty) is Stripe's way of saying "no metadata"; nothing to collect.
+        if rest.is_empty() && value.is_empty() {
+            continue;
+        }
+        match rest.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+            Some(key) if !key.is_empty() && !key.contains(['[', ']']) => {
+                metadata.insert(key.to_owned(), value.clone());
+            }
+            _ => {
+                return Err(reply::invalid_request(
+                    Some("parameter_invalid"),
+                    Some(name),
+                    &format!("Invalid metadata parameter: {name}"),
+                ))
+            }
+        }
+    }
+    Ok(metadata)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(body: &str) -> Params {
+        parse_form(body.as_bytes())
+    }
+
+    fn error_code(reply: &Reply) -> Option<String> {
+        let body: serde_json::Value = serde_json::from_slice(&reply.body).ok()?;
+        body["error"]["code"].as_str().map(str::to_owned)
+    }
+
+    #[test]
+    fn parses_bracket_syntax_and_percent_encoding() {
+        let p = params(
+            "amount=3000&currency=JPY&payment_method=pm_card_visa&confirm=true\
+             &metadata%5Bpayment_id%5D=pay_1&metadata[order]=a%20b\
+             &automatic_payment_methods[enabled]=true\
+             &automatic_payment_methods[allow_redirects]=never",
+        );
+        assert_eq!(
+            CreateParams::from_params(&p),
+            Ok(CreateParams {
+                amount: 3000,
+                currency: "jpy".into(),
+                payment_method: "pm_card_visa".into(),
+                confirm: true,
+                metadata: [("order", "a b"), ("payment_id", "pay_1")]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
+            })
+        );
+    }
+
+    #[test]
+    fn same_parameter_set_in_another_order_is_equal() {
+        assert_eq!(
+            params("a=1&metadata[x]=2&b=%33"),
+            params("b=3&a=1&metadata%5Bx%5D=2")
+        );
+    }
+
+    #[test]
+    fn confirm_defaults_to_false() {
+        let p = params("amount=1&currency=usd&payment_method=pm_anything");
+        assert_eq!(CreateParams::from_params(&p).map(|c| c.confirm), Ok(false));
+    }
+
+    #[test]
+    fn missing_and_invalid_amounts_are_rejected() {
+        let missing = CreateParams::from_params(&params("currency=usd&payment_method=pm_x"));
+        assert_eq!(
+            missing.err().as_ref().and_then(error_code).as_deref(),
+            Some("parameter_missing")
+        );
+        for bad in ["12.5", "abc", "0", "-3"] {
+            let p = params(&format!("amount={bad}&currency=usd&payment_method=pm_x"));
+            let err = CreateParams::from_params(&p).err();
+            assert_eq!(
+                err.as_ref().and_then(error_code).as_deref(),
+                Some("parameter_invalid_integer"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn missing_currency_or_payment_method_is_rejected() {
+        for body in [
+            "amount=1&payment_method=pm_x",
+            "amount=1&currency=&payment_method=pm_x",
+            "amount=1&currency=usd",
+        ] {
+            let err = CreateParams::from_params(&params(body)).err();
+            assert_eq!(
+                err.as_ref().and_then(error_code).as_deref(),
+                Some("parameter_missing"),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_booleans_and_metadata_names_are_rejected() {
+        let base = "amount=1&currency=usd&payment_method=pm_x";
+        for extra in [
+            "confirm=yes",
+            "metadata[]=v",
+            "metadata[a][b]=v",
+            "metadatax=1",
+        ] {
+            let p = params(&format!("{base}&{extra}"));
+            assert!(CreateParams::from_params(&p).is_err(), "{extra}");
+        }
+    }
+}

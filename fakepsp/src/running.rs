@@ -1,0 +1,163 @@
+//! Starting and stopping the fake PSP, and the handle tests use to inspect and steer it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::conn::{ConnHandle, SeverableListener};
+use crate::server::{self, App};
+use crate::state::{FakeCharge, Store};
+use crate::webhooks::Webhooks;
+use crate::{FakePspConfig, WebhookKnobs};
+
+/// How long [`RunningFakePsp::shutdown`] lets in-flight requests finish before cutting them off.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Per-attempt timeout for webhook deliveries, so a stuck receiver cannot stall the queue.
+const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Entry point: starts a fake PSP.
+#[derive(Debug)]
+pub struct FakePsp;
+
+impl FakePsp {
+    /// Binds `addr` (usually `127.0.0.1:0`, i.e. any free port) and serves the fake PSP from a
+    /// background task until the returned handle is shut down or dropped.
+    ///
+    /// Must be called within a Tokio runtime.
+    pub async fn start(config: FakePspConfig, addr: SocketAddr) -> std::io::Result<RunningFakePsp> {
+        let listener = TcpListener::bind(addr).await?;
+        let local_addr = listener.local_addr()?;
+
+        let client = reqwest::Client::builder()
+            .timeout(WEBHOOK_TIMEOUT)
+            .build()
+            .map_err(std::io::Error::other)?;
+        let (webhooks, webhook_task) = Webhooks::start(
+            client,
+            config.webhook_secret,
+            config.webhook_url,
+            config.webhooks,
+        );
+
+        let (stop, stopping) = watch::channel(false);
+        let app = App {
+            store: Arc::new(Store::default()),
+            webhooks,
+            api_key: config.api_key.into(),
+            slow_delay: config.slow_delay,
+            stopping: stopping.clone(),
+        };
+        let service =
+            server::router(app.clone()).into_make_service_with_connect_info::<ConnHandle>();
+        let mut stopping_signal = stopping;
+        let server_task = tokio::spawn(async move {
+            let served = axum::serve(SeverableListener::new(listener), service)
+                .with_graceful_shutdown(async move {
+                    // An error means the handle is gone, which is a reason to stop as well.
+                    let _ = stopping_signal.wait_for(|stopping| *stopping).await;
+                })
+                .await;
+            if let Err(error) = served {
+                tracing::error!(%error, "fake PSP server stopped with an error");
+            }
+        });
+        tracing::info!(%local_addr, "fake PSP started");
+
+        Ok(RunningFakePsp {
+            local_addr,
+            app,
+            stop,
+            server_task: Some(server_task),
+            webhook_task: Some(webhook_task),
+        })
+    }
+}
+
+/// A running fake PSP. Dropping it stops the server at once; [`shutdown`](Self::shutdown)
+/// stops it gracefully.
+#[derive(Debug)]
+pub struct RunningFakePsp {
+    local_addr: SocketAddr,
+    app: App,
+    stop: watch::Sender<bool>,
+    server_task: Option<JoinHandle<()>>,
+    webhook_task: Option<JoinHandle<()>>,
+}
+
+impl RunningFakePsp {
+    /// The base URL to point a Stripe client at, e.g. `http://127.0.0.1:PORT` (no trailing
+    /// slash).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.local_addr)
+    }
+
+    /// The address the server is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Every PaymentIntent created so far, in creation order, with its status as it is now;
+    /// the same data as `GET /_fake/charges`.
+    pub fn charges(&self) -> Vec<FakeCharge> {
+        self.app.store.charges()
+    }
+
+    /// How many PaymentIntents have status `succeeded` and `metadata.payment_id == payment_id`:
+    /// the number exactly-once tests assert to be 1.
+    pub fn succeeded_charges_for(&self, payment_id: &str) -> usize {
+        self.app.store.succeeded_charges_for(payment_id)
+    }
+
+    /// Changes how events produced from now on are delivered.
+    pub fn set_webhook_knobs(&self, knobs: WebhookKnobs) {
+        self.app.webhooks.set_knobs(knobs);
+    }
+
+    /// Changes where events produced from now on are delivered; `None` stops webhooks.
+    pub fn set_webhook_url(&self, url: Option<String>) {
+        self.app.webhooks.set_url(url);
+    }
+
+    /// Every HTTP request received on `/v1/*` so far, whatever its outcome (including 401s and
+    /// requests whose response was dropped), for "the PSP saw nothing" assertions.
+    pub fn requests_seen(&self) -> u64 {
+        self.app.store.requests_seen()
+    }
+
+    /// Stops accepting connections, lets in-flight requests finish (a held-back `pm_fake_slow`
+    /// answer is released at once), then stops. Undelivered webhooks are dropped.
+    pub async fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        if let Some(server) = self.server_task.take() {
+            let abort = server.abort_handle();
+            if tokio::time::timeout(SHUTDOWN_GRACE, server).await.is_err() {
+                tracing::warn!("fake PSP did not stop within the grace period; aborting");
+                abort.abort();
+            }
+        }
+        if let Some(webhooks) = self.webhook_task.take() {
+            webhooks.abort();
+        }
+        tracing::info!(local_addr = %self.local_addr, "fake PSP stopped");
+    }
+}
+
+impl Drop for RunningFakePsp {
+    fn drop(&mut self) {
+        // No await possible here, so no grace period: aborting the server task closes the
+        // listener and drops axum's shutdown signal, which makes every open connection close
+        // once its in-flight request is answered; `stop` releases held-back slow answers.
+        if let Some(server) = self.server_task.take() {
+            self.stop.send_replace(true);
+            server.abort();
+        }
+        if let Some(webhooks) = self.webhook_task.take() {
+            webhooks.abort();
+        }
+    }
+}

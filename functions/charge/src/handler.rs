@@ -1,0 +1,174 @@
+//! API Gateway event → charge service → response. Every answer is JSON or problem+json and
+//! carries `x-request-id`.
+
+use lambda_http::http::Method;
+use lambda_http::{Body, Request, Response};
+use payonce::http::{
+    authenticated_user, deadline_ms, idempotency_key, json_response, parse_json_body,
+    payment_response, request_id, with_request_id, Problem, ProblemType, Route,
+};
+use payonce::ports::{ChargeStore, Psp};
+use payonce::service::{ChargeService, PayAnswer, PayRequest};
+use serde::Deserialize;
+
+/// The function's time budget when the event carries no Lambda context (sandbox, tests):
+/// the template's 25 s timeout.
+pub const FALLBACK_TIMEOUT_MS: i64 = 25_000;
+
+/// Longest accepted order id.
+const MAX_ID_LEN: usize = 64;
+
+/// Handles one request.
+pub async fn handle<S: ChargeStore, P: Psp>(
+    service: &ChargeService<S, P>,
+    request: Request,
+) -> Response<Body> {
+    let id = request_id(&request);
+    let route = Route::of(&request);
+    let answer = if route.is(&["payments"]) {
+        match *route.method {
+            Method::POST => pay(service, &request).await,
+            _ => Err(Problem::new(
+                ProblemType::MethodNotAllowed,
+                "use POST /payments",
+            )),
+        }
+    } else if let Some(payment_id) = route.param_after(&["payments"]) {
+        match *route.method {
+            Method::GET => get(service, &request, payment_id).await,
+            _ => Err(Problem::new(
+                ProblemType::MethodNotAllowed,
+                "use GET /payments/{payment_id}",
+            )),
+        }
+    } else {
+        Err(Problem::new(ProblemType::RouteNotFound, "no such route"))
+    };
+    let response = answer.unwrap_or_else(|problem| {
+        tracing::info!(request_id = %id, problem = %problem.kind.uri(), "request refused");
+        problem.into_response()
+    });
+    with_request_id(response, &id)
+}
+
+/// The POST /payments body, exactly: unknown fields (such as `amount`) are refused.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PayBody {
+    order_id: String,
+    order_version: i64,
+    payment_method: String,
+}
+
+impl PayBody {
+    fn validate(self) -> Result<PayRequest, Problem> {
+        let invalid = |detail: &str| Problem::new(ProblemType::InvalidRequest, detail);
+        let id_ok = !self.order_id.is_empty()
+            && self.order_id.len() <= MAX_ID_LEN
+            && self
+                .order_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !id_ok {
+            return Err(invalid(
+                "order_id must be 1 to 64 characters of A-Z a-z 0-9 _ -",
+            ));
+        }
+        if self.order_version < 1 {
+            return Err(invalid("order_version must be a positive integer"));
+        }
+        if looks_like_card_data(&self.payment_method) {
+            // Never echo the value: it may be a card number.
+            return Err(invalid(
+                "payment_method must be a PSP token (pm_...), never card data",
+            ));
+        }
+        let token_ok = self.payment_method.len() > 3
+            && self.payment_method.len() <= 255
+            && self.payment_method.starts_with("pm_")
+            && self
+                .payment_method
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !token_ok {
+            return Err(invalid("payment_method must be a PSP payment method token: pm_ followed by letters, digits or _"));
+        }
+        Ok(PayRequest {
+            order_id: self.order_id,
+            order_version: self.order_version,
+            payment_method: self.payment_method,
+        })
+    }
+}
+
+/// 12 to 19 digits, once spaces and dashes are dropped: a card number, whatever else it is.
+fn looks_like_card_data(value: &str) -> bool {
+    let digits = value.chars().filter(char::is_ascii_digit).count();
+    let only_digits = value
+        .chars()
+        .all(|c| c.is_ascii_digit() || c == ' ' || c == '-');
+    only_digits && (12..=19).contains(&digits)
+}
+
+async fn pay<S: ChargeStore, P: Psp>(
+    service: &ChargeService<S, P>,
+    request: &Request,
+) -> Result<Response<Body>, Problem> {
+    let user = authenticated_user(request).ok_or_else(|| {
+        Problem::new(
+            ProblemType::Unauthorized,
+            "a valid bearer token is required",
+        )
+    })?;
+    let key = idempotency_key(request)?.ok_or_else(|| {
+        Problem::new(
+            ProblemType::IdempotencyKeyMissing,
+            "send an Idempotency-Key header (1 to 255 printable ASCII characters)",
+        )
+    })?;
+    let body: PayBody = parse_json_body(request)?;
+    let pay = body.validate()?;
+    let deadline = deadline_ms(request, service.store().now_ms(), FALLBACK_TIMEOUT_MS);
+    let retry_after = service.config().processing_retry_after;
+    match service.pay(&user, &key, &pay, deadline).await? {
+        PayAnswer::Fresh(view) => Ok(payment_response(&view, false, retry_after)),
+        PayAnswer::Replayed(view) => Ok(payment_response(&view, true, retry_after)),
+        PayAnswer::PspUnavailable { retry_after } => Err(Problem::new(
+            ProblemType::PspUnavailable,
+            "the payment provider could not be reached; nothing was charged; retry with the same Idempotency-Key",
+        )
+        .retry_after(retry_after)),
+    }
+}
+
+async fn get<S: ChargeStore, P: Psp>(
+    service: &ChargeService<S, P>,
+    request: &Request,
+    payment_id: &str,
+) -> Result<Response<Body>, Problem> {
+    let user = authenticated_user(request).ok_or_else(|| {
+        Problem::new(
+            ProblemType::Unauthorized,
+            "a valid bearer token is required",
+        )
+    })?;
+    let view = service
+        .get_payment(&user, payment_id)
+        .await?
+        .ok_or_else(|| Problem::new(ProblemType::NotFound, "no such payment"))?;
+    Ok(json_response(lambda_http::http::StatusCode::OK, &view))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn card_numbers_are_recognised_without_being_tokens() {
+        assert!(looks_like_card_data("4242424242424242"));
+        assert!(looks_like_card_data("4242 4242 4242 4242"));
+        assert!(looks_like_card_data("4242-4242-4242-4242"));
+        assert!(!looks_like_card_data("pm_card_visa"));
+        assert!(!looks_like_card_data("12345"));
+    }
+}

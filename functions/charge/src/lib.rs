@@ -1,0 +1,3 @@
+//! The charge function: POST /payments and GET /payments/{payment_id}.
+
+pub mod handler;

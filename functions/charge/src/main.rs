@@ -1,0 +1,19 @@
+//! Lambda entry point of the charge function: configuration and clients, built once.
+
+use payonce::adapters::dynamodb::DynamoPaymentStore;
+use payonce::adapters::psp::StripePsp;
+use payonce::service::{ChargeConfig, ChargeService};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    payonce::config::init_lambda_tracing();
+    let tables = payonce::config::tables()?;
+    let psp = StripePsp::new(payonce::config::stripe()?)?;
+    let aws = aws_config::load_from_env().await;
+    let store = DynamoPaymentStore::new(aws_sdk_dynamodb::Client::new(&aws), tables);
+    let service = ChargeService::new(store, psp, ChargeConfig::default());
+    lambda_http::run(lambda_http::service_fn(|request| async {
+        Ok::<_, std::convert::Infallible>(payonce_charge::handler::handle(&service, request).await)
+    }))
+    .await
+}

@@ -1,0 +1,118 @@
+//! API Gateway event → order service → response.
+
+use lambda_http::http::{HeaderValue, Method, StatusCode};
+use lambda_http::{Body, Request, Response};
+use payonce::domain::LineItem;
+use payonce::http::{
+    authenticated_user, deadline_ms, idempotency_key, json_response, parse_json_body, request_id,
+    with_request_id, Problem, ProblemType, Route,
+};
+use payonce::idempotency::IdempotencyStore;
+use payonce::ports::OrderStore;
+use payonce::service::{Created, OrderService};
+use serde::Deserialize;
+
+/// The function's time budget when the event carries no Lambda context.
+pub const FALLBACK_TIMEOUT_MS: i64 = 10_000;
+
+/// Handles one request.
+pub async fn handle<O: OrderStore, I: IdempotencyStore>(
+    service: &OrderService<O, I>,
+    request: Request,
+) -> Response<Body> {
+    let id = request_id(&request);
+    let route = Route::of(&request);
+    let answer = match authenticated_user(&request) {
+        None if route.is(&["orders"]) || route.param_after(&["orders"]).is_some() => {
+            Err(Problem::new(
+                ProblemType::Unauthorized,
+                "a valid bearer token is required",
+            ))
+        }
+        user => {
+            let user = user.unwrap_or_default();
+            if route.is(&["orders"]) {
+                match *route.method {
+                    Method::POST => create(service, &user, &request).await,
+                    _ => Err(Problem::new(
+                        ProblemType::MethodNotAllowed,
+                        "use POST /orders",
+                    )),
+                }
+            } else if let Some(order_id) = route.param_after(&["orders"]) {
+                match *route.method {
+                    Method::GET => service
+                        .get(&user, order_id)
+                        .await
+                        .map(|v| json_response(StatusCode::OK, &v))
+                        .map_err(Problem::from),
+                    Method::PATCH => revise(service, &user, order_id, &request).await,
+                    _ => Err(Problem::new(
+                        ProblemType::MethodNotAllowed,
+                        "use GET or PATCH /orders/{order_id}",
+                    )),
+                }
+            } else {
+                Err(Problem::new(ProblemType::RouteNotFound, "no such route"))
+            }
+        }
+    };
+    let response = answer.unwrap_or_else(|problem| {
+        tracing::info!(request_id = %id, problem = %problem.kind.uri(), "request refused");
+        problem.into_response()
+    });
+    with_request_id(response, &id)
+}
+
+/// The POST /orders body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    currency: String,
+    items: Vec<LineItem>,
+}
+
+/// The PATCH /orders/{id} body: the new items, and optionally the version they replace.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReviseBody {
+    #[serde(default)]
+    version: Option<i64>,
+    items: Vec<LineItem>,
+}
+
+async fn create<O: OrderStore, I: IdempotencyStore>(
+    service: &OrderService<O, I>,
+    user: &str,
+    request: &Request,
+) -> Result<Response<Body>, Problem> {
+    let key = idempotency_key(request)?;
+    let body: CreateBody = parse_json_body(request)?;
+    let deadline = deadline_ms(request, service.now_ms(), FALLBACK_TIMEOUT_MS);
+    match service
+        .create(user, key.as_ref(), &body.currency, body.items, deadline)
+        .await?
+    {
+        Created::Fresh(view) => Ok(json_response(StatusCode::CREATED, &view)),
+        Created::Replayed(view) => {
+            let mut response = json_response(StatusCode::CREATED, &view);
+            response
+                .headers_mut()
+                .insert("idempotent-replayed", HeaderValue::from_static("true"));
+            Ok(response)
+        }
+    }
+}
+
+async fn revise<O: OrderStore, I: IdempotencyStore>(
+    service: &OrderService<O, I>,
+    user: &str,
+    order_id: &str,
+    request: &Request,
+) -> Result<Response<Body>, Problem> {
+    let body: ReviseBody = parse_json_body(request)?;
+    let view = service
+        .revise(user, order_id, body.version, body.items)
+        .await?;
+    Ok(json_response(StatusCode::OK, &view))
+}

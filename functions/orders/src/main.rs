@@ -1,0 +1,21 @@
+//! Lambda entry point of the orders function: configuration and clients, built once.
+
+use payonce::adapters::dynamodb::{DynamoIdempotencyStore, DynamoPaymentStore};
+use payonce::idempotency::{Idempotency, IdempotencyConfig};
+use payonce::service::OrderService;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    payonce::config::init_lambda_tracing();
+    let tables = payonce::config::tables()?;
+    let client = aws_sdk_dynamodb::Client::new(&aws_config::load_from_env().await);
+    let idempotency = Idempotency::new(
+        DynamoIdempotencyStore::new(client.clone(), &tables.idempotency),
+        IdempotencyConfig::default(),
+    );
+    let service = OrderService::new(DynamoPaymentStore::new(client, tables), idempotency);
+    lambda_http::run(lambda_http::service_fn(|request| async {
+        Ok::<_, std::convert::Infallible>(payonce_orders::handler::handle(&service, request).await)
+    }))
+    .await
+}

@@ -1,0 +1,995 @@
+//! The DynamoDB store of orders and payments, and the charge path's transactions across
+//! the idempotency table and the payments table (SPEC §3, §4).
+//!
+//! Payments table items (partition key `pk`):
+//! - order `order#<id>`: `owner`, `version`, `currency`, `items` (JSON), `amount`,
+//!   `payment_state`, `payment_id` (the attempt holding or having paid it), timestamps;
+//! - payment `payment#<id>`: its fields, `status`, `failure_kind`, `decline_code`,
+//!   `idempotency_pk`, and — only while processing — `inflight` + `created_at_ms`, the key of
+//!   the sparse GSI reconcile reads.
+
+use super::attributes::{n, number, s, string, Item};
+use super::idempotency::{
+    item_from_record, record_from_item, ATTEMPT_ID, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS, PK,
+    RESULT, STATUS,
+};
+use super::{backend, is_condition_failure};
+use crate::adapters::faults::Faults;
+use crate::clock::{duration_ms, system_clock, SharedClock};
+use crate::domain::{
+    Currency, Failure, FailureKind, LineItem, Order, OrderPaymentState, Payment, PaymentStatus,
+    Transition,
+};
+use crate::idempotency::{
+    Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError,
+};
+use crate::ports::{
+    BeginOutcome, ChargeStore, OrderStore, ResumeOutcome, ReviseOutcome, SettleOutcome,
+};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, KeysAndAttributes, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
+};
+use aws_sdk_dynamodb::Client;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Name of the sparse GSI over payments in `processing`.
+pub const INFLIGHT_INDEX: &str = "inflight";
+/// Partition value of every in-flight payment in [`INFLIGHT_INDEX`].
+pub const INFLIGHT_PARTITION: &str = "processing";
+
+/// The tables the payment path uses.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    /// Idempotency records.
+    pub idempotency: String,
+    /// Orders and payments.
+    pub payments: String,
+}
+
+/// [`OrderStore`] and [`ChargeStore`] on DynamoDB.
+#[derive(Debug, Clone)]
+pub struct DynamoPaymentStore {
+    client: Client,
+    tables: Tables,
+    clock: SharedClock,
+    faults: Faults,
+}
+
+impl DynamoPaymentStore {
+    /// The store on `tables`, using the system clock.
+    pub fn new(client: Client, tables: Tables) -> Self {
+        Self {
+            client,
+            tables,
+            clock: system_clock(),
+            faults: Faults::none(),
+        }
+    }
+
+    /// The same store reading time from `clock`.
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The fault-injection hook (transaction conflicts).
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// The tables.
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    async fn get(&self, pk: String) -> Result<Option<Item>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.tables.payments)
+            .key(PK, s(&pk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| backend("get", &pk, e))?;
+        Ok(output.item)
+    }
+
+    /// Sends one transaction; a cancellation comes back with its per-item reasons.
+    async fn transact(
+        &self,
+        operation: &'static str,
+        items: Vec<TransactWriteItem>,
+    ) -> Result<(), TxFailure> {
+        if self.faults.take_conflict() {
+            return Err(TxFailure::Store(StoreError::Conflict {
+                item: operation.to_owned(),
+            }));
+        }
+        let sent = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(error) => {
+                if let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) =
+                    error.as_service_error()
+                {
+                    let reasons: Vec<Reason> = cancelled
+                        .cancellation_reasons()
+                        .iter()
+                        .map(|r| Reason {
+                            code: r.code().unwrap_or("None").to_owned(),
+                            item: r.item().cloned(),
+                        })
+                        .collect();
+                    if reasons.iter().any(|r| r.code == "TransactionConflict") {
+                        return Err(TxFailure::Store(StoreError::Conflict {
+                            item: operation.to_owned(),
+                        }));
+                    }
+                    return Err(TxFailure::Cancelled(reasons));
+                }
+                Err(TxFailure::Store(backend(operation, operation, error)))
+            }
+        }
+    }
+
+    /// Writes `transition` (and, when `with_order`, its effect on the order) plus `record_op`.
+    async fn write_transition(
+        &self,
+        operation: &'static str,
+        payment: &Payment,
+        transition: &Transition,
+        record_op: impl Fn(&Payment) -> Result<Option<TransactWriteItem>, StoreError>,
+    ) -> Result<TransitionWrite, StoreError> {
+        let now_ms = self.clock.now_ms();
+        let after = applied(payment, transition, now_ms);
+        let mut with_order = matches!(transition, Transition::Apply { .. });
+        loop {
+            let mut items = Vec::with_capacity(3);
+            let mut labels = Vec::with_capacity(3);
+            if let Transition::Apply { .. } = transition {
+                items.push(payment_update(&self.tables.payments, payment, &after)?);
+                labels.push(Op::Payment);
+                if with_order {
+                    items.push(order_follow(&self.tables.payments, &after, now_ms)?);
+                    labels.push(Op::Order);
+                }
+            }
+            if let Some(op) = record_op(&after)? {
+                items.push(op);
+                labels.push(Op::Record);
+            }
+            if items.is_empty() {
+                return Ok(TransitionWrite::Written(Box::new(after)));
+            }
+            match self.transact(operation, items).await {
+                Ok(()) => return Ok(TransitionWrite::Written(Box::new(after))),
+                Err(TxFailure::Store(error)) => return Err(error),
+                Err(TxFailure::Cancelled(reasons)) => {
+                    let failed = |op: Op| {
+                        labels
+                            .iter()
+                            .position(|l| *l == op)
+                            .is_some_and(|i| reasons.get(i).is_some_and(Reason::condition_failed))
+                    };
+                    if failed(Op::Payment) {
+                        return Ok(TransitionWrite::PaymentMoved);
+                    }
+                    if failed(Op::Record) {
+                        return Ok(TransitionWrite::RecordRefused);
+                    }
+                    if failed(Op::Order) && with_order {
+                        // The order is held or paid by another attempt: the payment still moves,
+                        // the order stays as it is (a late success there needs a refund).
+                        tracing::warn!(payment_id = %payment.payment_id, order_id = %payment.order_id,
+                            status = after.status.as_str(), "the order is held by another attempt; settling the payment alone");
+                        with_order = false;
+                        continue;
+                    }
+                    return Err(StoreError::Corrupt {
+                        key: payment.payment_id.clone(),
+                        reason: format!(
+                            "{operation} cancelled without a failed condition: {reasons:?}"
+                        ),
+                    });
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Record,
+    Order,
+    Payment,
+}
+
+#[derive(Debug)]
+struct Reason {
+    code: String,
+    item: Option<Item>,
+}
+
+impl Reason {
+    fn condition_failed(&self) -> bool {
+        self.code == "ConditionalCheckFailed"
+    }
+}
+
+enum TxFailure {
+    Cancelled(Vec<Reason>),
+    Store(StoreError),
+}
+
+enum TransitionWrite {
+    Written(Box<Payment>),
+    PaymentMoved,
+    RecordRefused,
+}
+
+fn build_error(error: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+    StoreError::Backend {
+        operation: "build request",
+        source: Box::new(error),
+    }
+}
+
+fn order_pk(order_id: &str) -> String {
+    format!("order#{order_id}")
+}
+
+fn payment_pk(payment_id: &str) -> String {
+    format!("payment#{payment_id}")
+}
+
+/// Expression attribute names for every attribute these expressions use.
+fn names(pairs: &[&str]) -> Option<HashMap<String, String>> {
+    Some(
+        pairs
+            .iter()
+            .map(|name| (format!("#{name}"), (*name).to_owned()))
+            .collect(),
+    )
+}
+
+fn values(pairs: Vec<(&str, AttributeValue)>) -> Option<HashMap<String, AttributeValue>> {
+    Some(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+fn update_item(
+    table: &str,
+    pk: &str,
+    update: &str,
+    condition: &str,
+    attribute_names: &[&str],
+    attribute_values: Vec<(&str, AttributeValue)>,
+) -> Result<TransactWriteItem, StoreError> {
+    let update = Update::builder()
+        .table_name(table)
+        .key(PK, s(pk))
+        .update_expression(update)
+        .condition_expression(condition)
+        .set_expression_attribute_names(names(attribute_names))
+        .set_expression_attribute_values(values(attribute_values))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .map_err(build_error)?;
+    Ok(TransactWriteItem::builder().update(update).build())
+}
+
+fn put_item(
+    table: &str,
+    item: Item,
+    condition: &str,
+    attribute_names: &[&str],
+    attribute_values: Vec<(&str, AttributeValue)>,
+) -> Result<TransactWriteItem, StoreError> {
+    let put = Put::builder()
+        .table_name(table)
+        .set_item(Some(item))
+        .condition_expression(condition)
+        .set_expression_attribute_names(names(attribute_names))
+        .set_expression_attribute_values(if attribute_values.is_empty() {
+            None
+        } else {
+            values(attribute_values)
+        })
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .map_err(build_error)?;
+    Ok(TransactWriteItem::builder().put(put).build())
+}
+
+/// The payment after `transition`.
+fn applied(payment: &Payment, transition: &Transition, now_ms: i64) -> Payment {
+    match transition {
+        Transition::Unchanged => payment.clone(),
+        Transition::Apply {
+            status,
+            failure,
+            provider_payment_id,
+        } => Payment {
+            status: *status,
+            failure: failure.clone(),
+            provider_payment_id: provider_payment_id.clone(),
+            updated_at_ms: now_ms,
+            ..payment.clone()
+        },
+    }
+}
+
+/// Moves the payment from the status it was read in to `after`'s; leaves the in-flight index
+/// once final.
+fn payment_update(
+    table: &str,
+    before: &Payment,
+    after: &Payment,
+) -> Result<TransactWriteItem, StoreError> {
+    let mut update = String::from("SET #status = :status, #updated_at_ms = :now");
+    let mut vals = vec![
+        (":status", s(after.status.as_str())),
+        (":read_status", s(before.status.as_str())),
+        (":now", n(after.updated_at_ms)),
+    ];
+    let mut remove = Vec::new();
+    if let Some(id) = &after.provider_payment_id {
+        update.push_str(", #provider_payment_id = :ppid");
+        vals.push((":ppid", s(id)));
+    }
+    match &after.failure {
+        Some(failure) => {
+            update.push_str(", #failure_kind = :kind");
+            vals.push((":kind", s(failure_kind_str(failure.kind))));
+            match &failure.decline_code {
+                Some(code) => {
+                    update.push_str(", #decline_code = :code");
+                    vals.push((":code", s(code)));
+                }
+                None => remove.push("#decline_code"),
+            }
+        }
+        None => remove.extend(["#failure_kind", "#decline_code"]),
+    }
+    if after.status != PaymentStatus::Processing {
+        remove.push("#inflight");
+    }
+    if !remove.is_empty() {
+        update.push_str(" REMOVE ");
+        update.push_str(&remove.join(", "));
+    }
+    update_item(
+        table,
+        &payment_pk(&before.payment_id),
+        &update,
+        "#status = :read_status",
+        &[
+            "status",
+            "updated_at_ms",
+            "provider_payment_id",
+            "failure_kind",
+            "decline_code",
+            "inflight",
+        ]
+        .into_iter()
+        .filter(|name| update.contains(&format!("#{name}")) || *name == "status")
+        .collect::<Vec<_>>(),
+        vals,
+    )
+}
+
+/// The order follows its payment: paid on success (if free or ours), released on failure (if ours).
+fn order_follow(
+    table: &str,
+    after: &Payment,
+    now_ms: i64,
+) -> Result<TransactWriteItem, StoreError> {
+    let pk = order_pk(&after.order_id);
+    let common = vec![(":pid", s(&after.payment_id)), (":now", n(now_ms))];
+    match after.status {
+        PaymentStatus::Succeeded => update_item(
+            table,
+            &pk,
+            "SET #payment_state = :paid, #payment_id = :pid, #updated_at_ms = :now",
+            "#payment_id = :pid OR #payment_state = :unpaid",
+            &["payment_state", "payment_id", "updated_at_ms"],
+            [
+                common,
+                vec![
+                    (":paid", s(OrderPaymentState::Paid.as_str())),
+                    (":unpaid", s(OrderPaymentState::Unpaid.as_str())),
+                ],
+            ]
+            .concat(),
+        ),
+        _ => update_item(
+            table,
+            &pk,
+            "SET #payment_state = :unpaid, #updated_at_ms = :now REMOVE #payment_id",
+            "#payment_id = :pid AND #payment_state = :processing",
+            &["payment_state", "payment_id", "updated_at_ms"],
+            [
+                common,
+                vec![
+                    (":unpaid", s(OrderPaymentState::Unpaid.as_str())),
+                    (":processing", s(OrderPaymentState::Processing.as_str())),
+                ],
+            ]
+            .concat(),
+        ),
+    }
+}
+
+fn failure_kind_str(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::Declined => "declined",
+        FailureKind::Rejected => "rejected",
+        FailureKind::Abandoned => "abandoned",
+    }
+}
+
+fn parse_failure_kind(raw: &str) -> Option<FailureKind> {
+    [
+        FailureKind::Declined,
+        FailureKind::Rejected,
+        FailureKind::Abandoned,
+    ]
+    .into_iter()
+    .find(|k| failure_kind_str(*k) == raw)
+}
+
+fn optional_string(item: &Item, name: &str) -> Option<String> {
+    string(item, name).ok()
+}
+
+fn currency(item: &Item) -> Result<Currency, String> {
+    let code = string(item, "currency")?;
+    Currency::parse(&code).ok_or_else(|| format!("unknown currency {code}"))
+}
+
+/// Reads an order item.
+pub(crate) fn order_from_item(item: &Item) -> Result<Order, StoreError> {
+    let pk = string(item, PK).unwrap_or_default();
+    let corrupt = |reason: String| StoreError::Corrupt {
+        key: pk.clone(),
+        reason,
+    };
+    let state = string(item, "payment_state").map_err(corrupt)?;
+    let items_json = string(item, "items").map_err(corrupt)?;
+    Ok(Order {
+        order_id: pk.trim_start_matches("order#").to_owned(),
+        owner: string(item, "owner").map_err(corrupt)?,
+        version: number(item, "version").map_err(corrupt)?,
+        currency: currency(item).map_err(corrupt)?,
+        items: serde_json::from_str::<Vec<LineItem>>(&items_json)
+            .map_err(|e| corrupt(format!("items: {e}")))?,
+        amount: number(item, "amount").map_err(corrupt)?,
+        payment_state: OrderPaymentState::parse(&state)
+            .ok_or_else(|| corrupt(format!("payment_state {state}")))?,
+        payment_id: optional_string(item, "payment_id"),
+        created_at_ms: number(item, "created_at_ms").map_err(corrupt)?,
+        updated_at_ms: number(item, "updated_at_ms").map_err(corrupt)?,
+    })
+}
+
+fn order_to_item(order: &Order) -> Result<Item, StoreError> {
+    let items = serde_json::to_string(&order.items).map_err(|e| StoreError::Backend {
+        operation: "encode items",
+        source: Box::new(e),
+    })?;
+    let mut item = Item::with_capacity(10);
+    item.insert(PK.into(), s(order_pk(&order.order_id)));
+    item.insert("kind".into(), s("order"));
+    item.insert("owner".into(), s(&order.owner));
+    item.insert("version".into(), n(order.version));
+    item.insert("currency".into(), s(order.currency.as_str()));
+    item.insert("items".into(), s(items));
+    item.insert("amount".into(), n(order.amount));
+    item.insert("payment_state".into(), s(order.payment_state.as_str()));
+    if let Some(pid) = &order.payment_id {
+        item.insert("payment_id".into(), s(pid));
+    }
+    item.insert("created_at_ms".into(), n(order.created_at_ms));
+    item.insert("updated_at_ms".into(), n(order.updated_at_ms));
+    Ok(item)
+}
+
+/// Reads a payment item.
+pub(crate) fn payment_from_item(item: &Item) -> Result<Payment, StoreError> {
+    let pk = string(item, PK).unwrap_or_default();
+    let corrupt = |reason: String| StoreError::Corrupt {
+        key: pk.clone(),
+        reason,
+    };
+    let status = string(item, "status").map_err(corrupt)?;
+    let failure = match optional_string(item, "failure_kind") {
+        Some(kind) => Some(Failure {
+            kind: parse_failure_kind(&kind)
+                .ok_or_else(|| corrupt(format!("failure_kind {kind}")))?,
+            decline_code: optional_string(item, "decline_code"),
+        }),
+        None => None,
+    };
+    Ok(Payment {
+        payment_id: pk.trim_start_matches("payment#").to_owned(),
+        order_id: string(item, "order_id").map_err(corrupt)?,
+        order_version: number(item, "order_version").map_err(corrupt)?,
+        owner: string(item, "owner").map_err(corrupt)?,
+        amount: number(item, "amount").map_err(corrupt)?,
+        currency: currency(item).map_err(corrupt)?,
+        payment_method: string(item, "payment_method").map_err(corrupt)?,
+        provider: string(item, "provider").map_err(corrupt)?,
+        provider_payment_id: optional_string(item, "provider_payment_id"),
+        status: PaymentStatus::parse(&status).ok_or_else(|| corrupt(format!("status {status}")))?,
+        failure,
+        idempotency_pk: string(item, "idempotency_pk").map_err(corrupt)?,
+        created_at_ms: number(item, "created_at_ms").map_err(corrupt)?,
+        updated_at_ms: number(item, "updated_at_ms").map_err(corrupt)?,
+    })
+}
+
+fn payment_to_item(payment: &Payment) -> Item {
+    let mut item = Item::with_capacity(18);
+    item.insert(PK.into(), s(payment_pk(&payment.payment_id)));
+    item.insert("kind".into(), s("payment"));
+    item.insert("order_id".into(), s(&payment.order_id));
+    item.insert("order_version".into(), n(payment.order_version));
+    item.insert("owner".into(), s(&payment.owner));
+    item.insert("amount".into(), n(payment.amount));
+    item.insert("currency".into(), s(payment.currency.as_str()));
+    item.insert("payment_method".into(), s(&payment.payment_method));
+    item.insert("provider".into(), s(&payment.provider));
+    if let Some(id) = &payment.provider_payment_id {
+        item.insert("provider_payment_id".into(), s(id));
+    }
+    item.insert("status".into(), s(payment.status.as_str()));
+    if let Some(failure) = &payment.failure {
+        item.insert("failure_kind".into(), s(failure_kind_str(failure.kind)));
+        if let Some(code) = &failure.decline_code {
+            item.insert("decline_code".into(), s(code));
+        }
+    }
+    item.insert("idempotency_pk".into(), s(&payment.idempotency_pk));
+    item.insert("created_at_ms".into(), n(payment.created_at_ms));
+    item.insert("updated_at_ms".into(), n(payment.updated_at_ms));
+    if payment.status == PaymentStatus::Processing {
+        item.insert("inflight".into(), s(INFLIGHT_PARTITION));
+    }
+    item
+}
+
+/// Completes the idempotency record held under `lease` with `view` as its result (fenced).
+fn complete_record(
+    table: &str,
+    record_pk: &str,
+    lease: &LeaseToken,
+    result: &str,
+    expires_at_s: i64,
+) -> Result<TransactWriteItem, StoreError> {
+    update_item(
+        table,
+        record_pk,
+        "SET #status = :completed, #result = :result, #expires_at = :expires_at REMOVE #lease_token, #lease_until_ms",
+        "#lease_token = :mine",
+        &[STATUS, RESULT, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS],
+        vec![
+            (":completed", s(RecordStatus::Completed.as_str())),
+            (":result", s(result)),
+            (":expires_at", n(expires_at_s)),
+            (":mine", s(lease.as_str())),
+        ],
+    )
+}
+
+fn view_json(payment: &Payment) -> Result<String, StoreError> {
+    serde_json::to_string(&payment.view()).map_err(|e| StoreError::Backend {
+        operation: "encode payment view",
+        source: Box::new(e),
+    })
+}
+
+#[async_trait]
+impl OrderStore for DynamoPaymentStore {
+    async fn create_order(&self, order: &Order) -> Result<(), StoreError> {
+        let pk = order_pk(&order.order_id);
+        self.client
+            .put_item()
+            .table_name(&self.tables.payments)
+            .set_item(Some(order_to_item(order)?))
+            .condition_expression("attribute_not_exists(#pk)")
+            .expression_attribute_names("#pk", PK)
+            .send()
+            .await
+            .map_err(|e| backend("create_order", &pk, e))?;
+        Ok(())
+    }
+
+    async fn get_order(&self, order_id: &str) -> Result<Option<Order>, StoreError> {
+        self.get(order_pk(order_id))
+            .await?
+            .as_ref()
+            .map(order_from_item)
+            .transpose()
+    }
+
+    async fn revise_order(&self, read: &Order, next: &Order) -> Result<ReviseOutcome, StoreError> {
+        let pk = order_pk(&read.order_id);
+        let items = serde_json::to_string(&next.items).map_err(|e| StoreError::Backend {
+            operation: "encode items",
+            source: Box::new(e),
+        })?;
+        let sent = self
+            .client
+            .update_item()
+            .table_name(&self.tables.payments)
+            .key(PK, s(&pk))
+            .update_expression(
+                "SET #items = :items, #amount = :amount, #version = :next, #updated_at_ms = :now",
+            )
+            .condition_expression("#version = :read AND #payment_state = :unpaid")
+            .set_expression_attribute_names(names(&[
+                "items",
+                "amount",
+                "version",
+                "updated_at_ms",
+                "payment_state",
+            ]))
+            .set_expression_attribute_values(values(vec![
+                (":items", s(items)),
+                (":amount", n(next.amount)),
+                (":next", n(next.version)),
+                (":read", n(read.version)),
+                (":now", n(next.updated_at_ms)),
+                (":unpaid", s(OrderPaymentState::Unpaid.as_str())),
+            ]))
+            .return_values(ReturnValue::None)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(ReviseOutcome::Revised),
+            Err(error) if is_condition_failure(&error) => {
+                let now = match error.as_service_error() {
+                    Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) => c.item().map(order_from_item).transpose()?,
+                    _ => None,
+                };
+                Ok(ReviseOutcome::Changed(now))
+            }
+            Err(error) => Err(backend("revise_order", &pk, error)),
+        }
+    }
+}
+
+#[async_trait]
+impl ChargeStore for DynamoPaymentStore {
+    fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    async fn load_for_charge(
+        &self,
+        record: &RecordKey,
+        order_id: &str,
+    ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError> {
+        let key = |pk: String| -> Result<KeysAndAttributes, StoreError> {
+            KeysAndAttributes::builder()
+                .keys(HashMap::from([(PK.to_owned(), s(pk))]))
+                .consistent_read(true)
+                .build()
+                .map_err(build_error)
+        };
+        let mut request = HashMap::from([
+            (
+                self.tables.idempotency.clone(),
+                key(record.as_str().to_owned())?,
+            ),
+            (self.tables.payments.clone(), key(order_pk(order_id))?),
+        ]);
+        let (mut record_item, mut order_item) = (None, None);
+        // DynamoDB may leave keys unprocessed under load; ask again for those only.
+        for _ in 0..5 {
+            let output = self
+                .client
+                .batch_get_item()
+                .set_request_items(Some(request))
+                .send()
+                .await
+                .map_err(|e| backend("load_for_charge", record.as_str(), e))?;
+            for (table, items) in output.responses.unwrap_or_default() {
+                let slot = if table == self.tables.idempotency {
+                    &mut record_item
+                } else {
+                    &mut order_item
+                };
+                *slot = items.into_iter().next();
+            }
+            match output.unprocessed_keys {
+                Some(left) if !left.is_empty() => request = left,
+                _ => {
+                    let now_ms = self.clock.now_ms();
+                    let record = record_item
+                        .as_ref()
+                        .map(record_from_item)
+                        .transpose()?
+                        .filter(|r| !r.is_expired_at(now_ms));
+                    let order = order_item.as_ref().map(order_from_item).transpose()?;
+                    return Ok((record, order));
+                }
+            }
+        }
+        Err(StoreError::Conflict {
+            item: record.to_string(),
+        })
+    }
+
+    async fn begin_attempt(
+        &self,
+        claim: &Claim,
+        order: &Order,
+        payment: &Payment,
+    ) -> Result<BeginOutcome, StoreError> {
+        let now_ms = self.clock.now_ms();
+        let record = IdempotencyRecord {
+            key: claim.key.clone(),
+            state: RecordState::InProgress {
+                lease: Lease {
+                    token: claim.lease_token.clone(),
+                    until_ms: claim.lease_until_ms,
+                },
+            },
+            fingerprint: claim.fingerprint.clone(),
+            attempt_id: claim.attempt_id.clone(),
+            created_at_ms: now_ms,
+            expires_at_s: claim.expires_at_s,
+        };
+        let items = vec![
+            put_item(
+                &self.tables.idempotency,
+                item_from_record(&record),
+                "attribute_not_exists(#pk) OR #expires_at < :now_s",
+                &[PK, EXPIRES_AT],
+                vec![(":now_s", n(now_ms.div_euclid(1000)))],
+            )?,
+            update_item(
+                &self.tables.payments,
+                &order_pk(&order.order_id),
+                "SET #payment_state = :processing, #payment_id = :pid, #updated_at_ms = :now",
+                "#owner = :owner AND #version = :version AND #payment_state = :unpaid",
+                &[
+                    "payment_state",
+                    "payment_id",
+                    "updated_at_ms",
+                    "owner",
+                    "version",
+                ],
+                vec![
+                    (":processing", s(OrderPaymentState::Processing.as_str())),
+                    (":unpaid", s(OrderPaymentState::Unpaid.as_str())),
+                    (":pid", s(&payment.payment_id)),
+                    (":now", n(now_ms)),
+                    (":owner", s(&order.owner)),
+                    (":version", n(order.version)),
+                ],
+            )?,
+            put_item(
+                &self.tables.payments,
+                payment_to_item(payment),
+                "attribute_not_exists(#pk)",
+                &[PK],
+                vec![],
+            )?,
+        ];
+        match self.transact("begin_attempt", items).await {
+            Ok(()) => Ok(BeginOutcome::Begun),
+            Err(TxFailure::Store(error)) => Err(error),
+            Err(TxFailure::Cancelled(reasons)) => {
+                if let Some(r) = reasons.first().filter(|r| r.condition_failed()) {
+                    return match &r.item {
+                        Some(item) => Ok(BeginOutcome::KeyTaken(record_from_item(item)?)),
+                        None => Err(StoreError::Corrupt {
+                            key: claim.key.to_string(),
+                            reason: "claim refused without the existing record".into(),
+                        }),
+                    };
+                }
+                if let Some(r) = reasons.get(1).filter(|r| r.condition_failed()) {
+                    return Ok(BeginOutcome::OrderChanged(
+                        r.item.as_ref().map(order_from_item).transpose()?,
+                    ));
+                }
+                Err(StoreError::Corrupt {
+                    key: payment.payment_id.clone(),
+                    reason: format!("begin_attempt cancelled: {reasons:?}"),
+                })
+            }
+        }
+    }
+
+    async fn resume_attempt(
+        &self,
+        record: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+        payment: &Payment,
+    ) -> Result<ResumeOutcome, StoreError> {
+        let now_ms = self.clock.now_ms();
+        let items = vec![
+            update_item(
+                &self.tables.idempotency,
+                record.as_str(),
+                "SET #lease_token = :new_token, #lease_until_ms = :until_ms",
+                "#lease_token = :seen AND #status = :in_progress AND #attempt_id = :pid",
+                &[LEASE_TOKEN, LEASE_UNTIL_MS, STATUS, ATTEMPT_ID],
+                vec![
+                    (":new_token", s(lease.token.as_str())),
+                    (":until_ms", n(lease.until_ms)),
+                    (":seen", s(seen.as_str())),
+                    (":in_progress", s(RecordStatus::InProgress.as_str())),
+                    (":pid", s(&payment.payment_id)),
+                ],
+            )?,
+            update_item(
+                &self.tables.payments,
+                &order_pk(&payment.order_id),
+                "SET #payment_state = :processing, #payment_id = :pid, #updated_at_ms = :now",
+                "#version = :version AND ((#payment_state = :processing AND #payment_id = :pid) OR #payment_state = :unpaid)",
+                &["payment_state", "payment_id", "updated_at_ms", "version"],
+                vec![
+                    (":processing", s(OrderPaymentState::Processing.as_str())),
+                    (":unpaid", s(OrderPaymentState::Unpaid.as_str())),
+                    (":pid", s(&payment.payment_id)),
+                    (":now", n(now_ms)),
+                    (":version", n(payment.order_version)),
+                ],
+            )?,
+        ];
+        match self.transact("resume_attempt", items).await {
+            Ok(()) => Ok(ResumeOutcome::Resumed),
+            Err(TxFailure::Store(error)) => Err(error),
+            Err(TxFailure::Cancelled(reasons)) => {
+                if let Some(r) = reasons.first().filter(|r| r.condition_failed()) {
+                    return Ok(ResumeOutcome::KeyMoved(
+                        r.item.as_ref().map(record_from_item).transpose()?,
+                    ));
+                }
+                if let Some(r) = reasons.get(1).filter(|r| r.condition_failed()) {
+                    return Ok(ResumeOutcome::OrderChanged(
+                        r.item.as_ref().map(order_from_item).transpose()?,
+                    ));
+                }
+                Err(StoreError::Corrupt {
+                    key: payment.payment_id.clone(),
+                    reason: format!("resume_attempt cancelled: {reasons:?}"),
+                })
+            }
+        }
+    }
+
+    async fn get_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
+        self.get(payment_pk(payment_id))
+            .await?
+            .as_ref()
+            .map(payment_from_item)
+            .transpose()
+    }
+
+    async fn finish_attempt(
+        &self,
+        payment: &Payment,
+        transition: &Transition,
+        lease: &LeaseToken,
+        expires_at_s: i64,
+    ) -> Result<SettleOutcome, StoreError> {
+        let record_table = self.tables.idempotency.clone();
+        let written = self
+            .write_transition("finish_attempt", payment, transition, |after| {
+                complete_record(
+                    &record_table,
+                    &payment.idempotency_pk,
+                    lease,
+                    &view_json(after)?,
+                    expires_at_s,
+                )
+                .map(Some)
+            })
+            .await?;
+        match written {
+            TransitionWrite::Written(after) => Ok(SettleOutcome::Settled(after)),
+            TransitionWrite::PaymentMoved => Ok(SettleOutcome::Moved),
+            TransitionWrite::RecordRefused => Err(StoreError::LeaseLost {
+                key: RecordKey::from_stored(payment.idempotency_pk.clone()),
+            }),
+        }
+    }
+
+    async fn release_unsent(
+        &self,
+        payment: &Payment,
+        lease: &LeaseToken,
+    ) -> Result<(), StoreError> {
+        let now_ms = self.clock.now_ms();
+        let items = vec![
+            update_item(
+                &self.tables.idempotency,
+                &payment.idempotency_pk,
+                "SET #lease_until_ms = :lapsed",
+                "#lease_token = :mine",
+                &[LEASE_UNTIL_MS, LEASE_TOKEN],
+                vec![(":lapsed", n(0)), (":mine", s(lease.as_str()))],
+            )?,
+            order_follow(
+                &self.tables.payments,
+                &Payment {
+                    status: PaymentStatus::Failed,
+                    ..payment.clone()
+                },
+                now_ms,
+            )?,
+        ];
+        match self.transact("release_unsent", items).await {
+            Ok(()) => Ok(()),
+            Err(TxFailure::Store(error)) => Err(error),
+            Err(TxFailure::Cancelled(reasons))
+                if reasons.first().is_some_and(Reason::condition_failed) =>
+            {
+                Err(StoreError::LeaseLost {
+                    key: RecordKey::from_stored(payment.idempotency_pk.clone()),
+                })
+            }
+            Err(TxFailure::Cancelled(reasons)) => Err(StoreError::Corrupt {
+                key: payment.payment_id.clone(),
+                reason: format!("release_unsent cancelled: {reasons:?}"),
+            }),
+        }
+    }
+
+    async fn settle(
+        &self,
+        payment: &Payment,
+        transition: &Transition,
+        retention: Duration,
+    ) -> Result<SettleOutcome, StoreError> {
+        let record_table = self.tables.idempotency.clone();
+        let expires_at_s = (self.clock.now_ms() + duration_ms(retention)).div_euclid(1000);
+        let mut with_mirror = true;
+        loop {
+            let written = self
+                .write_transition("settle", payment, transition, |after| {
+                    if !with_mirror {
+                        return Ok(None);
+                    }
+                    // The mirror is kept only on a completed record of this very attempt; an
+                    // in-progress record is completed by its holder with the state it reads then.
+                    update_item(
+                        &record_table,
+                        &payment.idempotency_pk,
+                        "SET #result = :result, #expires_at = :expires_at",
+                        "#status = :completed AND #attempt_id = :pid",
+                        &[RESULT, EXPIRES_AT, STATUS, ATTEMPT_ID],
+                        vec![
+                            (":result", s(view_json(after)?)),
+                            (":expires_at", n(expires_at_s)),
+                            (":completed", s(RecordStatus::Completed.as_str())),
+                            (":pid", s(&payment.payment_id)),
+                        ],
+                    )
+                    .map(Some)
+                })
+                .await?;
+            match written {
+                TransitionWrite::Written(after) => return Ok(SettleOutcome::Settled(after)),
+                TransitionWrite::PaymentMoved => return Ok(SettleOutcome::Moved),
+                TransitionWrite::RecordRefused => with_mirror = false,
+            }
+        }
+    }
+}

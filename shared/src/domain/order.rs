@@ -1,0 +1,263 @@
+//! Orders: what is being paid for. A version's amount never changes; editing the items
+//! makes a new version.
+
+use super::money::{Currency, MAX_AMOUNT_MINOR};
+use serde::{Deserialize, Serialize};
+
+/// Most line items one order may hold.
+pub const MAX_ITEMS: usize = 100;
+/// Most units of one line item.
+pub const MAX_QUANTITY: i64 = 10_000;
+/// Longest SKU, in characters.
+pub const MAX_SKU_LEN: usize = 64;
+
+/// One line of an order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LineItem {
+    /// Stock-keeping unit: 1–64 characters of `A-Z a-z 0-9 - _ .`.
+    pub sku: String,
+    /// Units, 1–10 000.
+    pub quantity: i64,
+    /// Price of one unit in the currency's minor unit, 0 up to [`MAX_AMOUNT_MINOR`].
+    pub unit_amount: i64,
+}
+
+/// A validated request for a new order (or a new version's items).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewOrder {
+    /// The order's currency.
+    pub currency: Currency,
+    /// Its items.
+    pub items: Vec<LineItem>,
+    /// The total in minor units, computed with overflow checks.
+    pub amount: i64,
+}
+
+/// Why an order was refused; each names the rule broken.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OrderError {
+    /// The currency is not one of the supported lowercase ISO codes.
+    #[error("currency {0:?} is not supported; use one of jpy, usd, eur, gbp, thb, sgd")]
+    UnsupportedCurrency(String),
+    /// No items, or too many.
+    #[error("an order needs 1 to {MAX_ITEMS} items, got {0}")]
+    ItemCount(usize),
+    /// A SKU is empty, too long or has other characters.
+    #[error("item {index}: sku must be 1 to {MAX_SKU_LEN} characters of A-Z a-z 0-9 - _ .")]
+    BadSku {
+        /// Position of the item.
+        index: usize,
+    },
+    /// A quantity is out of range.
+    #[error("item {index}: quantity must be 1 to {MAX_QUANTITY}")]
+    BadQuantity {
+        /// Position of the item.
+        index: usize,
+    },
+    /// A unit amount is out of range.
+    #[error("item {index}: unit_amount must be 0 to {MAX_AMOUNT_MINOR} minor units")]
+    BadUnitAmount {
+        /// Position of the item.
+        index: usize,
+    },
+    /// The total overflows or exceeds the maximum chargeable amount.
+    #[error("the order total exceeds {MAX_AMOUNT_MINOR} minor units")]
+    TotalTooLarge,
+    /// The total is zero: nothing to charge.
+    #[error("the order total must be above zero")]
+    TotalZero,
+}
+
+impl NewOrder {
+    /// Validates items and computes the total with overflow checks.
+    pub fn validate(currency: &str, items: Vec<LineItem>) -> Result<Self, OrderError> {
+        let currency = Currency::parse(currency)
+            .ok_or_else(|| OrderError::UnsupportedCurrency(currency.to_owned()))?;
+        if items.is_empty() || items.len() > MAX_ITEMS {
+            return Err(OrderError::ItemCount(items.len()));
+        }
+        let mut amount: i64 = 0;
+        for (index, item) in items.iter().enumerate() {
+            let sku_ok = !item.sku.is_empty()
+                && item.sku.chars().count() <= MAX_SKU_LEN
+                && item
+                    .sku
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !sku_ok {
+                return Err(OrderError::BadSku { index });
+            }
+            if !(1..=MAX_QUANTITY).contains(&item.quantity) {
+                return Err(OrderError::BadQuantity { index });
+            }
+            if !(0..=MAX_AMOUNT_MINOR).contains(&item.unit_amount) {
+                return Err(OrderError::BadUnitAmount { index });
+            }
+            amount = item
+                .unit_amount
+                .checked_mul(item.quantity)
+                .and_then(|line| amount.checked_add(line))
+                .filter(|total| *total <= MAX_AMOUNT_MINOR)
+                .ok_or(OrderError::TotalTooLarge)?;
+        }
+        if amount == 0 {
+            return Err(OrderError::TotalZero);
+        }
+        Ok(Self {
+            currency,
+            items,
+            amount,
+        })
+    }
+}
+
+/// Where an order stands with respect to payment (the order guard).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderPaymentState {
+    /// No attempt holds it: it can be paid or edited.
+    Unpaid,
+    /// One attempt is processing; no other may start, and it cannot be edited.
+    Processing,
+    /// Paid by one attempt; final.
+    Paid,
+}
+
+impl OrderPaymentState {
+    /// The stored and wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unpaid => "unpaid",
+            Self::Processing => "processing",
+            Self::Paid => "paid",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(raw: &str) -> Option<Self> {
+        [Self::Unpaid, Self::Processing, Self::Paid]
+            .into_iter()
+            .find(|s| s.as_str() == raw)
+    }
+}
+
+/// An order, as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Order {
+    /// `ord_<uuid>`.
+    pub order_id: String,
+    /// The user (JWT `sub`) who created it; only they can see, edit or pay it.
+    pub owner: String,
+    /// Starts at 1; each edit of the items adds one.
+    pub version: i64,
+    /// The currency.
+    pub currency: Currency,
+    /// The current version's items.
+    pub items: Vec<LineItem>,
+    /// The current version's total, minor units.
+    pub amount: i64,
+    /// Payment state (the order guard).
+    pub payment_state: OrderPaymentState,
+    /// The attempt that holds the order while processing, or paid it.
+    pub payment_id: Option<String>,
+    /// Epoch milliseconds.
+    pub created_at_ms: i64,
+    /// Epoch milliseconds of the last change.
+    pub updated_at_ms: i64,
+}
+
+/// The order as the API shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderView {
+    /// Id.
+    pub order_id: String,
+    /// Version.
+    pub version: i64,
+    /// Total, minor units.
+    pub amount: i64,
+    /// Currency.
+    pub currency: Currency,
+    /// Items.
+    pub items: Vec<LineItem>,
+    /// unpaid / processing / paid.
+    pub payment_state: OrderPaymentState,
+}
+
+impl Order {
+    /// The API representation.
+    pub fn view(&self) -> OrderView {
+        OrderView {
+            order_id: self.order_id.clone(),
+            version: self.version,
+            amount: self.amount,
+            currency: self.currency,
+            items: self.items.clone(),
+            payment_state: self.payment_state,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(sku: &str, quantity: i64, unit_amount: i64) -> LineItem {
+        LineItem {
+            sku: sku.into(),
+            quantity,
+            unit_amount,
+        }
+    }
+
+    #[test]
+    fn computes_the_total_in_minor_units() {
+        let order =
+            NewOrder::validate("jpy", vec![item("A1", 2, 1500), item("B-2", 1, 999)]).unwrap();
+        assert_eq!(order.amount, 3999);
+        assert_eq!(order.currency, Currency::Jpy);
+    }
+
+    #[test]
+    fn refuses_overflow_and_out_of_range_values() {
+        assert_eq!(
+            NewOrder::validate("jpy", vec![item("A", 10_000, MAX_AMOUNT_MINOR)]),
+            Err(OrderError::TotalTooLarge)
+        );
+        assert_eq!(
+            NewOrder::validate("jpy", vec![item("A", 1, i64::MAX)]),
+            Err(OrderError::BadUnitAmount { index: 0 })
+        );
+        assert_eq!(
+            NewOrder::validate("jpy", vec![item("A", -1, 5)]),
+            Err(OrderError::BadQuantity { index: 0 })
+        );
+        assert_eq!(
+            NewOrder::validate("jpy", vec![item("A", 1, -5)]),
+            Err(OrderError::BadUnitAmount { index: 0 })
+        );
+        assert_eq!(
+            NewOrder::validate("jpy", vec![item("A", 1, 0)]),
+            Err(OrderError::TotalZero)
+        );
+        assert_eq!(
+            NewOrder::validate("JPY", vec![item("A", 1, 1)]),
+            Err(OrderError::UnsupportedCurrency("JPY".into()))
+        );
+        assert_eq!(
+            NewOrder::validate("jpy", vec![]),
+            Err(OrderError::ItemCount(0))
+        );
+        assert_eq!(
+            NewOrder::validate("jpy", vec![item("a b", 1, 1)]),
+            Err(OrderError::BadSku { index: 0 })
+        );
+        let many = (0..50)
+            .map(|i| item(&format!("S{i}"), MAX_QUANTITY, MAX_AMOUNT_MINOR / 100))
+            .collect();
+        assert_eq!(
+            NewOrder::validate("usd", many),
+            Err(OrderError::TotalTooLarge)
+        );
+    }
+}

@@ -1,0 +1,322 @@
+//! Payment attempts and the one transition function every path uses (charge, webhooks,
+//! reconcile): forward-only, and decided on the state that was read.
+
+use super::money::Currency;
+use serde::{Deserialize, Serialize};
+
+/// Where a payment attempt stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PaymentStatus {
+    /// Sent (or about to be sent) to the PSP; outcome not known yet.
+    Processing,
+    /// The PSP charged the customer.
+    Succeeded,
+    /// The attempt ended without a charge (see [`Failure`]).
+    Failed,
+}
+
+impl PaymentStatus {
+    /// Stored and wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Processing => "processing",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(raw: &str) -> Option<Self> {
+        [Self::Processing, Self::Succeeded, Self::Failed]
+            .into_iter()
+            .find(|s| s.as_str() == raw)
+    }
+}
+
+/// Why an attempt failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The issuer declined the card (PSP-confirmed).
+    Declined,
+    /// The PSP refused the payment method itself (PSP-confirmed).
+    Rejected,
+    /// payonce gave the attempt up after proving the PSP never ran it (inferred).
+    Abandoned,
+}
+
+/// The failure detail of a failed attempt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// Declined, rejected or abandoned.
+    pub kind: FailureKind,
+    /// The PSP's decline code (`generic_decline`, `insufficient_funds`, ...), for declines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decline_code: Option<String>,
+}
+
+/// A payment attempt, as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Payment {
+    /// `pay_<uuid>`; the PSP key is derived from it.
+    pub payment_id: String,
+    /// The order it pays.
+    pub order_id: String,
+    /// The order version it pays (fixes amount and currency).
+    pub order_version: i64,
+    /// The paying user.
+    pub owner: String,
+    /// Minor units, copied from the order version.
+    pub amount: i64,
+    /// Copied from the order.
+    pub currency: Currency,
+    /// The PSP token used (never card data).
+    pub payment_method: String,
+    /// PSP name (`stripe`, `fake`, ...).
+    pub provider: String,
+    /// The PSP's id for the charge (`pi_...`), once known.
+    pub provider_payment_id: Option<String>,
+    /// Current status.
+    pub status: PaymentStatus,
+    /// Failure detail when failed.
+    pub failure: Option<Failure>,
+    /// The idempotency record that created it (to keep its status mirror current).
+    pub idempotency_pk: String,
+    /// Epoch milliseconds.
+    pub created_at_ms: i64,
+    /// Epoch milliseconds of the last change.
+    pub updated_at_ms: i64,
+}
+
+/// The payment as the API shows it; also the status mirror stored on the idempotency record,
+/// so a replay is answered from that record alone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentView {
+    /// Id.
+    pub payment_id: String,
+    /// The order paid.
+    pub order_id: String,
+    /// processing / succeeded / failed.
+    pub status: PaymentStatus,
+    /// Minor units.
+    pub amount: i64,
+    /// Currency.
+    pub currency: Currency,
+    /// PSP name.
+    pub provider: String,
+    /// The PSP's id, once known.
+    pub provider_payment_id: Option<String>,
+    /// Failure detail, when failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+}
+
+impl Payment {
+    /// The API representation.
+    pub fn view(&self) -> PaymentView {
+        PaymentView {
+            payment_id: self.payment_id.clone(),
+            order_id: self.order_id.clone(),
+            status: self.status,
+            amount: self.amount,
+            currency: self.currency,
+            provider: self.provider.clone(),
+            provider_payment_id: self.provider_payment_id.clone(),
+            failure: self.failure.clone(),
+        }
+    }
+}
+
+/// What a source (the PSP's answer, a webhook, reconcile) learned about an attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Settlement {
+    /// The PSP charged.
+    Succeeded {
+        /// The PSP's id.
+        provider_payment_id: String,
+    },
+    /// The issuer declined.
+    Declined {
+        /// The PSP's id, if it created one.
+        provider_payment_id: Option<String>,
+        /// The decline code.
+        decline_code: String,
+    },
+    /// The PSP refused the payment method.
+    Rejected,
+    /// The PSP provably never ran the attempt; payonce gives it up.
+    Abandoned,
+}
+
+/// The decision of [`transition`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transition {
+    /// Move the payment to this status (with this failure and PSP id); the order follows:
+    /// paid on success, released on failure.
+    Apply {
+        /// New status.
+        status: PaymentStatus,
+        /// Failure detail, if failed.
+        failure: Option<Failure>,
+        /// The PSP id to record (kept if already known).
+        provider_payment_id: Option<String>,
+    },
+    /// Nothing changes: the payment is already there, or the settlement would move it backwards.
+    Unchanged,
+}
+
+/// The one transition function. States only move forward: `processing → succeeded | failed`;
+/// a late failure never overrides `succeeded`; a PSP-confirmed success beats any failure
+/// (the customer's money moved, which is the truth the books must show), in particular one
+/// payonce inferred.
+pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
+    let keep_id = |id: Option<&String>| id.cloned().or_else(|| current.provider_payment_id.clone());
+    match (current.status, settlement) {
+        (PaymentStatus::Succeeded, _) => Transition::Unchanged,
+        (
+            _,
+            Settlement::Succeeded {
+                provider_payment_id,
+            },
+        ) => Transition::Apply {
+            status: PaymentStatus::Succeeded,
+            failure: None,
+            provider_payment_id: keep_id(Some(provider_payment_id)),
+        },
+        (PaymentStatus::Failed, _) => Transition::Unchanged,
+        (
+            PaymentStatus::Processing,
+            Settlement::Declined {
+                provider_payment_id,
+                decline_code,
+            },
+        ) => Transition::Apply {
+            status: PaymentStatus::Failed,
+            failure: Some(Failure {
+                kind: FailureKind::Declined,
+                decline_code: Some(decline_code.clone()),
+            }),
+            provider_payment_id: keep_id(provider_payment_id.as_ref()),
+        },
+        (PaymentStatus::Processing, Settlement::Rejected) => Transition::Apply {
+            status: PaymentStatus::Failed,
+            failure: Some(Failure {
+                kind: FailureKind::Rejected,
+                decline_code: None,
+            }),
+            provider_payment_id: current.provider_payment_id.clone(),
+        },
+        (PaymentStatus::Processing, Settlement::Abandoned) => Transition::Apply {
+            status: PaymentStatus::Failed,
+            failure: Some(Failure {
+                kind: FailureKind::Abandoned,
+                decline_code: None,
+            }),
+            provider_payment_id: current.provider_payment_id.clone(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payment(status: PaymentStatus, failure: Option<FailureKind>) -> Payment {
+        Payment {
+            payment_id: "pay_1".into(),
+            order_id: "ord_1".into(),
+            order_version: 1,
+            owner: "u".into(),
+            amount: 100,
+            currency: Currency::Jpy,
+            payment_method: "pm_card_visa".into(),
+            provider: "stripe".into(),
+            provider_payment_id: None,
+            status,
+            failure: failure.map(|kind| Failure {
+                kind,
+                decline_code: None,
+            }),
+            idempotency_pk: "payments.create#u#k".into(),
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        }
+    }
+
+    fn succeeded() -> Settlement {
+        Settlement::Succeeded {
+            provider_payment_id: "pi_1".into(),
+        }
+    }
+
+    fn declined() -> Settlement {
+        Settlement::Declined {
+            provider_payment_id: Some("pi_1".into()),
+            decline_code: "generic_decline".into(),
+        }
+    }
+
+    #[test]
+    fn processing_moves_to_either_final_state() {
+        let p = payment(PaymentStatus::Processing, None);
+        assert!(matches!(
+            transition(&p, &succeeded()),
+            Transition::Apply {
+                status: PaymentStatus::Succeeded,
+                ..
+            }
+        ));
+        match transition(&p, &declined()) {
+            Transition::Apply {
+                status: PaymentStatus::Failed,
+                failure: Some(f),
+                provider_payment_id,
+            } => {
+                assert_eq!(f.kind, FailureKind::Declined);
+                assert_eq!(f.decline_code.as_deref(), Some("generic_decline"));
+                assert_eq!(provider_payment_id.as_deref(), Some("pi_1"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            transition(&p, &Settlement::Abandoned),
+            Transition::Apply {
+                status: PaymentStatus::Failed,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn nothing_moves_a_success_backwards() {
+        let p = payment(PaymentStatus::Succeeded, None);
+        for s in [
+            succeeded(),
+            declined(),
+            Settlement::Rejected,
+            Settlement::Abandoned,
+        ] {
+            assert_eq!(transition(&p, &s), Transition::Unchanged, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn a_psp_success_beats_an_inferred_failure_but_failures_do_not_stack() {
+        let abandoned = payment(PaymentStatus::Failed, Some(FailureKind::Abandoned));
+        assert!(matches!(
+            transition(&abandoned, &succeeded()),
+            Transition::Apply {
+                status: PaymentStatus::Succeeded,
+                failure: None,
+                ..
+            }
+        ));
+        assert_eq!(transition(&abandoned, &declined()), Transition::Unchanged);
+        let declined_payment = payment(PaymentStatus::Failed, Some(FailureKind::Declined));
+        assert_eq!(
+            transition(&declined_payment, &Settlement::Abandoned),
+            Transition::Unchanged
+        );
+    }
+}

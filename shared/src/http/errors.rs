@@ -1,0 +1,122 @@
+//! Service errors and answers as HTTP: the one place that decides status codes and problem types.
+
+use super::problem::{Problem, ProblemType};
+use super::request::json_response;
+use crate::domain::{FailureKind, PaymentStatus, PaymentView};
+use crate::service::{ChargeError, OrdersError};
+use lambda_http::http::{header, HeaderValue, StatusCode};
+use lambda_http::{Body, Response};
+use std::time::Duration;
+
+impl From<ChargeError> for Problem {
+    fn from(error: ChargeError) -> Self {
+        match error {
+            ChargeError::Mismatch => Problem::new(
+                ProblemType::IdempotencyKeyMismatch,
+                "this Idempotency-Key was used with a different order_id, order_version or payment_method; use a new key for a new request",
+            ),
+            ChargeError::KeyInUse { retry_after } => Problem::new(
+                ProblemType::IdempotencyKeyInUse,
+                "a request with this Idempotency-Key is still being processed; retry after the indicated delay",
+            )
+            .retry_after(retry_after),
+            ChargeError::OrderNotFound => Problem::new(ProblemType::NotFound, "no such order"),
+            ChargeError::OrderVersionMismatch { current } => {
+                Problem::new(ProblemType::OrderVersionMismatch, format!("the order is at version {current}; review it and pay that version"))
+                    .with("current_version", current)
+            }
+            ChargeError::OrderAlreadyPaid => Problem::new(ProblemType::OrderAlreadyPaid, "this order has already been paid"),
+            ChargeError::PaymentInProgress => Problem::new(
+                ProblemType::PaymentInProgress,
+                "another payment attempt for this order is being processed; wait for its outcome",
+            ),
+            ChargeError::Store(crate::idempotency::StoreError::Conflict { .. }) => {
+                Problem::new(ProblemType::IdempotencyKeyInUse, "the request is contended; retry shortly").retry_after(Duration::from_secs(1))
+            }
+            other => Problem::internal(&other),
+        }
+    }
+}
+
+impl From<OrdersError> for Problem {
+    fn from(error: OrdersError) -> Self {
+        match error {
+            OrdersError::Invalid(e) => Problem::new(ProblemType::InvalidRequest, e.to_string()),
+            OrdersError::NotFound => Problem::new(ProblemType::NotFound, "no such order"),
+            OrdersError::VersionMismatch { current } => Problem::new(
+                ProblemType::OrderVersionMismatch,
+                format!("the order is at version {current}"),
+            )
+            .with("current_version", current),
+            OrdersError::PaymentInProgress => Problem::new(
+                ProblemType::PaymentInProgress,
+                "the order cannot change while a payment for it is being processed",
+            ),
+            OrdersError::AlreadyPaid => {
+                Problem::new(ProblemType::OrderAlreadyPaid, "a paid order cannot change")
+            }
+            OrdersError::KeyMismatch => Problem::new(
+                ProblemType::IdempotencyKeyMismatch,
+                "this Idempotency-Key was used with a different order",
+            ),
+            OrdersError::KeyInUse { retry_after } => Problem::new(
+                ProblemType::IdempotencyKeyInUse,
+                "a request with this Idempotency-Key is still being processed",
+            )
+            .retry_after(retry_after),
+            other => Problem::internal(&other),
+        }
+    }
+}
+
+/// A payment as the API answers it: 201 succeeded, 202 processing (with `Retry-After`), 402
+/// with the failure's problem type. `replayed` adds `Idempotent-Replayed: true`.
+pub fn payment_response(
+    view: &PaymentView,
+    replayed: bool,
+    processing_retry_after: Duration,
+) -> Response<Body> {
+    let mut response = match (view.status, view.failure.as_ref().map(|f| f.kind)) {
+        (PaymentStatus::Succeeded, _) => json_response(StatusCode::CREATED, view),
+        (PaymentStatus::Processing, _) => {
+            let mut response = json_response(StatusCode::ACCEPTED, view);
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(processing_retry_after.as_secs().max(1)),
+            );
+            response
+        }
+        (PaymentStatus::Failed, kind) => {
+            let problem = match kind {
+                Some(FailureKind::Declined) => Problem::new(
+                    ProblemType::CardDeclined,
+                    "the card was declined; try another payment method",
+                )
+                .with(
+                    "decline_code",
+                    view.failure
+                        .as_ref()
+                        .and_then(|f| f.decline_code.clone())
+                        .unwrap_or_default(),
+                ),
+                Some(FailureKind::Rejected) => Problem::new(
+                    ProblemType::PaymentMethodRejected,
+                    "the payment provider rejected this payment method",
+                ),
+                Some(FailureKind::Abandoned) | None => Problem::new(
+                    ProblemType::PaymentFailed,
+                    "the payment attempt failed without a charge",
+                ),
+            };
+            problem
+                .with("payment_id", view.payment_id.clone())
+                .into_response()
+        }
+    };
+    if replayed {
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    response
+}

@@ -1,0 +1,15 @@
+//! The HTTP edge shared by every API function: problem+json, identity from the verified
+//! JWT, request limits and JSON parsing. Every error a client sees is mapped here, once.
+
+pub mod errors;
+pub mod problem;
+pub mod request;
+pub mod routing;
+
+pub use errors::payment_response;
+pub use problem::{Problem, ProblemType};
+pub use request::{
+    authenticated_user, deadline_ms, idempotency_key, json_response, parse_json_body, request_id,
+    with_request_id, MAX_BODY_BYTES,
+};
+pub use routing::Route;

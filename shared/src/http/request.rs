@@ -1,0 +1,136 @@
+//! Reading an API Gateway (HTTP API, payload 2.0) request: identity, headers, body.
+
+use super::problem::{Problem, ProblemType};
+use crate::idempotency::{IdempotencyKey, InvalidKey};
+use lambda_http::aws_lambda_events::apigw::ApiGatewayV2httpRequestContext;
+use lambda_http::http::{header, HeaderValue, StatusCode};
+use lambda_http::request::RequestContext;
+use lambda_http::{Body, Request, RequestExt, Response};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Largest request body accepted, in bytes (64 KiB).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+fn v2_context(request: &Request) -> Option<&ApiGatewayV2httpRequestContext> {
+    match request.request_context_ref()? {
+        RequestContext::ApiGatewayV2(context) => Some(context),
+        #[allow(unreachable_patterns)]
+        _ => None,
+    }
+}
+
+/// The caller, from `requestContext.authorizer.jwt.claims.sub` only — never a header or the body.
+/// `None` (answer 401) when absent, empty, over 255 bytes, or holding `#` (it is a key part).
+pub fn authenticated_user(request: &Request) -> Option<String> {
+    let sub = v2_context(request)?
+        .authorizer
+        .as_ref()?
+        .jwt
+        .as_ref()?
+        .claims
+        .get("sub")?;
+    let valid = !sub.is_empty()
+        && sub.len() <= 255
+        && !sub.contains('#')
+        && sub.chars().all(|c| !c.is_control());
+    valid.then(|| sub.clone())
+}
+
+/// API Gateway's request id, or a fresh one.
+pub fn request_id(request: &Request) -> String {
+    v2_context(request)
+        .and_then(|c| c.request_id.clone())
+        .filter(|id| !id.is_empty())
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
+
+/// The invocation deadline in epoch ms: the Lambda context's, or `now_ms + fallback_ms` when the
+/// request came without one (tests, the sandbox).
+pub fn deadline_ms(request: &Request, now_ms: i64, fallback_ms: i64) -> i64 {
+    request
+        .lambda_context_ref()
+        .and_then(|c| i64::try_from(c.deadline).ok())
+        .filter(|d| *d > 0)
+        .unwrap_or(now_ms + fallback_ms)
+}
+
+/// The validated `Idempotency-Key` header.
+pub fn idempotency_key(request: &Request) -> Result<Option<IdempotencyKey>, Problem> {
+    let Some(raw) = request.headers().get("idempotency-key") else {
+        return Ok(None);
+    };
+    let text = raw.to_str().map_err(|_| {
+        Problem::new(
+            ProblemType::IdempotencyKeyInvalid,
+            "the idempotency key has a character outside printable ASCII (0x21-0x7E)",
+        )
+    })?;
+    IdempotencyKey::parse(text)
+        .map(Some)
+        .map_err(|e: InvalidKey| Problem::new(ProblemType::IdempotencyKeyInvalid, e.to_string()))
+}
+
+/// Parses the body as JSON into `T` (which should `deny_unknown_fields`): 413 over the limit,
+/// 415 when declared as something other than JSON, 400 `malformed-json` for bad syntax,
+/// 400 `invalid-request` for the wrong shape.
+pub fn parse_json_body<T: DeserializeOwned>(request: &Request) -> Result<T, Problem> {
+    let bytes: &[u8] = request.body().as_ref();
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(Problem::new(
+            ProblemType::BodyTooLarge,
+            format!(
+                "the body is {} bytes; at most {MAX_BODY_BYTES} are accepted",
+                bytes.len()
+            ),
+        ));
+    }
+    if let Some(content_type) = request.headers().get(header::CONTENT_TYPE) {
+        let essence = content_type
+            .to_str()
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if essence != "application/json" {
+            return Err(Problem::new(
+                ProblemType::UnsupportedMediaType,
+                "send the body as application/json",
+            ));
+        }
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        let kind = if e.is_data() {
+            ProblemType::InvalidRequest
+        } else {
+            ProblemType::MalformedJson
+        };
+        Problem::new(kind, e.to_string())
+    })
+}
+
+/// A JSON response with `status`.
+pub fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response<Body> {
+    match serde_json::to_string(value) {
+        Ok(text) => {
+            let mut response = Response::new(Body::from(text));
+            *response.status_mut() = status;
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            response
+        }
+        Err(error) => Problem::internal(&error).into_response(),
+    }
+}
+
+/// Adds `x-request-id` (every response payonce produces carries one).
+pub fn with_request_id(mut response: Response<Body>, id: &str) -> Response<Body> {
+    if let Ok(value) = HeaderValue::from_str(id) {
+        response.headers_mut().insert("x-request-id", value);
+    }
+    response
+}

@@ -1,0 +1,533 @@
+//! Charge exactly once (SPEC §3, §4): the key, the order guard and the attempt are claimed in
+//! one transaction; the PSP is called under a key derived from the attempt; completion writes
+//! the payment, the order and the idempotency record together.
+//!
+//! Request budget: a first charge is load + begin + finish (3); a replay is the load alone (1).
+
+use crate::clock::duration_ms;
+use crate::domain::{
+    transition, Order, OrderPaymentState, Payment, PaymentStatus, PaymentView, Settlement,
+    Transition,
+};
+use crate::idempotency::{
+    decide, Claim, Decision, Fingerprint, IdempotencyKey, IdempotencyRecord, Lease, LeaseToken,
+    RecordKey, RecordState, StoreError,
+};
+use crate::ports::{
+    BeginOutcome, ChargeRequest, ChargeStore, Psp, PspOutcome, ResumeOutcome, SettleOutcome,
+};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The idempotency scope of POST /payments (stable across refactors).
+pub const PAY_SCOPE: &str = "payments.create";
+
+/// Tunables of the charge path.
+#[derive(Debug, Clone)]
+pub struct ChargeConfig {
+    /// Idempotency record retention after the last outcome (≤ the PSP's key retention).
+    pub retention: Duration,
+    /// Added to the invocation deadline to form the lease.
+    pub lease_margin: Duration,
+    /// Upper bound of one PSP call.
+    pub psp_timeout: Duration,
+    /// Time kept back from the deadline for the write after the PSP call.
+    pub deadline_reserve: Duration,
+    /// No takeover re-calls the PSP this long after the attempt's creation (the PSP's key
+    /// retention minus a margin: Stripe 24 h − 1 h); past it only reconcile settles the attempt.
+    pub takeover_window: Duration,
+    /// `Retry-After` given with a 202.
+    pub processing_retry_after: Duration,
+    /// Transaction conflicts retried before answering 409.
+    pub conflict_retries: u32,
+}
+
+impl Default for ChargeConfig {
+    fn default() -> Self {
+        Self {
+            retention: Duration::from_secs(24 * 3600),
+            lease_margin: Duration::from_secs(5),
+            psp_timeout: Duration::from_secs(10),
+            deadline_reserve: Duration::from_secs(2),
+            takeover_window: Duration::from_secs(23 * 3600),
+            processing_retry_after: Duration::from_secs(2),
+            conflict_retries: 3,
+        }
+    }
+}
+
+/// Where a test can make the invocation die, as a Lambda killed at that point would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// After the claim transaction, before the PSP call.
+    AfterClaim,
+    /// After the PSP answered, before the completion is written.
+    AfterPspCall,
+}
+
+#[derive(Debug, Default)]
+struct Crashes {
+    after_claim: AtomicBool,
+    after_psp_call: AtomicBool,
+}
+
+/// A validated POST /payments body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PayRequest {
+    /// The order to pay.
+    pub order_id: String,
+    /// The version the client saw (fixes amount and currency).
+    pub order_version: i64,
+    /// PSP payment method token.
+    pub payment_method: String,
+}
+
+/// A successful answer of [`ChargeService::pay`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PayAnswer {
+    /// This request decided the outcome (the view's status says which).
+    Fresh(PaymentView),
+    /// A stored outcome, kept current by webhooks and reconcile.
+    Replayed(PaymentView),
+    /// The PSP could not be reached; the order is released, retry with the same key.
+    PspUnavailable {
+        /// When to retry.
+        retry_after: Duration,
+    },
+}
+
+/// Why a payment request was refused, or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChargeError {
+    /// The key was used for another request.
+    #[error("the idempotency key was used with a different request")]
+    Mismatch,
+    /// Another invocation holds the key.
+    #[error("a request with this idempotency key is in progress")]
+    KeyInUse {
+        /// Until its lease lapses.
+        retry_after: Duration,
+    },
+    /// The order does not exist or is not the caller's.
+    #[error("order not found")]
+    OrderNotFound,
+    /// The client paid a version that is no longer current.
+    #[error("the order is at version {current}")]
+    OrderVersionMismatch {
+        /// The current version.
+        current: i64,
+    },
+    /// The order is paid.
+    #[error("the order is already paid")]
+    OrderAlreadyPaid,
+    /// Another attempt is processing the order.
+    #[error("another payment for this order is in progress")]
+    PaymentInProgress,
+    /// The stored state is unusable.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A crash injected by a test.
+    #[error("crash injected at {0:?}")]
+    InjectedCrash(CrashPoint),
+}
+
+/// The charge use case over a store and a PSP.
+pub struct ChargeService<S, P> {
+    store: S,
+    psp: P,
+    config: ChargeConfig,
+    crashes: Arc<Crashes>,
+}
+
+/// How many times one request re-reads the situation after losing a race.
+const MAX_ROUNDS: u32 = 4;
+
+impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
+    /// The service.
+    pub fn new(store: S, psp: P, config: ChargeConfig) -> Self {
+        Self {
+            store,
+            psp,
+            config,
+            crashes: Arc::default(),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The PSP.
+    pub fn psp(&self) -> &P {
+        &self.psp
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ChargeConfig {
+        &self.config
+    }
+
+    /// Arms a crash at `point` for the next request that reaches it (tests only).
+    pub fn inject_crash(&self, point: CrashPoint) {
+        match point {
+            CrashPoint::AfterClaim => self.crashes.after_claim.store(true, Ordering::SeqCst),
+            CrashPoint::AfterPspCall => self.crashes.after_psp_call.store(true, Ordering::SeqCst),
+        }
+    }
+
+    fn crash_at(&self, point: CrashPoint) -> Result<(), ChargeError> {
+        let armed = match point {
+            CrashPoint::AfterClaim => &self.crashes.after_claim,
+            CrashPoint::AfterPspCall => &self.crashes.after_psp_call,
+        };
+        if armed.swap(false, Ordering::SeqCst) {
+            return Err(ChargeError::InjectedCrash(point));
+        }
+        Ok(())
+    }
+
+    /// The fingerprint of a payment request: what the client sent, canonically.
+    pub fn fingerprint(request: &PayRequest) -> Fingerprint {
+        Fingerprint::of_value(&serde_json::json!({
+            "order_id": request.order_id,
+            "order_version": request.order_version,
+            "payment_method": request.payment_method,
+        }))
+    }
+
+    /// Pays `request.order_id` for `user` at most once per key, and at most one attempt per order.
+    pub async fn pay(
+        &self,
+        user: &str,
+        key: &IdempotencyKey,
+        request: &PayRequest,
+        deadline_ms: i64,
+    ) -> Result<PayAnswer, ChargeError> {
+        let record_key = RecordKey::new(PAY_SCOPE, user, key);
+        let fingerprint = Self::fingerprint(request);
+        let (mut record, mut order) = self
+            .store
+            .load_for_charge(&record_key, &request.order_id)
+            .await?;
+        let mut conflicts = 0;
+        for _ in 0..MAX_ROUNDS {
+            if let Some(existing) = record.take() {
+                match decide(&existing, &fingerprint, self.store.now_ms()) {
+                    Decision::Mismatch => return Err(ChargeError::Mismatch),
+                    Decision::Replay => return Ok(PayAnswer::Replayed(stored_view(&existing)?)),
+                    Decision::Wait { retry_after } => {
+                        return Err(ChargeError::KeyInUse { retry_after })
+                    }
+                    Decision::TakeOver { seen } => {
+                        match self.resume(&existing, &seen, deadline_ms).await? {
+                            Resumed::Answer(answer) => return Ok(answer),
+                            Resumed::Again(now) => {
+                                record = now;
+                                if record.is_none() {
+                                    order = self
+                                        .store
+                                        .load_for_charge(&record_key, &request.order_id)
+                                        .await?
+                                        .1;
+                                }
+                                continue;
+                            }
+                        }
+                    }
+                }
+            }
+            let order_now = payable(order.as_ref(), user, request)?;
+            let (payment, claim) =
+                self.new_attempt(&record_key, &fingerprint, order_now, request, deadline_ms);
+            match self.store.begin_attempt(&claim, order_now, &payment).await {
+                Ok(BeginOutcome::Begun) => {
+                    let lease = Lease {
+                        token: claim.lease_token,
+                        until_ms: claim.lease_until_ms,
+                    };
+                    self.crash_at(CrashPoint::AfterClaim)?;
+                    return self.charge(payment, &lease, deadline_ms).await;
+                }
+                Ok(BeginOutcome::KeyTaken(existing)) => record = Some(existing),
+                Ok(BeginOutcome::OrderChanged(now)) => order = now,
+                Err(StoreError::Conflict { .. }) if conflicts < self.config.conflict_retries => {
+                    conflicts += 1;
+                    tokio::time::sleep(Duration::from_millis(fastrand::u64(10..50) << conflicts))
+                        .await;
+                    let reloaded = self
+                        .store
+                        .load_for_charge(&record_key, &request.order_id)
+                        .await?;
+                    (record, order) = reloaded;
+                }
+                Err(StoreError::Conflict { .. }) => {
+                    return Err(ChargeError::KeyInUse {
+                        retry_after: Duration::from_secs(1),
+                    })
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(ChargeError::KeyInUse {
+            retry_after: Duration::from_secs(1),
+        })
+    }
+
+    fn new_attempt(
+        &self,
+        record_key: &RecordKey,
+        fingerprint: &Fingerprint,
+        order: &Order,
+        request: &PayRequest,
+        deadline_ms: i64,
+    ) -> (Payment, Claim) {
+        let now_ms = self.store.now_ms();
+        let payment = Payment {
+            payment_id: format!("pay_{}", uuid::Uuid::new_v4().simple()),
+            order_id: order.order_id.clone(),
+            order_version: order.version,
+            owner: order.owner.clone(),
+            amount: order.amount,
+            currency: order.currency,
+            payment_method: request.payment_method.clone(),
+            provider: self.psp.name().to_owned(),
+            provider_payment_id: None,
+            status: PaymentStatus::Processing,
+            failure: None,
+            idempotency_pk: record_key.as_str().to_owned(),
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+        };
+        let claim = Claim {
+            key: record_key.clone(),
+            fingerprint: fingerprint.clone(),
+            attempt_id: payment.payment_id.clone(),
+            lease_token: LeaseToken::generate(),
+            lease_until_ms: deadline_ms + duration_ms(self.config.lease_margin),
+            expires_at_s: self.expires_at_s(),
+        };
+        (payment, claim)
+    }
+
+    fn expires_at_s(&self) -> i64 {
+        (self.store.now_ms() + duration_ms(self.config.retention)).div_euclid(1000)
+    }
+
+    /// Takes a lapsed attempt over: the same payment id, hence the same PSP key.
+    async fn resume(
+        &self,
+        record: &IdempotencyRecord,
+        seen: &LeaseToken,
+        deadline_ms: i64,
+    ) -> Result<Resumed, ChargeError> {
+        let payment = self
+            .store
+            .get_payment(&record.attempt_id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt {
+                key: record.key.to_string(),
+                reason: format!("payment {} of the record is missing", record.attempt_id),
+            })?;
+        let too_late =
+            self.store.now_ms() - payment.created_at_ms > duration_ms(self.config.takeover_window);
+        if payment.status != PaymentStatus::Processing || too_late {
+            // Settled meanwhile (webhook, reconcile), or too old to re-send safely: record the
+            // state as it is under the lapsed lease; only reconcile moves it further.
+            return match self
+                .store
+                .finish_attempt(&payment, &Transition::Unchanged, seen, self.expires_at_s())
+                .await
+            {
+                Ok(SettleOutcome::Settled(now)) => {
+                    Ok(Resumed::Answer(PayAnswer::Replayed(now.view())))
+                }
+                Ok(SettleOutcome::Moved) | Err(StoreError::LeaseLost { .. }) => {
+                    Ok(Resumed::Again(None))
+                }
+                Err(error) => Err(error.into()),
+            };
+        }
+        let lease = Lease {
+            token: LeaseToken::generate(),
+            until_ms: deadline_ms + duration_ms(self.config.lease_margin),
+        };
+        match self
+            .store
+            .resume_attempt(&record.key, seen, &lease, &payment)
+            .await?
+        {
+            ResumeOutcome::Resumed => {
+                tracing::info!(payment_id = %payment.payment_id, "took over a lapsed payment attempt");
+                self.charge(payment, &lease, deadline_ms)
+                    .await
+                    .map(Resumed::Answer)
+            }
+            ResumeOutcome::KeyMoved(now) => Ok(Resumed::Again(now)),
+            ResumeOutcome::OrderChanged(order) => Err(order_conflict(order.as_ref(), &payment)),
+        }
+    }
+
+    /// Calls the PSP for `payment` under `lease` and records what it said.
+    async fn charge(
+        &self,
+        payment: Payment,
+        lease: &Lease,
+        deadline_ms: i64,
+    ) -> Result<PayAnswer, ChargeError> {
+        let left_ms = deadline_ms - self.store.now_ms() - duration_ms(self.config.deadline_reserve);
+        let timeout = self
+            .config
+            .psp_timeout
+            .min(Duration::from_millis(u64::try_from(left_ms).unwrap_or(0)));
+        let outcome = if timeout.is_zero() {
+            PspOutcome::NotSent {
+                reason: "no time left before the deadline".into(),
+            }
+        } else {
+            self.psp
+                .create_charge(&ChargeRequest::for_payment(&payment), timeout)
+                .await
+        };
+        self.crash_at(CrashPoint::AfterPspCall)?;
+        let settlement = match outcome {
+            PspOutcome::Approved {
+                provider_payment_id,
+            } => Some(Settlement::Succeeded {
+                provider_payment_id,
+            }),
+            PspOutcome::Declined {
+                provider_payment_id,
+                decline_code,
+            } => Some(Settlement::Declined {
+                provider_payment_id,
+                decline_code,
+            }),
+            PspOutcome::Rejected { message } => {
+                tracing::info!(payment_id = %payment.payment_id, %message, "the PSP rejected the payment method");
+                Some(Settlement::Rejected)
+            }
+            PspOutcome::Unknown { reason } => {
+                tracing::warn!(payment_id = %payment.payment_id, %reason, "PSP outcome unknown; the attempt stays processing");
+                None
+            }
+            PspOutcome::NotSent { reason } => {
+                tracing::warn!(payment_id = %payment.payment_id, %reason, "the PSP was not reached; releasing the order");
+                return match self.store.release_unsent(&payment, &lease.token).await {
+                    Ok(()) => Ok(PayAnswer::PspUnavailable {
+                        retry_after: Duration::from_secs(1),
+                    }),
+                    Err(StoreError::LeaseLost { .. }) => Err(ChargeError::KeyInUse {
+                        retry_after: Duration::from_secs(1),
+                    }),
+                    Err(error) => Err(error.into()),
+                };
+            }
+        };
+        let mut current = payment;
+        for _ in 0..MAX_ROUNDS {
+            let step = settlement
+                .as_ref()
+                .map_or(Transition::Unchanged, |s| transition(&current, s));
+            match self
+                .store
+                .finish_attempt(&current, &step, &lease.token, self.expires_at_s())
+                .await
+            {
+                Ok(SettleOutcome::Settled(now)) => return Ok(PayAnswer::Fresh(now.view())),
+                Ok(SettleOutcome::Moved) => {
+                    // A webhook or reconcile settled it first: decide again on what it wrote.
+                    current = self
+                        .store
+                        .get_payment(&current.payment_id)
+                        .await?
+                        .ok_or_else(|| StoreError::Corrupt {
+                            key: current.payment_id.clone(),
+                            reason: "the payment disappeared".into(),
+                        })?;
+                }
+                Err(StoreError::LeaseLost { .. }) => {
+                    return Err(ChargeError::KeyInUse {
+                        retry_after: Duration::from_secs(1),
+                    })
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(ChargeError::KeyInUse {
+            retry_after: Duration::from_secs(1),
+        })
+    }
+
+    /// A payment of `user`, or `None` (404) if it does not exist or is someone else's.
+    pub async fn get_payment(
+        &self,
+        user: &str,
+        payment_id: &str,
+    ) -> Result<Option<PaymentView>, ChargeError> {
+        Ok(self
+            .store
+            .get_payment(payment_id)
+            .await?
+            .filter(|p| p.owner == user)
+            .map(|p| p.view()))
+    }
+}
+
+enum Resumed {
+    Answer(PayAnswer),
+    /// The record moved under us: decide again on it (or on nothing, if it is gone).
+    Again(Option<IdempotencyRecord>),
+}
+
+/// The order, if `user` may start paying `request.order_version` of it.
+fn payable<'a>(
+    order: Option<&'a Order>,
+    user: &str,
+    request: &PayRequest,
+) -> Result<&'a Order, ChargeError> {
+    let order = order
+        .filter(|o| o.owner == user)
+        .ok_or(ChargeError::OrderNotFound)?;
+    match order.payment_state {
+        OrderPaymentState::Paid => Err(ChargeError::OrderAlreadyPaid),
+        OrderPaymentState::Processing => Err(ChargeError::PaymentInProgress),
+        OrderPaymentState::Unpaid if order.version != request.order_version => {
+            Err(ChargeError::OrderVersionMismatch {
+                current: order.version,
+            })
+        }
+        OrderPaymentState::Unpaid => Ok(order),
+    }
+}
+
+/// Why an order could not be reserved again for `payment`.
+fn order_conflict(order: Option<&Order>, payment: &Payment) -> ChargeError {
+    match order {
+        None => ChargeError::OrderNotFound,
+        Some(o) if o.payment_state == OrderPaymentState::Paid => ChargeError::OrderAlreadyPaid,
+        Some(o) if o.payment_state == OrderPaymentState::Processing => {
+            ChargeError::PaymentInProgress
+        }
+        Some(o) => ChargeError::OrderVersionMismatch {
+            current: o.version.max(payment.order_version),
+        },
+    }
+}
+
+/// The payment view mirrored on a completed record.
+fn stored_view(record: &IdempotencyRecord) -> Result<PaymentView, ChargeError> {
+    match &record.state {
+        RecordState::Completed { result } => serde_json::from_str(result).map_err(|e| {
+            ChargeError::Store(StoreError::Corrupt {
+                key: record.key.to_string(),
+                reason: format!("stored payment view: {e}"),
+            })
+        }),
+        RecordState::InProgress { .. } => Err(ChargeError::KeyInUse {
+            retry_after: Duration::from_secs(1),
+        }),
+    }
+}

@@ -1,0 +1,280 @@
+//! `PaymentStack`: the charge and orders handlers over fresh tables in DynamoDB Local, the
+//! Stripe adapter talking HTTP to a fake PSP on loopback, a manual clock, and helpers that
+//! feed API Gateway v2 events and read what was persisted.
+
+use crate::{dynamodb_client, unique_table};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use lambda_http::{Body, Request, Response};
+use payonce::adapters::dynamodb::{
+    create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore,
+    RequestCounter, Tables,
+};
+use payonce::adapters::psp::{StripeConfig, StripePsp};
+use payonce::clock::ManualClock;
+use payonce::idempotency::{Idempotency, IdempotencyConfig};
+use payonce::service::{ChargeConfig, ChargeService, OrderService};
+use payonce_fake_psp::{FakePsp, FakePspConfig, RunningFakePsp};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The API key the fake PSP and the adapter share in tests.
+pub const FAKE_API_KEY: &str = "sk_test_payonce_fake";
+
+/// Everything a payment test talks to.
+pub struct PaymentStack {
+    /// POST /payments, GET /payments/{id}.
+    pub charge: ChargeService<DynamoPaymentStore, StripePsp>,
+    /// /orders.
+    pub orders: OrderService<DynamoPaymentStore, DynamoIdempotencyStore>,
+    /// The fake PSP, over HTTP.
+    pub psp: RunningFakePsp,
+    /// The clock every store reads.
+    pub clock: Arc<ManualClock>,
+    /// Counts the requests of the handlers' DynamoDB client.
+    pub counter: RequestCounter,
+    /// The table names.
+    pub tables: Tables,
+    inspector: Client,
+}
+
+/// A persisted table, item by item (keyed by `pk`), for "nothing changed" assertions.
+pub type TableSnapshot = BTreeMap<String, BTreeMap<String, String>>;
+
+impl PaymentStack {
+    /// A stack with default settings.
+    pub async fn start() -> Self {
+        Self::start_with(FakePspConfig::default(), ChargeConfig::default()).await
+    }
+
+    /// A stack with these fake PSP and charge settings.
+    pub async fn start_with(mut psp_config: FakePspConfig, charge_config: ChargeConfig) -> Self {
+        psp_config.api_key = FAKE_API_KEY.into();
+        let psp = FakePsp::start(psp_config, "127.0.0.1:0".parse().expect("loopback address"))
+            .await
+            .expect("start the fake PSP");
+        let counter = RequestCounter::new();
+        let client = dynamodb_client(&counter);
+        let tables = Tables {
+            idempotency: unique_table("idem"),
+            payments: unique_table("pay"),
+        };
+        create_idempotency_table(&client, &tables.idempotency)
+            .await
+            .expect("create the idempotency table");
+        create_payments_table(&client, &tables.payments)
+            .await
+            .expect("create the payments table");
+        counter.reset();
+        let clock = ManualClock::at_system_time();
+        let store =
+            DynamoPaymentStore::new(client.clone(), tables.clone()).with_clock(clock.clone());
+        let mut stripe = StripeConfig::new(psp.base_url(), FAKE_API_KEY);
+        stripe.connect_timeout = Duration::from_secs(1);
+        stripe.request_timeout = Duration::from_secs(5);
+        let charge = ChargeService::new(
+            store.clone(),
+            StripePsp::new(stripe).expect("HTTP client"),
+            charge_config,
+        );
+        let idempotency = Idempotency::new(
+            DynamoIdempotencyStore::new(client, &tables.idempotency).with_clock(clock.clone()),
+            IdempotencyConfig::default(),
+        );
+        Self {
+            charge,
+            orders: OrderService::new(store, idempotency),
+            psp,
+            clock,
+            counter,
+            tables,
+            inspector: dynamodb_client(&RequestCounter::new()),
+        }
+    }
+
+    /// Sends an event to the charge function.
+    pub async fn charge_request(&self, request: Request) -> Reply {
+        Reply::from(payonce_charge::handler::handle(&self.charge, request).await)
+    }
+
+    /// Sends an event to the orders function.
+    pub async fn orders_request(&self, request: Request) -> Reply {
+        Reply::from(payonce_orders::handler::handle(&self.orders, request).await)
+    }
+
+    /// POST /payments as `user` with `key` and `body`.
+    pub async fn pay(&self, user: &str, key: &str, body: Value) -> Reply {
+        self.charge_request(api_event(
+            "POST",
+            "/payments",
+            Some(user),
+            &[("idempotency-key", key)],
+            &body.to_string(),
+        ))
+        .await
+    }
+
+    /// Creates an order of 2 × 1500 JPY for `user`; returns its id.
+    pub async fn create_order(&self, user: &str) -> String {
+        let body = json!({"currency": "jpy", "items": [{"sku": "A1", "quantity": 2, "unit_amount": 1500}]});
+        let reply = self
+            .orders_request(api_event(
+                "POST",
+                "/orders",
+                Some(user),
+                &[],
+                &body.to_string(),
+            ))
+            .await;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        reply.json["order_id"]
+            .as_str()
+            .expect("order_id")
+            .to_owned()
+    }
+
+    /// GET /orders/{id} as `user`.
+    pub async fn get_order(&self, user: &str, order_id: &str) -> Reply {
+        self.orders_request(api_event(
+            "GET",
+            &format!("/orders/{order_id}"),
+            Some(user),
+            &[],
+            "",
+        ))
+        .await
+    }
+
+    /// Every item of both tables, read consistently through an uncounted client.
+    pub async fn snapshot(&self) -> (TableSnapshot, TableSnapshot) {
+        (
+            self.scan(&self.tables.idempotency).await,
+            self.scan(&self.tables.payments).await,
+        )
+    }
+
+    async fn scan(&self, table: &str) -> TableSnapshot {
+        let mut out = TableSnapshot::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .inspector
+                .scan()
+                .table_name(table)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .expect("scan");
+            for item in page.items() {
+                let pk = match item.get("pk") {
+                    Some(AttributeValue::S(pk)) => pk.clone(),
+                    _ => String::new(),
+                };
+                out.insert(
+                    pk,
+                    item.iter()
+                        .map(|(k, v)| (k.clone(), format!("{v:?}")))
+                        .collect(),
+                );
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return out;
+            }
+        }
+    }
+
+    /// The raw payments-table item with this `pk` (e.g. `order#ord_…`).
+    pub async fn item(&self, pk: &str) -> Option<BTreeMap<String, String>> {
+        self.scan(&self.tables.payments).await.remove(pk)
+    }
+}
+
+/// A response, with its JSON body parsed.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// Status code.
+    pub status: u16,
+    /// Headers, lowercase names.
+    pub headers: BTreeMap<String, String>,
+    /// Body text.
+    pub body: String,
+    /// Body as JSON (`Null` if it is not JSON).
+    pub json: Value,
+}
+
+impl Reply {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+
+    /// The problem `type`, for problem+json answers.
+    pub fn problem_type(&self) -> &str {
+        self.json["type"].as_str().unwrap_or("")
+    }
+}
+
+impl From<Response<Body>> for Reply {
+    fn from(response: Response<Body>) -> Self {
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect();
+        let body = String::from_utf8_lossy(response.body().as_ref()).into_owned();
+        let json = serde_json::from_str(&body).unwrap_or(Value::Null);
+        Self {
+            status,
+            headers,
+            body,
+            json,
+        }
+    }
+}
+
+/// An API Gateway HTTP API (payload 2.0) event, as Lambda delivers it: `sub` goes into the JWT
+/// authorizer's claims (none: no authorizer context, as for a missing token).
+pub fn api_event(
+    method: &str,
+    path: &str,
+    sub: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Request {
+    let mut header_map = serde_json::Map::new();
+    header_map.insert("content-type".into(), json!("application/json"));
+    for (name, value) in headers {
+        header_map.insert(name.to_ascii_lowercase(), json!(value));
+    }
+    let mut context = json!({
+        "accountId": "123456789012",
+        "apiId": "payonce",
+        "domainName": "payonce.example.com",
+        "domainPrefix": "payonce",
+        "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "payonce-tests"},
+        "requestId": format!("req-{}", uuid::Uuid::new_v4().simple()),
+        "routeKey": format!("{method} {path}"),
+        "stage": "$default",
+        "time": "29/Nov/2026:10:00:00 +0000",
+        "timeEpoch": 1_796_000_000_000_i64,
+    });
+    if let Some(sub) = sub {
+        context["authorizer"] = json!({"jwt": {"claims": {"sub": sub, "iss": "https://issuer.example.com"}, "scopes": null}});
+    }
+    let event = json!({
+        "version": "2.0",
+        "routeKey": format!("{method} {path}"),
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": header_map,
+        "requestContext": context,
+        "body": body,
+        "isBase64Encoded": false,
+    });
+    lambda_http::request::from_str(&event.to_string()).expect("a valid API Gateway v2 event")
+}

@@ -1,0 +1,558 @@
+//! The main path and its failure modes, one guarantee per test.
+
+use payonce::service::CrashPoint;
+use payonce_tests::stack::PaymentStack;
+use serde_json::json;
+use std::time::Duration;
+
+fn body(order_id: &str, payment_method: &str) -> serde_json::Value {
+    json!({"order_id": order_id, "order_version": 1, "payment_method": payment_method})
+}
+
+#[tokio::test]
+async fn approved_charge_pays_the_order_and_a_replay_answers_from_one_request() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+
+    // WHEN alice pays
+    stack.counter.reset();
+    let first = stack
+        .pay("alice", "key-approve-1", body(&order, "pm_card_visa"))
+        .await;
+
+    // THEN 201 with the payment, in at most three DynamoDB requests
+    assert_eq!(first.status, 201, "{}", first.body);
+    assert!(
+        stack.counter.total() <= 3,
+        "first charge cost {:?}",
+        stack.counter.by_operation()
+    );
+    let payment_id = first.json["payment_id"].as_str().unwrap().to_owned();
+    assert_eq!(first.json["status"], "succeeded");
+    assert_eq!(first.json["amount"], 3000);
+    assert_eq!(first.json["currency"], "jpy");
+    assert_eq!(first.json["order_id"], order.as_str());
+    assert!(first.json["provider_payment_id"]
+        .as_str()
+        .unwrap()
+        .starts_with("pi_"));
+    assert!(first.header("x-request-id").is_some());
+    assert_eq!(first.header("idempotent-replayed"), None);
+
+    // AND the PSP holds one charge, under the key derived from the payment
+    let charges = stack.psp.charges();
+    assert_eq!(charges.len(), 1);
+    assert_eq!(
+        charges[0].idempotency_key.as_deref(),
+        Some(format!("payonce-charge-{payment_id}").as_str())
+    );
+    assert_eq!(charges[0].metadata.get("payment_id"), Some(&payment_id));
+    assert_eq!(charges[0].amount, 3000);
+
+    // AND the order is paid, by this payment
+    let stored = stack.get_order("alice", &order).await;
+    assert_eq!(stored.json["payment_state"], "paid");
+    let item = stack.item(&format!("order#{order}")).await.unwrap();
+    assert!(item["payment_id"].contains(&payment_id));
+
+    // WHEN the same request is repeated, THEN the stored payment answers, from one request
+    stack.counter.reset();
+    let replay = stack
+        .pay("alice", "key-approve-1", body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(replay.status, 201);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.json, first.json);
+    assert_eq!(
+        stack.counter.by_operation(),
+        [("BatchGetItem".to_owned(), 1)].into()
+    );
+    assert_eq!(stack.psp.charges().len(), 1);
+
+    // AND GET /payments/{id} shows it to its owner only
+    let get = stack
+        .charge_request(payonce_tests::stack::api_event(
+            "GET",
+            &format!("/payments/{payment_id}"),
+            Some("alice"),
+            &[],
+            "",
+        ))
+        .await;
+    assert_eq!(get.status, 200);
+    assert_eq!(get.json, first.json);
+}
+
+#[tokio::test]
+async fn lost_response_is_answered_202_then_the_settled_payment_replays_201() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+
+    // WHEN the PSP charges but its answer is lost
+    let first = stack
+        .pay("alice", "key-lost", body(&order, "pm_fake_lost_response"))
+        .await;
+
+    // THEN the client learns the payment is processing, and when to ask again
+    assert_eq!(first.status, 202, "{}", first.body);
+    assert_eq!(first.json["status"], "processing");
+    assert!(first.header("retry-after").is_some());
+    let payment_id = first.json["payment_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        stack.get_order("alice", &order).await.json["payment_state"],
+        "processing"
+    );
+
+    // AND a retry before settlement replays 202 without calling the PSP again
+    let seen = stack.psp.requests_seen();
+    let early = stack
+        .pay("alice", "key-lost", body(&order, "pm_fake_lost_response"))
+        .await;
+    assert_eq!(
+        (early.status, early.header("idempotent-replayed")),
+        (202, Some("true"))
+    );
+    assert_eq!(stack.psp.requests_seen(), seen);
+
+    // WHEN the attempt is settled from the PSP (as reconcile or the webhook does)
+    let lookup = payonce::ports::Psp::lookup(stack.charge.psp(), &payment_id)
+        .await
+        .unwrap();
+    let settlement = payonce::service::settlement_of(lookup).expect("the PSP knows the charge");
+    payonce::service::apply_settlement(
+        stack.charge.store(),
+        &payment_id,
+        &settlement,
+        Duration::from_secs(86_400),
+    )
+    .await
+    .unwrap();
+
+    // THEN the same key answers 201 with the settled payment, and the order is paid
+    let after = stack
+        .pay("alice", "key-lost", body(&order, "pm_fake_lost_response"))
+        .await;
+    assert_eq!(after.status, 201, "{}", after.body);
+    assert_eq!(after.header("idempotent-replayed"), Some("true"));
+    assert_eq!(after.json["status"], "succeeded");
+    assert_eq!(after.json["payment_id"], payment_id.as_str());
+    assert_eq!(
+        stack.get_order("alice", &order).await.json["payment_state"],
+        "paid"
+    );
+    assert_eq!(stack.psp.succeeded_charges_for(&payment_id), 1);
+    assert_eq!(stack.psp.charges().len(), 1);
+}
+
+#[tokio::test]
+async fn crash_after_claim_holds_the_key_then_a_takeover_charges_once_under_the_same_psp_key() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+
+    // GIVEN an invocation that died after claiming, before calling the PSP
+    stack.charge.inject_crash(CrashPoint::AfterClaim);
+    let crashed = stack
+        .pay("alice", "key-crash", body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(crashed.status, 500);
+    assert_eq!(crashed.problem_type(), "/problems/internal");
+    assert!(
+        !crashed.body.contains("crash"),
+        "a 500 never carries internal detail: {}",
+        crashed.body
+    );
+    assert_eq!(stack.psp.requests_seen(), 0);
+
+    // WHEN the client retries within the lease, THEN 409 in use, still no PSP call
+    stack.clock.advance(Duration::from_secs(10));
+    let early = stack
+        .pay("alice", "key-crash", body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(early.status, 409);
+    assert_eq!(early.problem_type(), "/problems/idempotency-key-in-use");
+    let retry_after: u64 = early.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=21).contains(&retry_after), "{retry_after}");
+    assert_eq!(stack.psp.requests_seen(), 0);
+
+    // WHEN the lease has lapsed, THEN the retry takes the attempt over and pays once
+    stack.clock.advance(Duration::from_secs(25));
+    let late = stack
+        .pay("alice", "key-crash", body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(late.status, 201, "{}", late.body);
+    let payment_id = late.json["payment_id"].as_str().unwrap();
+    let charges = stack.psp.charges();
+    assert_eq!(charges.len(), 1);
+    assert_eq!(
+        charges[0].idempotency_key.as_deref(),
+        Some(format!("payonce-charge-{payment_id}").as_str())
+    );
+    assert_eq!(
+        stack.get_order("alice", &order).await.json["payment_state"],
+        "paid"
+    );
+}
+
+#[tokio::test]
+async fn crash_after_the_psp_charged_then_takeover_reuses_the_psp_key_and_charges_once() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+
+    // GIVEN an invocation that died after the PSP charged, before recording it
+    stack.charge.inject_crash(CrashPoint::AfterPspCall);
+    assert_eq!(
+        stack
+            .pay("alice", "key-crash-2", body(&order, "pm_card_visa"))
+            .await
+            .status,
+        500
+    );
+    assert_eq!(stack.psp.charges().len(), 1);
+
+    // WHEN the lease lapses and the client retries
+    stack.clock.advance(Duration::from_secs(31));
+    let retry = stack
+        .pay("alice", "key-crash-2", body(&order, "pm_card_visa"))
+        .await;
+
+    // THEN the same PSP key is re-sent, the PSP replays its charge, and there is still one
+    assert_eq!(retry.status, 201, "{}", retry.body);
+    let payment_id = retry.json["payment_id"].as_str().unwrap();
+    assert_eq!(stack.psp.charges().len(), 1);
+    assert_eq!(stack.psp.succeeded_charges_for(payment_id), 1);
+}
+
+#[tokio::test]
+async fn a_new_key_for_the_same_order_is_refused_while_processing_and_once_paid() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+
+    // GIVEN an attempt stuck in processing (crashed after its claim)
+    stack.charge.inject_crash(CrashPoint::AfterClaim);
+    stack
+        .pay("alice", "tab-1", body(&order, "pm_card_visa"))
+        .await;
+
+    // WHEN a second tab pays the same order with a new key
+    let before = stack.snapshot().await;
+    let second = stack
+        .pay("alice", "tab-2", body(&order, "pm_card_mastercard"))
+        .await;
+
+    // THEN 409 payment-in-progress, nothing written, no PSP call
+    assert_eq!(second.status, 409);
+    assert_eq!(second.problem_type(), "/problems/payment-in-progress");
+    assert_eq!(stack.snapshot().await, before);
+    assert_eq!(stack.psp.requests_seen(), 0);
+
+    // WHEN the first attempt completes (takeover after its lease) and a third key arrives
+    stack.clock.advance(Duration::from_secs(31));
+    assert_eq!(
+        stack
+            .pay("alice", "tab-1", body(&order, "pm_card_visa"))
+            .await
+            .status,
+        201
+    );
+    let seen = stack.psp.requests_seen();
+    let before = stack.snapshot().await;
+    let third = stack
+        .pay("alice", "tab-3", body(&order, "pm_card_visa"))
+        .await;
+
+    // THEN 409 order-already-paid, nothing written, no PSP call
+    assert_eq!(third.status, 409);
+    assert_eq!(third.problem_type(), "/problems/order-already-paid");
+    assert_eq!(stack.snapshot().await, before);
+    assert_eq!(stack.psp.requests_seen(), seen);
+    assert_eq!(stack.psp.charges().len(), 1);
+}
+
+#[tokio::test]
+async fn a_decline_is_stored_and_replayed_and_releases_the_order_for_another_card() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+
+    let declined = stack
+        .pay(
+            "alice",
+            "key-decline",
+            body(&order, "pm_card_visa_chargeDeclined"),
+        )
+        .await;
+    assert_eq!(declined.status, 402, "{}", declined.body);
+    assert_eq!(declined.problem_type(), "/problems/card-declined");
+    assert_eq!(declined.json["decline_code"], "generic_decline");
+    assert_eq!(
+        declined.header("content-type"),
+        Some("application/problem+json")
+    );
+    let declined_id = declined.json["payment_id"].as_str().unwrap().to_owned();
+
+    let seen = stack.psp.requests_seen();
+    let replay = stack
+        .pay(
+            "alice",
+            "key-decline",
+            body(&order, "pm_card_visa_chargeDeclined"),
+        )
+        .await;
+    assert_eq!(
+        (replay.status, replay.header("idempotent-replayed")),
+        (402, Some("true"))
+    );
+    assert_eq!(replay.json["payment_id"], declined_id.as_str());
+    assert_eq!(
+        stack.psp.requests_seen(),
+        seen,
+        "a replay never calls the PSP"
+    );
+    assert_eq!(
+        stack.get_order("alice", &order).await.json["payment_state"],
+        "unpaid"
+    );
+
+    let insufficient = stack
+        .pay(
+            "alice",
+            "key-decline-2",
+            body(&order, "pm_card_chargeDeclinedInsufficientFunds"),
+        )
+        .await;
+    assert_eq!(insufficient.json["decline_code"], "insufficient_funds");
+
+    let paid = stack
+        .pay("alice", "key-new-card", body(&order, "pm_card_mastercard"))
+        .await;
+    assert_eq!(paid.status, 201, "{}", paid.body);
+    assert_eq!(
+        stack.get_order("alice", &order).await.json["payment_state"],
+        "paid"
+    );
+    let succeeded: Vec<_> = stack
+        .psp
+        .charges()
+        .into_iter()
+        .filter(|c| c.status == "succeeded")
+        .collect();
+    assert_eq!(succeeded.len(), 1);
+}
+
+#[tokio::test]
+async fn a_rejected_payment_method_is_a_stored_402() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let rejected = stack
+        .pay("alice", "key-rejected", body(&order, "pm_does_not_exist"))
+        .await;
+    assert_eq!(rejected.status, 402, "{}", rejected.body);
+    assert_eq!(rejected.problem_type(), "/problems/payment-method-rejected");
+    let replay = stack
+        .pay("alice", "key-rejected", body(&order, "pm_does_not_exist"))
+        .await;
+    assert_eq!(
+        (replay.status, replay.header("idempotent-replayed")),
+        (402, Some("true"))
+    );
+    assert_eq!(
+        stack.get_order("alice", &order).await.json["payment_state"],
+        "unpaid"
+    );
+}
+
+#[tokio::test]
+async fn psp_unreachable_is_503_releases_the_order_and_the_retry_reuses_the_attempt() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let base = stack.psp.base_url();
+    // A PSP that refuses connections: the same adapter, pointed at a closed port.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let unreachable = payonce::adapters::psp::StripePsp::new(
+        payonce::adapters::psp::StripeConfig::new(format!("http://{closed}"), "sk"),
+    )
+    .unwrap();
+    let cut_off = payonce::service::ChargeService::new(
+        stack.charge.store().clone(),
+        unreachable,
+        Default::default(),
+    );
+    let first = payonce_tests::stack::Reply::from(
+        payonce_charge::handler::handle(
+            &cut_off,
+            payonce_tests::stack::api_event(
+                "POST",
+                "/payments",
+                Some("alice"),
+                &[("idempotency-key", "key-503")],
+                &body(&order, "pm_card_visa").to_string(),
+            ),
+        )
+        .await,
+    );
+    assert_eq!(first.status, 503, "{}", first.body);
+    assert_eq!(first.problem_type(), "/problems/psp-unavailable");
+    assert!(first.header("retry-after").is_some());
+    assert_eq!(
+        stack.get_order("alice", &order).await.json["payment_state"],
+        "unpaid"
+    );
+
+    // The retry, with the PSP back, takes the same attempt over and pays once.
+    assert!(base.starts_with("http://127.0.0.1"));
+    let retry = stack
+        .pay("alice", "key-503", body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(retry.status, 201, "{}", retry.body);
+    let payment_id = retry.json["payment_id"].as_str().unwrap();
+    assert_eq!(
+        stack.psp.charges()[0].idempotency_key.as_deref(),
+        Some(format!("payonce-charge-{payment_id}").as_str())
+    );
+    assert_eq!(stack.psp.charges().len(), 1);
+}
+
+#[tokio::test]
+async fn same_key_with_another_request_is_422_and_writes_nothing() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    assert_eq!(
+        stack
+            .pay("alice", "key-422", body(&order, "pm_card_visa"))
+            .await
+            .status,
+        201
+    );
+    let seen = stack.psp.requests_seen();
+    let before = stack.snapshot().await;
+
+    let other_method = stack
+        .pay("alice", "key-422", body(&order, "pm_card_mastercard"))
+        .await;
+    let other_version = stack
+        .pay(
+            "alice",
+            "key-422",
+            json!({"order_id": order, "order_version": 2, "payment_method": "pm_card_visa"}),
+        )
+        .await;
+    // Field order and whitespace do not make a different request.
+    let reordered = stack
+        .charge_request(payonce_tests::stack::api_event(
+            "POST",
+            "/payments",
+            Some("alice"),
+            &[("idempotency-key", "key-422")],
+            &format!("{{ \"payment_method\":\"pm_card_visa\",\n \"order_version\": 1, \"order_id\": \"{order}\" }}"),
+        ))
+        .await;
+
+    for reply in [&other_method, &other_version] {
+        assert_eq!(reply.status, 422, "{}", reply.body);
+        assert_eq!(reply.problem_type(), "/problems/idempotency-key-mismatch");
+    }
+    assert_eq!(
+        (reordered.status, reordered.header("idempotent-replayed")),
+        (201, Some("true"))
+    );
+    assert_eq!(stack.snapshot().await, before);
+    assert_eq!(stack.psp.requests_seen(), seen);
+}
+
+#[tokio::test]
+async fn keys_and_orders_are_scoped_per_user() {
+    let stack = PaymentStack::start().await;
+    let alice_order = stack.create_order("alice").await;
+    let bob_order = stack.create_order("bob").await;
+
+    let alice = stack
+        .pay("alice", "shared-key", body(&alice_order, "pm_card_visa"))
+        .await;
+    let alice_payment = alice.json["payment_id"].as_str().unwrap().to_owned();
+
+    // Bob's same key is his own, independent payment.
+    let bob = stack
+        .pay("bob", "shared-key", body(&bob_order, "pm_card_visa"))
+        .await;
+    assert_eq!((alice.status, bob.status), (201, 201));
+    assert_ne!(bob.json["payment_id"], alice.json["payment_id"]);
+    assert_eq!(bob.header("idempotent-replayed"), None);
+    assert_eq!(stack.psp.charges().len(), 2);
+
+    // Bob cannot pay, read or probe Alice's order or payment: 404, nothing written.
+    let before = stack.snapshot().await;
+    let pay_theirs = stack
+        .pay("bob", "bob-key-2", body(&alice_order, "pm_card_visa"))
+        .await;
+    let read_order = stack.get_order("bob", &alice_order).await;
+    let read_payment = stack
+        .charge_request(payonce_tests::stack::api_event(
+            "GET",
+            &format!("/payments/{alice_payment}"),
+            Some("bob"),
+            &[],
+            "",
+        ))
+        .await;
+    for reply in [&pay_theirs, &read_order, &read_payment] {
+        assert_eq!(reply.status, 404, "{}", reply.body);
+        assert_eq!(reply.problem_type(), "/problems/not-found");
+    }
+    assert_eq!(stack.snapshot().await, before);
+    assert_eq!(stack.psp.charges().len(), 2);
+}
+
+#[tokio::test]
+async fn a_stale_order_version_is_409_and_the_current_one_pays() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let patch = json!({"version": 1, "items": [{"sku": "A1", "quantity": 3, "unit_amount": 1500}]});
+    let revised = stack
+        .orders_request(payonce_tests::stack::api_event(
+            "PATCH",
+            &format!("/orders/{order}"),
+            Some("alice"),
+            &[],
+            &patch.to_string(),
+        ))
+        .await;
+    assert_eq!(revised.status, 200, "{}", revised.body);
+    assert_eq!(
+        (
+            revised.json["version"].as_i64(),
+            revised.json["amount"].as_i64()
+        ),
+        (Some(2), Some(4500))
+    );
+
+    let before = stack.snapshot().await;
+    let stale = stack
+        .pay("alice", "key-stale", body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(stale.status, 409);
+    assert_eq!(stale.problem_type(), "/problems/order-version-mismatch");
+    assert_eq!(stale.json["current_version"], 2);
+    assert_eq!(
+        stack.snapshot().await,
+        before,
+        "a refused request stores nothing"
+    );
+    assert_eq!(stack.psp.requests_seen(), 0);
+
+    let current = stack
+        .pay(
+            "alice",
+            "key-stale",
+            json!({"order_id": order, "order_version": 2, "payment_method": "pm_card_visa"}),
+        )
+        .await;
+    assert_eq!(
+        current.status, 201,
+        "the key was not stored by the refusal: {}",
+        current.body
+    );
+    assert_eq!(current.json["amount"], 4500);
+    assert_eq!(stack.psp.charges()[0].amount, 4500);
+}

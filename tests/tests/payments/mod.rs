@@ -1,0 +1,7 @@
+//! POST /payments and the orders API through the real handlers, fed API Gateway v2 events,
+//! against DynamoDB Local and the fake PSP over HTTP.
+
+mod bad_input;
+mod charge;
+mod concurrency;
+mod orders;

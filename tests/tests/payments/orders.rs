@@ -1,0 +1,179 @@
+//! The orders API: owner-scoped, versioned, locked while paying, idempotent creation.
+
+use payonce::service::CrashPoint;
+use payonce_tests::stack::{api_event, PaymentStack};
+use serde_json::json;
+
+#[tokio::test]
+async fn create_read_and_revise_an_order() {
+    let stack = PaymentStack::start().await;
+    let body = json!({"currency": "usd", "items": [{"sku": "A1", "quantity": 2, "unit_amount": 1999}, {"sku": "B2", "quantity": 1, "unit_amount": 1}]});
+    let created = stack
+        .orders_request(api_event(
+            "POST",
+            "/orders",
+            Some("alice"),
+            &[],
+            &body.to_string(),
+        ))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.json["amount"], 3999);
+    assert_eq!(created.json["version"], 1);
+    assert_eq!(created.json["payment_state"], "unpaid");
+    assert_eq!(created.json["currency"], "usd");
+    let id = created.json["order_id"].as_str().unwrap();
+
+    let read = stack.get_order("alice", id).await;
+    assert_eq!(read.json, created.json);
+
+    let patch = json!({"items": [{"sku": "C3", "quantity": 1, "unit_amount": 500}]});
+    let revised = stack
+        .orders_request(api_event(
+            "PATCH",
+            &format!("/orders/{id}"),
+            Some("alice"),
+            &[],
+            &patch.to_string(),
+        ))
+        .await;
+    assert_eq!(revised.status, 200, "{}", revised.body);
+    assert_eq!(
+        (
+            revised.json["version"].as_i64(),
+            revised.json["amount"].as_i64()
+        ),
+        (Some(2), Some(500))
+    );
+
+    let stale = json!({"version": 1, "items": [{"sku": "C3", "quantity": 2, "unit_amount": 500}]});
+    let refused = stack
+        .orders_request(api_event(
+            "PATCH",
+            &format!("/orders/{id}"),
+            Some("alice"),
+            &[],
+            &stale.to_string(),
+        ))
+        .await;
+    assert_eq!(refused.status, 409);
+    assert_eq!(refused.problem_type(), "/problems/order-version-mismatch");
+
+    let other = stack.get_order("bob", id).await;
+    assert_eq!(
+        (other.status, other.problem_type()),
+        (404, "/problems/not-found")
+    );
+    let bob_patch = stack
+        .orders_request(api_event(
+            "PATCH",
+            &format!("/orders/{id}"),
+            Some("bob"),
+            &[],
+            &patch.to_string(),
+        ))
+        .await;
+    assert_eq!(bob_patch.status, 404);
+    assert_eq!(stack.get_order("alice", id).await.json["version"], 2);
+}
+
+#[tokio::test]
+async fn an_order_cannot_change_while_paying_or_once_paid() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let pay = json!({"order_id": order, "order_version": 1, "payment_method": "pm_card_visa"});
+    let patch = json!({"items": [{"sku": "A1", "quantity": 1, "unit_amount": 1}]});
+
+    stack.charge.inject_crash(CrashPoint::AfterClaim);
+    stack.pay("alice", "k1", pay.clone()).await;
+    let before = stack.snapshot().await;
+    let while_processing = stack
+        .orders_request(api_event(
+            "PATCH",
+            &format!("/orders/{order}"),
+            Some("alice"),
+            &[],
+            &patch.to_string(),
+        ))
+        .await;
+    assert_eq!(
+        (while_processing.status, while_processing.problem_type()),
+        (409, "/problems/payment-in-progress")
+    );
+    assert_eq!(stack.snapshot().await, before);
+
+    stack.clock.advance(std::time::Duration::from_secs(31));
+    assert_eq!(stack.pay("alice", "k1", pay).await.status, 201);
+    let once_paid = stack
+        .orders_request(api_event(
+            "PATCH",
+            &format!("/orders/{order}"),
+            Some("alice"),
+            &[],
+            &patch.to_string(),
+        ))
+        .await;
+    assert_eq!(
+        (once_paid.status, once_paid.problem_type()),
+        (409, "/problems/order-already-paid")
+    );
+    let read = stack.get_order("alice", &order).await;
+    assert_eq!(
+        (read.json["version"].as_i64(), read.json["amount"].as_i64()),
+        (Some(1), Some(3000))
+    );
+}
+
+#[tokio::test]
+async fn creating_with_an_idempotency_key_twice_makes_one_order() {
+    let stack = PaymentStack::start().await;
+    let body =
+        json!({"currency": "jpy", "items": [{"sku": "A1", "quantity": 1, "unit_amount": 100}]})
+            .to_string();
+    let first = stack
+        .orders_request(api_event(
+            "POST",
+            "/orders",
+            Some("alice"),
+            &[("idempotency-key", "order-k")],
+            &body,
+        ))
+        .await;
+    let second = stack
+        .orders_request(api_event(
+            "POST",
+            "/orders",
+            Some("alice"),
+            &[("idempotency-key", "order-k")],
+            &body,
+        ))
+        .await;
+    assert_eq!((first.status, second.status), (201, 201));
+    assert_eq!(second.header("idempotent-replayed"), Some("true"));
+    assert_eq!(first.json["order_id"], second.json["order_id"]);
+    let orders = stack
+        .snapshot()
+        .await
+        .1
+        .keys()
+        .filter(|pk| pk.starts_with("order#"))
+        .count();
+    assert_eq!(orders, 1);
+
+    let other =
+        json!({"currency": "jpy", "items": [{"sku": "A1", "quantity": 2, "unit_amount": 100}]})
+            .to_string();
+    let mismatch = stack
+        .orders_request(api_event(
+            "POST",
+            "/orders",
+            Some("alice"),
+            &[("idempotency-key", "order-k")],
+            &other,
+        ))
+        .await;
+    assert_eq!(
+        (mismatch.status, mismatch.problem_type()),
+        (422, "/problems/idempotency-key-mismatch")
+    );
+}
