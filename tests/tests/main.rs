@@ -3,3 +3,4 @@
 
 mod idempotency;
 mod payments;
+mod queue;

@@ -4,3 +4,4 @@ pub mod dynamodb;
 pub mod faults;
 pub mod memory;
 pub mod psp;
+pub mod sqs;

@@ -29,7 +29,7 @@ use crate::ports::{
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, KeysAndAttributes, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    AttributeValue, ConditionCheck, KeysAndAttributes, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
     TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
@@ -163,13 +163,15 @@ impl DynamoPaymentStore {
                     items.push(order_follow(&self.tables.payments, &after, now_ms)?);
                     labels.push(Op::Order);
                 }
+            } else {
+                // Nothing moves, but what is written (the mirror) must describe the payment as
+                // it is: if a webhook or reconcile moved it since it was read, read again.
+                items.push(payment_unchanged(&self.tables.payments, payment)?);
+                labels.push(Op::Payment);
             }
             if let Some(op) = record_op(&after)? {
                 items.push(op);
                 labels.push(Op::Record);
-            }
-            if items.is_empty() {
-                return Ok(TransitionWrite::Written(Box::new(after)));
             }
             match self.transact(operation, items).await {
                 Ok(()) => return Ok(TransitionWrite::Written(Box::new(after))),
@@ -385,6 +387,19 @@ fn payment_update(
         .collect::<Vec<_>>(),
         vals,
     )
+}
+
+/// Asserts the payment is still in the status it was read in.
+fn payment_unchanged(table: &str, payment: &Payment) -> Result<TransactWriteItem, StoreError> {
+    let check = ConditionCheck::builder()
+        .table_name(table)
+        .key(PK, s(payment_pk(&payment.payment_id)))
+        .condition_expression("#status = :read_status")
+        .set_expression_attribute_names(names(&["status"]))
+        .set_expression_attribute_values(values(vec![(":read_status", s(payment.status.as_str()))]))
+        .build()
+        .map_err(build_error)?;
+    Ok(TransactWriteItem::builder().condition_check(check).build())
 }
 
 /// The order follows its payment: paid on success (if free or ours), released on failure (if ours).

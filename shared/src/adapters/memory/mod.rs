@@ -2,5 +2,6 @@
 //! for the local sandbox and fast tests.
 
 mod idempotency;
+mod queue;
 
 pub use idempotency::MemoryIdempotencyStore;

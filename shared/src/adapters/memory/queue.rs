@@ -1,0 +1,1 @@
+//! The embedded queue (to be written).

@@ -1,0 +1,1 @@
+//! The SQS adapter (to be written).

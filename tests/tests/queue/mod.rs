@@ -1,0 +1,1 @@
+//! Queue conformance (to be written).
