@@ -70,3 +70,37 @@ pub fn stripe() -> Result<crate::adapters::psp::StripeConfig, ConfigError> {
 pub fn init_lambda_tracing() {
     lambda_http::tracing::init_default_subscriber();
 }
+
+/// The webhook providers: `stripe` with `STRIPE_WEBHOOK_SECRETS` (comma-separated, two while
+/// rotating) and, when `FAKE_WEBHOOK_SECRETS` is set, the fake PSP with the same scheme.
+pub fn webhook_providers() -> Result<crate::service::webhooks::Providers, ConfigError> {
+    let split = |raw: String| {
+        raw.split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+    };
+    let mut providers =
+        crate::service::webhooks::Providers::new().with(crate::adapters::psp::StripeWebhooks::new(
+            "stripe",
+            split(required("STRIPE_WEBHOOK_SECRETS")?),
+        ));
+    if let Some(fake) = optional("FAKE_WEBHOOK_SECRETS") {
+        providers = providers.with(crate::adapters::psp::StripeWebhooks::new(
+            "fake",
+            split(fake),
+        ));
+    }
+    Ok(providers)
+}
+
+/// Reads an optional unsigned number.
+pub fn number(name: &'static str, default: u32) -> Result<u32, ConfigError> {
+    match optional(name) {
+        None => Ok(default),
+        Some(raw) => raw.parse::<u32>().map_err(|e| ConfigError::Invalid {
+            name,
+            reason: e.to_string(),
+        }),
+    }
+}

@@ -56,6 +56,19 @@ pub enum SettleOutcome {
     Settled(Box<Payment>),
     /// The payment moved since it was read; nothing written. Read again and re-decide.
     Moved,
+    /// The webhook event was already processed; nothing written.
+    Duplicate,
+}
+
+/// The dedup record of one webhook event (kept 30 days, beyond the PSP's retry window).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventMark {
+    /// The provider the event came from.
+    pub provider: String,
+    /// The provider's event id.
+    pub event_id: String,
+    /// When the dedup record expires, epoch seconds.
+    pub expires_at_s: i64,
 }
 
 /// The charge path's store: idempotency record, order and payment, written together.
@@ -111,14 +124,19 @@ pub trait ChargeStore: Send + Sync {
         -> Result<(), StoreError>;
 
     /// Applies `transition` to `payment` (as read) outside the charge path (webhooks,
-    /// reconcile): payment, order, and the status mirror on the idempotency record when that
-    /// record is completed for this attempt, in one transaction.
+    /// reconcile): payment, order, the status mirror on the idempotency record when that
+    /// record is completed for this attempt, and — for a webhook — the event's dedup record,
+    /// in one transaction, so an event is never marked done without its effect.
     async fn settle(
         &self,
         payment: &Payment,
         transition: &Transition,
         retention: Duration,
+        event: Option<&EventMark>,
     ) -> Result<SettleOutcome, StoreError>;
+
+    /// Records a webhook event as processed (when it changes nothing); false if it already was.
+    async fn record_event(&self, event: &EventMark) -> Result<bool, StoreError>;
 }
 
 /// A charge request to a PSP.
@@ -227,6 +245,26 @@ pub trait Psp: Send + Sync {
     async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome;
     /// Looks an attempt up by our payment id.
     async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError>;
+    /// Proves whether the PSP ever ran `request`'s key, by re-sending the create under the
+    /// same key without confirming it (search APIs lag, so "not found" is never proof).
+    async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError>;
+    /// Cancels an unconfirmed charge created by [`Psp::fence`].
+    async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError>;
+}
+
+/// What fencing a PSP key proved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fence {
+    /// The key had never run: the PSP created an unconfirmed charge under it (to be cancelled),
+    /// so no charge can ever run under it again.
+    NeverRan {
+        /// The unconfirmed charge the fence created.
+        provider_payment_id: String,
+    },
+    /// The key was used by an earlier request (a charge may exist even if lookups miss it).
+    KeyUsed,
+    /// A request with the key is in flight at the PSP right now.
+    InFlight,
 }
 
 /// A message to put on a queue: a body and string attributes.
@@ -242,7 +280,12 @@ impl OutgoingMessage {
     /// The size a queue counts against its limit: body plus attribute names and values.
     pub fn size_bytes(&self) -> usize {
         // SQS also counts each attribute's data type ("String").
-        self.body.len() + self.attributes.iter().map(|(k, v)| k.len() + v.len() + "String".len()).sum::<usize>()
+        self.body.len()
+            + self
+                .attributes
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + "String".len())
+                .sum::<usize>()
     }
 }
 
@@ -296,9 +339,90 @@ pub trait QueueSend: Send + Sync {
 pub trait QueueReceive: Send + Sync {
     /// Receives up to `max` visible messages and hides them for `visibility_timeout`. A message
     /// received more than the queue's `maxReceiveCount` times moves to its dead-letter queue instead.
-    async fn receive(&self, max: u32, visibility_timeout: Duration) -> Result<Vec<ReceivedMessage>, QueueError>;
+    async fn receive(
+        &self,
+        max: u32,
+        visibility_timeout: Duration,
+    ) -> Result<Vec<ReceivedMessage>, QueueError>;
     /// Deletes a received message (its processing succeeded).
     async fn delete(&self, receipt_handle: &str) -> Result<(), QueueError>;
     /// How many messages the queue holds, visible or not (approximate on SQS).
     async fn depth(&self) -> Result<usize, QueueError>;
+}
+
+/// Why a webhook's signature was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    /// No signature header (400).
+    #[error("the signature header is missing")]
+    Missing,
+    /// The header does not parse (400).
+    #[error("the signature header cannot be parsed")]
+    Malformed,
+    /// The header parses, but no signature matches (401).
+    #[error("no signature matches")]
+    NoValidSignature,
+    /// The signed timestamp is outside the tolerance (401).
+    #[error("the signature timestamp is outside the tolerance")]
+    Stale,
+}
+
+/// A verified PSP event, as payonce reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PspEvent {
+    /// The PSP's event id (the dedup key).
+    pub event_id: String,
+    /// The PSP's event type.
+    pub kind: String,
+    /// Our attempt id from the event's metadata, if the event concerns one of our attempts.
+    pub payment_id: Option<String>,
+    /// What the event says about that attempt, if it is a type payonce applies.
+    pub settlement: Option<crate::domain::Settlement>,
+}
+
+/// A PSP's webhook scheme: verification of the raw body, then parsing.
+pub trait WebhookScheme: Send + Sync {
+    /// The provider name in `/webhooks/{provider}`.
+    fn provider(&self) -> &str;
+    /// Verifies the raw body against the request's signature headers at `now_s`.
+    fn verify(
+        &self,
+        headers: &lambda_http::http::HeaderMap,
+        body: &[u8],
+        now_s: i64,
+    ) -> Result<(), SignatureError>;
+    /// Parses a verified body.
+    fn parse(&self, body: &[u8]) -> Result<PspEvent, serde_json::Error>;
+}
+
+/// Finds attempts still in `processing` (the sparse GSI; eventually consistent, so callers
+/// re-read each one consistently).
+#[async_trait]
+pub trait InflightScan: Send + Sync {
+    /// Up to `limit` payment ids created before `created_before_ms`, oldest first, after `cursor`;
+    /// with the cursor to continue from, if there are more.
+    async fn list_inflight(
+        &self,
+        created_before_ms: i64,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<(Vec<String>, Option<String>), StoreError>;
+}
+
+/// Sweeps records that expired but that TTL has not deleted yet (the cleanup job).
+#[async_trait]
+pub trait ExpiredSweep: Send + Sync {
+    /// Scans one page of up to `limit` items after `cursor`; returns the keys of the expired
+    /// ones and the cursor of the next page, if any.
+    async fn scan_expired(
+        &self,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<(Vec<String>, Option<String>), StoreError>;
+    /// Deletes `key` if it is still expired and holds no live lease; false if it did not.
+    async fn delete_expired(&self, key: &str) -> Result<bool, StoreError>;
+    /// The cursor an interrupted sweep stopped at.
+    async fn load_checkpoint(&self) -> Result<Option<String>, StoreError>;
+    /// Saves (or, with `None`, clears) the sweep's cursor.
+    async fn save_checkpoint(&self, cursor: Option<&str>) -> Result<(), StoreError>;
 }

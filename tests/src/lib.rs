@@ -2,6 +2,7 @@
 //! `scripts/test` starts, fresh tables per test, and the harness that lets one conformance
 //! suite run against every store backend.
 
+pub mod queue;
 pub mod stack;
 
 use async_trait::async_trait;

@@ -10,11 +10,14 @@ use payonce::adapters::dynamodb::{
     create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore,
     RequestCounter, Tables,
 };
+use payonce::adapters::psp::StripeWebhooks;
 use payonce::adapters::psp::{StripeConfig, StripePsp};
 use payonce::clock::ManualClock;
 use payonce::idempotency::{Idempotency, IdempotencyConfig};
+use payonce::service::reconcile::{ReconcileConfig, Reconciler};
+use payonce::service::webhooks::{ProcessorConfig, Providers, WebhookProcessor};
 use payonce::service::{ChargeConfig, ChargeService, OrderService};
-use payonce_fake_psp::{FakePsp, FakePspConfig, RunningFakePsp};
+use payonce_fake_psp::{FakePsp, FakePspConfig, RunningFakePsp, DEFAULT_WEBHOOK_SECRET};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,6 +32,10 @@ pub struct PaymentStack {
     pub charge: ChargeService<DynamoPaymentStore, StripePsp>,
     /// /orders.
     pub orders: OrderService<DynamoPaymentStore, DynamoIdempotencyStore>,
+    /// The webhook processor over the same store.
+    pub processor: WebhookProcessor<DynamoPaymentStore>,
+    /// The webhook providers (`fake` signs with the fake PSP's secret).
+    pub providers: Providers,
     /// The fake PSP, over HTTP.
     pub psp: RunningFakePsp,
     /// The clock every store reads.
@@ -52,6 +59,7 @@ impl PaymentStack {
     /// A stack with these fake PSP and charge settings.
     pub async fn start_with(mut psp_config: FakePspConfig, charge_config: ChargeConfig) -> Self {
         psp_config.api_key = FAKE_API_KEY.into();
+        psp_config.webhook_secret = DEFAULT_WEBHOOK_SECRET.into();
         let psp = FakePsp::start(psp_config, "127.0.0.1:0".parse().expect("loopback address"))
             .await
             .expect("start the fake PSP");
@@ -83,8 +91,15 @@ impl PaymentStack {
             DynamoIdempotencyStore::new(client, &tables.idempotency).with_clock(clock.clone()),
             IdempotencyConfig::default(),
         );
+        let providers = webhook_providers();
         Self {
             charge,
+            processor: WebhookProcessor::new(
+                store.clone(),
+                providers.clone(),
+                ProcessorConfig::default(),
+            ),
+            providers,
             orders: OrderService::new(store, idempotency),
             psp,
             clock,
@@ -92,6 +107,30 @@ impl PaymentStack {
             tables,
             inspector: dynamodb_client(&RequestCounter::new()),
         }
+    }
+
+    /// A reconcile job over this stack's stores, clock and PSP.
+    pub fn reconciler(
+        &self,
+        config: ReconcileConfig,
+    ) -> Reconciler<DynamoPaymentStore, DynamoIdempotencyStore, StripePsp> {
+        Reconciler::new(
+            self.charge.store().clone(),
+            self.records(),
+            self.charge.psp().clone(),
+            config,
+        )
+    }
+
+    /// The idempotency store on this stack's table and clock (uncounted client).
+    pub fn records(&self) -> DynamoIdempotencyStore {
+        DynamoIdempotencyStore::new(self.inspector.clone(), &self.tables.idempotency)
+            .with_clock(self.clock.clone())
+    }
+
+    /// The DynamoDB client that is not counted (for set-up and inspection).
+    pub fn inspector(&self) -> &Client {
+        &self.inspector
     }
 
     /// Sends an event to the charge function.
@@ -191,6 +230,22 @@ impl PaymentStack {
     pub async fn item(&self, pk: &str) -> Option<BTreeMap<String, String>> {
         self.scan(&self.tables.payments).await.remove(pk)
     }
+}
+
+/// The webhook secret of the `stripe` provider in tests.
+pub const STRIPE_WEBHOOK_SECRET: &str = "whsec_test_stripe_payonce";
+
+/// `stripe` and `fake`, both with the Stripe scheme.
+pub fn webhook_providers() -> Providers {
+    Providers::new()
+        .with(StripeWebhooks::new(
+            "stripe",
+            vec![STRIPE_WEBHOOK_SECRET.into()],
+        ))
+        .with(StripeWebhooks::new(
+            "fake",
+            vec![DEFAULT_WEBHOOK_SECRET.into()],
+        ))
 }
 
 /// A response, with its JSON body parsed.

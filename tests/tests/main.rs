@@ -2,5 +2,7 @@
 //! embedded adapters. Run through `scripts/test`, which starts the emulators.
 
 mod idempotency;
+mod jobs;
 mod payments;
 mod queue;
+mod webhooks;

@@ -32,6 +32,10 @@ pub enum ProblemType {
     BodyTooLarge,
     /// 415: the body is not declared as JSON.
     UnsupportedMediaType,
+    /// 400: the webhook signature header is missing or unparseable.
+    WebhookSignatureMissing,
+    /// 401: the webhook signature does not verify (or is stale).
+    WebhookSignatureInvalid,
     /// 409: the order moved to another version.
     OrderVersionMismatch,
     /// 409: the order is paid.
@@ -108,6 +112,16 @@ impl ProblemType {
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported-media-type",
                 "The body must be application/json",
+            ),
+            WebhookSignatureMissing => (
+                StatusCode::BAD_REQUEST,
+                "webhook-signature-missing",
+                "Webhook signature missing or malformed",
+            ),
+            WebhookSignatureInvalid => (
+                StatusCode::UNAUTHORIZED,
+                "webhook-signature-invalid",
+                "Webhook signature invalid",
             ),
             OrderVersionMismatch => (
                 StatusCode::CONFLICT,

@@ -123,3 +123,33 @@ pub trait IdempotencyStore: Send + Sync {
     /// Reads the record consistently; an expired record reads as `None`.
     async fn get(&self, key: &RecordKey) -> Result<Option<IdempotencyRecord>, StoreError>;
 }
+
+impl StoreError {
+    /// Whether retrying the same request later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Conflict { .. } | Self::Backend { .. })
+    }
+}
+
+/// How a store failure is reported to the Lambda runtime: a retryable or non-retryable
+/// `error_type`, and the message with its source chain.
+impl From<StoreError> for lambda_http::lambda_runtime::Diagnostic {
+    fn from(error: StoreError) -> Self {
+        let kind = if error.is_retryable() {
+            "payonce.Retryable"
+        } else {
+            "payonce.NonRetryable"
+        };
+        let mut message = error.to_string();
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        Self {
+            error_type: kind.to_owned(),
+            error_message: message,
+        }
+    }
+}

@@ -213,6 +213,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             .load_for_charge(&record_key, &request.order_id)
             .await?;
         let mut conflicts = 0;
+        let mut rechecked = false;
         for _ in 0..MAX_ROUNDS {
             if let Some(existing) = record.take() {
                 match decide(&existing, &fingerprint, self.store.now_ms()) {
@@ -239,7 +240,23 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     }
                 }
             }
-            let order_now = payable(order.as_ref(), user, request)?;
+            let order_now = match payable(order.as_ref(), user, request) {
+                Ok(order_now) => order_now,
+                // The two reads of a load are not one snapshot: a concurrent request with this
+                // very key may have claimed it and reserved the order between them. Before
+                // refusing on the order's state, look at the key once more.
+                Err(ChargeError::PaymentInProgress | ChargeError::OrderAlreadyPaid)
+                    if !rechecked =>
+                {
+                    rechecked = true;
+                    (record, order) = self
+                        .store
+                        .load_for_charge(&record_key, &request.order_id)
+                        .await?;
+                    continue;
+                }
+                Err(refusal) => return Err(refusal),
+            };
             let (payment, claim) =
                 self.new_attempt(&record_key, &fingerprint, order_now, request, deadline_ms);
             match self.store.begin_attempt(&claim, order_now, &payment).await {
@@ -344,9 +361,8 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 Ok(SettleOutcome::Settled(now)) => {
                     Ok(Resumed::Answer(PayAnswer::Replayed(now.view())))
                 }
-                Ok(SettleOutcome::Moved) | Err(StoreError::LeaseLost { .. }) => {
-                    Ok(Resumed::Again(None))
-                }
+                Ok(SettleOutcome::Moved | SettleOutcome::Duplicate)
+                | Err(StoreError::LeaseLost { .. }) => Ok(Resumed::Again(None)),
                 Err(error) => Err(error.into()),
             };
         }
@@ -437,7 +453,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 .await
             {
                 Ok(SettleOutcome::Settled(now)) => return Ok(PayAnswer::Fresh(now.view())),
-                Ok(SettleOutcome::Moved) => {
+                Ok(SettleOutcome::Moved | SettleOutcome::Duplicate) => {
                     // A webhook or reconcile settled it first: decide again on what it wrote.
                     current = self
                         .store

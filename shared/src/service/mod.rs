@@ -1,9 +1,12 @@
 //! Application services: the use cases handlers call, written against the ports only.
 
 pub mod charge;
+pub mod cleanup;
 pub mod orders;
+pub mod reconcile;
 pub mod settle;
+pub mod webhooks;
 
 pub use charge::{ChargeConfig, ChargeError, ChargeService, CrashPoint, PayAnswer, PayRequest};
 pub use orders::{Created, OrderService, OrdersError};
-pub use settle::{apply_settlement, settlement_of, Applied};
+pub use settle::{apply_event, apply_settlement, settlement_of, Applied, EventApplied, EventError};

@@ -3,7 +3,7 @@
 
 use crate::domain::{transition, Payment, Settlement, Transition};
 use crate::idempotency::StoreError;
-use crate::ports::{ChargeStore, PspLookup, SettleOutcome};
+use crate::ports::{ChargeStore, EventMark, PspLookup, SettleOutcome};
 use std::time::Duration;
 
 /// How often a settlement re-reads a payment that moved under it before giving up (the caller
@@ -38,9 +38,9 @@ pub async fn apply_settlement<S: ChargeStore + ?Sized>(
         if step == Transition::Unchanged {
             return Ok(Applied::Unchanged(payment));
         }
-        match store.settle(&payment, &step, retention).await? {
+        match store.settle(&payment, &step, retention, None).await? {
             SettleOutcome::Settled(after) => return Ok(Applied::Moved(*after)),
-            SettleOutcome::Moved => continue,
+            SettleOutcome::Moved | SettleOutcome::Duplicate => continue,
         }
     }
     Err(StoreError::Conflict {
@@ -65,4 +65,64 @@ pub fn settlement_of(lookup: PspLookup) -> Option<Settlement> {
         }),
         PspLookup::Pending { .. } | PspLookup::NotFound => None,
     }
+}
+
+/// What processing one webhook event came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventApplied {
+    /// The event moved the payment (its dedup record written in the same transaction).
+    Moved(Box<Payment>),
+    /// The event changes nothing (already there, or it would move backwards); recorded as seen.
+    Unchanged(Box<Payment>),
+    /// The event was processed before; nothing written.
+    Duplicate,
+}
+
+/// Errors of [`apply_event`].
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    /// The event names an attempt payonce does not hold (yet): retry, then dead-letter.
+    #[error("payment {0} not found")]
+    PaymentNotFound(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Applies a webhook event's settlement exactly once: the dedup record and the transition are
+/// written in one transaction, so a crash can never mark an event done without its effect, and
+/// a duplicate delivery — sequential or concurrent — finds the dedup record and writes nothing.
+pub async fn apply_event<S: ChargeStore + ?Sized>(
+    store: &S,
+    payment_id: &str,
+    settlement: &Settlement,
+    event: &EventMark,
+    retention: Duration,
+) -> Result<EventApplied, EventError> {
+    for _ in 0..MAX_ROUNDS {
+        let payment = store
+            .get_payment(payment_id)
+            .await?
+            .ok_or_else(|| EventError::PaymentNotFound(payment_id.to_owned()))?;
+        let step = transition(&payment, settlement);
+        if step == Transition::Unchanged {
+            return Ok(if store.record_event(event).await? {
+                EventApplied::Unchanged(Box::new(payment))
+            } else {
+                EventApplied::Duplicate
+            });
+        }
+        match store
+            .settle(&payment, &step, retention, Some(event))
+            .await?
+        {
+            SettleOutcome::Settled(after) => return Ok(EventApplied::Moved(after)),
+            SettleOutcome::Duplicate => return Ok(EventApplied::Duplicate),
+            SettleOutcome::Moved => continue,
+        }
+    }
+    Err(StoreError::Conflict {
+        item: payment_id.to_owned(),
+    }
+    .into())
 }

@@ -6,6 +6,7 @@
 //! `result` S once completed · `expires_at` N epoch seconds, the TTL attribute.
 
 use super::attributes::{n, number, s, string, Item};
+use super::payments::{decode_cursor, encode_cursor};
 use super::{backend, is_condition_failure};
 use crate::adapters::faults::Faults;
 use crate::clock::{system_clock, SharedClock};
@@ -13,6 +14,7 @@ use crate::idempotency::{
     check_completed_size, Claim, ClaimOutcome, Fingerprint, IdempotencyRecord, IdempotencyStore,
     Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError, TakeoverOutcome,
 };
+use crate::ports::ExpiredSweep;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
@@ -318,4 +320,97 @@ pub(crate) fn item_from_record(record: &IdempotencyRecord) -> Item {
         }
     }
     item
+}
+
+/// Key of the cleanup job's checkpoint item (it has no `expires_at`, so it is never swept).
+const CHECKPOINT_PK: &str = "cleanup#checkpoint";
+
+#[async_trait]
+impl ExpiredSweep for DynamoIdempotencyStore {
+    async fn scan_expired(
+        &self,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<(Vec<String>, Option<String>), StoreError> {
+        let start = cursor.as_deref().map(decode_cursor).transpose()?;
+        let page = self
+            .client
+            .scan()
+            .table_name(&self.table)
+            .filter_expression("#expires_at < :now_s")
+            .projection_expression("#pk")
+            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_values(":now_s", n(self.clock.now_s()))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| backend("scan_expired", &self.table, e))?;
+        let keys = page
+            .items()
+            .iter()
+            .filter_map(|item| string(item, PK).ok())
+            .collect();
+        Ok((keys, page.last_evaluated_key().map(encode_cursor)))
+    }
+
+    async fn delete_expired(&self, key: &str) -> Result<bool, StoreError> {
+        let now_ms = self.clock.now_ms();
+        let sent = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key(PK, s(key))
+            .condition_expression("#expires_at < :now_s AND (attribute_not_exists(#lease_until_ms) OR #lease_until_ms < :now_ms)")
+            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_names("#lease_until_ms", LEASE_UNTIL_MS)
+            .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
+            .expression_attribute_values(":now_ms", n(now_ms))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(true),
+            Err(error) if is_condition_failure(&error) => Ok(false),
+            Err(error) => Err(backend("delete_expired", key, error)),
+        }
+    }
+
+    async fn load_checkpoint(&self) -> Result<Option<String>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, s(CHECKPOINT_PK))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| backend("load_checkpoint", CHECKPOINT_PK, e))?;
+        Ok(output.item().and_then(|item| string(item, "cursor").ok()))
+    }
+
+    async fn save_checkpoint(&self, cursor: Option<&str>) -> Result<(), StoreError> {
+        match cursor {
+            Some(cursor) => self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .item(PK, s(CHECKPOINT_PK))
+                .item("cursor", s(cursor))
+                .item("saved_at_ms", n(self.clock.now_ms()))
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| backend("save_checkpoint", CHECKPOINT_PK, e)),
+            None => self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .key(PK, s(CHECKPOINT_PK))
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| backend("save_checkpoint", CHECKPOINT_PK, e)),
+        }
+    }
 }

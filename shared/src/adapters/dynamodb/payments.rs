@@ -24,13 +24,14 @@ use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError,
 };
 use crate::ports::{
-    BeginOutcome, ChargeStore, OrderStore, ResumeOutcome, ReviseOutcome, SettleOutcome,
+    BeginOutcome, ChargeStore, EventMark, InflightScan, OrderStore, ResumeOutcome, ReviseOutcome,
+    SettleOutcome,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, KeysAndAttributes, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    TransactWriteItem, Update,
+    AttributeValue, ConditionCheck, KeysAndAttributes, Put, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 use std::collections::HashMap;
@@ -142,13 +143,13 @@ impl DynamoPaymentStore {
         }
     }
 
-    /// Writes `transition` (and, when `with_order`, its effect on the order) plus `record_op`.
+    /// Writes `transition` (and, when `with_order`, its effect on the order) plus `extra_ops`.
     async fn write_transition(
         &self,
         operation: &'static str,
         payment: &Payment,
         transition: &Transition,
-        record_op: impl Fn(&Payment) -> Result<Option<TransactWriteItem>, StoreError>,
+        extra_ops: impl Fn(&Payment) -> Result<Vec<(Op, TransactWriteItem)>, StoreError>,
     ) -> Result<TransitionWrite, StoreError> {
         let now_ms = self.clock.now_ms();
         let after = applied(payment, transition, now_ms);
@@ -169,9 +170,9 @@ impl DynamoPaymentStore {
                 items.push(payment_unchanged(&self.tables.payments, payment)?);
                 labels.push(Op::Payment);
             }
-            if let Some(op) = record_op(&after)? {
+            for (label, op) in extra_ops(&after)? {
                 items.push(op);
-                labels.push(Op::Record);
+                labels.push(label);
             }
             match self.transact(operation, items).await {
                 Ok(()) => return Ok(TransitionWrite::Written(Box::new(after))),
@@ -183,6 +184,9 @@ impl DynamoPaymentStore {
                             .position(|l| *l == op)
                             .is_some_and(|i| reasons.get(i).is_some_and(Reason::condition_failed))
                     };
+                    if failed(Op::Event) {
+                        return Ok(TransitionWrite::EventSeen);
+                    }
                     if failed(Op::Payment) {
                         return Ok(TransitionWrite::PaymentMoved);
                     }
@@ -211,6 +215,7 @@ impl DynamoPaymentStore {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
+    Event,
     Record,
     Order,
     Payment,
@@ -236,6 +241,7 @@ enum TxFailure {
 enum TransitionWrite {
     Written(Box<Payment>),
     PaymentMoved,
+    EventSeen,
     RecordRefused,
 }
 
@@ -386,6 +392,31 @@ fn payment_update(
         .filter(|name| update.contains(&format!("#{name}")) || *name == "status")
         .collect::<Vec<_>>(),
         vals,
+    )
+}
+
+fn event_pk(event: &EventMark) -> String {
+    format!("webhook#{}#{}", event.provider, event.event_id)
+}
+
+/// The dedup record of a webhook event, in the idempotency table (same TTL attribute).
+fn event_item(event: &EventMark, now_ms: i64) -> Item {
+    let mut item = Item::with_capacity(4);
+    item.insert(PK.into(), s(event_pk(event)));
+    item.insert("kind".into(), s("webhook-event"));
+    item.insert("received_at_ms".into(), n(now_ms));
+    item.insert(EXPIRES_AT.into(), n(event.expires_at_s));
+    item
+}
+
+/// Inserts the event's dedup record, unless it is already there (and not expired).
+fn event_put(table: &str, event: &EventMark, now_ms: i64) -> Result<TransactWriteItem, StoreError> {
+    put_item(
+        table,
+        event_item(event, now_ms),
+        "attribute_not_exists(#pk) OR #expires_at < :now_s",
+        &[PK, EXPIRES_AT],
+        vec![(":now_s", n(now_ms.div_euclid(1000)))],
     )
 }
 
@@ -907,14 +938,14 @@ impl ChargeStore for DynamoPaymentStore {
         let record_table = self.tables.idempotency.clone();
         let written = self
             .write_transition("finish_attempt", payment, transition, |after| {
-                complete_record(
+                let complete = complete_record(
                     &record_table,
                     &payment.idempotency_pk,
                     lease,
                     &view_json(after)?,
                     expires_at_s,
-                )
-                .map(Some)
+                )?;
+                Ok(vec![(Op::Record, complete)])
             })
             .await?;
         match written {
@@ -923,6 +954,7 @@ impl ChargeStore for DynamoPaymentStore {
             TransitionWrite::RecordRefused => Err(StoreError::LeaseLost {
                 key: RecordKey::from_stored(payment.idempotency_pk.clone()),
             }),
+            TransitionWrite::EventSeen => Ok(SettleOutcome::Duplicate),
         }
     }
 
@@ -972,39 +1004,141 @@ impl ChargeStore for DynamoPaymentStore {
         payment: &Payment,
         transition: &Transition,
         retention: Duration,
+        event: Option<&EventMark>,
     ) -> Result<SettleOutcome, StoreError> {
         let record_table = self.tables.idempotency.clone();
-        let expires_at_s = (self.clock.now_ms() + duration_ms(retention)).div_euclid(1000);
+        let now_ms = self.clock.now_ms();
+        let expires_at_s = (now_ms + duration_ms(retention)).div_euclid(1000);
         let mut with_mirror = true;
         loop {
             let written = self
                 .write_transition("settle", payment, transition, |after| {
-                    if !with_mirror {
-                        return Ok(None);
+                    let mut extra = Vec::with_capacity(2);
+                    if let Some(event) = event {
+                        extra.push((Op::Event, event_put(&record_table, event, now_ms)?));
                     }
-                    // The mirror is kept only on a completed record of this very attempt; an
-                    // in-progress record is completed by its holder with the state it reads then.
-                    update_item(
-                        &record_table,
-                        &payment.idempotency_pk,
-                        "SET #result = :result, #expires_at = :expires_at",
-                        "#status = :completed AND #attempt_id = :pid",
-                        &[RESULT, EXPIRES_AT, STATUS, ATTEMPT_ID],
-                        vec![
-                            (":result", s(view_json(after)?)),
-                            (":expires_at", n(expires_at_s)),
-                            (":completed", s(RecordStatus::Completed.as_str())),
-                            (":pid", s(&payment.payment_id)),
-                        ],
-                    )
-                    .map(Some)
+                    if with_mirror {
+                        // The mirror is kept only on a completed record of this very attempt; an
+                        // in-progress record is completed by its holder with the state it reads then.
+                        let mirror = update_item(
+                            &record_table,
+                            &payment.idempotency_pk,
+                            "SET #result = :result, #expires_at = :expires_at",
+                            "#status = :completed AND #attempt_id = :pid",
+                            &[RESULT, EXPIRES_AT, STATUS, ATTEMPT_ID],
+                            vec![
+                                (":result", s(view_json(after)?)),
+                                (":expires_at", n(expires_at_s)),
+                                (":completed", s(RecordStatus::Completed.as_str())),
+                                (":pid", s(&payment.payment_id)),
+                            ],
+                        )?;
+                        extra.push((Op::Record, mirror));
+                    }
+                    Ok(extra)
                 })
                 .await?;
             match written {
                 TransitionWrite::Written(after) => return Ok(SettleOutcome::Settled(after)),
                 TransitionWrite::PaymentMoved => return Ok(SettleOutcome::Moved),
+                TransitionWrite::EventSeen => return Ok(SettleOutcome::Duplicate),
                 TransitionWrite::RecordRefused => with_mirror = false,
             }
         }
     }
+
+    async fn record_event(&self, event: &EventMark) -> Result<bool, StoreError> {
+        let now_ms = self.clock.now_ms();
+        let pk = event_pk(event);
+        let sent = self
+            .client
+            .put_item()
+            .table_name(&self.tables.idempotency)
+            .set_item(Some(event_item(event, now_ms)))
+            .condition_expression("attribute_not_exists(#pk) OR #expires_at < :now_s")
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(true),
+            Err(error) if is_condition_failure(&error) => Ok(false),
+            Err(error) => Err(backend("record_event", &pk, error)),
+        }
+    }
+}
+
+#[async_trait]
+impl InflightScan for DynamoPaymentStore {
+    async fn list_inflight(
+        &self,
+        created_before_ms: i64,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<(Vec<String>, Option<String>), StoreError> {
+        let start = match cursor {
+            Some(raw) => Some(decode_cursor(&raw)?),
+            None => None,
+        };
+        let page = self
+            .client
+            .query()
+            .table_name(&self.tables.payments)
+            .index_name(INFLIGHT_INDEX)
+            .key_condition_expression("#inflight = :processing AND #created_at_ms < :before")
+            .expression_attribute_names("#inflight", "inflight")
+            .expression_attribute_names("#created_at_ms", "created_at_ms")
+            .expression_attribute_values(":processing", s(INFLIGHT_PARTITION))
+            .expression_attribute_values(":before", n(created_before_ms))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| backend("list_inflight", INFLIGHT_INDEX, e))?;
+        let ids = page
+            .items()
+            .iter()
+            .filter_map(|item| string(item, PK).ok())
+            .filter_map(|pk| pk.strip_prefix("payment#").map(str::to_owned))
+            .collect();
+        let next = page.last_evaluated_key().map(encode_cursor);
+        Ok((ids, next))
+    }
+}
+
+/// A DynamoDB start key as an opaque cursor (string and number attributes only).
+pub(crate) fn encode_cursor(key: &HashMap<String, AttributeValue>) -> String {
+    let map: serde_json::Map<String, serde_json::Value> = key
+        .iter()
+        .filter_map(|(name, value)| match value {
+            AttributeValue::S(v) => Some((name.clone(), serde_json::json!({"S": v}))),
+            AttributeValue::N(v) => Some((name.clone(), serde_json::json!({"N": v}))),
+            _ => None,
+        })
+        .collect();
+    serde_json::Value::Object(map).to_string()
+}
+
+/// Reads a cursor made by [`encode_cursor`].
+pub(crate) fn decode_cursor(raw: &str) -> Result<HashMap<String, AttributeValue>, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        key: "cursor".into(),
+        reason,
+    };
+    let value: serde_json::Value = serde_json::from_str(raw).map_err(|e| corrupt(e.to_string()))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| corrupt("not an object".into()))?;
+    object
+        .iter()
+        .map(|(name, typed)| {
+            let attribute = match (typed["S"].as_str(), typed["N"].as_str()) {
+                (Some(v), _) => AttributeValue::S(v.to_owned()),
+                (_, Some(v)) => AttributeValue::N(v.to_owned()),
+                _ => return Err(corrupt(format!("attribute {name}"))),
+            };
+            Ok((name.clone(), attribute))
+        })
+        .collect()
 }

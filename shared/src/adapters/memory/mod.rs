@@ -5,3 +5,4 @@ mod idempotency;
 mod queue;
 
 pub use idempotency::MemoryIdempotencyStore;
+pub use queue::MemoryQueue;

@@ -1,7 +1,7 @@
 //! Stripe PaymentIntents over HTTPS (reqwest + rustls), classified into the outcome classes
 //! of SPEC §5. Also speaks to the fake PSP, which implements the same wire subset.
 
-use crate::ports::{ChargeRequest, Psp, PspError, PspLookup, PspOutcome};
+use crate::ports::{ChargeRequest, Fence, Psp, PspError, PspLookup, PspOutcome};
 use async_trait::async_trait;
 use serde::Deserialize;
 use std::time::Duration;
@@ -68,16 +68,18 @@ impl StripePsp {
         Ok(Self { http, config })
     }
 
-    async fn send_create(
+    /// POST /v1/payment_intents under the request's key; `confirm` is false only for fencing.
+    async fn post_intent(
         &self,
         request: &ChargeRequest,
+        confirm: bool,
         timeout: Duration,
     ) -> Result<reqwest::Response, reqwest::Error> {
         let form = [
             ("amount", request.amount.to_string()),
             ("currency", request.currency.as_str().to_owned()),
             ("payment_method", request.payment_method.clone()),
-            ("confirm", "true".into()),
+            ("confirm", confirm.to_string()),
             ("error_on_requires_action", "true".into()),
             ("automatic_payment_methods[enabled]", "true".into()),
             ("automatic_payment_methods[allow_redirects]", "never".into()),
@@ -194,7 +196,7 @@ impl Psp for StripePsp {
         let mut busy = 0;
         loop {
             let left = timeout.saturating_sub(started.elapsed());
-            let response = match self.send_create(request, left).await {
+            let response = match self.post_intent(request, true, left).await {
                 Ok(response) => response,
                 Err(error) if error.is_connect() => {
                     return PspOutcome::NotSent {
@@ -286,6 +288,77 @@ impl Psp for StripePsp {
             best = this;
         }
         Ok(best)
+    }
+
+    async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError> {
+        let response = self
+            .post_intent(request, false, self.config.request_timeout)
+            .await
+            .map_err(|e| PspError {
+                reason: e.to_string(),
+            })?;
+        let status = response.status().as_u16();
+        let body = response.bytes().await.map_err(|e| PspError {
+            reason: e.to_string(),
+        })?;
+        let kind = serde_json::from_slice::<ErrorBody>(&body)
+            .map(|b| b.error.kind)
+            .unwrap_or_default();
+        match (status, kind.as_str()) {
+            (200, _) => {
+                let intent: PaymentIntent =
+                    serde_json::from_slice(&body).map_err(|e| PspError {
+                        reason: e.to_string(),
+                    })?;
+                if intent.status == "requires_confirmation" {
+                    Ok(Fence::NeverRan {
+                        provider_payment_id: intent.id,
+                    })
+                } else {
+                    // A replayed answer of the original request: the key was used.
+                    Ok(Fence::KeyUsed)
+                }
+            }
+            (400, "idempotency_error") => Ok(Fence::KeyUsed),
+            (409, _) => Ok(Fence::InFlight),
+            _ => Err(PspError {
+                reason: format!("fencing answered {status} {kind}"),
+            }),
+        }
+    }
+
+    async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError> {
+        let response = self
+            .http
+            .post(format!(
+                "{}/v1/payment_intents/{provider_payment_id}/cancel",
+                self.config.base_url
+            ))
+            .bearer_auth(&self.config.api_key)
+            .form(&[("cancellation_reason", "abandoned")])
+            .send()
+            .await
+            .map_err(|e| PspError {
+                reason: e.to_string(),
+            })?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(|e| PspError {
+            reason: e.to_string(),
+        })?;
+        let intent_status = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| {
+                v["error"]["payment_intent"]["status"]
+                    .as_str()
+                    .map(str::to_owned)
+            });
+        // Already cancelled (a concurrent run got there first) is as good as cancelled.
+        if status.is_success() || intent_status.as_deref() == Some("canceled") {
+            return Ok(());
+        }
+        Err(PspError {
+            reason: format!("cancel answered {status}"),
+        })
     }
 }
 

@@ -1,0 +1,3 @@
+//! The cleanup function (EventBridge schedule): removes expired records TTL has not removed yet.
+
+pub mod handler;

@@ -1,0 +1,20 @@
+//! Lambda entry point of the cleanup job.
+
+use lambda_runtime::{service_fn, LambdaEvent};
+use payonce::adapters::dynamodb::DynamoIdempotencyStore;
+use payonce::service::cleanup::CleanupConfig;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    payonce::config::init_lambda_tracing();
+    let table = payonce::config::required("IDEMPOTENCY_TABLE")?;
+    let config = CleanupConfig::from_env()?;
+    let store = DynamoIdempotencyStore::new(
+        aws_sdk_dynamodb::Client::new(&aws_config::load_from_env().await),
+        table,
+    );
+    lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| async {
+        payonce_cleanup::handler::handle(&store, &config, event.payload).await
+    }))
+    .await
+}

@@ -1,0 +1,3 @@
+//! The reconcile function (EventBridge schedule): settles attempts stuck in `processing`.
+
+pub mod handler;

@@ -1,0 +1,25 @@
+//! Lambda entry point of the reconcile job.
+
+use lambda_runtime::{service_fn, LambdaEvent};
+use payonce::adapters::dynamodb::{DynamoIdempotencyStore, DynamoPaymentStore};
+use payonce::adapters::psp::StripePsp;
+use payonce::service::reconcile::{ReconcileConfig, Reconciler};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    payonce::config::init_lambda_tracing();
+    let tables = payonce::config::tables()?;
+    let psp = StripePsp::new(payonce::config::stripe()?)?;
+    let client = aws_sdk_dynamodb::Client::new(&aws_config::load_from_env().await);
+    let records = DynamoIdempotencyStore::new(client.clone(), &tables.idempotency);
+    let reconciler = Reconciler::new(
+        DynamoPaymentStore::new(client, tables),
+        records,
+        psp,
+        ReconcileConfig::from_env()?,
+    );
+    lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| async {
+        payonce_reconcile::handler::handle(&reconciler, event.payload).await
+    }))
+    .await
+}

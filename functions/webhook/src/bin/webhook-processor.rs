@@ -1,0 +1,25 @@
+//! Lambda entry point of the webhook processor (SQS event source, ReportBatchItemFailures).
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use lambda_runtime::{service_fn, LambdaEvent};
+use payonce::adapters::dynamodb::DynamoPaymentStore;
+use payonce::service::webhooks::{ProcessorConfig, WebhookProcessor};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    payonce::config::init_lambda_tracing();
+    let tables = payonce::config::tables()?;
+    let providers = payonce::config::webhook_providers()?;
+    let client = aws_sdk_dynamodb::Client::new(&aws_config::load_from_env().await);
+    let processor = WebhookProcessor::new(
+        DynamoPaymentStore::new(client, tables),
+        providers,
+        ProcessorConfig::default(),
+    );
+    lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async {
+        Ok::<_, std::convert::Infallible>(
+            payonce_webhook::processor::handle(&processor, event.payload).await,
+        )
+    }))
+    .await
+}

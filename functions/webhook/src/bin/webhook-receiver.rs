@@ -1,0 +1,24 @@
+//! Lambda entry point of the webhook receiver.
+
+use payonce::adapters::sqs::SqsQueue;
+use payonce::clock::system_clock;
+use payonce::service::webhooks::{WebhookReceiver, MAX_WEBHOOK_BYTES};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    payonce::config::init_lambda_tracing();
+    let providers = payonce::config::webhook_providers()?;
+    let queue_url = payonce::config::required("WEBHOOK_QUEUE_URL")?;
+    let sqs = aws_sdk_sqs::Client::new(&aws_config::load_from_env().await);
+    let receiver = WebhookReceiver::new(
+        providers,
+        SqsQueue::new(sqs, queue_url, MAX_WEBHOOK_BYTES),
+        system_clock(),
+    );
+    lambda_http::run(lambda_http::service_fn(|request| async {
+        Ok::<_, std::convert::Infallible>(
+            payonce_webhook::receiver::handle(&receiver, request).await,
+        )
+    }))
+    .await
+}

@@ -1,0 +1,299 @@
+//! Stripe's webhook scheme: `Stripe-Signature: t=<epoch s>,v1=<hex>[,v1=<hex>...]`, the HMAC-SHA256
+//! of `<t>.<raw body>` under the endpoint secret, 300 s tolerance, any matching `v1` accepted
+//! (Stripe signs with old and new secrets while one rolls), compared in constant time. The fake
+//! PSP uses the same scheme.
+
+use crate::domain::Settlement;
+use crate::ports::{PspEvent, SignatureError, WebhookScheme};
+use hmac::{Hmac, Mac};
+use lambda_http::http::HeaderMap;
+use serde::Deserialize;
+use sha2::Sha256;
+
+/// How old a signature may be, in seconds.
+pub const TOLERANCE_S: i64 = 300;
+
+/// The Stripe webhook scheme with the endpoint's secrets (one, or two while rotating ours).
+pub struct StripeWebhooks {
+    provider: String,
+    secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for StripeWebhooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StripeWebhooks")
+            .field("provider", &self.provider)
+            .field("secrets", &self.secrets.len())
+            .finish()
+    }
+}
+
+impl StripeWebhooks {
+    /// The scheme for `provider` (`stripe`, `fake`) verifying against any of `secrets`.
+    pub fn new(provider: impl Into<String>, secrets: Vec<String>) -> Self {
+        Self {
+            provider: provider.into(),
+            secrets,
+        }
+    }
+}
+
+/// A parsed `Stripe-Signature` header.
+#[derive(Debug, PartialEq, Eq)]
+struct SignatureHeader<'a> {
+    timestamp: i64,
+    v1: Vec<&'a str>,
+}
+
+/// Parses the header: exactly one integer `t`; any number of `v1` (other schemes ignored).
+fn parse_header(raw: &str) -> Result<SignatureHeader<'_>, SignatureError> {
+    let mut timestamp = None;
+    let mut v1 = Vec::new();
+    for part in raw.split(',') {
+        let (name, value) = part
+            .trim()
+            .split_once('=')
+            .ok_or(SignatureError::Malformed)?;
+        match name {
+            "t" if timestamp.is_none() => {
+                timestamp = Some(
+                    value
+                        .parse::<i64>()
+                        .map_err(|_| SignatureError::Malformed)?,
+                )
+            }
+            "t" => return Err(SignatureError::Malformed),
+            "v1" => v1.push(value),
+            _ => {}
+        }
+    }
+    Ok(SignatureHeader {
+        timestamp: timestamp.ok_or(SignatureError::Malformed)?,
+        v1,
+    })
+}
+
+/// Verifies `body` against `header` at `now_s` with any of `secrets`.
+pub fn verify_signature(
+    header: Option<&str>,
+    body: &[u8],
+    secrets: &[String],
+    now_s: i64,
+) -> Result<(), SignatureError> {
+    let parsed = parse_header(header.ok_or(SignatureError::Missing)?)?;
+    if parsed.v1.is_empty() {
+        return Err(SignatureError::NoValidSignature);
+    }
+    if (now_s - parsed.timestamp).abs() > TOLERANCE_S {
+        return Err(SignatureError::Stale);
+    }
+    let candidates: Vec<Vec<u8>> = parsed
+        .v1
+        .iter()
+        // Stripe writes lowercase hex; anything else is not its signature.
+        .filter(|sig| {
+            sig.len() == 64
+                && sig
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+        .filter_map(|sig| hex::decode(sig).ok())
+        .collect();
+    for secret in secrets {
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
+            continue;
+        };
+        mac.update(parsed.timestamp.to_string().as_bytes());
+        mac.update(b".");
+        mac.update(body);
+        // verify_slice compares in constant time.
+        if candidates
+            .iter()
+            .any(|candidate| mac.clone().verify_slice(candidate).is_ok())
+        {
+            return Ok(());
+        }
+    }
+    Err(SignatureError::NoValidSignature)
+}
+
+#[derive(Deserialize)]
+struct Event {
+    id: String,
+    #[serde(rename = "type")]
+    kind: String,
+    data: EventData,
+}
+
+#[derive(Deserialize)]
+struct EventData {
+    object: serde_json::Value,
+}
+
+/// Reads a verified event: its id, and the settlement it implies for the attempt named in its
+/// `metadata.payment_id`, if any.
+pub fn parse_event(body: &[u8]) -> Result<PspEvent, serde_json::Error> {
+    let event: Event = serde_json::from_slice(body)?;
+    let object = &event.data.object;
+    let payment_id = object["metadata"]["payment_id"].as_str().map(str::to_owned);
+    let intent_id = object["id"].as_str().map(str::to_owned);
+    let settlement = match (event.kind.as_str(), intent_id) {
+        ("payment_intent.succeeded", Some(provider_payment_id)) => Some(Settlement::Succeeded {
+            provider_payment_id,
+        }),
+        ("payment_intent.payment_failed", id) => {
+            let error = &object["last_payment_error"];
+            let code = error["decline_code"]
+                .as_str()
+                .or(error["code"].as_str())
+                .unwrap_or("generic_decline");
+            Some(Settlement::Declined {
+                provider_payment_id: id,
+                decline_code: code.to_owned(),
+            })
+        }
+        _ => None,
+    };
+    Ok(PspEvent {
+        event_id: event.id,
+        kind: event.kind,
+        payment_id,
+        settlement,
+    })
+}
+
+impl WebhookScheme for StripeWebhooks {
+    fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    fn verify(&self, headers: &HeaderMap, body: &[u8], now_s: i64) -> Result<(), SignatureError> {
+        let header = match headers.get("stripe-signature") {
+            Some(value) => Some(value.to_str().map_err(|_| SignatureError::Malformed)?),
+            None => None,
+        };
+        verify_signature(header, body, &self.secrets, now_s)
+    }
+
+    fn parse(&self, body: &[u8]) -> Result<PspEvent, serde_json::Error> {
+        parse_event(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every vector of shared/testdata/stripe-webhook-signatures.json, computed independently.
+    #[test]
+    fn passes_the_independent_vectors() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/testdata/stripe-webhook-signatures.json"
+        );
+        let text =
+            std::fs::read_to_string(path).expect("the shared test vectors beside the repository");
+        let vectors: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let secret = vectors["secret"].as_str().unwrap().to_owned();
+        let payload = vectors["payload"].as_str().unwrap().as_bytes();
+        let cases = vectors["cases"].as_array().unwrap();
+        assert!(cases.len() >= 10);
+        for case in cases {
+            let outcome = verify_signature(
+                case["header"].as_str(),
+                payload,
+                std::slice::from_ref(&secret),
+                case["now"].as_i64().unwrap(),
+            );
+            assert_eq!(
+                outcome.is_ok(),
+                case["valid"].as_bool().unwrap(),
+                "{}: {outcome:?}",
+                case["name"]
+            );
+            let why = case["why"].as_str().unwrap_or("");
+            if why.contains("400") {
+                assert_eq!(outcome, Err(SignatureError::Malformed), "{}", case["name"]);
+            } else if !case["valid"].as_bool().unwrap() {
+                assert!(
+                    matches!(
+                        outcome,
+                        Err(SignatureError::NoValidSignature | SignatureError::Stale)
+                    ),
+                    "{}",
+                    case["name"]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_tampered_body_or_another_secret_fails_and_rotation_accepts_either_secret() {
+        let body = br#"{"id":"evt_1"}"#;
+        let header = |secret: &str| {
+            let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+            mac.update(b"1000.");
+            mac.update(body);
+            format!("t=1000,v1={}", hex::encode(mac.finalize().into_bytes()))
+        };
+        let ok = header("whsec_a");
+        assert_eq!(
+            verify_signature(Some(&ok), body, &["whsec_a".into()], 1000),
+            Ok(())
+        );
+        assert_eq!(
+            verify_signature(Some(&ok), br#"{"id":"evt_2"}"#, &["whsec_a".into()], 1000),
+            Err(SignatureError::NoValidSignature)
+        );
+        assert_eq!(
+            verify_signature(Some(&ok), body, &["whsec_b".into()], 1000),
+            Err(SignatureError::NoValidSignature)
+        );
+        assert_eq!(
+            verify_signature(Some(&ok), body, &["whsec_b".into(), "whsec_a".into()], 1000),
+            Ok(())
+        );
+        assert_eq!(
+            verify_signature(None, body, &["whsec_a".into()], 1000),
+            Err(SignatureError::Missing)
+        );
+        assert_eq!(
+            verify_signature(Some("t=1000,t=1000,v1=00"), body, &["whsec_a".into()], 1000),
+            Err(SignatureError::Malformed)
+        );
+        assert_eq!(
+            verify_signature(Some("t=abc,v1=00"), body, &["whsec_a".into()], 1000),
+            Err(SignatureError::Malformed)
+        );
+        assert_eq!(
+            verify_signature(Some(&ok), body, &["whsec_a".into()], 1301),
+            Err(SignatureError::Stale)
+        );
+    }
+
+    #[test]
+    fn events_map_to_settlements() {
+        let ok = parse_event(br#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","metadata":{"payment_id":"pay_1"}}}}"#).unwrap();
+        assert_eq!(ok.payment_id.as_deref(), Some("pay_1"));
+        assert_eq!(
+            ok.settlement,
+            Some(Settlement::Succeeded {
+                provider_payment_id: "pi_1".into()
+            })
+        );
+        let failed = parse_event(br#"{"id":"evt_2","type":"payment_intent.payment_failed","data":{"object":{"id":"pi_2","metadata":{"payment_id":"pay_2"},"last_payment_error":{"decline_code":"insufficient_funds"}}}}"#).unwrap();
+        assert_eq!(
+            failed.settlement,
+            Some(Settlement::Declined {
+                provider_payment_id: Some("pi_2".into()),
+                decline_code: "insufficient_funds".into()
+            })
+        );
+        let other = parse_event(
+            br#"{"id":"evt_3","type":"customer.created","data":{"object":{"id":"cus_1"}}}"#,
+        )
+        .unwrap();
+        assert_eq!((other.payment_id, other.settlement), (None, None));
+        assert!(parse_event(b"not json").is_err());
+    }
+}

@@ -1,0 +1,282 @@
+//! Reconcile (SPEC §7): the backstop that brings every attempt stuck in `processing` to its
+//! true final state when the webhook was lost or the Lambda died between the PSP and the write.
+//!
+//! Per attempt: re-read consistently; leave it alone while a live lease says a handler is at
+//! work; take a lapsed lease over (fenced, as a client retry would); ask the PSP; apply the one
+//! transition function. An attempt the PSP provably never ran (its key fenced) and older than
+//! the longest possible invocation is failed and its order released. Every write is
+//! conditioned on the state read, so two overlapping runs settle each attempt once.
+
+use super::settle::settlement_of;
+use crate::clock::duration_ms;
+use crate::domain::{transition, Payment, PaymentStatus, Settlement, Transition};
+use crate::idempotency::{
+    IdempotencyStore, Lease, LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome,
+};
+use crate::ports::{
+    ChargeRequest, ChargeStore, Fence, InflightScan, Psp, PspError, PspLookup, SettleOutcome,
+};
+use serde::Serialize;
+use std::time::Duration;
+
+/// Tunables of reconcile, with defaults for a run every 5 minutes.
+#[derive(Debug, Clone)]
+pub struct ReconcileConfig {
+    /// Attempts younger than this are left to their handler and webhooks.
+    pub min_age: Duration,
+    /// Older than the longest possible invocation (15 min) plus a margin: an attempt the PSP
+    /// never ran may then be failed.
+    pub abandon_after: Duration,
+    /// A charge the PSP holds but that has not settled after this long is logged as an alarm.
+    pub stuck_alarm_after: Duration,
+    /// Attempts per page of the in-flight index.
+    pub page_size: u32,
+    /// Pages per run (bounded work; the next run continues with what is left).
+    pub max_pages: u32,
+    /// The lease reconcile takes on a lapsed attempt while it asks the PSP.
+    pub lease: Duration,
+    /// Idempotency record retention after a settlement.
+    pub record_retention: Duration,
+}
+
+impl Default for ReconcileConfig {
+    fn default() -> Self {
+        Self {
+            min_age: Duration::from_secs(120),
+            abandon_after: Duration::from_secs(20 * 60),
+            stuck_alarm_after: Duration::from_secs(3 * 3600),
+            page_size: 50,
+            max_pages: 10,
+            lease: Duration::from_secs(60),
+            record_retention: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+impl ReconcileConfig {
+    /// Defaults overridden by `RECONCILE_MIN_AGE_MS`, `RECONCILE_ABANDON_AFTER_MS`,
+    /// `RECONCILE_PAGE_SIZE`, `RECONCILE_MAX_PAGES`.
+    pub fn from_env() -> Result<Self, crate::config::ConfigError> {
+        let d = Self::default();
+        Ok(Self {
+            min_age: crate::config::millis("RECONCILE_MIN_AGE_MS", d.min_age)?,
+            abandon_after: crate::config::millis("RECONCILE_ABANDON_AFTER_MS", d.abandon_after)?,
+            page_size: crate::config::number("RECONCILE_PAGE_SIZE", d.page_size)?,
+            max_pages: crate::config::number("RECONCILE_MAX_PAGES", d.max_pages)?,
+            ..d
+        })
+    }
+}
+
+/// What one reconcile run did (returned by the function and logged).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReconcileReport {
+    /// Attempts looked at.
+    pub examined: u32,
+    /// Settled to succeeded by this run.
+    pub succeeded: u32,
+    /// Settled to failed (declined) by this run.
+    pub declined: u32,
+    /// Failed and released by this run after fencing the PSP key.
+    pub abandoned: u32,
+    /// Still processing at the PSP, or too young to abandon.
+    pub pending: u32,
+    /// Left alone: a handler holds a live lease, or another run moved first.
+    pub skipped: u32,
+    /// Already settled when re-read (the index lags, or a webhook won).
+    pub already_settled: u32,
+    /// Attempts that failed this run (retried next run).
+    pub errors: u32,
+    /// Where the next page would start, if the run stopped at its bound.
+    pub cursor: Option<String>,
+}
+
+/// What happened to one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reconciled {
+    /// Now succeeded.
+    Succeeded,
+    /// Now failed (declined).
+    Declined,
+    /// Failed after proving the PSP never ran it; order released.
+    Abandoned,
+    /// Left processing.
+    Pending,
+    /// Someone else holds it or moved it.
+    Skipped,
+    /// Not processing any more.
+    AlreadySettled,
+}
+
+/// Errors of reconciling one attempt.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The PSP failed.
+    #[error(transparent)]
+    Psp(#[from] PspError),
+}
+
+/// The reconcile job.
+pub struct Reconciler<S, I, P> {
+    store: S,
+    records: I,
+    psp: P,
+    config: ReconcileConfig,
+}
+
+impl<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I, P> {
+    /// The job over the payments store, the idempotency store (for leases) and the PSP.
+    pub fn new(store: S, records: I, psp: P, config: ReconcileConfig) -> Self {
+        Self {
+            store,
+            records,
+            psp,
+            config,
+        }
+    }
+
+    /// One bounded run, from the oldest stuck attempt on.
+    pub async fn run(&self) -> Result<ReconcileReport, StoreError> {
+        let mut report = ReconcileReport::default();
+        let before_ms = self.store.now_ms() - duration_ms(self.config.min_age);
+        let mut cursor = None;
+        for _ in 0..self.config.max_pages {
+            let (ids, next) = self
+                .store
+                .list_inflight(before_ms, self.config.page_size, cursor)
+                .await?;
+            for payment_id in ids {
+                report.examined += 1;
+                match self.reconcile_one(&payment_id).await {
+                    Ok(Reconciled::Succeeded) => report.succeeded += 1,
+                    Ok(Reconciled::Declined) => report.declined += 1,
+                    Ok(Reconciled::Abandoned) => report.abandoned += 1,
+                    Ok(Reconciled::Pending) => report.pending += 1,
+                    Ok(Reconciled::Skipped) => report.skipped += 1,
+                    Ok(Reconciled::AlreadySettled) => report.already_settled += 1,
+                    Err(error) => {
+                        tracing::warn!(payment_id, error = %error, "reconcile failed for this attempt; the next run retries");
+                        report.errors += 1;
+                    }
+                }
+            }
+            cursor = next;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        report.cursor = cursor;
+        Ok(report)
+    }
+
+    /// Reconciles one attempt.
+    pub async fn reconcile_one(&self, payment_id: &str) -> Result<Reconciled, ReconcileError> {
+        let Some(payment) = self.store.get_payment(payment_id).await? else {
+            return Ok(Reconciled::Skipped);
+        };
+        if payment.status != PaymentStatus::Processing {
+            return Ok(Reconciled::AlreadySettled);
+        }
+        let lease = match self.take_lapsed_lease(&payment).await? {
+            LeaseTaken::HeldByOthers => return Ok(Reconciled::Skipped),
+            LeaseTaken::Ours(token) => Some(token),
+            LeaseTaken::NoneNeeded => None,
+        };
+        let age_ms = self.store.now_ms() - payment.created_at_ms;
+        let lookup = self.psp.lookup(&payment.payment_id).await?;
+        let settlement = match settlement_of(lookup.clone()) {
+            Some(settlement) => settlement,
+            None if matches!(lookup, PspLookup::NotFound)
+                && age_ms > duration_ms(self.config.abandon_after) =>
+            {
+                match self
+                    .psp
+                    .fence(&ChargeRequest::for_payment(&payment))
+                    .await?
+                {
+                    Fence::NeverRan {
+                        provider_payment_id,
+                    } => {
+                        self.psp.cancel(&provider_payment_id).await?;
+                        tracing::info!(payment_id, %provider_payment_id, "the PSP never ran this attempt; its key is fenced");
+                        Settlement::Abandoned
+                    }
+                    Fence::KeyUsed | Fence::InFlight => {
+                        return Ok(self.still_pending(&payment, age_ms))
+                    }
+                }
+            }
+            None => return Ok(self.still_pending(&payment, age_ms)),
+        };
+        let step = transition(&payment, &settlement);
+        let written = match &lease {
+            Some(token) => {
+                let expires_at_s = (self.store.now_ms()
+                    + duration_ms(self.config.record_retention))
+                .div_euclid(1000);
+                self.store
+                    .finish_attempt(&payment, &step, token, expires_at_s)
+                    .await
+            }
+            None if step == Transition::Unchanged => return Ok(Reconciled::AlreadySettled),
+            None => {
+                self.store
+                    .settle(&payment, &step, self.config.record_retention, None)
+                    .await
+            }
+        };
+        match written {
+            Ok(SettleOutcome::Settled(after)) => Ok(match (after.status, &settlement) {
+                (PaymentStatus::Succeeded, _) => Reconciled::Succeeded,
+                (_, Settlement::Abandoned) => Reconciled::Abandoned,
+                _ => Reconciled::Declined,
+            }),
+            Ok(SettleOutcome::Moved | SettleOutcome::Duplicate)
+            | Err(StoreError::LeaseLost { .. }) => Ok(Reconciled::Skipped),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    fn still_pending(&self, payment: &Payment, age_ms: i64) -> Reconciled {
+        if age_ms > duration_ms(self.config.stuck_alarm_after) {
+            tracing::error!(payment_id = %payment.payment_id, age_ms, alarm = "payment-stuck", "attempt still processing at the PSP");
+        }
+        Reconciled::Pending
+    }
+
+    /// Takes a lapsed lease on the attempt's idempotency record, so no client retry re-sends
+    /// the charge while reconcile settles it; a live lease means a handler is at work.
+    async fn take_lapsed_lease(&self, payment: &Payment) -> Result<LeaseTaken, StoreError> {
+        let key = RecordKey::from_stored(payment.idempotency_pk.clone());
+        let Some(record) = self.records.get(&key).await? else {
+            return Ok(LeaseTaken::NoneNeeded);
+        };
+        let RecordState::InProgress { lease } = &record.state else {
+            return Ok(LeaseTaken::NoneNeeded);
+        };
+        if record.attempt_id != payment.payment_id {
+            return Ok(LeaseTaken::NoneNeeded);
+        }
+        let now_ms = self.records.now_ms();
+        if lease.until_ms > now_ms {
+            return Ok(LeaseTaken::HeldByOthers);
+        }
+        let ours = Lease {
+            token: LeaseToken::generate(),
+            until_ms: now_ms + duration_ms(self.config.lease),
+        };
+        match self.records.take_over(&key, &lease.token, &ours).await? {
+            TakeoverOutcome::TakenOver(_) => Ok(LeaseTaken::Ours(ours.token)),
+            TakeoverOutcome::Lost(_) => Ok(LeaseTaken::HeldByOthers),
+        }
+    }
+}
+
+enum LeaseTaken {
+    Ours(LeaseToken),
+    HeldByOthers,
+    NoneNeeded,
+}

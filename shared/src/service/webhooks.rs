@@ -1,0 +1,252 @@
+//! Webhooks (SPEC §6): the receiver verifies the raw body and buffers it in a queue; the
+//! processor applies each event exactly once.
+
+use super::settle::{apply_event, EventApplied, EventError};
+use crate::clock::{duration_ms, SharedClock};
+use crate::ports::{
+    ChargeStore, EventMark, OutgoingMessage, QueueError, QueueSend, SignatureError, WebhookScheme,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::Instrument;
+
+/// Largest webhook body accepted, in bytes (1 MiB, the queue's maximum message size).
+pub const MAX_WEBHOOK_BYTES: usize = 1024 * 1024;
+/// Message attribute naming the provider.
+pub const PROVIDER_ATTRIBUTE: &str = "provider";
+/// Message attribute carrying the provider's event id.
+pub const EVENT_ID_ATTRIBUTE: &str = "event_id";
+
+/// The webhook schemes by provider name.
+#[derive(Clone, Default)]
+pub struct Providers {
+    schemes: HashMap<String, Arc<dyn WebhookScheme>>,
+}
+
+impl Providers {
+    /// No providers.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `scheme` under its provider name.
+    pub fn with(mut self, scheme: impl WebhookScheme + 'static) -> Self {
+        self.schemes
+            .insert(scheme.provider().to_owned(), Arc::new(scheme));
+        self
+    }
+
+    /// The scheme of `provider`.
+    pub fn get(&self, provider: &str) -> Option<&Arc<dyn WebhookScheme>> {
+        self.schemes.get(provider)
+    }
+}
+
+/// Why a webhook delivery was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiveError {
+    /// No such provider (404).
+    #[error("unknown provider")]
+    UnknownProvider,
+    /// The body is over [`MAX_WEBHOOK_BYTES`] or the queue's limit (413).
+    #[error("the webhook body is too large")]
+    TooLarge,
+    /// The signature is missing or malformed (400) or does not verify (401).
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
+    /// The verified body is not an event (400).
+    #[error("the body is not a readable event: {0}")]
+    Unreadable(String),
+    /// The queue is unavailable (5xx, so the PSP retries).
+    #[error(transparent)]
+    Queue(QueueError),
+}
+
+/// The webhook receiver: verify, then enqueue; never applies anything itself.
+pub struct WebhookReceiver<Q> {
+    providers: Providers,
+    queue: Q,
+    clock: SharedClock,
+}
+
+impl<Q: QueueSend> WebhookReceiver<Q> {
+    /// The receiver.
+    pub fn new(providers: Providers, queue: Q, clock: SharedClock) -> Self {
+        Self {
+            providers,
+            queue,
+            clock,
+        }
+    }
+
+    /// Verifies `body` for `provider` and enqueues it with the provider and event id as attributes.
+    pub async fn receive(
+        &self,
+        provider: &str,
+        headers: &lambda_http::http::HeaderMap,
+        body: &[u8],
+    ) -> Result<String, ReceiveError> {
+        let scheme = self
+            .providers
+            .get(provider)
+            .ok_or(ReceiveError::UnknownProvider)?;
+        if body.len() > MAX_WEBHOOK_BYTES {
+            return Err(ReceiveError::TooLarge);
+        }
+        // The raw bytes are verified before anything parses them.
+        scheme.verify(headers, body, self.clock.now_s())?;
+        let event = scheme
+            .parse(body)
+            .map_err(|e| ReceiveError::Unreadable(e.to_string()))?;
+        let text =
+            std::str::from_utf8(body).map_err(|e| ReceiveError::Unreadable(e.to_string()))?;
+        let message = OutgoingMessage {
+            body: text.to_owned(),
+            attributes: BTreeMap::from([
+                (PROVIDER_ATTRIBUTE.to_owned(), provider.to_owned()),
+                (EVENT_ID_ATTRIBUTE.to_owned(), event.event_id.clone()),
+            ]),
+        };
+        match self.queue.send(&message).await {
+            Ok(id) => {
+                tracing::info!(provider, event_id = %event.event_id, kind = %event.kind, message_id = %id, "webhook queued");
+                Ok(id)
+            }
+            Err(QueueError::TooLarge { .. }) => Err(ReceiveError::TooLarge),
+            Err(error) => Err(ReceiveError::Queue(error)),
+        }
+    }
+}
+
+/// Tunables of the processor.
+#[derive(Debug, Clone)]
+pub struct ProcessorConfig {
+    /// How long an event id is remembered (30 days, beyond the PSP's 3-day retry window).
+    pub dedup_retention: Duration,
+    /// Idempotency record retention after a settlement (as the charge path's).
+    pub record_retention: Duration,
+}
+
+impl Default for ProcessorConfig {
+    fn default() -> Self {
+        Self {
+            dedup_retention: Duration::from_secs(30 * 24 * 3600),
+            record_retention: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// One queued webhook, as the processor sees it.
+#[derive(Debug, Clone)]
+pub struct QueuedEvent<'a> {
+    /// The queue's message id (reported back on failure).
+    pub message_id: &'a str,
+    /// The provider attribute.
+    pub provider: Option<&'a str>,
+    /// The raw event.
+    pub body: &'a str,
+}
+
+/// What processing one queued event came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Processed {
+    /// Applied (moved, unchanged or duplicate).
+    Applied(EventApplied),
+    /// Not ours or not a type payonce applies: acknowledged and logged.
+    Ignored(&'static str),
+}
+
+/// Why an event must be retried (and, after the queue's maxReceiveCount, dead-lettered).
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// No provider attribute, or an unknown provider.
+    #[error("the message names no known provider")]
+    UnknownProvider,
+    /// The body cannot be read as an event.
+    #[error("the event cannot be read: {0}")]
+    Unreadable(String),
+    /// Applying failed (payment not found yet, store unavailable).
+    #[error(transparent)]
+    Apply(#[from] EventError),
+}
+
+/// The webhook processor: applies queued events exactly once.
+pub struct WebhookProcessor<S> {
+    store: S,
+    providers: Providers,
+    config: ProcessorConfig,
+}
+
+impl<S: ChargeStore> WebhookProcessor<S> {
+    /// The processor.
+    pub fn new(store: S, providers: Providers, config: ProcessorConfig) -> Self {
+        Self {
+            store,
+            providers,
+            config,
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Processes one event.
+    pub async fn process(&self, event: &QueuedEvent<'_>) -> Result<Processed, ProcessError> {
+        let provider = event.provider.ok_or(ProcessError::UnknownProvider)?;
+        let scheme = self
+            .providers
+            .get(provider)
+            .ok_or(ProcessError::UnknownProvider)?;
+        let parsed = scheme
+            .parse(event.body.as_bytes())
+            .map_err(|e| ProcessError::Unreadable(e.to_string()))?;
+        let (Some(payment_id), Some(settlement)) =
+            (parsed.payment_id.as_deref(), parsed.settlement.as_ref())
+        else {
+            tracing::info!(provider, event_id = %parsed.event_id, kind = %parsed.kind, "webhook ignored: not an attempt of ours, or a type payonce does not apply");
+            return Ok(Processed::Ignored("not applicable"));
+        };
+        let mark = EventMark {
+            provider: provider.to_owned(),
+            event_id: parsed.event_id.clone(),
+            expires_at_s: (self.store.now_ms() + duration_ms(self.config.dedup_retention))
+                .div_euclid(1000),
+        };
+        let applied = apply_event(
+            &self.store,
+            payment_id,
+            settlement,
+            &mark,
+            self.config.record_retention,
+        )
+        .await?;
+        match &applied {
+            EventApplied::Moved(p) => {
+                tracing::info!(provider, event_id = %parsed.event_id, payment_id, status = p.status.as_str(), "webhook applied")
+            }
+            EventApplied::Unchanged(p) => {
+                tracing::info!(provider, event_id = %parsed.event_id, payment_id, status = p.status.as_str(), "webhook changes nothing")
+            }
+            EventApplied::Duplicate => {
+                tracing::info!(provider, event_id = %parsed.event_id, payment_id, "webhook already processed")
+            }
+        }
+        Ok(Processed::Applied(applied))
+    }
+
+    /// Processes a batch; returns the message ids that failed (to be retried by the queue).
+    pub async fn process_batch(&self, events: &[QueuedEvent<'_>]) -> Vec<String> {
+        let mut failed = Vec::new();
+        for event in events {
+            let span = tracing::info_span!("webhook", message_id = event.message_id);
+            if let Err(error) = self.process(event).instrument(span).await {
+                tracing::warn!(error = %error, "webhook processing failed; it will be retried");
+                failed.push(event.message_id.to_owned());
+            }
+        }
+        failed
+    }
+}

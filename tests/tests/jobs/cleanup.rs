@@ -1,0 +1,154 @@
+//! Cleanup deletes what expired, never what is live, and resumes an interrupted sweep.
+
+use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use payonce::clock::Clock;
+use payonce::ports::ExpiredSweep;
+use payonce::service::cleanup::{sweep, CleanupConfig};
+use payonce_tests::stack::PaymentStack;
+use std::collections::HashMap;
+
+fn item(pairs: &[(&str, AttributeValue)]) -> HashMap<String, AttributeValue> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: i64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+#[tokio::test]
+async fn expired_records_go_live_ones_stay_and_an_interrupted_sweep_resumes() {
+    let stack = PaymentStack::start().await;
+    let now_ms = stack.clock.now_ms();
+    let now_s = now_ms / 1000;
+    let mut items = Vec::new();
+    // 1000 expired: 700 idempotency records (completed, or in progress with a lapsed lease), 300 webhook dedup records
+    for i in 0..700 {
+        let mut fields = vec![
+            ("pk", s(format!("payments.create#u{i}#k{i}"))),
+            ("fingerprint", s("f")),
+            ("attempt_id", s(format!("pay_{i}"))),
+            ("created_at_ms", n(now_ms - 90_000_000)),
+            ("expires_at", n(now_s - 3600 - i)),
+        ];
+        if i % 2 == 0 {
+            fields.extend([("status", s("COMPLETED")), ("result", s("{}"))]);
+        } else {
+            fields.extend([
+                ("status", s("IN_PROGRESS")),
+                ("lease_token", s("t")),
+                ("lease_until_ms", n(now_ms - 80_000_000)),
+            ]);
+        }
+        items.push(item(&fields));
+    }
+    for i in 0..300 {
+        items.push(item(&[
+            ("pk", s(format!("webhook#stripe#evt_{i}"))),
+            ("kind", s("webhook-event")),
+            ("expires_at", n(now_s - 10)),
+        ]));
+    }
+    // 50 live: completed and unexpired, in progress under a live lease, and (the trap) expired
+    // but still under a live lease
+    let mut live = Vec::new();
+    for i in 0..50 {
+        let pk = format!("orders.create#live{i}#k");
+        let mut fields = vec![
+            ("pk", s(pk.clone())),
+            ("fingerprint", s("f")),
+            ("attempt_id", s(format!("a{i}"))),
+            ("created_at_ms", n(now_ms)),
+        ];
+        match i % 3 {
+            0 => fields.extend([
+                ("status", s("COMPLETED")),
+                ("result", s("{}")),
+                ("expires_at", n(now_s + 86_400)),
+            ]),
+            1 => fields.extend([
+                ("status", s("IN_PROGRESS")),
+                ("lease_token", s("t")),
+                ("lease_until_ms", n(now_ms + 30_000)),
+                ("expires_at", n(now_s + 86_400)),
+            ]),
+            _ => fields.extend([
+                ("status", s("IN_PROGRESS")),
+                ("lease_token", s("t")),
+                ("lease_until_ms", n(now_ms + 30_000)),
+                ("expires_at", n(now_s - 5)),
+            ]),
+        }
+        items.push(item(&fields));
+        live.push(pk);
+    }
+    for chunk in items.chunks(25) {
+        let requests = chunk
+            .iter()
+            .map(|i| {
+                WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(i.clone()))
+                            .build()
+                            .unwrap(),
+                    )
+                    .build()
+            })
+            .collect();
+        stack
+            .inspector()
+            .batch_write_item()
+            .request_items(&stack.tables.idempotency, requests)
+            .send()
+            .await
+            .unwrap();
+    }
+    let live_before: Vec<_> = {
+        let all = stack.snapshot().await.0;
+        live.iter().map(|pk| all[pk].clone()).collect()
+    };
+
+    // WHEN a bounded run stops part-way (as if interrupted), then the next runs resume
+    let records = stack.records();
+    let config = CleanupConfig {
+        page_size: 100,
+        max_pages: 4,
+    };
+    let first = sweep(&records, &config).await.unwrap();
+    assert!(!first.finished);
+    assert!(first.deleted_records + first.deleted_events > 0);
+    assert!(
+        records.load_checkpoint().await.unwrap().is_some(),
+        "the cursor is checkpointed"
+    );
+    let mut reports = vec![first];
+    while !reports.last().unwrap().finished {
+        reports.push(sweep(&records, &config).await.unwrap());
+        assert!(reports.len() < 10);
+    }
+
+    // THEN every expired record is gone, each counted once, and the live ones are untouched
+    let deleted_records: u32 = reports.iter().map(|r| r.deleted_records).sum();
+    let deleted_events: u32 = reports.iter().map(|r| r.deleted_events).sum();
+    assert_eq!((deleted_records, deleted_events), (700, 300), "{reports:?}");
+    let pages: u32 = reports.iter().map(|r| r.pages).sum();
+    assert!(
+        pages <= 1051 / 100 + 2,
+        "resumed, not restarted: {pages} pages"
+    );
+    let after = stack.snapshot().await.0;
+    assert_eq!(after.len(), 50, "only the live records remain");
+    let live_after: Vec<_> = live.iter().map(|pk| after[pk].clone()).collect();
+    assert_eq!(live_after, live_before);
+    assert!(
+        records.load_checkpoint().await.unwrap().is_none(),
+        "a finished sweep clears its checkpoint"
+    );
+}

@@ -1,0 +1,28 @@
+//! Webhooks: signature-verified receiver, SQS buffer, exactly-once processor.
+
+mod pipeline;
+mod processor;
+mod receiver;
+
+use serde_json::json;
+
+/// A Stripe-shaped event about our attempt `payment_id` (PaymentIntent `intent_id`).
+pub fn event(event_id: &str, kind: &str, payment_id: &str, intent_id: &str) -> String {
+    let status = if kind == "payment_intent.succeeded" {
+        "succeeded"
+    } else {
+        "requires_payment_method"
+    };
+    let mut object = json!({
+        "id": intent_id,
+        "object": "payment_intent",
+        "amount": 3000,
+        "currency": "jpy",
+        "status": status,
+        "metadata": {"payment_id": payment_id},
+    });
+    if kind == "payment_intent.payment_failed" {
+        object["last_payment_error"] = json!({"type": "card_error", "code": "card_declined", "decline_code": "generic_decline"});
+    }
+    json!({"id": event_id, "object": "event", "type": kind, "created": 1_796_000_000, "data": {"object": object}}).to_string()
+}

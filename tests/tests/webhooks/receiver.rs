@@ -1,0 +1,196 @@
+//! The receiver verifies the raw body before anything else and enqueues only what verifies;
+//! every refusal leaves the queue provably empty.
+
+use payonce::adapters::sqs::SqsQueue;
+use payonce::clock::{system_clock, Clock, SystemClock};
+use payonce::ports::QueueReceive;
+use payonce::service::webhooks::WebhookReceiver;
+use payonce_fake_psp::sign_webhook;
+use payonce_tests::queue::SqsHarness;
+use payonce_tests::stack::{api_event, webhook_providers, Reply, STRIPE_WEBHOOK_SECRET};
+
+fn deliver_event(provider: &str, signature: Option<&str>, body: &str) -> lambda_http::Request {
+    let headers: Vec<(&str, &str)> = signature
+        .map(|s| vec![("stripe-signature", s)])
+        .unwrap_or_default();
+    api_event(
+        "POST",
+        &format!("/webhooks/{provider}"),
+        None,
+        &headers,
+        body,
+    )
+}
+
+#[tokio::test]
+async fn signature_attacks_are_refused_and_nothing_is_enqueued() {
+    let sqs = SqsHarness::new().await;
+    let queue = SqsQueue::new(sqs.client.clone(), sqs.queue_url.clone(), 262_144);
+    let receiver = WebhookReceiver::new(webhook_providers(), queue.clone(), system_clock());
+    let body = super::event("evt_attack", "payment_intent.succeeded", "pay_1", "pi_1");
+    let now = SystemClock.now_s();
+    let valid = sign_webhook(STRIPE_WEBHOOK_SECRET, now, body.as_bytes());
+    let v1 = valid.split("v1=").nth(1).unwrap().to_owned();
+
+    let attacks: Vec<(&str, Option<String>, String, u16, &str)> = vec![
+        (
+            "tampered body",
+            Some(valid.clone()),
+            body.replace("pay_1", "pay_2"),
+            401,
+            "/problems/webhook-signature-invalid",
+        ),
+        (
+            "wrong secret",
+            Some(sign_webhook("whsec_wrong", now, body.as_bytes())),
+            body.clone(),
+            401,
+            "/problems/webhook-signature-invalid",
+        ),
+        (
+            "missing header",
+            None,
+            body.clone(),
+            400,
+            "/problems/webhook-signature-missing",
+        ),
+        (
+            "malformed header",
+            Some("garbage".into()),
+            body.clone(),
+            400,
+            "/problems/webhook-signature-missing",
+        ),
+        (
+            "no timestamp",
+            Some(format!("v1={v1}")),
+            body.clone(),
+            400,
+            "/problems/webhook-signature-missing",
+        ),
+        (
+            "timestamp 301 s old",
+            Some(sign_webhook(
+                STRIPE_WEBHOOK_SECRET,
+                now - 301,
+                body.as_bytes(),
+            )),
+            body.clone(),
+            401,
+            "/problems/webhook-signature-invalid",
+        ),
+        (
+            "replayed signature of another time",
+            Some(format!("t={},v1={v1}", now - 10)),
+            body.clone(),
+            401,
+            "/problems/webhook-signature-invalid",
+        ),
+        (
+            "uppercase signature",
+            Some(format!("t={now},v1={}", v1.to_uppercase())),
+            body.clone(),
+            401,
+            "/problems/webhook-signature-invalid",
+        ),
+        (
+            "only v0",
+            Some(format!("t={now},v0={v1}")),
+            body.clone(),
+            401,
+            "/problems/webhook-signature-invalid",
+        ),
+    ];
+    for (name, signature, body, status, problem) in attacks {
+        let reply = Reply::from(
+            payonce_webhook::receiver::handle(
+                &receiver,
+                deliver_event("stripe", signature.as_deref(), &body),
+            )
+            .await,
+        );
+        assert_eq!(
+            (reply.status, reply.problem_type()),
+            (status, problem),
+            "{name}: {}",
+            reply.body
+        );
+    }
+    let unknown = Reply::from(
+        payonce_webhook::receiver::handle(&receiver, deliver_event("paypal", Some(&valid), &body))
+            .await,
+    );
+    assert_eq!(
+        (unknown.status, unknown.problem_type()),
+        (404, "/problems/not-found")
+    );
+    let huge = "x".repeat(1024 * 1024 + 1);
+    let too_large = Reply::from(
+        payonce_webhook::receiver::handle(&receiver, deliver_event("stripe", Some(&valid), &huge))
+            .await,
+    );
+    assert_eq!(
+        (too_large.status, too_large.problem_type()),
+        (413, "/problems/body-too-large")
+    );
+    assert_eq!(queue.depth().await.unwrap(), 0, "nothing was enqueued");
+
+    // Rotation: two v1 values, one valid, is accepted — and only that is enqueued.
+    let rotated = format!("t={now},v1={},v1={v1}", "0".repeat(64));
+    let accepted = Reply::from(
+        payonce_webhook::receiver::handle(
+            &receiver,
+            deliver_event("stripe", Some(&rotated), &body),
+        )
+        .await,
+    );
+    assert_eq!(accepted.status, 200, "{}", accepted.body);
+    let received = queue
+        .receive(10, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(received.len(), 1);
+    assert_eq!(
+        received[0].body, body,
+        "the raw body is queued byte for byte"
+    );
+    assert_eq!(
+        received[0].attributes.get("provider").map(String::as_str),
+        Some("stripe")
+    );
+    assert_eq!(
+        received[0].attributes.get("event_id").map(String::as_str),
+        Some("evt_attack")
+    );
+}
+
+#[tokio::test]
+async fn an_unavailable_queue_is_a_5xx_so_the_psp_retries() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let client = payonce_tests::queue::sqs_client_at(&format!("http://{closed}"));
+    let queue = SqsQueue::new(
+        client,
+        format!("http://{closed}/123456789012/gone"),
+        262_144,
+    );
+    let receiver = WebhookReceiver::new(webhook_providers(), queue, system_clock());
+    let body = super::event("evt_down", "payment_intent.succeeded", "pay_1", "pi_1");
+    let signature = sign_webhook(STRIPE_WEBHOOK_SECRET, SystemClock.now_s(), body.as_bytes());
+    let reply = Reply::from(
+        payonce_webhook::receiver::handle(
+            &receiver,
+            deliver_event("stripe", Some(&signature), &body),
+        )
+        .await,
+    );
+    assert_eq!(
+        (reply.status, reply.problem_type()),
+        (503, "/problems/service-unavailable"),
+        "{}",
+        reply.body
+    );
+    assert!(reply.header("retry-after").is_some());
+}
