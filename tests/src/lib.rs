@@ -4,6 +4,7 @@
 
 pub mod queue;
 pub mod stack;
+pub mod stores;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;

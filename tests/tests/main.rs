@@ -5,4 +5,6 @@ mod idempotency;
 mod jobs;
 mod payments;
 mod queue;
+mod stores;
+mod template;
 mod webhooks;

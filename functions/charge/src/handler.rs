@@ -128,7 +128,9 @@ async fn pay<S: ChargeStore, P: Psp>(
     })?;
     let body: PayBody = parse_json_body(request)?;
     let pay = body.validate()?;
-    let deadline = deadline_ms(request, service.store().now_ms(), FALLBACK_TIMEOUT_MS);
+    let now_ms = service.store().now_ms();
+    let deadline = deadline_ms(request, now_ms, FALLBACK_TIMEOUT_MS);
+    tracing::debug!(deadline_ms = deadline, now_ms, "payment request");
     let retry_after = service.config().processing_retry_after;
     match service.pay(&user, &key, &pay, deadline).await? {
         PayAnswer::Fresh(view) => Ok(payment_response(&view, false, retry_after)),

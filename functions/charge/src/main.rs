@@ -8,8 +8,10 @@ use payonce::service::{ChargeConfig, ChargeService};
 async fn main() -> Result<(), lambda_http::Error> {
     payonce::config::init_lambda_tracing();
     let tables = payonce::config::tables()?;
-    let psp = StripePsp::new(payonce::config::stripe()?)?;
     let aws = aws_config::load_from_env().await;
+    let psp = StripePsp::new(payonce::config::stripe(
+        &payonce::config::psp_secrets(&aws).await?,
+    )?)?;
     let store = DynamoPaymentStore::new(aws_sdk_dynamodb::Client::new(&aws), tables);
     let service = ChargeService::new(store, psp, ChargeConfig::default());
     lambda_http::run(lambda_http::service_fn(|request| async {

@@ -9,8 +9,11 @@ use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 async fn main() -> Result<(), lambda_runtime::Error> {
     payonce::config::init_lambda_tracing();
     let tables = payonce::config::tables()?;
-    let psp = StripePsp::new(payonce::config::stripe()?)?;
-    let client = aws_sdk_dynamodb::Client::new(&aws_config::load_from_env().await);
+    let aws = aws_config::load_from_env().await;
+    let psp = StripePsp::new(payonce::config::stripe(
+        &payonce::config::psp_secrets(&aws).await?,
+    )?)?;
+    let client = aws_sdk_dynamodb::Client::new(&aws);
     let records = DynamoIdempotencyStore::new(client.clone(), &tables.idempotency);
     let reconciler = Reconciler::new(
         DynamoPaymentStore::new(client, tables),

@@ -4,4 +4,5 @@ pub mod dynamodb;
 pub mod faults;
 pub mod memory;
 pub mod psp;
+pub mod secrets;
 pub mod sqs;

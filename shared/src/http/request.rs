@@ -45,14 +45,33 @@ pub fn request_id(request: &Request) -> String {
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
 }
 
-/// The invocation deadline in epoch ms: the Lambda context's, or `now_ms + fallback_ms` when the
-/// request came without one (tests, the sandbox).
+/// The invocation deadline in epoch ms: the Lambda context's, or `now_ms + fallback_ms` (the
+/// function's configured timeout) when the request came without a plausible one — tests, and
+/// emulators such as `cargo lambda watch`, which sends a duration where Lambda sends an epoch.
 pub fn deadline_ms(request: &Request, now_ms: i64, fallback_ms: i64) -> i64 {
-    request
-        .lambda_context_ref()
-        .and_then(|c| i64::try_from(c.deadline).ok())
-        .filter(|d| *d > 0)
-        .unwrap_or(now_ms + fallback_ms)
+    plausible_deadline(
+        request
+            .lambda_context_ref()
+            .and_then(|c| i64::try_from(c.deadline).ok()),
+        now_ms,
+        fallback_ms,
+    )
+}
+
+/// A deadline already a day past cannot be a real invocation's; use the configured timeout.
+fn plausible_deadline(deadline: Option<i64>, now_ms: i64, fallback_ms: i64) -> i64 {
+    const DAY_MS: i64 = 24 * 3600 * 1000;
+    match deadline {
+        Some(d) if d > now_ms - DAY_MS => d,
+        Some(d) if d > 0 => {
+            tracing::warn!(
+                deadline = d,
+                "the runtime's deadline is not an epoch time; using the configured timeout"
+            );
+            now_ms + fallback_ms
+        }
+        _ => now_ms + fallback_ms,
+    }
 }
 
 /// The validated `Idempotency-Key` header.
@@ -133,4 +152,26 @@ pub fn with_request_id(mut response: Response<Body>, id: &str) -> Response<Body>
         response.headers_mut().insert("x-request-id", value);
     }
     response
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::plausible_deadline;
+
+    #[test]
+    fn an_epoch_deadline_is_kept_and_anything_else_falls_back_to_the_timeout() {
+        let now = 1_796_000_000_000;
+        assert_eq!(
+            plausible_deadline(Some(now + 3_000), now, 25_000),
+            now + 3_000
+        );
+        assert_eq!(
+            plausible_deadline(Some(now - 1_000), now, 25_000),
+            now - 1_000,
+            "a passed deadline is still honoured"
+        );
+        assert_eq!(plausible_deadline(Some(600_000), now, 25_000), now + 25_000);
+        assert_eq!(plausible_deadline(None, now, 25_000), now + 25_000);
+        assert_eq!(plausible_deadline(Some(0), now, 25_000), now + 25_000);
+    }
 }

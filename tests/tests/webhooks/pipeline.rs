@@ -230,3 +230,60 @@ async fn a_lost_response_is_settled_by_the_psps_own_webhook_end_to_end() {
     );
     server.abort();
 }
+
+#[tokio::test]
+async fn the_same_event_delivered_five_times_is_answered_200_each_time_and_applied_once() {
+    let stack = PaymentStack::start().await;
+    let sqs = SqsHarness::with_redrive(5, Duration::from_secs(30)).await;
+    let queue = SqsQueue::new(sqs.client.clone(), sqs.queue_url.clone(), 262_144);
+    let receiver = WebhookReceiver::new(webhook_providers(), queue.clone(), system_clock());
+    let order = stack.create_order("alice").await;
+    let reply = stack.pay("alice", "k", json!({"order_id": order, "order_version": 1, "payment_method": "pm_fake_lost_response"})).await;
+    let payment_id = reply.json["payment_id"].as_str().unwrap().to_owned();
+    let body = super::event(
+        "evt_five",
+        "payment_intent.succeeded",
+        &payment_id,
+        "pi_five",
+    );
+
+    for _ in 0..5 {
+        let signature = sign_webhook(DEFAULT_WEBHOOK_SECRET, SystemClock.now_s(), body.as_bytes());
+        let reply = Reply::from(
+            payonce_webhook::receiver::handle(
+                &receiver,
+                api_event(
+                    "POST",
+                    "/webhooks/fake",
+                    None,
+                    &[("stripe-signature", &signature)],
+                    &body,
+                ),
+            )
+            .await,
+        );
+        assert_eq!(
+            reply.status, 200,
+            "every delivery is acknowledged: {}",
+            reply.body
+        );
+    }
+    stack.counter.reset();
+    let mut processed = 0;
+    while processed < 5 {
+        let n = poll_once(&stack, &queue, Duration::from_secs(30)).await;
+        assert!(n > 0, "five messages queued");
+        processed += n;
+    }
+    assert_eq!(queue.depth().await.unwrap(), 0, "all five acknowledged");
+    assert_eq!(
+        stack.counter.by_operation().get("TransactWriteItems"),
+        Some(&1),
+        "one transition: {:?}",
+        stack.counter.by_operation()
+    );
+    assert_eq!(
+        stack.get_order("alice", &order).await.json["payment_state"],
+        "paid"
+    );
+}

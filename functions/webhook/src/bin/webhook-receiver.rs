@@ -7,9 +7,10 @@ use payonce::service::webhooks::{WebhookReceiver, MAX_WEBHOOK_BYTES};
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     payonce::config::init_lambda_tracing();
-    let providers = payonce::config::webhook_providers()?;
+    let aws = aws_config::load_from_env().await;
+    let providers = payonce::config::webhook_providers(&payonce::config::psp_secrets(&aws).await?);
     let queue_url = payonce::config::required("WEBHOOK_QUEUE_URL")?;
-    let sqs = aws_sdk_sqs::Client::new(&aws_config::load_from_env().await);
+    let sqs = aws_sdk_sqs::Client::new(&aws);
     let receiver = WebhookReceiver::new(
         providers,
         SqsQueue::new(sqs, queue_url, MAX_WEBHOOK_BYTES),

@@ -1,20 +1,30 @@
 //! The embedded idempotency store: a mutex-guarded map with DynamoDB's conditions.
+//!
+//! Its lock also guards everything else the embedded adapters keep (webhook dedup records,
+//! the cleanup checkpoint, orders and payments): DynamoDB's transactions span the idempotency
+//! table and the payments table, so the embedded twin holds one lock across all of them.
 
+use super::payments::PaymentTables;
 use crate::adapters::faults::Faults;
 use crate::clock::{system_clock, SharedClock};
 use crate::idempotency::{
     check_completed_size, Claim, ClaimOutcome, IdempotencyRecord, IdempotencyStore, Lease,
     LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome,
 };
+use crate::ports::ExpiredSweep;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// In-memory [`IdempotencyStore`]. Expired records stay until overwritten, as with a TTL
 /// that has not run yet, and read as absent.
+///
+/// Clones share the same records; so does a
+/// [`MemoryPaymentStore`](super::MemoryPaymentStore) built on it, as the DynamoDB adapters
+/// share the idempotency table.
 #[derive(Debug, Clone)]
 pub struct MemoryIdempotencyStore {
-    records: Arc<Mutex<HashMap<RecordKey, IdempotencyRecord>>>,
+    tables: Arc<Mutex<MemoryTables>>,
     clock: SharedClock,
     faults: Faults,
 }
@@ -29,7 +39,7 @@ impl MemoryIdempotencyStore {
     /// An empty store reading time from `clock`.
     pub fn new(clock: SharedClock) -> Self {
         Self {
-            records: Arc::default(),
+            tables: Arc::default(),
             clock,
             faults: Faults::none(),
         }
@@ -42,23 +52,25 @@ impl MemoryIdempotencyStore {
 
     /// The record as stored, expired or not (for tests and diagnostics).
     pub fn raw(&self, key: &RecordKey) -> Option<IdempotencyRecord> {
-        self.lock().get(key).cloned()
+        self.lock().records.get(key).cloned()
     }
 
     /// Every stored record, expired or not.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().records.len()
     }
 
     /// Whether the store holds no record at all.
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        self.lock().records.is_empty()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<RecordKey, IdempotencyRecord>> {
+    /// The shared tables, locked: one lock for every item, so a multi-item write is atomic.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, MemoryTables> {
         // A panic while holding the lock cannot leave a record half-written (each operation
-        // replaces whole values), so a poisoned map is still consistent.
-        self.records
+        // checks every condition before it writes anything), so a poisoned map is still
+        // consistent.
+        self.tables
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -89,7 +101,8 @@ impl IdempotencyStore for MemoryIdempotencyStore {
     async fn claim(&self, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
         self.check_faults(&claim.key)?;
         let now_ms = self.now_ms();
-        let mut records = self.lock();
+        let mut tables = self.lock();
+        let records = &mut tables.records;
         if let Some(existing) = records.get(&claim.key) {
             if !existing.is_expired_at(now_ms) {
                 return Ok(ClaimOutcome::Existing(existing.clone()));
@@ -119,8 +132,8 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         lease: &Lease,
     ) -> Result<TakeoverOutcome, StoreError> {
         self.check_faults(key)?;
-        let mut records = self.lock();
-        let current = records.get_mut(key);
+        let mut tables = self.lock();
+        let current = tables.records.get_mut(key);
         if !holds_lease(current.as_deref(), seen) {
             return Ok(TakeoverOutcome::Lost(current.map(|r| r.clone())));
         }
@@ -142,8 +155,8 @@ impl IdempotencyStore for MemoryIdempotencyStore {
     ) -> Result<(), StoreError> {
         check_completed_size(key, result)?;
         self.check_faults(key)?;
-        let mut records = self.lock();
-        match records.get_mut(key) {
+        let mut tables = self.lock();
+        match tables.records.get_mut(key) {
             Some(record) if holds_lease(Some(record), lease) => {
                 record.state = RecordState::Completed {
                     result: result.to_owned(),
@@ -157,7 +170,8 @@ impl IdempotencyStore for MemoryIdempotencyStore {
 
     async fn release(&self, key: &RecordKey, lease: &LeaseToken) -> Result<(), StoreError> {
         self.check_faults(key)?;
-        let mut records = self.lock();
+        let mut tables = self.lock();
+        let records = &mut tables.records;
         if !holds_lease(records.get(key), lease) {
             return Err(StoreError::LeaseLost { key: key.clone() });
         }
@@ -170,8 +184,107 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         let now_ms = self.now_ms();
         Ok(self
             .lock()
+            .records
             .get(key)
             .filter(|r| !r.is_expired_at(now_ms))
             .cloned())
+    }
+}
+
+/// Everything the embedded adapters keep, behind the store's one lock: the idempotency
+/// "table" (records, webhook dedup records and the cleanup checkpoint, as in DynamoDB's
+/// idempotency table) and the payments "table" (orders and payments).
+#[derive(Debug, Default)]
+pub(crate) struct MemoryTables {
+    /// Idempotency records by key.
+    pub(crate) records: HashMap<RecordKey, IdempotencyRecord>,
+    /// Webhook dedup records: `webhook#<provider>#<event_id>` → `expires_at_s`. Expired ones
+    /// stay until overwritten or swept, and read as absent.
+    pub(crate) events: HashMap<String, i64>,
+    /// Where an interrupted cleanup sweep stopped.
+    pub(crate) checkpoint: Option<String>,
+    /// Orders and payments.
+    pub(crate) payments: PaymentTables,
+}
+
+/// Every item of the idempotency "table" as the sweep sees it: its key and whether it has
+/// expired at `now_ms` (records and webhook dedup records share one key space, as in DynamoDB).
+fn swept_items(tables: &MemoryTables, now_ms: i64) -> Vec<(&str, bool)> {
+    let now_s = now_ms.div_euclid(1000);
+    tables
+        .records
+        .iter()
+        .map(|(key, record)| (key.as_str(), record.is_expired_at(now_ms)))
+        .chain(
+            tables
+                .events
+                .iter()
+                .map(|(key, expires_at_s)| (key.as_str(), *expires_at_s < now_s)),
+        )
+        .collect()
+}
+
+#[async_trait]
+impl ExpiredSweep for MemoryIdempotencyStore {
+    async fn scan_expired(
+        &self,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<(Vec<String>, Option<String>), StoreError> {
+        let now_ms = self.now_ms();
+        let tables = self.lock();
+        // Keys in order, so the cursor (the last key of a page) is a position that survives
+        // deletes between pages; like a DynamoDB scan, `limit` counts the items read, expired
+        // or not.
+        let mut page: Vec<(&str, bool)> = swept_items(&tables, now_ms)
+            .into_iter()
+            .filter(|(key, _)| cursor.as_deref().is_none_or(|after| *key > after))
+            .collect();
+        page.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        // DynamoDB refuses a limit of 0; a page of one still moves the sweep forward.
+        let page_len = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
+        let next = if page.len() > page_len {
+            page.get(page_len - 1).map(|(key, _)| (*key).to_owned())
+        } else {
+            None
+        };
+        page.truncate(page_len);
+        let expired = page
+            .into_iter()
+            .filter(|(_, expired)| *expired)
+            .map(|(key, _)| key.to_owned())
+            .collect();
+        Ok((expired, next))
+    }
+
+    async fn delete_expired(&self, key: &str) -> Result<bool, StoreError> {
+        let now_ms = self.now_ms();
+        let mut tables = self.lock();
+        let record_key = RecordKey::from_stored(key.to_owned());
+        if let Some(record) = tables.records.get(&record_key) {
+            // DynamoDB's condition: still expired AND no lease that is still running.
+            let leased = record.lease().is_some_and(|lease| lease.until_ms >= now_ms);
+            if !record.is_expired_at(now_ms) || leased {
+                return Ok(false);
+            }
+            tables.records.remove(&record_key);
+            return Ok(true);
+        }
+        match tables.events.get(key) {
+            Some(expires_at_s) if *expires_at_s < now_ms.div_euclid(1000) => {
+                tables.events.remove(key);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn load_checkpoint(&self) -> Result<Option<String>, StoreError> {
+        Ok(self.lock().checkpoint.clone())
+    }
+
+    async fn save_checkpoint(&self, cursor: Option<&str>) -> Result<(), StoreError> {
+        self.lock().checkpoint = cursor.map(str::to_owned);
+        Ok(())
     }
 }

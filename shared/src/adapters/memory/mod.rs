@@ -2,7 +2,9 @@
 //! for the local sandbox and fast tests.
 
 mod idempotency;
+mod payments;
 mod queue;
 
 pub use idempotency::MemoryIdempotencyStore;
+pub use payments::MemoryPaymentStore;
 pub use queue::MemoryQueue;

@@ -1,0 +1,241 @@
+//! The whole system in one process: the same handlers as the Lambdas behind a local API
+//! Gateway, the webhook pipeline (receiver → queue → processor), and the scheduled jobs on timers.
+
+use crate::gateway::{gateway_answer, http_response, lambda_request};
+use crate::jwt;
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use payonce::adapters::psp::StripePsp;
+use payonce::clock::{Clock, SystemClock};
+use payonce::idempotency::IdempotencyStore;
+use payonce::ports::{
+    ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend,
+};
+use payonce::service::cleanup::{sweep, CleanupConfig};
+use payonce::service::reconcile::Reconciler;
+use payonce::service::webhooks::{
+    QueuedEvent, WebhookProcessor, WebhookReceiver, PROVIDER_ATTRIBUTE,
+};
+use payonce::service::{ChargeService, OrderService};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long API Gateway waits for an integration before it gives up.
+pub const GATEWAY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The charge function's timeout (as in the template), which sets its deadline.
+pub const CHARGE_TIMEOUT_MS: i64 = 25_000;
+/// The other API functions' timeout.
+pub const API_TIMEOUT_MS: i64 = 10_000;
+
+/// Everything the sandbox serves, over stores `S` (orders, payments), `I` (idempotency
+/// records) and queue `Q`.
+pub struct Sandbox<S, I, Q> {
+    /// The orders function's service.
+    pub orders: OrderService<S, I>,
+    /// The charge function's service.
+    pub charge: ChargeService<S, StripePsp>,
+    /// The webhook receiver.
+    pub receiver: WebhookReceiver<Q>,
+    /// The webhook processor.
+    pub processor: WebhookProcessor<S>,
+    /// The reconcile job.
+    pub reconciler: Reconciler<S, I, StripePsp>,
+    /// The store the cleanup job sweeps.
+    pub records: I,
+    /// The queue the processor polls.
+    pub queue: Q,
+    /// The HS256 secret tokens are verified with.
+    pub jwt_secret: String,
+    /// The demo checkout page.
+    pub page: &'static str,
+}
+
+impl<S, I, Q> Sandbox<S, I, Q>
+where
+    S: ChargeStore + OrderStore + InflightScan + Clone + 'static,
+    I: IdempotencyStore + ExpiredSweep + Clone + 'static,
+    Q: QueueSend + QueueReceive + Clone + 'static,
+{
+    /// The HTTP router: the API, the webhooks and the demo page.
+    pub fn router(self: Arc<Self>) -> axum::Router {
+        axum::Router::new()
+            .fallback(route::<S, I, Q>)
+            .with_state(self)
+    }
+
+    /// Polls the queue as Lambda's SQS event source mapping would: batches of up to 10, each
+    /// message deleted once processed, failures left to reappear after the visibility timeout.
+    pub async fn process_queue_forever(self: Arc<Self>) {
+        loop {
+            match self.queue.receive(10, Duration::from_secs(30)).await {
+                Ok(messages) if !messages.is_empty() => {
+                    let events: Vec<QueuedEvent<'_>> = messages
+                        .iter()
+                        .map(|m| QueuedEvent {
+                            message_id: &m.message_id,
+                            provider: m.attributes.get(PROVIDER_ATTRIBUTE).map(String::as_str),
+                            body: &m.body,
+                        })
+                        .collect();
+                    let failed = self.processor.process_batch(&events).await;
+                    for message in &messages {
+                        if !failed.contains(&message.message_id) {
+                            if let Err(error) = self.queue.delete(&message.receipt_handle).await {
+                                tracing::warn!(error = %error, "could not delete a processed message");
+                            }
+                        }
+                    }
+                    continue;
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(error = %error, "the webhook queue is unavailable"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Runs reconcile every `every`.
+    pub async fn reconcile_forever(self: Arc<Self>, every: Duration) {
+        let mut timer = tokio::time::interval(every);
+        timer.tick().await;
+        loop {
+            timer.tick().await;
+            match self.reconciler.run().await {
+                Ok(report) if report.examined > 0 => tracing::info!(?report, "reconcile"),
+                Ok(_) => {}
+                Err(error) => tracing::warn!(error = %error, "reconcile failed"),
+            }
+        }
+    }
+
+    /// Runs cleanup every `every`.
+    pub async fn cleanup_forever(self: Arc<Self>, every: Duration) {
+        let mut timer = tokio::time::interval(every);
+        timer.tick().await;
+        loop {
+            timer.tick().await;
+            if let Err(error) = sweep(&self.records, &CleanupConfig::default()).await {
+                tracing::warn!(error = %error, "cleanup failed");
+            }
+        }
+    }
+}
+
+/// Which function a path belongs to, and whether API Gateway's JWT authorizer guards it.
+enum Target {
+    Orders,
+    Charge,
+    Webhooks,
+    Page,
+    Health,
+    Unknown,
+}
+
+fn target(path: &str) -> Target {
+    match path.split('/').nth(1).unwrap_or("") {
+        "orders" => Target::Orders,
+        "payments" => Target::Charge,
+        "webhooks" => Target::Webhooks,
+        "" | "index.html" => Target::Page,
+        "_sandbox" => Target::Health,
+        _ => Target::Unknown,
+    }
+}
+
+async fn route<S, I, Q>(State(sandbox): State<Arc<Sandbox<S, I, Q>>>, request: Request) -> Response
+where
+    S: ChargeStore + OrderStore + InflightScan + Clone + 'static,
+    I: IdempotencyStore + ExpiredSweep + Clone + 'static,
+    Q: QueueSend + QueueReceive + Clone + 'static,
+{
+    let started = Instant::now();
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let (parts, body) = request.into_parts();
+    let method = parts.method.clone();
+    let path = parts.uri.path().to_owned();
+    let response = match axum::body::to_bytes(body, 2 * 1024 * 1024).await {
+        // API Gateway refuses payloads over its own limit before any function runs.
+        Err(_) => gateway_answer(413, "Request Entity Too Large", &request_id),
+        Ok(bytes) => dispatch(&sandbox, &parts, bytes, &request_id).await,
+    };
+    tracing::info!(
+        target: "access",
+        "{method} {path} -> {} in {} ms (request {request_id})",
+        response.status().as_u16(),
+        started.elapsed().as_millis()
+    );
+    response
+}
+
+async fn dispatch<S, I, Q>(
+    sandbox: &Sandbox<S, I, Q>,
+    parts: &axum::http::request::Parts,
+    body: Bytes,
+    request_id: &str,
+) -> Response
+where
+    S: ChargeStore + OrderStore + InflightScan + Clone + 'static,
+    I: IdempotencyStore + ExpiredSweep + Clone + 'static,
+    Q: QueueSend + QueueReceive + Clone + 'static,
+{
+    let now = SystemClock;
+    let kind = target(parts.uri.path());
+    let claims = match kind {
+        Target::Orders | Target::Charge => {
+            let token = parts
+                .headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            match token.map(|t| jwt::verify(&sandbox.jwt_secret, t, now.now_s())) {
+                Some(Ok(claims)) => Some(claims),
+                _ => return gateway_answer(401, "Unauthorized", request_id),
+            }
+        }
+        Target::Page => {
+            return ([("content-type", "text/html; charset=utf-8")], sandbox.page).into_response();
+        }
+        Target::Health => return axum::Json(serde_json::json!({"status": "ok"})).into_response(),
+        Target::Unknown => return gateway_answer(404, "Not Found", request_id),
+        Target::Webhooks => None,
+    };
+    let timeout_ms = if matches!(kind, Target::Charge) {
+        CHARGE_TIMEOUT_MS
+    } else {
+        API_TIMEOUT_MS
+    };
+    let event = match lambda_request(
+        parts,
+        &body,
+        claims.as_ref(),
+        request_id,
+        now.now_ms() + timeout_ms,
+    ) {
+        Ok(event) => event,
+        Err(error) => {
+            tracing::warn!(%error, "could not build the API Gateway event");
+            return gateway_answer(400, "Bad Request", request_id);
+        }
+    };
+    let handled = async {
+        match kind {
+            Target::Orders => payonce_orders::handler::handle(&sandbox.orders, event).await,
+            Target::Charge => payonce_charge::handler::handle(&sandbox.charge, event).await,
+            _ => payonce_webhook::receiver::handle(&sandbox.receiver, event).await,
+        }
+    };
+    // Like Lambda, kill the invocation at its deadline (leases count on it); API Gateway then
+    // answers for it, as it does for a timed-out function.
+    let deadline = Duration::from_millis(timeout_ms.unsigned_abs()).min(GATEWAY_TIMEOUT);
+    match tokio::time::timeout(deadline, handled).await {
+        Ok(response) => http_response(response),
+        Err(_) => {
+            tracing::warn!(
+                request_id,
+                "the handler ran past its deadline and was stopped"
+            );
+            gateway_answer(500, "Internal Server Error", request_id)
+        }
+    }
+}

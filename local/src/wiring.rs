@@ -1,0 +1,337 @@
+//! Options, stores and start-up: the embedded store and queue by default, or DynamoDB / SQS
+//! (DynamoDB Local, moto, or AWS) when asked, created when absent.
+
+use crate::sandbox::Sandbox;
+use payonce::adapters::dynamodb::{
+    create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore,
+    Tables,
+};
+use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore, MemoryQueue};
+use payonce::adapters::psp::{StripeConfig, StripePsp, StripeWebhooks};
+use payonce::adapters::sqs::{create_queue_with_dlq, SqsQueue};
+use payonce::clock::{system_clock, Clock, SystemClock};
+use payonce::idempotency::{Idempotency, IdempotencyConfig, IdempotencyStore};
+use payonce::ports::{
+    ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend,
+};
+use payonce::service::reconcile::{ReconcileConfig, Reconciler};
+use payonce::service::webhooks::{
+    ProcessorConfig, Providers, WebhookProcessor, WebhookReceiver, MAX_WEBHOOK_BYTES,
+};
+use payonce::service::{ChargeConfig, ChargeService, OrderService};
+use payonce_fake_psp::{FakePsp, FakePspConfig, DEFAULT_API_KEY};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+type Error = Box<dyn std::error::Error>;
+
+/// Command-line options of the server.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Address to serve the API on (loopback unless asked otherwise).
+    pub host: String,
+    /// Port of the API.
+    pub port: u16,
+    /// Port of the fake PSP (0: any free port).
+    pub psp_port: u16,
+    /// DynamoDB endpoint (`aws`: the default AWS endpoint), or the embedded store.
+    pub dynamodb: Option<String>,
+    /// SQS endpoint (`aws`: the default AWS endpoint), or the embedded queue.
+    pub sqs: Option<String>,
+    /// How often reconcile runs.
+    pub reconcile_every: Duration,
+}
+
+/// The value following `name` in `args`.
+pub fn flag(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+impl Options {
+    /// Parses `--port`, `--host`, `--psp-port`, `--dynamodb-endpoint`, `--sqs-endpoint`,
+    /// `--reconcile-every-seconds`; the endpoints also come from `AWS_ENDPOINT_URL_DYNAMODB` /
+    /// `AWS_ENDPOINT_URL_SQS`.
+    pub fn parse(args: &[String]) -> Result<Self, Error> {
+        let known = [
+            "--port",
+            "--host",
+            "--psp-port",
+            "--dynamodb-endpoint",
+            "--sqs-endpoint",
+            "--reconcile-every-seconds",
+        ];
+        let mut i = 0;
+        while i < args.len() {
+            if !known.contains(&args[i].as_str()) {
+                return Err(format!(
+                    "unknown argument {}; expected one of {}",
+                    args[i],
+                    known.join(", ")
+                )
+                .into());
+            }
+            i += 2;
+        }
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        Ok(Self {
+            host: flag(args, "--host").unwrap_or_else(|| "127.0.0.1".into()),
+            port: flag(args, "--port")
+                .map(|p| p.parse())
+                .transpose()?
+                .unwrap_or(3000),
+            psp_port: flag(args, "--psp-port")
+                .map(|p| p.parse())
+                .transpose()?
+                .unwrap_or(0),
+            dynamodb: flag(args, "--dynamodb-endpoint")
+                .or_else(|| env("AWS_ENDPOINT_URL_DYNAMODB")),
+            sqs: flag(args, "--sqs-endpoint").or_else(|| env("AWS_ENDPOINT_URL_SQS")),
+            reconcile_every: Duration::from_secs(
+                flag(args, "--reconcile-every-seconds")
+                    .map(|p| p.parse())
+                    .transpose()?
+                    .unwrap_or(30),
+            ),
+        })
+    }
+}
+
+/// Readable logs on stderr: one access line per request, warnings from the rest.
+pub fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("access=info,payonce=info,payonce_local=info,warn")
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .compact()
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+async fn aws_config(endpoint: &str) -> aws_config::SdkConfig {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
+        loader = loader.region(aws_config::Region::new("us-east-1"));
+    }
+    if endpoint != "aws" {
+        loader = loader.endpoint_url(endpoint);
+        if std::env::var("AWS_ACCESS_KEY_ID").is_err() {
+            // Emulators accept any credentials.
+            loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "local",
+                "local",
+                None,
+                None,
+                "payonce-local",
+            ));
+        }
+    }
+    loader.load().await
+}
+
+fn table_name(var: &str, default: &str) -> String {
+    std::env::var(var)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.to_owned())
+}
+
+/// Starts everything and serves until Ctrl-C.
+pub async fn run(options: Options, jwt_secret: String) -> Result<(), Error> {
+    let started = Instant::now();
+    let listener = tokio::net::TcpListener::bind((options.host.as_str(), options.port)).await?;
+    let api_url = format!("http://{}", listener.local_addr()?);
+    let webhook_secret = std::env::var("PAYONCE_LOCAL_STRIPE_WEBHOOK_SECRET")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "whsec_payonce_local".into());
+    let psp = FakePsp::start(
+        FakePspConfig {
+            api_key: DEFAULT_API_KEY.into(),
+            webhook_url: Some(format!("{api_url}/webhooks/fake")),
+            webhook_secret: webhook_secret.clone(),
+            ..FakePspConfig::default()
+        },
+        format!("127.0.0.1:{}", options.psp_port).parse()?,
+    )
+    .await?;
+    let context = Context {
+        options: options.clone(),
+        jwt_secret,
+        webhook_secret,
+        psp_url: psp.base_url(),
+        api_url,
+        started,
+    };
+
+    let memory_records = MemoryIdempotencyStore::new(system_clock());
+    let memory_queue = || {
+        MemoryQueue::with_dead_letter(
+            system_clock(),
+            MAX_WEBHOOK_BYTES,
+            5,
+            MemoryQueue::new(system_clock(), MAX_WEBHOOK_BYTES),
+        )
+    };
+    match (&options.dynamodb, &options.sqs) {
+        (None, None) => {
+            let store = MemoryPaymentStore::new(memory_records.clone(), system_clock());
+            serve(listener, context, store, memory_records, memory_queue()).await?
+        }
+        (Some(ddb), None) => {
+            let (store, records) = dynamo(ddb).await?;
+            serve(listener, context, store, records, memory_queue()).await?
+        }
+        (None, Some(sqs)) => {
+            let store = MemoryPaymentStore::new(memory_records.clone(), system_clock());
+            serve(
+                listener,
+                context,
+                store,
+                memory_records,
+                sqs_queue(sqs).await?,
+            )
+            .await?
+        }
+        (Some(ddb), Some(sqs)) => {
+            let (store, records) = dynamo(ddb).await?;
+            serve(listener, context, store, records, sqs_queue(sqs).await?).await?
+        }
+    }
+    psp.shutdown().await;
+    Ok(())
+}
+
+async fn dynamo(endpoint: &str) -> Result<(DynamoPaymentStore, DynamoIdempotencyStore), Error> {
+    let client = aws_sdk_dynamodb::Client::new(&aws_config(endpoint).await);
+    let tables = Tables {
+        idempotency: table_name("PAYONCE_IDEMPOTENCY_TABLE", "payonce-idempotency"),
+        payments: table_name("PAYONCE_PAYMENTS_TABLE", "payonce-payments"),
+    };
+    create_idempotency_table(&client, &tables.idempotency).await?;
+    create_payments_table(&client, &tables.payments).await?;
+    let records = DynamoIdempotencyStore::new(client.clone(), &tables.idempotency);
+    Ok((DynamoPaymentStore::new(client, tables), records))
+}
+
+async fn sqs_queue(endpoint: &str) -> Result<SqsQueue, Error> {
+    let client = aws_sdk_sqs::Client::new(&aws_config(endpoint).await);
+    let name = table_name("PAYONCE_WEBHOOK_QUEUE", "payonce-webhooks");
+    // 256 KiB: what moto keeps (AWS allows 1 MiB; bodies above it are refused with 413 here).
+    let max_bytes = 262_144;
+    let pair =
+        create_queue_with_dlq(&client, &name, 5, Duration::from_secs(180), max_bytes).await?;
+    Ok(SqsQueue::new(client, pair.queue_url, max_bytes))
+}
+
+struct Context {
+    options: Options,
+    jwt_secret: String,
+    webhook_secret: String,
+    psp_url: String,
+    api_url: String,
+    started: Instant,
+}
+
+async fn serve<S, I, Q>(
+    listener: tokio::net::TcpListener,
+    context: Context,
+    store: S,
+    records: I,
+    queue: Q,
+) -> Result<(), Error>
+where
+    S: ChargeStore + OrderStore + InflightScan + Clone + 'static,
+    I: IdempotencyStore + ExpiredSweep + Clone + 'static,
+    Q: QueueSend + QueueReceive + Clone + 'static,
+{
+    let mut stripe = StripeConfig::new(&context.psp_url, DEFAULT_API_KEY);
+    stripe.provider_name = "fake".into();
+    let psp = StripePsp::new(stripe)?;
+    let providers = Providers::new()
+        .with(StripeWebhooks::new(
+            "fake",
+            vec![context.webhook_secret.clone()],
+        ))
+        .with(StripeWebhooks::new(
+            "stripe",
+            vec![context.webhook_secret.clone()],
+        ));
+    let sandbox = Arc::new(Sandbox {
+        orders: OrderService::new(
+            store.clone(),
+            Idempotency::new(records.clone(), IdempotencyConfig::default()),
+        ),
+        charge: ChargeService::new(store.clone(), psp.clone(), ChargeConfig::default()),
+        receiver: WebhookReceiver::new(providers.clone(), queue.clone(), system_clock()),
+        processor: WebhookProcessor::new(store.clone(), providers, ProcessorConfig::default()),
+        reconciler: Reconciler::new(
+            store,
+            records.clone(),
+            psp,
+            ReconcileConfig {
+                min_age: Duration::from_secs(30),
+                ..ReconcileConfig::default()
+            },
+        ),
+        records,
+        queue,
+        jwt_secret: context.jwt_secret.clone(),
+        page: crate::sandbox_page(),
+    });
+    let tasks = [
+        tokio::spawn(sandbox.clone().process_queue_forever()),
+        tokio::spawn(
+            sandbox
+                .clone()
+                .reconcile_forever(context.options.reconcile_every),
+        ),
+        tokio::spawn(sandbox.clone().cleanup_forever(Duration::from_secs(3600))),
+    ];
+    banner(&context);
+    let app = sandbox.router();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+            println!("\nshutting down: finishing requests in flight");
+        })
+        .await?;
+    for task in tasks {
+        task.abort();
+    }
+    Ok(())
+}
+
+fn banner(context: &Context) {
+    let token = crate::jwt::sign(
+        &context.jwt_secret,
+        "demo-user",
+        SystemClock.now_s(),
+        24 * 3600,
+    );
+    let store = context.options.dynamodb.as_deref().map_or_else(
+        || "embedded (in memory)".to_owned(),
+        |e| format!("DynamoDB at {e}"),
+    );
+    let queue = context.options.sqs.as_deref().map_or_else(
+        || "embedded (in memory)".to_owned(),
+        |e| format!("SQS at {e}"),
+    );
+    let api = &context.api_url;
+    println!(
+        "payonce sandbox ready in {} ms\n\
+         \n  API          {api}\n  checkout     {api}/\n  fake PSP     {psp}  (its charges: {psp}/_fake/charges)\n  store        {store}\n  queue        {queue}\n  JWT secret   PAYONCE_LOCAL_JWT_SECRET (HS256)\n  token        {token}  (user demo-user, 24 h; more: payonce-local token <user>)\n\
+         \nTry it:\n  TOKEN={token}\n  \
+         curl -s -X POST {api}/orders -H \"authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n      -d '{{\"currency\":\"jpy\",\"items\":[{{\"sku\":\"A1\",\"quantity\":2,\"unit_amount\":1500}}]}}'\n  \
+         curl -s -X POST {api}/payments -H \"authorization: Bearer $TOKEN\" -H 'idempotency-key: demo-1' -H 'content-type: application/json' \\\n      -d '{{\"order_id\":\"<order_id>\",\"order_version\":1,\"payment_method\":\"pm_card_visa\"}}'\n\
+         \nPress Ctrl-C to stop.",
+        context.started.elapsed().as_millis(),
+        psp = context.psp_url,
+    );
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+}

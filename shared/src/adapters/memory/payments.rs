@@ -1,0 +1,641 @@
+//! The embedded store of orders and payments: the twin of `DynamoPaymentStore`, with the same
+//! conditions and the same answers, for the local sandbox and fast tests (SPEC §3, §4, §9).
+//!
+//! Every operation DynamoDB runs as one TransactWriteItems checks all of its conditions and
+//! only then writes all of its items, under the one lock of the tables it shares with its
+//! [`MemoryIdempotencyStore`]: atomic, never half-applied, and the lock is never held across
+//! an await. Where DynamoDB would cancel the transaction, the answer is picked from the failed
+//! conditions in the order the DynamoDB adapter reads its cancellation reasons.
+
+use super::idempotency::{MemoryIdempotencyStore, MemoryTables};
+use crate::adapters::faults::Faults;
+use crate::clock::{duration_ms, SharedClock};
+use crate::domain::{Order, OrderPaymentState, Payment, PaymentStatus, Transition};
+use crate::idempotency::{
+    Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError,
+};
+use crate::ports::{
+    BeginOutcome, ChargeStore, EventMark, InflightScan, OrderStore, ResumeOutcome, ReviseOutcome,
+    SettleOutcome,
+};
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::MutexGuard;
+use std::time::Duration;
+
+/// The embedded payments "table": orders and payments by id.
+#[derive(Debug, Default)]
+pub(crate) struct PaymentTables {
+    orders: HashMap<String, Order>,
+    payments: HashMap<String, StoredPayment>,
+}
+
+/// A payment as the embedded table holds it.
+#[derive(Debug, Clone)]
+struct StoredPayment {
+    payment: Payment,
+    /// Whether the payment carries the in-flight index key. Like DynamoDB's sparse `inflight`
+    /// attribute it is set when the payment is created in `processing` and removed when it
+    /// leaves it, and only it makes a payment visible to [`InflightScan`].
+    inflight: bool,
+}
+
+/// [`OrderStore`], [`ChargeStore`] and [`InflightScan`] in memory, with the semantics of
+/// `DynamoPaymentStore`.
+///
+/// It shares the idempotency records (and the webhook dedup records) of the
+/// [`MemoryIdempotencyStore`] it is built on, as the DynamoDB adapters share the idempotency
+/// table: `Idempotency::run` on that store and the charge path see the same records. Clones
+/// share everything.
+#[derive(Debug, Clone)]
+pub struct MemoryPaymentStore {
+    records: MemoryIdempotencyStore,
+    clock: SharedClock,
+    faults: Faults,
+}
+
+impl MemoryPaymentStore {
+    /// A store whose orders and payments live beside `records`' records, reading time from
+    /// `clock`.
+    pub fn new(records: MemoryIdempotencyStore, clock: SharedClock) -> Self {
+        Self {
+            records,
+            clock,
+            faults: Faults::none(),
+        }
+    }
+
+    /// The fault-injection hook (transaction conflicts), consulted before each transaction.
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// The idempotency store whose records this store shares.
+    pub fn records(&self) -> &MemoryIdempotencyStore {
+        &self.records
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MemoryTables> {
+        self.records.lock()
+    }
+
+    /// Where DynamoDB might answer a transaction with `TransactionConflict` (which DynamoDB
+    /// Local never does), an armed fault does, before anything is checked or written.
+    fn transaction(&self, operation: &'static str) -> Result<(), StoreError> {
+        if self.faults.take_conflict() {
+            return Err(StoreError::Conflict {
+                item: operation.to_owned(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Why an order could not be created: it already exists (the source of the backend error,
+/// as DynamoDB's failed `attribute_not_exists` is for the DynamoDB adapter).
+#[derive(Debug, thiserror::Error)]
+#[error("the order {order_id} already exists")]
+struct OrderExists {
+    order_id: String,
+}
+
+/// What a transition writes to the idempotency record, besides the payment and its order.
+enum RecordWrite<'a> {
+    /// Complete the record held under `lease` with the payment's view (fenced: refused
+    /// otherwise).
+    Complete {
+        lease: &'a LeaseToken,
+        expires_at_s: i64,
+    },
+    /// Keep the status mirror current, only on a record completed for this very attempt (an
+    /// in-progress record is completed by its holder with the state it reads then); never
+    /// refuses.
+    Mirror { expires_at_s: i64 },
+}
+
+/// What writing a transition found.
+enum TransitionWrite {
+    Written(Box<Payment>),
+    PaymentMoved,
+    EventSeen,
+    RecordRefused,
+}
+
+fn event_key(event: &EventMark) -> String {
+    format!("webhook#{}#{}", event.provider, event.event_id)
+}
+
+/// Whether a dedup record for `key` is there and not expired (so a new insert is refused).
+fn event_live(tables: &MemoryTables, key: &str, now_ms: i64) -> bool {
+    tables
+        .events
+        .get(key)
+        .is_some_and(|expires_at_s| *expires_at_s >= now_ms.div_euclid(1000))
+}
+
+/// The fencing condition `#lease_token = :mine` (only an in-progress record has a token).
+fn leased_to(record: Option<&IdempotencyRecord>, token: &LeaseToken) -> bool {
+    record
+        .and_then(IdempotencyRecord::lease)
+        .is_some_and(|lease| &lease.token == token)
+}
+
+/// The payment after `transition`.
+fn applied(payment: &Payment, transition: &Transition, now_ms: i64) -> Payment {
+    let Transition::Apply {
+        status,
+        failure,
+        provider_payment_id,
+    } = transition
+    else {
+        return payment.clone();
+    };
+    let mut after = payment.clone();
+    after.status = *status;
+    after.failure = failure.clone();
+    after.provider_payment_id = provider_payment_id.clone();
+    after.updated_at_ms = now_ms;
+    after
+}
+
+/// Writes `after`'s status onto the stored payment the way DynamoDB's update does: a PSP id is
+/// only ever set, never removed; the failure follows; the index key goes once final.
+fn update_payment(stored: &mut StoredPayment, after: &Payment) {
+    stored.payment.status = after.status;
+    stored.payment.updated_at_ms = after.updated_at_ms;
+    if let Some(id) = &after.provider_payment_id {
+        stored.payment.provider_payment_id = Some(id.clone());
+    }
+    stored.payment.failure = after.failure.clone();
+    if after.status != PaymentStatus::Processing {
+        stored.inflight = false;
+    }
+}
+
+/// Whether the order may follow `after`: paid on success if free or already ours; released
+/// otherwise only if ours and still processing.
+fn order_may_follow(order: Option<&Order>, after: &Payment) -> bool {
+    let Some(order) = order else {
+        return false;
+    };
+    let ours = order.payment_id.as_deref() == Some(after.payment_id.as_str());
+    match after.status {
+        PaymentStatus::Succeeded => ours || order.payment_state == OrderPaymentState::Unpaid,
+        _ => ours && order.payment_state == OrderPaymentState::Processing,
+    }
+}
+
+/// The order follows its payment (see [`order_may_follow`] for when it may).
+fn follow(order: &mut Order, after: &Payment, now_ms: i64) {
+    if after.status == PaymentStatus::Succeeded {
+        order.payment_state = OrderPaymentState::Paid;
+        order.payment_id = Some(after.payment_id.clone());
+    } else {
+        order.payment_state = OrderPaymentState::Unpaid;
+        order.payment_id = None;
+    }
+    order.updated_at_ms = now_ms;
+}
+
+fn view_json(payment: &Payment) -> Result<String, StoreError> {
+    serde_json::to_string(&payment.view()).map_err(|e| StoreError::Backend {
+        operation: "encode payment view",
+        source: Box::new(e),
+    })
+}
+
+/// Applies `transition` to `payment` (as read) with its record write and, for a webhook, its
+/// event's dedup record: every condition first, then every write.
+fn write_transition(
+    tables: &mut MemoryTables,
+    payment: &Payment,
+    transition: &Transition,
+    now_ms: i64,
+    record_write: RecordWrite<'_>,
+    event: Option<&EventMark>,
+) -> Result<TransitionWrite, StoreError> {
+    let after = applied(payment, transition, now_ms);
+    let view = view_json(&after)?;
+    let record_key = RecordKey::from_stored(payment.idempotency_pk.clone());
+    let event = event.map(|e| (event_key(e), e.expires_at_s));
+    if let Some((key, _)) = &event {
+        if event_live(tables, key, now_ms) {
+            return Ok(TransitionWrite::EventSeen);
+        }
+    }
+    // Nothing is written unless the payment is still in the status it was read in; with
+    // `Unchanged` too, since what is written (the record) must describe the payment as it is.
+    let read_status_holds = tables
+        .payments
+        .payments
+        .get(&payment.payment_id)
+        .is_some_and(|stored| stored.payment.status == payment.status);
+    if !read_status_holds {
+        return Ok(TransitionWrite::PaymentMoved);
+    }
+    let record = tables.records.get(&record_key);
+    let (write_record, record_expires_at_s) = match record_write {
+        RecordWrite::Complete {
+            lease,
+            expires_at_s,
+        } => {
+            if !leased_to(record, lease) {
+                return Ok(TransitionWrite::RecordRefused);
+            }
+            (true, expires_at_s)
+        }
+        RecordWrite::Mirror { expires_at_s } => (
+            record.is_some_and(|r| {
+                r.status() == RecordStatus::Completed && r.attempt_id == payment.payment_id
+            }),
+            expires_at_s,
+        ),
+    };
+    let applies = matches!(transition, Transition::Apply { .. });
+    let order_follows =
+        applies && order_may_follow(tables.payments.orders.get(&payment.order_id), &after);
+    if applies && !order_follows {
+        // The order is held or paid by another attempt: the payment still moves, the order
+        // stays as it is (a late success there needs a refund).
+        tracing::warn!(payment_id = %payment.payment_id, order_id = %payment.order_id,
+            status = after.status.as_str(), "the order is held by another attempt; settling the payment alone");
+    }
+
+    if applies {
+        if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
+            update_payment(stored, &after);
+        }
+    }
+    if order_follows {
+        if let Some(order) = tables.payments.orders.get_mut(&payment.order_id) {
+            follow(order, &after, now_ms);
+        }
+    }
+    if write_record {
+        if let Some(record) = tables.records.get_mut(&record_key) {
+            // Completing clears the lease; the mirror only replaces the result. Both renew the
+            // expiry, counted from the last outcome.
+            record.state = RecordState::Completed { result: view };
+            record.expires_at_s = record_expires_at_s;
+        }
+    }
+    if let Some((key, expires_at_s)) = event {
+        tables.events.insert(key, expires_at_s);
+    }
+    Ok(TransitionWrite::Written(Box::new(after)))
+}
+
+/// An in-flight cursor: the (created_at_ms, payment id) position of the last id returned.
+fn encode_cursor(created_at_ms: i64, payment_id: &str) -> String {
+    format!("{created_at_ms}#{payment_id}")
+}
+
+fn decode_cursor(raw: &str) -> Result<(i64, String), StoreError> {
+    let corrupt = |reason: &str| StoreError::Corrupt {
+        key: "cursor".into(),
+        reason: reason.to_owned(),
+    };
+    let (created_at_ms, payment_id) = raw
+        .split_once('#')
+        .ok_or_else(|| corrupt("not an in-flight cursor"))?;
+    let created_at_ms = created_at_ms
+        .parse()
+        .map_err(|_| corrupt("not an in-flight cursor"))?;
+    Ok((created_at_ms, payment_id.to_owned()))
+}
+
+#[async_trait]
+impl OrderStore for MemoryPaymentStore {
+    async fn create_order(&self, order: &Order) -> Result<(), StoreError> {
+        let mut tables = self.lock();
+        if tables.payments.orders.contains_key(&order.order_id) {
+            return Err(StoreError::Backend {
+                operation: "create_order",
+                source: Box::new(OrderExists {
+                    order_id: order.order_id.clone(),
+                }),
+            });
+        }
+        tables
+            .payments
+            .orders
+            .insert(order.order_id.clone(), order.clone());
+        Ok(())
+    }
+
+    async fn get_order(&self, order_id: &str) -> Result<Option<Order>, StoreError> {
+        Ok(self.lock().payments.orders.get(order_id).cloned())
+    }
+
+    async fn revise_order(&self, read: &Order, next: &Order) -> Result<ReviseOutcome, StoreError> {
+        let mut tables = self.lock();
+        match tables.payments.orders.get_mut(&read.order_id) {
+            Some(order)
+                if order.version == read.version
+                    && order.payment_state == OrderPaymentState::Unpaid =>
+            {
+                order.items = next.items.clone();
+                order.amount = next.amount;
+                order.version = next.version;
+                order.updated_at_ms = next.updated_at_ms;
+                Ok(ReviseOutcome::Revised)
+            }
+            now => Ok(ReviseOutcome::Changed(now.map(|order| order.clone()))),
+        }
+    }
+}
+
+#[async_trait]
+impl ChargeStore for MemoryPaymentStore {
+    fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    async fn load_for_charge(
+        &self,
+        record: &RecordKey,
+        order_id: &str,
+    ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError> {
+        let now_ms = self.clock.now_ms();
+        let tables = self.lock();
+        let record = tables
+            .records
+            .get(record)
+            .filter(|r| !r.is_expired_at(now_ms))
+            .cloned();
+        Ok((record, tables.payments.orders.get(order_id).cloned()))
+    }
+
+    async fn begin_attempt(
+        &self,
+        claim: &Claim,
+        order: &Order,
+        payment: &Payment,
+    ) -> Result<BeginOutcome, StoreError> {
+        self.transaction("begin_attempt")?;
+        let now_ms = self.clock.now_ms();
+        let mut tables = self.lock();
+        if let Some(existing) = tables.records.get(&claim.key) {
+            if !existing.is_expired_at(now_ms) {
+                return Ok(BeginOutcome::KeyTaken(existing.clone()));
+            }
+        }
+        let current = tables.payments.orders.get(&order.order_id);
+        let reservable = current.is_some_and(|now| {
+            now.owner == order.owner
+                && now.version == order.version
+                && now.payment_state == OrderPaymentState::Unpaid
+        });
+        if !reservable {
+            return Ok(BeginOutcome::OrderChanged(current.cloned()));
+        }
+        if tables.payments.payments.contains_key(&payment.payment_id) {
+            return Err(StoreError::Corrupt {
+                key: payment.payment_id.clone(),
+                reason: "begin_attempt cancelled: the payment already exists".into(),
+            });
+        }
+        tables.records.insert(
+            claim.key.clone(),
+            IdempotencyRecord {
+                key: claim.key.clone(),
+                state: RecordState::InProgress {
+                    lease: Lease {
+                        token: claim.lease_token.clone(),
+                        until_ms: claim.lease_until_ms,
+                    },
+                },
+                fingerprint: claim.fingerprint.clone(),
+                attempt_id: claim.attempt_id.clone(),
+                created_at_ms: now_ms,
+                expires_at_s: claim.expires_at_s,
+            },
+        );
+        if let Some(reserved) = tables.payments.orders.get_mut(&order.order_id) {
+            reserved.payment_state = OrderPaymentState::Processing;
+            reserved.payment_id = Some(payment.payment_id.clone());
+            reserved.updated_at_ms = now_ms;
+        }
+        tables.payments.payments.insert(
+            payment.payment_id.clone(),
+            StoredPayment {
+                payment: payment.clone(),
+                inflight: payment.status == PaymentStatus::Processing,
+            },
+        );
+        Ok(BeginOutcome::Begun)
+    }
+
+    async fn resume_attempt(
+        &self,
+        record: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+        payment: &Payment,
+    ) -> Result<ResumeOutcome, StoreError> {
+        self.transaction("resume_attempt")?;
+        let now_ms = self.clock.now_ms();
+        let mut tables = self.lock();
+        let current = tables.records.get(record);
+        // Fenced on the token seen, and only for this very attempt, still in progress.
+        if !(leased_to(current, seen)
+            && current.is_some_and(|r| r.attempt_id == payment.payment_id))
+        {
+            return Ok(ResumeOutcome::KeyMoved(current.cloned()));
+        }
+        let order = tables.payments.orders.get(&payment.order_id);
+        let reservable = order.is_some_and(|order| {
+            let ours = order.payment_state == OrderPaymentState::Processing
+                && order.payment_id.as_deref() == Some(payment.payment_id.as_str());
+            order.version == payment.order_version
+                && (ours || order.payment_state == OrderPaymentState::Unpaid)
+        });
+        if !reservable {
+            return Ok(ResumeOutcome::OrderChanged(order.cloned()));
+        }
+        if let Some(current) = tables.records.get_mut(record) {
+            // Only the lease moves: the attempt identity (hence the PSP key) is never rewritten.
+            current.state = RecordState::InProgress {
+                lease: lease.clone(),
+            };
+        }
+        if let Some(order) = tables.payments.orders.get_mut(&payment.order_id) {
+            order.payment_state = OrderPaymentState::Processing;
+            order.payment_id = Some(payment.payment_id.clone());
+            order.updated_at_ms = now_ms;
+        }
+        Ok(ResumeOutcome::Resumed)
+    }
+
+    async fn get_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
+        Ok(self
+            .lock()
+            .payments
+            .payments
+            .get(payment_id)
+            .map(|stored| stored.payment.clone()))
+    }
+
+    async fn finish_attempt(
+        &self,
+        payment: &Payment,
+        transition: &Transition,
+        lease: &LeaseToken,
+        expires_at_s: i64,
+    ) -> Result<SettleOutcome, StoreError> {
+        self.transaction("finish_attempt")?;
+        let now_ms = self.clock.now_ms();
+        let mut tables = self.lock();
+        let record_write = RecordWrite::Complete {
+            lease,
+            expires_at_s,
+        };
+        match write_transition(&mut tables, payment, transition, now_ms, record_write, None)? {
+            TransitionWrite::Written(after) => Ok(SettleOutcome::Settled(after)),
+            TransitionWrite::PaymentMoved => Ok(SettleOutcome::Moved),
+            TransitionWrite::RecordRefused => Err(StoreError::LeaseLost {
+                key: RecordKey::from_stored(payment.idempotency_pk.clone()),
+            }),
+            TransitionWrite::EventSeen => Ok(SettleOutcome::Duplicate),
+        }
+    }
+
+    async fn release_unsent(
+        &self,
+        payment: &Payment,
+        lease: &LeaseToken,
+    ) -> Result<(), StoreError> {
+        self.transaction("release_unsent")?;
+        let now_ms = self.clock.now_ms();
+        let mut tables = self.lock();
+        let record_key = RecordKey::from_stored(payment.idempotency_pk.clone());
+        if !leased_to(tables.records.get(&record_key), lease) {
+            return Err(StoreError::LeaseLost { key: record_key });
+        }
+        // The order is released as a failed attempt would release it.
+        let released = Payment {
+            status: PaymentStatus::Failed,
+            ..payment.clone()
+        };
+        if !order_may_follow(tables.payments.orders.get(&payment.order_id), &released) {
+            return Err(StoreError::Corrupt {
+                key: payment.payment_id.clone(),
+                reason: "release_unsent cancelled: the order is not held by this attempt".into(),
+            });
+        }
+        if let Some(record) = tables.records.get_mut(&record_key) {
+            // The lease lapses now, so a retry with the same key takes the same attempt over.
+            if let RecordState::InProgress { lease } = &mut record.state {
+                lease.until_ms = 0;
+            }
+        }
+        if let Some(order) = tables.payments.orders.get_mut(&payment.order_id) {
+            follow(order, &released, now_ms);
+        }
+        Ok(())
+    }
+
+    async fn settle(
+        &self,
+        payment: &Payment,
+        transition: &Transition,
+        retention: Duration,
+        event: Option<&EventMark>,
+    ) -> Result<SettleOutcome, StoreError> {
+        self.transaction("settle")?;
+        let now_ms = self.clock.now_ms();
+        let expires_at_s = (now_ms + duration_ms(retention)).div_euclid(1000);
+        let mut tables = self.lock();
+        let record_write = RecordWrite::Mirror { expires_at_s };
+        match write_transition(
+            &mut tables,
+            payment,
+            transition,
+            now_ms,
+            record_write,
+            event,
+        )? {
+            TransitionWrite::Written(after) => Ok(SettleOutcome::Settled(after)),
+            TransitionWrite::PaymentMoved => Ok(SettleOutcome::Moved),
+            TransitionWrite::EventSeen => Ok(SettleOutcome::Duplicate),
+            TransitionWrite::RecordRefused => Err(StoreError::Corrupt {
+                key: payment.payment_id.clone(),
+                reason: "settle: the status mirror refused a write it only skips".into(),
+            }),
+        }
+    }
+
+    async fn record_event(&self, event: &EventMark) -> Result<bool, StoreError> {
+        let now_ms = self.clock.now_ms();
+        let key = event_key(event);
+        let mut tables = self.lock();
+        if event_live(&tables, &key, now_ms) {
+            return Ok(false);
+        }
+        tables.events.insert(key, event.expires_at_s);
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl InflightScan for MemoryPaymentStore {
+    async fn list_inflight(
+        &self,
+        created_before_ms: i64,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<(Vec<String>, Option<String>), StoreError> {
+        let after = cursor.as_deref().map(decode_cursor).transpose()?;
+        let tables = self.lock();
+        let mut inflight: Vec<(i64, &str)> = tables
+            .payments
+            .payments
+            .values()
+            .filter(|stored| stored.inflight && stored.payment.created_at_ms < created_before_ms)
+            .map(|stored| {
+                (
+                    stored.payment.created_at_ms,
+                    stored.payment.payment_id.as_str(),
+                )
+            })
+            .filter(|(created_at_ms, id)| {
+                after.as_ref().is_none_or(|(after_ms, after_id)| {
+                    (*created_at_ms, *id) > (*after_ms, after_id.as_str())
+                })
+            })
+            .collect();
+        inflight.sort_unstable();
+        // DynamoDB refuses a limit of 0; a page of one still moves the scan forward.
+        let page_len = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
+        let next = if inflight.len() > page_len {
+            inflight
+                .get(page_len - 1)
+                .map(|(created_at_ms, id)| encode_cursor(*created_at_ms, id))
+        } else {
+            None
+        };
+        inflight.truncate(page_len);
+        Ok((
+            inflight.into_iter().map(|(_, id)| id.to_owned()).collect(),
+            next,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inflight_cursor_reads_back_and_a_foreign_one_is_refused() {
+        let raw = encode_cursor(1_700_000_000_000, "pay_a#b");
+        assert_eq!(
+            decode_cursor(&raw).unwrap(),
+            (1_700_000_000_000, "pay_a#b".to_owned())
+        );
+        assert!(matches!(
+            decode_cursor("{\"pk\":{\"S\":\"payment#x\"}}"),
+            Err(StoreError::Corrupt { .. })
+        ));
+    }
+}

@@ -1,0 +1,264 @@
+//! Finishing an attempt on the charge path: the payment, its order and the completed record in
+//! one write, fenced on the lease and on the payment status that was read.
+
+use super::*;
+use payonce::domain::{transition, Failure, FailureKind, OrderPaymentState, Transition};
+use payonce::idempotency::{RecordState, StoreError};
+use payonce::ports::{ResumeOutcome, SettleOutcome};
+
+pub async fn a_success_pays_the_order_and_completes_the_record_with_the_view<
+    H: PaymentStoreHarness,
+>(
+    h: H,
+) {
+    // GIVEN an attempt under way
+    let first = begun(&h, "finish-ok").await;
+    let before = live_record(&h, &first.claim.key).await;
+    h.clock().advance(Duration::from_secs(2));
+    let now_ms = h.clock().now_ms();
+    let expires_at_s = h.clock().now_s() + 86_400;
+
+    // WHEN the PSP approved and the attempt finishes
+    let step = transition(&first.payment, &succeeded("pi_ok"));
+    let outcome = h
+        .payments()
+        .finish_attempt(
+            &first.payment,
+            &step,
+            &first.claim.lease_token,
+            expires_at_s,
+        )
+        .await
+        .unwrap();
+
+    // THEN the payment succeeded, as answered and as stored
+    let expected = Payment {
+        status: PaymentStatus::Succeeded,
+        provider_payment_id: Some("pi_ok".into()),
+        updated_at_ms: now_ms,
+        ..first.payment.clone()
+    };
+    assert_eq!(
+        outcome,
+        SettleOutcome::Settled(Box::new(expected.clone())),
+        "{}",
+        H::NAME
+    );
+    assert_eq!(payment_now(&h, &first.payment.payment_id).await, expected);
+    // AND the order is paid by it
+    let order = order_now(&h, &first.order.order_id).await;
+    assert_eq!(
+        (order.payment_state, order.payment_id.clone()),
+        (
+            OrderPaymentState::Paid,
+            Some(first.payment.payment_id.clone())
+        ),
+        "{}",
+        H::NAME
+    );
+    assert_eq!(order.updated_at_ms, now_ms);
+    // AND the record is COMPLETED with the payment's view as its result, lease cleared,
+    // expiry renewed from this outcome
+    let record = live_record(&h, &first.claim.key).await;
+    assert_eq!(stored_result(&record), view_json(&expected), "{}", H::NAME);
+    assert_eq!(record.lease(), None);
+    assert_eq!(record.expires_at_s, expires_at_s);
+    assert_eq!(
+        (
+            &record.attempt_id,
+            &record.fingerprint,
+            record.created_at_ms
+        ),
+        (
+            &before.attempt_id,
+            &before.fingerprint,
+            before.created_at_ms
+        )
+    );
+}
+
+pub async fn a_decline_fails_the_payment_and_releases_the_order<H: PaymentStoreHarness>(h: H) {
+    // GIVEN an attempt under way
+    let first = begun(&h, "finish-declined").await;
+
+    // WHEN the issuer declined and the attempt finishes
+    let step = transition(&first.payment, &declined("pi_no"));
+    let outcome = h
+        .payments()
+        .finish_attempt(
+            &first.payment,
+            &step,
+            &first.claim.lease_token,
+            first.claim.expires_at_s,
+        )
+        .await
+        .unwrap();
+
+    // THEN the payment failed with the decline
+    let SettleOutcome::Settled(after) = outcome else {
+        panic!("{}: expected Settled, got {outcome:?}", H::NAME)
+    };
+    assert_eq!(after.status, PaymentStatus::Failed);
+    assert_eq!(
+        after.failure,
+        Some(Failure {
+            kind: FailureKind::Declined,
+            decline_code: Some("generic_decline".into()),
+        })
+    );
+    assert_eq!(payment_now(&h, &first.payment.payment_id).await, *after);
+    // AND the order is released: unpaid, naming no attempt
+    let order = order_now(&h, &first.order.order_id).await;
+    assert_eq!(
+        (order.payment_state, order.payment_id),
+        (OrderPaymentState::Unpaid, None),
+        "{}",
+        H::NAME
+    );
+    // AND the record stores the failed view (the decline is replayed)
+    let record = live_record(&h, &first.claim.key).await;
+    assert_eq!(stored_result(&record), view_json(&after), "{}", H::NAME);
+}
+
+pub async fn finishing_a_payment_a_webhook_moved_is_moved_and_writes_nothing<
+    H: PaymentStoreHarness,
+>(
+    h: H,
+) {
+    // GIVEN an attempt whose success a webhook settled while the charge call was out
+    let first = begun(&h, "finish-moved").await;
+    let webhook = h
+        .payments()
+        .settle(
+            &first.payment,
+            &transition(&first.payment, &succeeded("pi_hook")),
+            RETENTION,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(webhook, SettleOutcome::Settled(_)), "{webhook:?}");
+    let before = persisted(&h, &first).await;
+
+    // WHEN the charge path finishes on the payment it read before (processing), with a decline
+    let step = transition(&first.payment, &declined("pi_late"));
+    let outcome = h
+        .payments()
+        .finish_attempt(
+            &first.payment,
+            &step,
+            &first.claim.lease_token,
+            first.claim.expires_at_s,
+        )
+        .await
+        .unwrap();
+
+    // THEN it is told the payment moved, and nothing was written (not even the record)
+    assert_eq!(outcome, SettleOutcome::Moved, "{}", H::NAME);
+    assert_eq!(persisted(&h, &first).await, before, "{}", H::NAME);
+
+    // AND WHEN it finishes without a change, still on the stale read
+    let outcome = h
+        .payments()
+        .finish_attempt(
+            &first.payment,
+            &Transition::Unchanged,
+            &first.claim.lease_token,
+            first.claim.expires_at_s,
+        )
+        .await
+        .unwrap();
+    // THEN that too is Moved: the record must never describe a payment that is not so
+    assert_eq!(outcome, SettleOutcome::Moved, "{}", H::NAME);
+    assert_eq!(persisted(&h, &first).await, before, "{}", H::NAME);
+}
+
+pub async fn finishing_with_a_lost_lease_is_lease_lost_and_writes_nothing<
+    H: PaymentStoreHarness,
+>(
+    h: H,
+) {
+    // GIVEN an attempt taken over by another invocation after its lease lapsed
+    let first = begun(&h, "finish-zombie").await;
+    h.clock()
+        .advance(Duration::from_millis(LEASE_MS as u64 + 1_000));
+    let resumed = h
+        .payments()
+        .resume_attempt(
+            &first.claim.key,
+            &first.claim.lease_token,
+            &fresh_lease(&h),
+            &first.payment,
+        )
+        .await
+        .unwrap();
+    assert_eq!(resumed, ResumeOutcome::Resumed);
+    let before = persisted(&h, &first).await;
+
+    // WHEN the first (zombie) invocation finishes under its old lease
+    let step = transition(&first.payment, &succeeded("pi_zombie"));
+    let outcome = h
+        .payments()
+        .finish_attempt(
+            &first.payment,
+            &step,
+            &first.claim.lease_token,
+            first.claim.expires_at_s,
+        )
+        .await;
+
+    // THEN the lease is lost, and neither the payment, the order nor the record changed
+    assert!(
+        matches!(&outcome, Err(StoreError::LeaseLost { key }) if *key == first.claim.key),
+        "{}: {outcome:?}",
+        H::NAME
+    );
+    assert_eq!(persisted(&h, &first).await, before, "{}", H::NAME);
+}
+
+pub async fn finishing_unchanged_completes_the_record_with_the_pending_view<
+    H: PaymentStoreHarness,
+>(
+    h: H,
+) {
+    // GIVEN an attempt whose PSP outcome is unknown (timeout)
+    let first = begun(&h, "finish-pending").await;
+    let before = persisted(&h, &first).await;
+
+    // WHEN it finishes without a transition (answer 202)
+    let outcome = h
+        .payments()
+        .finish_attempt(
+            &first.payment,
+            &Transition::Unchanged,
+            &first.claim.lease_token,
+            first.claim.expires_at_s,
+        )
+        .await
+        .unwrap();
+
+    // THEN the payment is as read, the order still reserved, and the record completed with the
+    // processing view
+    assert_eq!(
+        outcome,
+        SettleOutcome::Settled(Box::new(first.payment.clone())),
+        "{}",
+        H::NAME
+    );
+    let after = persisted(&h, &first).await;
+    assert_eq!(
+        (&after.order, &after.payment),
+        (&before.order, &before.payment)
+    );
+    let record = after.record.expect("the record");
+    assert_eq!(stored_result(&record), view_json(&first.payment));
+    assert!(matches!(record.state, RecordState::Completed { .. }));
+}
+
+store_suite!(
+    a_success_pays_the_order_and_completes_the_record_with_the_view,
+    a_decline_fails_the_payment_and_releases_the_order,
+    finishing_a_payment_a_webhook_moved_is_moved_and_writes_nothing,
+    finishing_with_a_lost_lease_is_lease_lost_and_writes_nothing,
+    finishing_unchanged_completes_the_record_with_the_pending_view,
+);

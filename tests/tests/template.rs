@@ -1,0 +1,241 @@
+//! Reads infra/template.yaml and asserts the deployment guarantees: least privilege, TTL and
+//! PITR, redrive, visibility, JWT on every order and payment route, no secret in the template.
+
+use serde_json::Value;
+use std::path::Path;
+
+fn template() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/template.yaml");
+    let text = std::fs::read_to_string(path).expect("infra/template.yaml");
+    serde_yaml_ng::from_str(&text).expect("the template is plain YAML (long-form intrinsics)")
+}
+
+fn resources(t: &Value) -> &serde_json::Map<String, Value> {
+    t["Resources"].as_object().expect("Resources")
+}
+
+fn of_type<'a>(t: &'a Value, kind: &str) -> Vec<(&'a String, &'a Value)> {
+    resources(t)
+        .iter()
+        .filter(|(_, r)| r["Type"] == kind)
+        .collect()
+}
+
+fn strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|i| strings(i, out)),
+        Value::Object(map) => map.iter().for_each(|(k, v)| {
+            out.push(k.clone());
+            strings(v, out)
+        }),
+        _ => {}
+    }
+}
+
+#[test]
+fn no_wildcard_action_or_resource_on_dynamodb_or_sqs() {
+    let t = template();
+    let mut statements = 0;
+    for (name, function) in of_type(&t, "AWS::Serverless::Function") {
+        for policy in function["Properties"]["Policies"]
+            .as_array()
+            .expect("explicit policies")
+        {
+            let policy_statements = policy["Statement"].as_array().unwrap_or_else(|| {
+                panic!("{name}: inline statements only, no managed policy templates")
+            });
+            for statement in policy_statements {
+                statements += 1;
+                let actions: Vec<&str> = statement["Action"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap())
+                    .collect();
+                for action in &actions {
+                    assert!(!action.contains('*'), "{name}: wildcard action {action}");
+                }
+                if actions
+                    .iter()
+                    .any(|a| a.starts_with("dynamodb:") || a.starts_with("sqs:"))
+                {
+                    let resources = statement["Resource"]
+                        .as_array()
+                        .unwrap_or_else(|| panic!("{name}: resources listed"));
+                    for resource in resources {
+                        assert_ne!(resource, "*", "{name}: wildcard resource");
+                    }
+                }
+            }
+        }
+    }
+    assert!(statements >= 6);
+}
+
+#[test]
+fn tables_have_ttl_and_point_in_time_recovery() {
+    let t = template();
+    let tables = of_type(&t, "AWS::DynamoDB::Table");
+    assert_eq!(tables.len(), 2);
+    for (name, table) in &tables {
+        assert_eq!(
+            table["Properties"]["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"],
+            true,
+            "{name}"
+        );
+    }
+    // Idempotency records and webhook dedup records share the idempotency table and its TTL.
+    let idempotency = &resources(&t)["IdempotencyTable"]["Properties"];
+    assert_eq!(idempotency["TimeToLiveSpecification"]["Enabled"], true);
+    assert_eq!(
+        idempotency["TimeToLiveSpecification"]["AttributeName"],
+        payonce::adapters::dynamodb::IDEMPOTENCY_TTL_ATTRIBUTE
+    );
+    let gsi = &resources(&t)["PaymentsTable"]["Properties"]["GlobalSecondaryIndexes"][0];
+    assert_eq!(
+        gsi["IndexName"],
+        payonce::adapters::dynamodb::INFLIGHT_INDEX
+    );
+}
+
+#[test]
+fn the_queue_redrives_to_a_dlq_and_outlasts_the_processor() {
+    let t = template();
+    let queue = &resources(&t)["WebhookQueue"]["Properties"];
+    assert!(queue["RedrivePolicy"]["maxReceiveCount"].as_u64().unwrap() >= 5);
+    assert_eq!(
+        queue["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0],
+        "WebhookDeadLetterQueue"
+    );
+    assert_eq!(queue["MaximumMessageSize"], 1_048_576);
+    let processor_timeout = resources(&t)["WebhookProcessorFunction"]["Properties"]["Timeout"]
+        .as_u64()
+        .unwrap();
+    assert!(queue["VisibilityTimeout"].as_u64().unwrap() >= 6 * processor_timeout);
+    let event =
+        &resources(&t)["WebhookProcessorFunction"]["Properties"]["Events"]["Queue"]["Properties"];
+    assert_eq!(event["FunctionResponseTypes"][0], "ReportBatchItemFailures");
+}
+
+#[test]
+fn every_order_and_payment_route_requires_the_jwt_authorizer() {
+    let t = template();
+    let api = &resources(&t)["HttpApi"]["Properties"]["Auth"];
+    assert_eq!(api["DefaultAuthorizer"], "JwtAuthorizer");
+    assert!(
+        api["Authorizers"]["JwtAuthorizer"]["JwtConfiguration"]["issuer"].is_object(),
+        "issuer is a parameter"
+    );
+    let mut routes = Vec::new();
+    for (name, function) in of_type(&t, "AWS::Serverless::Function") {
+        for (_, event) in function["Properties"]["Events"].as_object().unwrap() {
+            if event["Type"] != "HttpApi" {
+                continue;
+            }
+            let path = event["Properties"]["Path"].as_str().unwrap().to_owned();
+            let authorizer = event["Properties"]["Auth"]["Authorizer"].as_str();
+            if path.starts_with("/orders") || path.starts_with("/payments") {
+                assert!(
+                    authorizer.is_none() || authorizer == Some("JwtAuthorizer"),
+                    "{name} {path} must use the JWT authorizer"
+                );
+            } else {
+                assert!(
+                    path.starts_with("/webhooks/"),
+                    "{name}: unexpected route {path}"
+                );
+                assert_eq!(
+                    authorizer,
+                    Some("NONE"),
+                    "webhooks authenticate by signature"
+                );
+            }
+            routes.push(path);
+        }
+    }
+    for expected in [
+        "/orders",
+        "/orders/{order_id}",
+        "/payments",
+        "/payments/{payment_id}",
+        "/webhooks/{provider}",
+    ] {
+        assert!(routes.iter().any(|r| r == expected), "{expected} is routed");
+    }
+}
+
+#[test]
+fn no_secret_is_written_in_the_template() {
+    let t = template();
+    let mut all = Vec::new();
+    strings(&t, &mut all);
+    for text in &all {
+        for marker in [
+            "sk_live",
+            "sk_test",
+            "rk_live",
+            "whsec_",
+            "-----BEGIN",
+            "AKIA",
+        ] {
+            assert!(!text.contains(marker), "secret-looking literal: {text}");
+        }
+    }
+    for (name, function) in of_type(&t, "AWS::Serverless::Function") {
+        if let Some(vars) = function["Properties"]["Environment"]["Variables"].as_object() {
+            for (var, value) in vars {
+                if var.contains("SECRET") || var.contains("KEY") {
+                    assert!(
+                        value.is_object(),
+                        "{name}.{var} must reference a parameter, not hold a value"
+                    );
+                }
+            }
+        }
+    }
+    assert!(t["Parameters"]["PspSecretArn"]["AllowedPattern"]
+        .as_str()
+        .unwrap()
+        .contains("secretsmanager"));
+}
+
+#[test]
+fn every_function_is_a_rust_bootstrap_with_a_sample_event() {
+    let t = template();
+    let globals = &t["Globals"]["Function"];
+    assert_eq!(globals["Runtime"], "provided.al2023");
+    assert_eq!(globals["Handler"], "bootstrap");
+    assert_eq!(globals["CodeUri"], "..");
+    assert_eq!(globals["Architectures"][0]["Ref"], "Architecture");
+    assert_eq!(t["Parameters"]["Architecture"]["Default"], "arm64");
+    let events = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/events");
+    let samples = [
+        ("orders", "orders-create.json"),
+        ("charge", "payments-create.json"),
+        ("webhook-receiver", "webhook-stripe.json"),
+        ("webhook-processor", "webhook-processor-sqs.json"),
+        ("reconcile", "reconcile-schedule.json"),
+        ("cleanup", "cleanup-schedule.json"),
+    ];
+    let functions = of_type(&t, "AWS::Serverless::Function");
+    assert_eq!(functions.len(), samples.len());
+    for (name, function) in functions {
+        assert_eq!(
+            function["Metadata"]["BuildMethod"], "rust-cargolambda",
+            "{name}"
+        );
+        let binary = function["Metadata"]["BuildProperties"]["Binary"]
+            .as_str()
+            .unwrap();
+        let (_, sample) = samples
+            .iter()
+            .find(|(b, _)| *b == binary)
+            .unwrap_or_else(|| panic!("{name}: no sample for {binary}"));
+        assert!(events.join(sample).exists(), "{sample}");
+    }
+    let charge_timeout = resources(&t)["ChargeFunction"]["Properties"]["Timeout"]
+        .as_u64()
+        .unwrap();
+    assert!(charge_timeout <= 25, "API Gateway gives up at 30 s");
+}
