@@ -6,3 +6,15 @@ pub mod memory;
 pub mod psp;
 pub mod secrets;
 pub mod sqs;
+
+/// A payment's view as the idempotency record mirrors it, with an encoding failure as a store error.
+pub(crate) fn encode_view(
+    payment: &crate::domain::Payment,
+) -> Result<String, crate::idempotency::StoreError> {
+    payment
+        .view_json()
+        .map_err(|e| crate::idempotency::StoreError::Backend {
+            operation: "encode payment view",
+            source: Box::new(e),
+        })
+}

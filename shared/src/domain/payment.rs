@@ -113,6 +113,29 @@ pub struct PaymentView {
 }
 
 impl Payment {
+    /// The payment once `transition` is applied at `now_ms` (what every store writes).
+    pub fn after(&self, transition: &Transition, now_ms: i64) -> Payment {
+        match transition {
+            Transition::Unchanged => self.clone(),
+            Transition::Apply {
+                status,
+                failure,
+                provider_payment_id,
+            } => Payment {
+                status: *status,
+                failure: failure.clone(),
+                provider_payment_id: provider_payment_id.clone(),
+                updated_at_ms: now_ms,
+                ..self.clone()
+            },
+        }
+    }
+
+    /// The view as stored in the idempotency record's mirror (JSON).
+    pub fn view_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(&self.view())
+    }
+
     /// The API representation.
     pub fn view(&self) -> PaymentView {
         PaymentView {

@@ -14,6 +14,7 @@ use super::idempotency::{
     RESULT, STATUS,
 };
 use super::{backend, is_condition_failure};
+use crate::adapters::encode_view;
 use crate::adapters::faults::Faults;
 use crate::clock::{duration_ms, system_clock, SharedClock};
 use crate::domain::{
@@ -152,7 +153,7 @@ impl DynamoPaymentStore {
         extra_ops: impl Fn(&Payment) -> Result<Vec<(Op, TransactWriteItem)>, StoreError>,
     ) -> Result<TransitionWrite, StoreError> {
         let now_ms = self.clock.now_ms();
-        let after = applied(payment, transition, now_ms);
+        let after = payment.after(transition, now_ms);
         let mut with_order = matches!(transition, Transition::Apply { .. });
         loop {
             let mut items = Vec::with_capacity(3);
@@ -316,24 +317,6 @@ fn put_item(
         .build()
         .map_err(build_error)?;
     Ok(TransactWriteItem::builder().put(put).build())
-}
-
-/// The payment after `transition`.
-fn applied(payment: &Payment, transition: &Transition, now_ms: i64) -> Payment {
-    match transition {
-        Transition::Unchanged => payment.clone(),
-        Transition::Apply {
-            status,
-            failure,
-            provider_payment_id,
-        } => Payment {
-            status: *status,
-            failure: failure.clone(),
-            provider_payment_id: provider_payment_id.clone(),
-            updated_at_ms: now_ms,
-            ..payment.clone()
-        },
-    }
 }
 
 /// Moves the payment from the status it was read in to `after`'s; leaves the in-flight index
@@ -636,13 +619,6 @@ fn complete_record(
     )
 }
 
-fn view_json(payment: &Payment) -> Result<String, StoreError> {
-    serde_json::to_string(&payment.view()).map_err(|e| StoreError::Backend {
-        operation: "encode payment view",
-        source: Box::new(e),
-    })
-}
-
 #[async_trait]
 impl OrderStore for DynamoPaymentStore {
     async fn create_order(&self, order: &Order) -> Result<(), StoreError> {
@@ -942,7 +918,7 @@ impl ChargeStore for DynamoPaymentStore {
                     &record_table,
                     &payment.idempotency_pk,
                     lease,
-                    &view_json(after)?,
+                    &encode_view(after)?,
                     expires_at_s,
                 )?;
                 Ok(vec![(Op::Record, complete)])
@@ -1027,7 +1003,7 @@ impl ChargeStore for DynamoPaymentStore {
                             "#status = :completed AND #attempt_id = :pid",
                             &[RESULT, EXPIRES_AT, STATUS, ATTEMPT_ID],
                             vec![
-                                (":result", s(view_json(after)?)),
+                                (":result", s(encode_view(after)?)),
                                 (":expires_at", n(expires_at_s)),
                                 (":completed", s(RecordStatus::Completed.as_str())),
                                 (":pid", s(&payment.payment_id)),

@@ -8,6 +8,7 @@
 //! conditions in the order the DynamoDB adapter reads its cancellation reasons.
 
 use super::idempotency::{MemoryIdempotencyStore, MemoryTables};
+use crate::adapters::encode_view;
 use crate::adapters::faults::Faults;
 use crate::clock::{duration_ms, SharedClock};
 use crate::domain::{Order, OrderPaymentState, Payment, PaymentStatus, Transition};
@@ -140,24 +141,6 @@ fn leased_to(record: Option<&IdempotencyRecord>, token: &LeaseToken) -> bool {
         .is_some_and(|lease| &lease.token == token)
 }
 
-/// The payment after `transition`.
-fn applied(payment: &Payment, transition: &Transition, now_ms: i64) -> Payment {
-    let Transition::Apply {
-        status,
-        failure,
-        provider_payment_id,
-    } = transition
-    else {
-        return payment.clone();
-    };
-    let mut after = payment.clone();
-    after.status = *status;
-    after.failure = failure.clone();
-    after.provider_payment_id = provider_payment_id.clone();
-    after.updated_at_ms = now_ms;
-    after
-}
-
 /// Writes `after`'s status onto the stored payment the way DynamoDB's update does: a PSP id is
 /// only ever set, never removed; the failure follows; the index key goes once final.
 fn update_payment(stored: &mut StoredPayment, after: &Payment) {
@@ -197,13 +180,6 @@ fn follow(order: &mut Order, after: &Payment, now_ms: i64) {
     order.updated_at_ms = now_ms;
 }
 
-fn view_json(payment: &Payment) -> Result<String, StoreError> {
-    serde_json::to_string(&payment.view()).map_err(|e| StoreError::Backend {
-        operation: "encode payment view",
-        source: Box::new(e),
-    })
-}
-
 /// Applies `transition` to `payment` (as read) with its record write and, for a webhook, its
 /// event's dedup record: every condition first, then every write.
 fn write_transition(
@@ -214,8 +190,8 @@ fn write_transition(
     record_write: RecordWrite<'_>,
     event: Option<&EventMark>,
 ) -> Result<TransitionWrite, StoreError> {
-    let after = applied(payment, transition, now_ms);
-    let view = view_json(&after)?;
+    let after = payment.after(transition, now_ms);
+    let view = encode_view(&after)?;
     let record_key = RecordKey::from_stored(payment.idempotency_pk.clone());
     let event = event.map(|e| (event_key(e), e.expires_at_s));
     if let Some((key, _)) = &event {
