@@ -48,3 +48,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 pub fn sandbox_page() -> &'static str {
     include_str!("../../clients/web/index.html")
 }
+
+/// The browser key manager module, served at `/payonce-keys.js` for the demo page.
+pub const KEY_MANAGER_SCRIPT: &str = include_str!("../../clients/web/payonce-keys.js");

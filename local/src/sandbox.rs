@@ -49,6 +49,8 @@ pub struct Sandbox<S, I, Q> {
     pub jwt_secret: String,
     /// The demo checkout page.
     pub page: &'static str,
+    /// The fake PSP's base URL (shown to the demo page).
+    pub psp_url: String,
 }
 
 impl<S, I, Q> Sandbox<S, I, Q>
@@ -122,13 +124,48 @@ where
     }
 }
 
+/// The sandbox's own endpoints: `/_sandbox/health`, `/_sandbox/config` (the fake PSP's URL and
+/// test tokens, for the demo page) and `/_sandbox/token?user=<id>` (a development token — only
+/// the sandbox hands out tokens; in AWS they come from your identity provider).
+fn sandbox_endpoint<S, I, Q>(
+    sandbox: &Sandbox<S, I, Q>,
+    parts: &axum::http::request::Parts,
+) -> Response {
+    match parts.uri.path() {
+        "/_sandbox/health" => axum::Json(serde_json::json!({"status": "ok"})).into_response(),
+        "/_sandbox/config" => axum::Json(serde_json::json!({
+            "psp_url": sandbox.psp_url,
+            "payment_methods": ["pm_card_visa", "pm_card_mastercard", "pm_card_visa_chargeDeclined",
+                "pm_card_chargeDeclinedInsufficientFunds", "pm_fake_lost_response", "pm_fake_slow"],
+        }))
+        .into_response(),
+        "/_sandbox/token" => {
+            let user = parts
+                .uri
+                .query()
+                .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("user=")))
+                .filter(|u| {
+                    !u.is_empty()
+                        && u.len() <= 64
+                        && u.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                })
+                .unwrap_or("demo-user");
+            let token = jwt::sign(&sandbox.jwt_secret, user, SystemClock.now_s(), 3600);
+            axum::Json(serde_json::json!({"user": user, "token": token})).into_response()
+        }
+        _ => gateway_answer(404, "Not Found", "sandbox"),
+    }
+}
+
 /// Which function a path belongs to, and whether API Gateway's JWT authorizer guards it.
 enum Target {
     Orders,
     Charge,
     Webhooks,
     Page,
-    Health,
+    Script,
+    Sandbox,
     Unknown,
 }
 
@@ -138,7 +175,8 @@ fn target(path: &str) -> Target {
         "payments" => Target::Charge,
         "webhooks" => Target::Webhooks,
         "" | "index.html" => Target::Page,
-        "_sandbox" => Target::Health,
+        "payonce-keys.js" => Target::Script,
+        "_sandbox" => Target::Sandbox,
         _ => Target::Unknown,
     }
 }
@@ -196,7 +234,14 @@ where
         Target::Page => {
             return ([("content-type", "text/html; charset=utf-8")], sandbox.page).into_response();
         }
-        Target::Health => return axum::Json(serde_json::json!({"status": "ok"})).into_response(),
+        Target::Script => {
+            return (
+                [("content-type", "text/javascript; charset=utf-8")],
+                crate::KEY_MANAGER_SCRIPT,
+            )
+                .into_response();
+        }
+        Target::Sandbox => return sandbox_endpoint(sandbox, parts),
         Target::Unknown => return gateway_answer(404, "Not Found", request_id),
         Target::Webhooks => None,
     };

@@ -282,6 +282,7 @@ where
         queue,
         jwt_secret: context.jwt_secret.clone(),
         page: crate::sandbox_page(),
+        psp_url: context.psp_url.clone(),
     });
     let tasks = [
         tokio::spawn(sandbox.clone().process_queue_forever()),
