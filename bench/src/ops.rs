@@ -1,0 +1,292 @@
+//! Requests, capacity and latency of the operations, against DynamoDB Local.
+
+use crate::capacity::CapacityMeter;
+use payonce::adapters::dynamodb::{create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore, Tables};
+use payonce::adapters::memory::MemoryIdempotencyStore;
+use payonce::adapters::psp::{StripeConfig, StripePsp};
+use payonce::clock::{Clock, ManualClock};
+use payonce::domain::{LineItem, NewOrder, Order, OrderPaymentState};
+use payonce::idempotency::{Fingerprint, Idempotency, IdempotencyConfig, IdempotencyKey, IdempotencyStore, Outcome, RunRequest};
+use payonce::ports::OrderStore;
+use payonce::service::reconcile::{ReconcileConfig, Reconciler};
+use payonce::service::webhooks::{ProcessorConfig, QueuedEvent, WebhookProcessor};
+use payonce::service::{ChargeConfig, ChargeService, PayAnswer, PayRequest};
+use payonce_fake_psp::{FakePsp, FakePspConfig};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const ROUNDS: u32 = 20;
+
+fn client(meter: &CapacityMeter) -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "bench"))
+        .endpoint_url(payonce_tests::dynamodb_endpoint())
+        .interceptor(meter.clone())
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
+/// Measures `op` ROUNDS times: average requests and capacity units per run.
+async fn per_op<F, Fut>(meter: &CapacityMeter, mut op: F) -> Value
+where
+    F: FnMut(u32) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut by_operation = std::collections::BTreeMap::<String, (u64, f64)>::new();
+    for i in 0..ROUNDS {
+        meter.reset();
+        op(i).await;
+        for (name, (n, units)) in meter.by_operation() {
+            let entry = by_operation.entry(name).or_default();
+            entry.0 += n;
+            entry.1 += units;
+        }
+    }
+    summary(&by_operation, f64::from(ROUNDS))
+}
+
+/// Requests and capacity per operation and in total, divided by `per`.
+fn summary(by_operation: &std::collections::BTreeMap<String, (u64, f64)>, per: f64) -> Value {
+    let requests: u64 = by_operation.values().map(|v| v.0).sum();
+    let units: f64 = by_operation.values().map(|v| v.1).sum();
+    json!({
+        "requests": requests as f64 / per,
+        "capacity_units": units / per,
+        "by_operation": by_operation
+            .iter()
+            .map(|(k, (n, u))| (k.clone(), json!({"requests": *n as f64 / per, "capacity_units": u / per})))
+            .collect::<serde_json::Map<_, _>>(),
+    })
+}
+
+struct Stack {
+    meter: CapacityMeter,
+    clock: std::sync::Arc<ManualClock>,
+    records: DynamoIdempotencyStore,
+    store: DynamoPaymentStore,
+    charge: ChargeService<DynamoPaymentStore, StripePsp>,
+    _psp: payonce_fake_psp::RunningFakePsp,
+}
+
+async fn stack() -> Stack {
+    let meter = CapacityMeter::default();
+    let client = client(&meter);
+    let tables = Tables { idempotency: payonce_tests::unique_table("bench-idem"), payments: payonce_tests::unique_table("bench-pay") };
+    create_idempotency_table(&client, &tables.idempotency).await.expect("idempotency table");
+    create_payments_table(&client, &tables.payments).await.expect("payments table");
+    let clock = ManualClock::at_system_time();
+    let psp = FakePsp::start(FakePspConfig::default(), "127.0.0.1:0".parse().expect("address")).await.expect("fake PSP");
+    let stripe = StripePsp::new(StripeConfig::new(psp.base_url(), payonce_fake_psp::DEFAULT_API_KEY)).expect("client");
+    let store = DynamoPaymentStore::new(client.clone(), tables.clone()).with_clock(clock.clone());
+    Stack {
+        records: DynamoIdempotencyStore::new(client, &tables.idempotency).with_clock(clock.clone()),
+        charge: ChargeService::new(store.clone(), stripe, ChargeConfig::default()),
+        store,
+        meter,
+        clock,
+        _psp: psp,
+    }
+}
+
+async fn order(stack: &Stack, user: &str) -> Order {
+    let new = NewOrder::validate("jpy", vec![LineItem { sku: "A1".into(), quantity: 2, unit_amount: 1500 }]).expect("order");
+    let now = stack.clock.now_ms();
+    let order = Order {
+        order_id: format!("ord_{}", uuid::Uuid::new_v4().simple()),
+        owner: user.into(),
+        version: 1,
+        currency: new.currency,
+        items: new.items,
+        amount: new.amount,
+        payment_state: OrderPaymentState::Unpaid,
+        payment_id: None,
+        created_at_ms: now,
+        updated_at_ms: now,
+    };
+    stack.store.create_order(&order).await.expect("create order");
+    order
+}
+
+async fn pay(stack: &Stack, order: &Order, key: &str, pm: &str) -> PayAnswer {
+    let request = PayRequest { order_id: order.order_id.clone(), order_version: 1, payment_method: pm.into() };
+    let key = IdempotencyKey::parse(key).expect("key");
+    stack.charge.pay("bench", &key, &request, stack.clock.now_ms() + 25_000).await.expect("pay")
+}
+
+fn run_request<'a>(key: &'a IdempotencyKey, fingerprint: &Fingerprint, deadline_ms: i64) -> RunRequest<'a> {
+    RunRequest { scope: "bench", user: "bench", key, fingerprint: fingerprint.clone(), deadline_ms }
+}
+
+/// Requests and capacity per operation.
+pub async fn requests() -> Value {
+    let s = stack().await;
+    let layer = Idempotency::new(s.records.clone(), IdempotencyConfig::default());
+    let fp = Fingerprint::of_value(&json!({"order_id": "o1", "order_version": 1}));
+    let deadline = || s.clock.now_ms() + 10_000;
+    let noop = |_| async { Ok::<_, std::convert::Infallible>(json!({"ok": true})) };
+
+    let keys: Vec<IdempotencyKey> = (0..ROUNDS).map(|i| IdempotencyKey::parse(&format!("generic-{i}")).expect("key")).collect();
+    let generic_first = per_op(&s.meter, |i| {
+        let (layer, key, fp) = (&layer, &keys[i as usize], &fp);
+        async move {
+            assert!(matches!(layer.run(run_request(key, fp, deadline()), noop).await, Ok(Outcome::Fresh(_))));
+        }
+    })
+    .await;
+    let generic_replay = per_op(&s.meter, |i| {
+        let (layer, key, fp) = (&layer, &keys[i as usize], &fp);
+        async move {
+            assert!(matches!(layer.run(run_request(key, fp, deadline()), noop).await, Ok(Outcome::Replayed(_))));
+        }
+    })
+    .await;
+    // In flight: a duplicate arrives while the first holds the lease (measured inside its work).
+    let mut inflight = Vec::new();
+    for i in 0..ROUNDS {
+        let key = IdempotencyKey::parse(&format!("inflight-{i}")).expect("key");
+        let (layer, fp, meter) = (&layer, &fp, &s.meter);
+        let _ = layer
+            .run(run_request(&key, fp, deadline()), |_| async {
+                meter.reset();
+                let inner = layer.run(run_request(&key, fp, deadline()), noop).await;
+                assert!(matches!(inner, Ok(Outcome::InProgress { .. })));
+                inflight.push(meter.total());
+                Ok::<_, std::convert::Infallible>(json!(1))
+            })
+            .await;
+    }
+    let inflight_dup = json!({
+        "requests": inflight.iter().map(|t| t.0 as f64).sum::<f64>() / f64::from(ROUNDS),
+        "capacity_units": inflight.iter().map(|t| t.1).sum::<f64>() / f64::from(ROUNDS),
+    });
+
+    let mut orders = Vec::new();
+    for _ in 0..ROUNDS {
+        orders.push(order(&s, "bench").await);
+    }
+    let charge_first = per_op(&s.meter, |i| {
+        let (s, order) = (&s, &orders[i as usize]);
+        async move {
+            assert!(matches!(pay(s, order, &format!("charge-{i}"), "pm_card_visa").await, PayAnswer::Fresh(_)));
+        }
+    })
+    .await;
+    let charge_replay = per_op(&s.meter, |i| {
+        let (s, order) = (&s, &orders[i as usize]);
+        async move {
+            assert!(matches!(pay(s, order, &format!("charge-{i}"), "pm_card_visa").await, PayAnswer::Replayed(_)));
+        }
+    })
+    .await;
+
+    // Webhook apply: events for attempts whose answer was lost.
+    let mut lost = Vec::new();
+    for i in 0..ROUNDS {
+        let o = order(&s, "bench").await;
+        let PayAnswer::Fresh(view) = pay(&s, &o, &format!("lost-{i}"), "pm_fake_lost_response").await else { panic!("202 expected") };
+        lost.push(view.payment_id);
+    }
+    let processor = WebhookProcessor::new(s.store.clone(), payonce_tests::stack::webhook_providers(), ProcessorConfig::default());
+    let webhook_apply = per_op(&s.meter, |i| {
+        let (processor, payment_id) = (&processor, &lost[i as usize]);
+        async move {
+            let body = json!({"id": format!("evt_bench_{i}"), "type": "payment_intent.succeeded",
+                "data": {"object": {"id": format!("pi_bench_{i}"), "metadata": {"payment_id": payment_id}}}})
+            .to_string();
+            processor.process(&QueuedEvent { message_id: "m", provider: Some("fake"), body: &body }).await.expect("applied");
+        }
+    })
+    .await;
+
+    // Reconcile per attempt: stuck attempts settled from the PSP's lookup.
+    for i in 0..ROUNDS {
+        let o = order(&s, "bench").await;
+        let _ = pay(&s, &o, &format!("stuck-{i}"), "pm_fake_lost_response").await;
+    }
+    s.clock.advance(Duration::from_secs(600));
+    let reconciler = Reconciler::new(s.store.clone(), s.records.clone(), s.charge.psp().clone(), ReconcileConfig::default());
+    s.meter.reset();
+    let report = reconciler.run().await.expect("reconcile");
+    let mut reconcile = summary(&s.meter.by_operation(), f64::from(report.succeeded.max(1)));
+    reconcile["settled"] = json!(report.succeeded);
+
+    // The webhook that confirms a payment the charge already recorded (the usual case).
+    let charged: Vec<String> = {
+        let mut ids = Vec::new();
+        for (i, o) in orders.iter().enumerate() {
+            if let PayAnswer::Replayed(view) = pay(&s, o, &format!("charge-{i}"), "pm_card_visa").await {
+                ids.push(view.payment_id);
+            }
+        }
+        ids
+    };
+    let webhook_confirm = per_op(&s.meter, |i| {
+        let (processor, payment_id) = (&processor, &charged[i as usize]);
+        async move {
+            let body = json!({"id": format!("evt_confirm_{i}"), "type": "payment_intent.succeeded",
+                "data": {"object": {"id": format!("pi_confirm_{i}"), "metadata": {"payment_id": payment_id}}}})
+            .to_string();
+            processor.process(&QueuedEvent { message_id: "m", provider: Some("fake"), body: &body }).await.expect("applied");
+        }
+    })
+    .await;
+
+    json!({
+        "generic_first": generic_first,
+        "generic_replay": generic_replay,
+        "generic_inflight_duplicate": inflight_dup,
+        "charge_first": charge_first,
+        "charge_replay": charge_replay,
+        "webhook_apply": webhook_apply,
+        "webhook_confirm": webhook_confirm,
+        "reconcile_per_attempt": reconcile,
+    })
+}
+
+fn percentiles(mut samples: Vec<f64>) -> Value {
+    samples.sort_by(f64::total_cmp);
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+    json!({"p50_ms": at(0.5), "p99_ms": at(0.99), "n": samples.len()})
+}
+
+async fn time_runs<S: IdempotencyStore>(layer: &Idempotency<S>, n: usize, prefix: &str) -> (Value, Value) {
+    let fp = Fingerprint::of_value(&json!({"order_id": "o1", "order_version": 1, "payment_method": "pm_card_visa"}));
+    let keys: Vec<IdempotencyKey> = (0..n).map(|i| IdempotencyKey::parse(&format!("{prefix}-{i}-{}", uuid::Uuid::new_v4().simple())).expect("key")).collect();
+    let deadline = || layer.store().now_ms() + 10_000;
+    let noop = |_| async { Ok::<_, std::convert::Infallible>(json!({"ok": true})) };
+    // Warm-up: connections, table, JIT of the emulator.
+    for key in keys.iter().take(n / 10) {
+        let _ = layer.run(run_request(key, &fp, deadline()), noop).await;
+    }
+    let (mut first, mut replay) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for key in keys.iter().skip(n / 10) {
+        let started = Instant::now();
+        let outcome = layer.run(run_request(key, &fp, deadline()), noop).await;
+        first.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert!(matches!(outcome, Ok(Outcome::Fresh(_))), "{outcome:?}");
+    }
+    for key in keys.iter().skip(n / 10) {
+        let started = Instant::now();
+        let outcome = layer.run(run_request(key, &fp, deadline()), noop).await;
+        replay.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert!(matches!(outcome, Ok(Outcome::Replayed(_))), "{outcome:?}");
+    }
+    (percentiles(first), percentiles(replay))
+}
+
+/// Latency of the generic wrapper around a no-op, first call and replay.
+pub async fn latency(n: usize) -> Value {
+    let meter = CapacityMeter::default();
+    let client = client(&meter);
+    let table = std::env::var("BENCH_IDEMPOTENCY_TABLE").unwrap_or_else(|_| payonce_tests::unique_table("bench-lat"));
+    create_idempotency_table(&client, &table).await.expect("table");
+    // No request-rewriting interceptor on the timed client: measure the adapter as shipped.
+    let timed = payonce_tests::dynamodb_client(&payonce::adapters::dynamodb::RequestCounter::new());
+    let dynamo = Idempotency::new(DynamoIdempotencyStore::new(timed, &table), IdempotencyConfig::default());
+    let (first, replay) = time_runs(&dynamo, n, "lat").await;
+    let embedded = Idempotency::new(MemoryIdempotencyStore::default(), IdempotencyConfig::default());
+    let (embedded_first, embedded_replay) = time_runs(&embedded, n.max(1000), "emb").await;
+    json!({"dynamodb_local": {"first": first, "replay": replay}, "embedded": {"first": embedded_first, "replay": embedded_replay}})
+}
