@@ -29,7 +29,9 @@ pub async fn measure(binary: &str, runs: usize) -> Value {
 }
 
 async fn once(binary: &str) -> (f64, u64) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("stub");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("stub");
     let api = listener.local_addr().expect("address").to_string();
     let started = Instant::now();
     let mut child = tokio::process::Command::new(binary)
@@ -67,7 +69,11 @@ async fn once(binary: &str) -> (f64, u64) {
     .await;
     let (elapsed, _socket) = accepted.expect("the function polled the Runtime API");
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let hwm = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0);
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
     let _ = child.kill().await;
     (elapsed.as_secs_f64() * 1000.0, hwm)
 }

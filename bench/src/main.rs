@@ -16,8 +16,16 @@ async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let report = match args.first().map(String::as_str) {
         Some("requests") => ops::requests().await,
-        Some("latency") => ops::latency(args.get(1).and_then(|n| n.parse().ok()).unwrap_or(300)).await,
-        Some("coldstart") => coldstart::measure(&args[1], args.get(2).and_then(|n| n.parse().ok()).unwrap_or(20)).await,
+        Some("latency") => {
+            ops::latency(args.get(1).and_then(|n| n.parse().ok()).unwrap_or(300)).await
+        }
+        Some("coldstart") => {
+            coldstart::measure(
+                &args[1],
+                args.get(2).and_then(|n| n.parse().ok()).unwrap_or(20),
+            )
+            .await
+        }
         _ => {
             eprintln!("usage: payonce-bench requests | latency [n] | coldstart <binary> [runs]");
             std::process::exit(2);

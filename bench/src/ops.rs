@@ -1,12 +1,18 @@
 //! Requests, capacity and latency of the operations, against DynamoDB Local.
 
 use crate::capacity::CapacityMeter;
-use payonce::adapters::dynamodb::{create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore, Tables};
+use payonce::adapters::dynamodb::{
+    create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore,
+    Tables,
+};
 use payonce::adapters::memory::MemoryIdempotencyStore;
 use payonce::adapters::psp::{StripeConfig, StripePsp};
 use payonce::clock::{Clock, ManualClock};
 use payonce::domain::{LineItem, NewOrder, Order, OrderPaymentState};
-use payonce::idempotency::{Fingerprint, Idempotency, IdempotencyConfig, IdempotencyKey, IdempotencyStore, Outcome, RunRequest};
+use payonce::idempotency::{
+    Fingerprint, Idempotency, IdempotencyConfig, IdempotencyKey, IdempotencyStore, Outcome,
+    RunRequest,
+};
 use payonce::ports::OrderStore;
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{ProcessorConfig, QueuedEvent, WebhookProcessor};
@@ -21,7 +27,9 @@ fn client(meter: &CapacityMeter) -> aws_sdk_dynamodb::Client {
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
         .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "bench"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "test", "test", None, None, "bench",
+        ))
         .endpoint_url(payonce_tests::dynamodb_endpoint())
         .interceptor(meter.clone())
         .build();
@@ -73,12 +81,28 @@ struct Stack {
 async fn stack() -> Stack {
     let meter = CapacityMeter::default();
     let client = client(&meter);
-    let tables = Tables { idempotency: payonce_tests::unique_table("bench-idem"), payments: payonce_tests::unique_table("bench-pay") };
-    create_idempotency_table(&client, &tables.idempotency).await.expect("idempotency table");
-    create_payments_table(&client, &tables.payments).await.expect("payments table");
+    let tables = Tables {
+        idempotency: payonce_tests::unique_table("bench-idem"),
+        payments: payonce_tests::unique_table("bench-pay"),
+    };
+    create_idempotency_table(&client, &tables.idempotency)
+        .await
+        .expect("idempotency table");
+    create_payments_table(&client, &tables.payments)
+        .await
+        .expect("payments table");
     let clock = ManualClock::at_system_time();
-    let psp = FakePsp::start(FakePspConfig::default(), "127.0.0.1:0".parse().expect("address")).await.expect("fake PSP");
-    let stripe = StripePsp::new(StripeConfig::new(psp.base_url(), payonce_fake_psp::DEFAULT_API_KEY)).expect("client");
+    let psp = FakePsp::start(
+        FakePspConfig::default(),
+        "127.0.0.1:0".parse().expect("address"),
+    )
+    .await
+    .expect("fake PSP");
+    let stripe = StripePsp::new(StripeConfig::new(
+        psp.base_url(),
+        payonce_fake_psp::DEFAULT_API_KEY,
+    ))
+    .expect("client");
     let store = DynamoPaymentStore::new(client.clone(), tables.clone()).with_clock(clock.clone());
     Stack {
         records: DynamoIdempotencyStore::new(client, &tables.idempotency).with_clock(clock.clone()),
@@ -91,7 +115,15 @@ async fn stack() -> Stack {
 }
 
 async fn order(stack: &Stack, user: &str) -> Order {
-    let new = NewOrder::validate("jpy", vec![LineItem { sku: "A1".into(), quantity: 2, unit_amount: 1500 }]).expect("order");
+    let new = NewOrder::validate(
+        "jpy",
+        vec![LineItem {
+            sku: "A1".into(),
+            quantity: 2,
+            unit_amount: 1500,
+        }],
+    )
+    .expect("order");
     let now = stack.clock.now_ms();
     let order = Order {
         order_id: format!("ord_{}", uuid::Uuid::new_v4().simple()),
@@ -105,18 +137,40 @@ async fn order(stack: &Stack, user: &str) -> Order {
         created_at_ms: now,
         updated_at_ms: now,
     };
-    stack.store.create_order(&order).await.expect("create order");
+    stack
+        .store
+        .create_order(&order)
+        .await
+        .expect("create order");
     order
 }
 
 async fn pay(stack: &Stack, order: &Order, key: &str, pm: &str) -> PayAnswer {
-    let request = PayRequest { order_id: order.order_id.clone(), order_version: 1, payment_method: pm.into() };
+    let request = PayRequest {
+        order_id: order.order_id.clone(),
+        order_version: 1,
+        payment_method: pm.into(),
+    };
     let key = IdempotencyKey::parse(key).expect("key");
-    stack.charge.pay("bench", &key, &request, stack.clock.now_ms() + 25_000).await.expect("pay")
+    stack
+        .charge
+        .pay("bench", &key, &request, stack.clock.now_ms() + 25_000)
+        .await
+        .expect("pay")
 }
 
-fn run_request<'a>(key: &'a IdempotencyKey, fingerprint: &Fingerprint, deadline_ms: i64) -> RunRequest<'a> {
-    RunRequest { scope: "bench", user: "bench", key, fingerprint: fingerprint.clone(), deadline_ms }
+fn run_request<'a>(
+    key: &'a IdempotencyKey,
+    fingerprint: &Fingerprint,
+    deadline_ms: i64,
+) -> RunRequest<'a> {
+    RunRequest {
+        scope: "bench",
+        user: "bench",
+        key,
+        fingerprint: fingerprint.clone(),
+        deadline_ms,
+    }
 }
 
 /// Requests and capacity per operation.
@@ -127,18 +181,26 @@ pub async fn requests() -> Value {
     let deadline = || s.clock.now_ms() + 10_000;
     let noop = |_| async { Ok::<_, std::convert::Infallible>(json!({"ok": true})) };
 
-    let keys: Vec<IdempotencyKey> = (0..ROUNDS).map(|i| IdempotencyKey::parse(&format!("generic-{i}")).expect("key")).collect();
+    let keys: Vec<IdempotencyKey> = (0..ROUNDS)
+        .map(|i| IdempotencyKey::parse(&format!("generic-{i}")).expect("key"))
+        .collect();
     let generic_first = per_op(&s.meter, |i| {
         let (layer, key, fp) = (&layer, &keys[i as usize], &fp);
         async move {
-            assert!(matches!(layer.run(run_request(key, fp, deadline()), noop).await, Ok(Outcome::Fresh(_))));
+            assert!(matches!(
+                layer.run(run_request(key, fp, deadline()), noop).await,
+                Ok(Outcome::Fresh(_))
+            ));
         }
     })
     .await;
     let generic_replay = per_op(&s.meter, |i| {
         let (layer, key, fp) = (&layer, &keys[i as usize], &fp);
         async move {
-            assert!(matches!(layer.run(run_request(key, fp, deadline()), noop).await, Ok(Outcome::Replayed(_))));
+            assert!(matches!(
+                layer.run(run_request(key, fp, deadline()), noop).await,
+                Ok(Outcome::Replayed(_))
+            ));
         }
     })
     .await;
@@ -169,14 +231,20 @@ pub async fn requests() -> Value {
     let charge_first = per_op(&s.meter, |i| {
         let (s, order) = (&s, &orders[i as usize]);
         async move {
-            assert!(matches!(pay(s, order, &format!("charge-{i}"), "pm_card_visa").await, PayAnswer::Fresh(_)));
+            assert!(matches!(
+                pay(s, order, &format!("charge-{i}"), "pm_card_visa").await,
+                PayAnswer::Fresh(_)
+            ));
         }
     })
     .await;
     let charge_replay = per_op(&s.meter, |i| {
         let (s, order) = (&s, &orders[i as usize]);
         async move {
-            assert!(matches!(pay(s, order, &format!("charge-{i}"), "pm_card_visa").await, PayAnswer::Replayed(_)));
+            assert!(matches!(
+                pay(s, order, &format!("charge-{i}"), "pm_card_visa").await,
+                PayAnswer::Replayed(_)
+            ));
         }
     })
     .await;
@@ -185,10 +253,18 @@ pub async fn requests() -> Value {
     let mut lost = Vec::new();
     for i in 0..ROUNDS {
         let o = order(&s, "bench").await;
-        let PayAnswer::Fresh(view) = pay(&s, &o, &format!("lost-{i}"), "pm_fake_lost_response").await else { panic!("202 expected") };
+        let PayAnswer::Fresh(view) =
+            pay(&s, &o, &format!("lost-{i}"), "pm_fake_lost_response").await
+        else {
+            panic!("202 expected")
+        };
         lost.push(view.payment_id);
     }
-    let processor = WebhookProcessor::new(s.store.clone(), payonce_tests::stack::webhook_providers(), ProcessorConfig::default());
+    let processor = WebhookProcessor::new(
+        s.store.clone(),
+        payonce_tests::stack::webhook_providers(),
+        ProcessorConfig::default(),
+    );
     let webhook_apply = per_op(&s.meter, |i| {
         let (processor, payment_id) = (&processor, &lost[i as usize]);
         async move {
@@ -206,7 +282,12 @@ pub async fn requests() -> Value {
         let _ = pay(&s, &o, &format!("stuck-{i}"), "pm_fake_lost_response").await;
     }
     s.clock.advance(Duration::from_secs(600));
-    let reconciler = Reconciler::new(s.store.clone(), s.records.clone(), s.charge.psp().clone(), ReconcileConfig::default());
+    let reconciler = Reconciler::new(
+        s.store.clone(),
+        s.records.clone(),
+        s.charge.psp().clone(),
+        ReconcileConfig::default(),
+    );
     s.meter.reset();
     let report = reconciler.run().await.expect("reconcile");
     let mut reconcile = summary(&s.meter.by_operation(), f64::from(report.succeeded.max(1)));
@@ -216,7 +297,9 @@ pub async fn requests() -> Value {
     let charged: Vec<String> = {
         let mut ids = Vec::new();
         for (i, o) in orders.iter().enumerate() {
-            if let PayAnswer::Replayed(view) = pay(&s, o, &format!("charge-{i}"), "pm_card_visa").await {
+            if let PayAnswer::Replayed(view) =
+                pay(&s, o, &format!("charge-{i}"), "pm_card_visa").await
+            {
                 ids.push(view.payment_id);
             }
         }
@@ -251,9 +334,20 @@ fn percentiles(mut samples: Vec<f64>) -> Value {
     json!({"p50_ms": at(0.5), "p99_ms": at(0.99), "n": samples.len()})
 }
 
-async fn time_runs<S: IdempotencyStore>(layer: &Idempotency<S>, n: usize, prefix: &str) -> (Value, Value) {
-    let fp = Fingerprint::of_value(&json!({"order_id": "o1", "order_version": 1, "payment_method": "pm_card_visa"}));
-    let keys: Vec<IdempotencyKey> = (0..n).map(|i| IdempotencyKey::parse(&format!("{prefix}-{i}-{}", uuid::Uuid::new_v4().simple())).expect("key")).collect();
+async fn time_runs<S: IdempotencyStore>(
+    layer: &Idempotency<S>,
+    n: usize,
+    prefix: &str,
+) -> (Value, Value) {
+    let fp = Fingerprint::of_value(
+        &json!({"order_id": "o1", "order_version": 1, "payment_method": "pm_card_visa"}),
+    );
+    let keys: Vec<IdempotencyKey> = (0..n)
+        .map(|i| {
+            IdempotencyKey::parse(&format!("{prefix}-{i}-{}", uuid::Uuid::new_v4().simple()))
+                .expect("key")
+        })
+        .collect();
     let deadline = || layer.store().now_ms() + 10_000;
     let noop = |_| async { Ok::<_, std::convert::Infallible>(json!({"ok": true})) };
     // Warm-up: connections, table, JIT of the emulator.
@@ -280,13 +374,22 @@ async fn time_runs<S: IdempotencyStore>(layer: &Idempotency<S>, n: usize, prefix
 pub async fn latency(n: usize) -> Value {
     let meter = CapacityMeter::default();
     let client = client(&meter);
-    let table = std::env::var("BENCH_IDEMPOTENCY_TABLE").unwrap_or_else(|_| payonce_tests::unique_table("bench-lat"));
-    create_idempotency_table(&client, &table).await.expect("table");
+    let table = std::env::var("BENCH_IDEMPOTENCY_TABLE")
+        .unwrap_or_else(|_| payonce_tests::unique_table("bench-lat"));
+    create_idempotency_table(&client, &table)
+        .await
+        .expect("table");
     // No request-rewriting interceptor on the timed client: measure the adapter as shipped.
     let timed = payonce_tests::dynamodb_client(&payonce::adapters::dynamodb::RequestCounter::new());
-    let dynamo = Idempotency::new(DynamoIdempotencyStore::new(timed, &table), IdempotencyConfig::default());
+    let dynamo = Idempotency::new(
+        DynamoIdempotencyStore::new(timed, &table),
+        IdempotencyConfig::default(),
+    );
     let (first, replay) = time_runs(&dynamo, n, "lat").await;
-    let embedded = Idempotency::new(MemoryIdempotencyStore::default(), IdempotencyConfig::default());
+    let embedded = Idempotency::new(
+        MemoryIdempotencyStore::default(),
+        IdempotencyConfig::default(),
+    );
     let (embedded_first, embedded_replay) = time_runs(&embedded, n.max(1000), "emb").await;
     json!({"dynamodb_local": {"first": first, "replay": replay}, "embedded": {"first": embedded_first, "replay": embedded_replay}})
 }

@@ -184,15 +184,26 @@ impl WebhookScheme for StripeWebhooks {
 mod tests {
     use super::*;
 
-    /// Every vector of shared/testdata/stripe-webhook-signatures.json, computed independently.
+    /// Every vector of testdata/stripe-webhook-signatures.json, computed independently of this
+    /// code (a copy of the steering repository's shared/testdata, checked against it when that
+    /// folder sits beside the repository, as in CI).
     #[test]
     fn passes_the_independent_vectors() {
-        let path = concat!(
+        let here = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/testdata/stripe-webhook-signatures.json"
+        );
+        let text = std::fs::read_to_string(here).expect("the vendored test vectors");
+        let upstream = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../shared/testdata/stripe-webhook-signatures.json"
         );
-        let text =
-            std::fs::read_to_string(path).expect("the shared test vectors beside the repository");
+        if let Ok(original) = std::fs::read_to_string(upstream) {
+            assert_eq!(
+                original, text,
+                "the vendored vectors drifted from shared/testdata"
+            );
+        }
         let vectors: serde_json::Value = serde_json::from_str(&text).unwrap();
         let secret = vectors["secret"].as_str().unwrap().to_owned();
         let payload = vectors["payload"].as_str().unwrap().as_bytes();
