@@ -115,9 +115,22 @@ pub fn stripe(secrets: &PspSecrets) -> Result<crate::adapters::psp::StripeConfig
     Ok(config)
 }
 
-/// Starts JSON logs for a Lambda function (level from `RUST_LOG`, default `info`).
+/// Starts JSON logs for a Lambda function, one object per line on stdout (CloudWatch reads
+/// them as JSON). The level comes from `AWS_LAMBDA_LOG_LEVEL` (Lambda's logging controls) or
+/// `RUST_LOG` as a plain level name (`error`, `warn`, `info`, `debug`, `trace`); default `info`.
 pub fn init_lambda_tracing() {
-    lambda_http::tracing::init_default_subscriber();
+    let level = optional("AWS_LAMBDA_LOG_LEVEL")
+        .or_else(|| optional("RUST_LOG"))
+        .and_then(|raw| raw.trim().to_ascii_lowercase().parse::<tracing::Level>().ok())
+        .unwrap_or(tracing::Level::INFO);
+    tracing_subscriber::fmt()
+        .json()
+        .with_max_level(level)
+        .with_current_span(false)
+        .with_ansi(false)
+        .without_time()
+        .with_target(false)
+        .init();
 }
 
 /// The webhook providers: `stripe`, verifying with `secrets.webhook_secrets` (the processor,
