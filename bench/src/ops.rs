@@ -379,8 +379,17 @@ pub async fn latency(n: usize) -> Value {
     create_idempotency_table(&client, &table)
         .await
         .expect("table");
-    // No request-rewriting interceptor on the timed client: measure the adapter as shipped.
-    let timed = payonce_tests::dynamodb_client(&payonce::adapters::dynamodb::RequestCounter::new());
+    // The timed client carries no interceptor at all: the adapter as shipped.
+    let timed = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::Config::builder()
+            .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+            .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test", "test", None, None, "bench",
+            ))
+            .endpoint_url(payonce_tests::dynamodb_endpoint())
+            .build(),
+    );
     let dynamo = Idempotency::new(
         DynamoIdempotencyStore::new(timed, &table),
         IdempotencyConfig::default(),

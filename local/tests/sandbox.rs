@@ -64,7 +64,7 @@ impl Sandbox {
             if extra.is_empty() {
                 ""
             } else {
-                ", with DynamoDB Local"
+                ", with DynamoDB Local and moto"
             }
         );
         let field = |name: &str| {
@@ -329,15 +329,17 @@ async fn the_walkthrough_on_the_embedded_store() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_walkthrough_on_dynamodb_local() {
+async fn the_walkthrough_on_dynamodb_local_and_moto() {
     let endpoint = std::env::var("PAYONCE_TEST_DYNAMODB_ENDPOINT")
         .expect("run through scripts/test (DynamoDB Local)");
+    let sqs = std::env::var("PAYONCE_TEST_SQS_ENDPOINT").expect("run through scripts/test (moto)");
     let suffix = uuid_suffix();
     let sandbox = Sandbox::start(
-        &["--dynamodb-endpoint", &endpoint],
+        &["--dynamodb-endpoint", &endpoint, "--sqs-endpoint", &sqs],
         &[
             ("PAYONCE_IDEMPOTENCY_TABLE", format!("local-idem-{suffix}")),
             ("PAYONCE_PAYMENTS_TABLE", format!("local-pay-{suffix}")),
+            ("PAYONCE_WEBHOOK_QUEUE", format!("local-webhooks-{suffix}")),
         ],
     );
     walkthrough(&sandbox).await;

@@ -121,7 +121,12 @@ pub fn stripe(secrets: &PspSecrets) -> Result<crate::adapters::psp::StripeConfig
 pub fn init_lambda_tracing() {
     let level = optional("AWS_LAMBDA_LOG_LEVEL")
         .or_else(|| optional("RUST_LOG"))
-        .and_then(|raw| raw.trim().to_ascii_lowercase().parse::<tracing::Level>().ok())
+        .and_then(|raw| {
+            raw.trim()
+                .to_ascii_lowercase()
+                .parse::<tracing::Level>()
+                .ok()
+        })
         .unwrap_or(tracing::Level::INFO);
     tracing_subscriber::fmt()
         .json()
