@@ -10,5 +10,7 @@ pub mod config;
 pub mod domain;
 pub mod http;
 pub mod idempotency;
+pub mod ids;
+pub mod mutations;
 pub mod ports;
 pub mod service;

@@ -172,7 +172,7 @@ pub fn charge_key(payment_id: &str) -> String {
     format!("payonce-charge-{payment_id}")
 }
 
-/// The outcome classes the charge path must tell apart (SPEC §5).
+/// The outcome classes the charge path must tell apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PspOutcome {
     /// Charged.
@@ -192,7 +192,14 @@ pub enum PspOutcome {
         /// The PSP's message.
         message: String,
     },
-    /// Never reached the PSP, or our credentials were refused: safe to release and retry.
+    /// Definitively refused for another reason than the payment method (a validation error such
+    /// as `amount_too_small`): nothing was charged, nor will a re-send charge.
+    Refused {
+        /// The PSP's error code.
+        code: String,
+    },
+    /// This call never reached the PSP, or our credentials were refused. Only if every call ever
+    /// made under the attempt's key was of this class may the order be released.
     NotSent {
         /// What happened (for logs; never shown to clients).
         reason: String,
@@ -221,8 +228,13 @@ pub enum PspLookup {
         /// Decline code.
         decline_code: String,
     },
-    /// Exists but not final yet (or cancelled without a charge).
+    /// Exists but not final yet (`processing`, `requires_action`, `requires_capture`...).
     Pending {
+        /// The PSP's id.
+        provider_payment_id: String,
+    },
+    /// Cancelled without a charge: nothing can ever be charged under the attempt's key.
+    Canceled {
         /// The PSP's id.
         provider_payment_id: String,
     },
@@ -395,18 +407,21 @@ pub trait WebhookScheme: Send + Sync {
     fn parse(&self, body: &[u8]) -> Result<PspEvent, serde_json::Error>;
 }
 
-/// Finds attempts still in `processing` (the sparse GSI; eventually consistent, so callers
-/// re-read each one consistently).
+/// Finds attempts still in `processing` whose next check is due (the sparse GSI; eventually
+/// consistent, so callers re-read each one consistently), and schedules their next check.
 #[async_trait]
 pub trait InflightScan: Send + Sync {
-    /// Up to `limit` payment ids created before `created_before_ms`, oldest first, after `cursor`;
-    /// with the cursor to continue from, if there are more.
+    /// Up to `limit` payment ids whose check is due at `due_at_ms`, most overdue first, after
+    /// `cursor`; with the cursor to continue from, if there are more.
     async fn list_inflight(
         &self,
-        created_before_ms: i64,
+        due_at_ms: i64,
         limit: u32,
         cursor: Option<String>,
     ) -> Result<(Vec<String>, Option<String>), StoreError>;
+
+    /// Moves the next check of `payment_id` to `check_at_ms`, if it is still processing.
+    async fn defer_check(&self, payment_id: &str, check_at_ms: i64) -> Result<(), StoreError>;
 }
 
 /// Sweeps records that expired but that TTL has not deleted yet (the cleanup job).

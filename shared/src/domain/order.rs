@@ -67,6 +67,14 @@ pub enum OrderError {
     /// The total is zero: nothing to charge.
     #[error("the order total must be above zero")]
     TotalZero,
+    /// The total is below the PSP's minimum charge for the currency, which the PSP would refuse.
+    #[error("the order total must be at least {minimum} minor units of {currency}")]
+    TotalTooSmall {
+        /// The minimum, in minor units.
+        minimum: i64,
+        /// The order's currency.
+        currency: Currency,
+    },
 }
 
 impl NewOrder {
@@ -103,6 +111,10 @@ impl NewOrder {
         }
         if amount == 0 {
             return Err(OrderError::TotalZero);
+        }
+        let minimum = currency.stripe_minimum_minor();
+        if amount < minimum {
+            return Err(OrderError::TotalTooSmall { minimum, currency });
         }
         Ok(Self {
             currency,

@@ -42,6 +42,9 @@ pub enum FailureKind {
     Declined,
     /// The PSP refused the payment method itself (PSP-confirmed).
     Rejected,
+    /// The PSP refused the request for another reason than the payment method (e.g. an amount
+    /// below its minimum): PSP-confirmed, nothing charged.
+    Refused,
     /// payonce gave the attempt up after proving the PSP never ran it (inferred).
     Abandoned,
 }
@@ -83,10 +86,19 @@ pub struct Payment {
     pub failure: Option<Failure>,
     /// The idempotency record that created it (to keep its status mirror current).
     pub idempotency_pk: String,
+    /// Whether a call under the attempt's PSP key may have reached the PSP. Set when an
+    /// invocation takes over a lease that lapsed (its holder may have called the PSP and died);
+    /// once set, a call that cannot connect no longer proves nothing was charged, so the order
+    /// is never released on it.
+    pub psp_maybe_reached: bool,
     /// Epoch milliseconds.
     pub created_at_ms: i64,
     /// Epoch milliseconds of the last change.
     pub updated_at_ms: i64,
+    /// While processing: when reconcile should next look at the attempt (epoch milliseconds).
+    /// Each check that finds it still pending pushes this back, so attempts that stay pending
+    /// never starve newer ones.
+    pub check_at_ms: i64,
 }
 
 /// The payment as the API shows it; also the status mirror stored on the idempotency record,
@@ -168,6 +180,8 @@ pub enum Settlement {
     },
     /// The PSP refused the payment method.
     Rejected,
+    /// The PSP refused the request for another reason (validation, e.g. `amount_too_small`).
+    Refused,
     /// The PSP provably never ran the attempt; payonce gives it up.
     Abandoned,
 }
@@ -230,6 +244,14 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
             }),
             provider_payment_id: current.provider_payment_id.clone(),
         },
+        (PaymentStatus::Processing, Settlement::Refused) => Transition::Apply {
+            status: PaymentStatus::Failed,
+            failure: Some(Failure {
+                kind: FailureKind::Refused,
+                decline_code: None,
+            }),
+            provider_payment_id: current.provider_payment_id.clone(),
+        },
         (PaymentStatus::Processing, Settlement::Abandoned) => Transition::Apply {
             status: PaymentStatus::Failed,
             failure: Some(Failure {
@@ -262,8 +284,10 @@ mod tests {
                 decline_code: None,
             }),
             idempotency_pk: "payments.create#u#k".into(),
+            psp_maybe_reached: false,
             created_at_ms: 0,
             updated_at_ms: 0,
+            check_at_ms: 0,
         }
     }
 

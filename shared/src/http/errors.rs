@@ -41,6 +41,10 @@ impl From<ChargeError> for Problem {
 impl From<OrdersError> for Problem {
     fn from(error: OrdersError) -> Self {
         match error {
+            OrdersError::Invalid(e @ crate::domain::OrderError::TotalTooSmall { minimum, .. }) => {
+                Problem::new(ProblemType::AmountTooSmall, e.to_string())
+                    .with("minimum_amount", minimum)
+            }
             OrdersError::Invalid(e) => Problem::new(ProblemType::InvalidRequest, e.to_string()),
             OrdersError::NotFound => Problem::new(ProblemType::NotFound, "no such order"),
             OrdersError::VersionMismatch { current } => Problem::new(
@@ -103,7 +107,7 @@ pub fn payment_response(
                     ProblemType::PaymentMethodRejected,
                     "the payment provider rejected this payment method",
                 ),
-                Some(FailureKind::Abandoned) | None => Problem::new(
+                Some(FailureKind::Refused | FailureKind::Abandoned) | None => Problem::new(
                     ProblemType::PaymentFailed,
                     "the payment attempt failed without a charge",
                 ),

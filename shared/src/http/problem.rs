@@ -28,6 +28,8 @@ pub enum ProblemType {
     MalformedJson,
     /// 400: the JSON does not match the schema (unknown field, wrong type, bad value).
     InvalidRequest,
+    /// 400: the order total is below the PSP's minimum charge for its currency.
+    AmountTooSmall,
     /// 413: the body exceeds the limit.
     BodyTooLarge,
     /// 415: the body is not declared as JSON.
@@ -102,6 +104,11 @@ impl ProblemType {
                 StatusCode::BAD_REQUEST,
                 "invalid-request",
                 "The request is invalid",
+            ),
+            AmountTooSmall => (
+                StatusCode::BAD_REQUEST,
+                "amount-too-small",
+                "The order total is below the minimum charge",
             ),
             BodyTooLarge => (
                 StatusCode::PAYLOAD_TOO_LARGE,

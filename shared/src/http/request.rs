@@ -42,7 +42,7 @@ pub fn request_id(request: &Request) -> String {
     v2_context(request)
         .and_then(|c| c.request_id.clone())
         .filter(|id| !id.is_empty())
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+        .unwrap_or_else(|| crate::ids::new_uuid().to_string())
 }
 
 /// The invocation deadline in epoch ms: the Lambda context's, or `now_ms + fallback_ms` (the

@@ -66,7 +66,7 @@ impl fmt::Display for IdempotencyKey {
 /// The scope is the operation's stable name (e.g. `payments.create`), never a function or
 /// module name, so a refactor cannot orphan stored records. The user comes from the verified
 /// identity, so the same key sent by two users names two independent records.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RecordKey(String);
 
 impl RecordKey {

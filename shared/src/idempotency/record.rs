@@ -45,7 +45,7 @@ pub struct LeaseToken(String);
 impl LeaseToken {
     /// A fresh, unguessable token.
     pub fn generate() -> Self {
-        Self(uuid::Uuid::new_v4().to_string())
+        Self(crate::ids::new_uuid().to_string())
     }
 
     /// Wraps a token read back from the store.
@@ -72,6 +72,17 @@ pub struct Lease {
     pub token: LeaseToken,
     /// Epoch milliseconds after which another invocation may take the record over.
     pub until_ms: i64,
+}
+
+impl Lease {
+    /// `until_ms` of a lease its holder gave back on purpose, knowing its work had no effect
+    /// (e.g. the PSP was never reached), as opposed to one that lapsed because its holder died.
+    pub const RELEASED_UNTIL_MS: i64 = 0;
+
+    /// Whether the holder gave the lease back on purpose (see [`Lease::RELEASED_UNTIL_MS`]).
+    pub fn was_released(&self) -> bool {
+        self.until_ms == Self::RELEASED_UNTIL_MS
+    }
 }
 
 /// Where a record stands, with what each state carries.

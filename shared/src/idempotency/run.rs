@@ -243,7 +243,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
             let claim = Claim {
                 key: key.clone(),
                 fingerprint: request.fingerprint.clone(),
-                attempt_id: uuid::Uuid::new_v4().to_string(),
+                attempt_id: crate::ids::new_uuid().to_string(),
                 lease_token: lease.token.clone(),
                 lease_until_ms: lease.until_ms,
                 expires_at_s: (now_ms + duration_ms(self.config.retention)).div_euclid(1000),

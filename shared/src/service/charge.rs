@@ -1,6 +1,11 @@
-//! Charge exactly once (SPEC §3, §4): the key, the order guard and the attempt are claimed in
-//! one transaction; the PSP is called under a key derived from the attempt; completion writes
-//! the payment, the order and the idempotency record together.
+//! Charge exactly once: the key, the order guard and the attempt are claimed in one
+//! transaction; the PSP is called under a key derived from the attempt; completion writes the
+//! payment, the order and the idempotency record together.
+//!
+//! The order is released without an outcome only when no call under the attempt's PSP key can
+//! ever have reached the PSP: this call could not connect (or our credentials were refused) and
+//! no earlier invocation may have called (the attempt was never taken over from a holder that
+//! died). Anything else leaves the attempt `processing` for webhooks and reconcile.
 //!
 //! Request budget: a first charge is load + begin + finish (3); a replay is the load alone (1).
 
@@ -13,11 +18,14 @@ use crate::idempotency::{
     decide, Claim, Decision, Fingerprint, IdempotencyKey, IdempotencyRecord, Lease, LeaseToken,
     RecordKey, RecordState, StoreError,
 };
+use crate::mutations::Mutation;
 use crate::ports::{
     BeginOutcome, ChargeRequest, ChargeStore, Psp, PspOutcome, ResumeOutcome, SettleOutcome,
 };
 use serde::Serialize;
+#[cfg(feature = "faults")]
 use std::sync::atomic::{AtomicBool, Ordering};
+#[cfg(feature = "faults")]
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,7 +66,9 @@ impl Default for ChargeConfig {
     }
 }
 
-/// Where a test can make the invocation die, as a Lambda killed at that point would.
+/// Where a test can make the invocation die, as a Lambda killed at that point would (only
+/// with the `faults` feature; the simulation kills invocations between any two calls instead).
+#[cfg(feature = "faults")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CrashPoint {
     /// After the claim transaction, before the PSP call.
@@ -67,6 +77,7 @@ pub enum CrashPoint {
     AfterPspCall,
 }
 
+#[cfg(feature = "faults")]
 #[derive(Debug, Default)]
 struct Crashes {
     after_claim: AtomicBool,
@@ -127,10 +138,24 @@ pub enum ChargeError {
     PaymentInProgress,
     /// The stored state is unusable.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
     /// A crash injected by a test.
+    #[cfg(feature = "faults")]
     #[error("crash injected at {0:?}")]
     InjectedCrash(CrashPoint),
+}
+
+impl From<StoreError> for ChargeError {
+    /// A conflict that outlived the store's retries, or a lease lost to another invocation,
+    /// means someone else is at work on the key: 409 with `Retry-After`, never a 500.
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Conflict { .. } | StoreError::LeaseLost { .. } => Self::KeyInUse {
+                retry_after: Duration::from_secs(1),
+            },
+            other => Self::Store(other),
+        }
+    }
 }
 
 /// The charge use case over a store and a PSP.
@@ -138,6 +163,7 @@ pub struct ChargeService<S, P> {
     store: S,
     psp: P,
     config: ChargeConfig,
+    #[cfg(feature = "faults")]
     crashes: Arc<Crashes>,
 }
 
@@ -151,6 +177,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             store,
             psp,
             config,
+            #[cfg(feature = "faults")]
             crashes: Arc::default(),
         }
     }
@@ -171,6 +198,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
     }
 
     /// Arms a crash at `point` for the next request that reaches it (tests only).
+    #[cfg(feature = "faults")]
     pub fn inject_crash(&self, point: CrashPoint) {
         match point {
             CrashPoint::AfterClaim => self.crashes.after_claim.store(true, Ordering::SeqCst),
@@ -178,6 +206,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         }
     }
 
+    #[cfg(feature = "faults")]
     fn crash_at(&self, point: CrashPoint) -> Result<(), ChargeError> {
         let armed = match point {
             CrashPoint::AfterClaim => &self.crashes.after_claim,
@@ -265,6 +294,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                         token: claim.lease_token,
                         until_ms: claim.lease_until_ms,
                     };
+                    #[cfg(feature = "faults")]
                     self.crash_at(CrashPoint::AfterClaim)?;
                     return self.charge(payment, &lease, deadline_ms).await;
                 }
@@ -303,7 +333,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
     ) -> (Payment, Claim) {
         let now_ms = self.store.now_ms();
         let payment = Payment {
-            payment_id: format!("pay_{}", uuid::Uuid::new_v4().simple()),
+            payment_id: format!("pay_{}", crate::ids::new_uuid().simple()),
             order_id: order.order_id.clone(),
             order_version: order.version,
             owner: order.owner.clone(),
@@ -315,8 +345,11 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             status: PaymentStatus::Processing,
             failure: None,
             idempotency_pk: record_key.as_str().to_owned(),
+            psp_maybe_reached: false,
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
+            // Reconcile leaves it to its handler and webhooks for its minimum age past this.
+            check_at_ms: now_ms,
         };
         let claim = Claim {
             key: record_key.clone(),
@@ -340,7 +373,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         seen: &LeaseToken,
         deadline_ms: i64,
     ) -> Result<Resumed, ChargeError> {
-        let payment = self
+        let mut payment = self
             .store
             .get_payment(&record.attempt_id)
             .await?
@@ -366,15 +399,24 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 Err(error) => Err(error.into()),
             };
         }
+        // A lease that lapsed (rather than one given back after a call that never connected)
+        // belonged to an invocation that may have called the PSP before it died.
+        let lapsed = record.lease().is_some_and(|lease| !lease.was_released());
+        payment.psp_maybe_reached |= lapsed;
         let lease = Lease {
             token: LeaseToken::generate(),
             until_ms: deadline_ms + duration_ms(self.config.lease_margin),
         };
-        match self
+        let resumed = match self
             .store
             .resume_attempt(&record.key, seen, &lease, &payment)
-            .await?
+            .await
         {
+            // Raced past the store's retries: read the key again and decide on what it says.
+            Err(StoreError::Conflict { .. }) => return Ok(Resumed::Again(None)),
+            other => other?,
+        };
+        match resumed {
             ResumeOutcome::Resumed => {
                 tracing::info!(payment_id = %payment.payment_id, "took over a lapsed payment attempt");
                 self.charge(payment, &lease, deadline_ms)
@@ -407,6 +449,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 .create_charge(&ChargeRequest::for_payment(&payment), timeout)
                 .await
         };
+        #[cfg(feature = "faults")]
         self.crash_at(CrashPoint::AfterPspCall)?;
         let settlement = match outcome {
             PspOutcome::Approved {
@@ -425,21 +468,38 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 tracing::info!(payment_id = %payment.payment_id, %message, "the PSP rejected the payment method");
                 Some(Settlement::Rejected)
             }
+            PspOutcome::Refused { code } => {
+                tracing::warn!(payment_id = %payment.payment_id, %code, "the PSP refused the request");
+                Some(Settlement::Refused)
+            }
             PspOutcome::Unknown { reason } => {
                 tracing::warn!(payment_id = %payment.payment_id, %reason, "PSP outcome unknown; the attempt stays processing");
                 None
             }
+            PspOutcome::NotSent { reason }
+                if payment.psp_maybe_reached
+                    && !crate::mutations::active(Mutation::ReleaseOnAnyNotSent) =>
+            {
+                tracing::warn!(payment_id = %payment.payment_id, %reason,
+                    "the PSP was not reached by this call, but an earlier one may have been; the attempt stays processing");
+                None
+            }
             PspOutcome::NotSent { reason } => {
                 tracing::warn!(payment_id = %payment.payment_id, %reason, "the PSP was not reached; releasing the order");
-                return match self.store.release_unsent(&payment, &lease.token).await {
-                    Ok(()) => Ok(PayAnswer::PspUnavailable {
-                        retry_after: Duration::from_secs(1),
-                    }),
-                    Err(StoreError::LeaseLost { .. }) => Err(ChargeError::KeyInUse {
-                        retry_after: Duration::from_secs(1),
-                    }),
-                    Err(error) => Err(error.into()),
-                };
+                let mut conflicts = 0;
+                loop {
+                    match self.store.release_unsent(&payment, &lease.token).await {
+                        Ok(()) => {
+                            return Ok(PayAnswer::PspUnavailable {
+                                retry_after: Duration::from_secs(1),
+                            })
+                        }
+                        Err(StoreError::Conflict { .. }) if conflicts < MAX_ROUNDS => {
+                            conflicts += 1;
+                        }
+                        Err(error) => return Err(error.into()),
+                    }
+                }
             }
         };
         let mut current = payment;
@@ -453,8 +513,10 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 .await
             {
                 Ok(SettleOutcome::Settled(now)) => return Ok(PayAnswer::Fresh(now.view())),
-                Ok(SettleOutcome::Moved | SettleOutcome::Duplicate) => {
-                    // A webhook or reconcile settled it first: decide again on what it wrote.
+                // A webhook or reconcile settled it first (or a transaction raced ours past the
+                // store's own retries): decide again on what is stored now.
+                Ok(SettleOutcome::Moved | SettleOutcome::Duplicate)
+                | Err(StoreError::Conflict { .. }) => {
                     current = self
                         .store
                         .get_payment(&current.payment_id)

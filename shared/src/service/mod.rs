@@ -7,6 +7,8 @@ pub mod reconcile;
 pub mod settle;
 pub mod webhooks;
 
-pub use charge::{ChargeConfig, ChargeError, ChargeService, CrashPoint, PayAnswer, PayRequest};
+#[cfg(feature = "faults")]
+pub use charge::CrashPoint;
+pub use charge::{ChargeConfig, ChargeError, ChargeService, PayAnswer, PayRequest};
 pub use orders::{Created, OrderService, OrdersError};
 pub use settle::{apply_event, apply_settlement, settlement_of, Applied, EventApplied, EventError};

@@ -128,7 +128,7 @@ impl<O: OrderStore, I: IdempotencyStore> OrderService<O, I> {
     async fn insert(&self, user: &str, new: &NewOrder) -> Result<OrderView, OrdersError> {
         let now_ms = self.now_ms();
         let order = Order {
-            order_id: format!("ord_{}", uuid::Uuid::new_v4().simple()),
+            order_id: format!("ord_{}", crate::ids::new_uuid().simple()),
             owner: user.to_owned(),
             version: 1,
             currency: new.currency,

@@ -1,11 +1,17 @@
-//! Reconcile (SPEC §7): the backstop that brings every attempt stuck in `processing` to its
+//! Reconcile: the backstop that brings every attempt stuck in `processing` to its
 //! true final state when the webhook was lost or the Lambda died between the PSP and the write.
 //!
 //! Per attempt: re-read consistently; leave it alone while a live lease says a handler is at
 //! work; take a lapsed lease over (fenced, as a client retry would); ask the PSP; apply the one
 //! transition function. An attempt the PSP provably never ran (its key fenced) and older than
-//! the longest possible invocation is failed and its order released. Every write is
-//! conditioned on the state read, so two overlapping runs settle each attempt once.
+//! the longest possible invocation is failed and its order released — but only while the PSP
+//! still remembers the key: past the fence window nothing is proven, an alarm fires and the
+//! attempt waits for an operator. Every write is conditioned on the state read, so two
+//! overlapping runs settle each attempt once.
+//!
+//! Each attempt carries the time of its next check; one that stays pending is pushed back
+//! (longer the older it is), so a head of attempts that never settle cannot hide newer ones.
+//! A run stops before its own deadline.
 
 use super::settle::settlement_of;
 use crate::clock::duration_ms;
@@ -29,6 +35,17 @@ pub struct ReconcileConfig {
     pub abandon_after: Duration,
     /// A charge the PSP holds but that has not settled after this long is logged as an alarm.
     pub stuck_alarm_after: Duration,
+    /// Fencing proves a key unused only while the PSP remembers keys (Stripe: at least 24 h):
+    /// no fence after this age from the attempt's creation.
+    pub fence_window: Duration,
+    /// Shortest and longest pause before an attempt found pending is looked at again (the
+    /// pause grows with the attempt's age).
+    pub recheck_min: Duration,
+    /// See [`ReconcileConfig::recheck_min`].
+    pub recheck_max: Duration,
+    /// A run stops taking new attempts this long after it started (below the function's
+    /// timeout).
+    pub max_run: Duration,
     /// Attempts per page of the in-flight index.
     pub page_size: u32,
     /// Pages per run (bounded work; the next run continues with what is left).
@@ -45,6 +62,10 @@ impl Default for ReconcileConfig {
             min_age: Duration::from_secs(120),
             abandon_after: Duration::from_secs(20 * 60),
             stuck_alarm_after: Duration::from_secs(3 * 3600),
+            fence_window: Duration::from_secs(23 * 3600),
+            recheck_min: Duration::from_secs(60),
+            recheck_max: Duration::from_secs(3600),
+            max_run: Duration::from_secs(90),
             page_size: 50,
             max_pages: 10,
             lease: Duration::from_secs(60),
@@ -89,6 +110,8 @@ pub struct ReconcileReport {
     pub errors: u32,
     /// Where the next page would start, if the run stopped at its bound.
     pub cursor: Option<String>,
+    /// Whether the run stopped at its deadline with attempts left.
+    pub out_of_time: bool,
 }
 
 /// What happened to one attempt.
@@ -138,28 +161,45 @@ impl<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I
         }
     }
 
-    /// One bounded run, from the oldest stuck attempt on.
+    /// One bounded run over the attempts whose check is due, most overdue first, stopping
+    /// [`ReconcileConfig::max_run`] after it started.
     pub async fn run(&self) -> Result<ReconcileReport, StoreError> {
+        let deadline_ms = self.store.now_ms() + duration_ms(self.config.max_run);
+        self.run_until(deadline_ms).await
+    }
+
+    /// One bounded run that takes no new attempt after `deadline_ms`.
+    pub async fn run_until(&self, deadline_ms: i64) -> Result<ReconcileReport, StoreError> {
         let mut report = ReconcileReport::default();
-        let before_ms = self.store.now_ms() - duration_ms(self.config.min_age);
+        // An attempt counts as due once its check time is `min_age` behind now: a new attempt
+        // is left to its handler and webhooks that long.
+        let due_at_ms = self.store.now_ms() - duration_ms(self.config.min_age);
         let mut cursor = None;
-        for _ in 0..self.config.max_pages {
+        'pages: for _ in 0..self.config.max_pages {
             let (ids, next) = self
                 .store
-                .list_inflight(before_ms, self.config.page_size, cursor)
+                .list_inflight(due_at_ms, self.config.page_size, cursor.clone())
                 .await?;
             for payment_id in ids {
+                if self.store.now_ms() >= deadline_ms {
+                    report.out_of_time = true;
+                    break 'pages;
+                }
                 report.examined += 1;
                 match self.reconcile_one(&payment_id).await {
                     Ok(Reconciled::Succeeded) => report.succeeded += 1,
                     Ok(Reconciled::Declined) => report.declined += 1,
                     Ok(Reconciled::Abandoned) => report.abandoned += 1,
-                    Ok(Reconciled::Pending) => report.pending += 1,
+                    Ok(Reconciled::Pending) => {
+                        report.pending += 1;
+                        self.recheck_later(&payment_id).await;
+                    }
                     Ok(Reconciled::Skipped) => report.skipped += 1,
                     Ok(Reconciled::AlreadySettled) => report.already_settled += 1,
                     Err(error) => {
                         tracing::warn!(payment_id, error = %error, "reconcile failed for this attempt; the next run retries");
                         report.errors += 1;
+                        self.recheck_later(&payment_id).await;
                     }
                 }
             }
@@ -189,6 +229,19 @@ impl<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I
         let lookup = self.psp.lookup(&payment.payment_id).await?;
         let settlement = match settlement_of(lookup.clone()) {
             Some(settlement) => settlement,
+            None if matches!(lookup, PspLookup::NotFound)
+                && age_ms > duration_ms(self.config.fence_window) =>
+            {
+                // The PSP may have forgotten the key: a fence could create a new charge and
+                // "prove" nothing. Only an operator can settle this attempt now.
+                tracing::error!(
+                    payment_id,
+                    age_ms,
+                    alarm = "payment-unprovable",
+                    "attempt not found at the PSP and too old to fence; needs an operator"
+                );
+                return Ok(Reconciled::Pending);
+            }
             None if matches!(lookup, PspLookup::NotFound)
                 && age_ms > duration_ms(self.config.abandon_after) =>
             {
@@ -237,6 +290,22 @@ impl<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I
             Ok(SettleOutcome::Moved | SettleOutcome::Duplicate)
             | Err(StoreError::LeaseLost { .. }) => Ok(Reconciled::Skipped),
             Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Pushes the next check of an attempt left pending back, by half its age within the
+    /// configured bounds.
+    async fn recheck_later(&self, payment_id: &str) {
+        let Ok(Some(payment)) = self.store.get_payment(payment_id).await else {
+            return;
+        };
+        let now_ms = self.store.now_ms();
+        let pause_ms = ((now_ms - payment.created_at_ms) / 2).clamp(
+            duration_ms(self.config.recheck_min),
+            duration_ms(self.config.recheck_max),
+        );
+        if let Err(error) = self.store.defer_check(payment_id, now_ms + pause_ms).await {
+            tracing::warn!(payment_id, error = %error, "could not defer the next check");
         }
     }
 

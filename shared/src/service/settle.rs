@@ -63,6 +63,8 @@ pub fn settlement_of(lookup: PspLookup) -> Option<Settlement> {
             provider_payment_id: Some(provider_payment_id),
             decline_code,
         }),
+        // The key's only intent is cancelled: no charge can ever run under it.
+        PspLookup::Canceled { .. } => Some(Settlement::Abandoned),
         PspLookup::Pending { .. } | PspLookup::NotFound => None,
     }
 }

@@ -1,11 +1,11 @@
 //! The DynamoDB store of orders and payments, and the charge path's transactions across
-//! the idempotency table and the payments table (SPEC §3, §4).
+//! the idempotency table and the payments table.
 //!
 //! Payments table items (partition key `pk`):
 //! - order `order#<id>`: `owner`, `version`, `currency`, `items` (JSON), `amount`,
 //!   `payment_state`, `payment_id` (the attempt holding or having paid it), timestamps;
 //! - payment `payment#<id>`: its fields, `status`, `failure_kind`, `decline_code`,
-//!   `idempotency_pk`, and — only while processing — `inflight` + `created_at_ms`, the key of
+//!   `idempotency_pk`, `psp_maybe_reached` (only once true), and — only while processing — `inflight` + `created_at_ms`, the key of
 //!   the sparse GSI reconcile reads.
 
 use super::attributes::{n, number, s, string, Item};
@@ -38,8 +38,15 @@ use aws_sdk_dynamodb::Client;
 use std::collections::HashMap;
 use std::time::Duration;
 
+/// How often a transaction cancelled by a conflict or throttling is sent again.
+const TRANSACT_RETRIES: u32 = 3;
+
 /// Name of the sparse GSI over payments in `processing`.
 pub const INFLIGHT_INDEX: &str = "inflight";
+/// The in-flight index's sort key: when reconcile should next look at the attempt.
+const CHECK_AT: &str = "check_at_ms";
+/// The payment attribute saying a call under its PSP key may have reached the PSP.
+const MAYBE_REACHED: &str = "psp_maybe_reached";
 /// Partition value of every in-flight payment in [`INFLIGHT_INDEX`].
 pub const INFLIGHT_PARTITION: &str = "processing";
 
@@ -101,8 +108,31 @@ impl DynamoPaymentStore {
         Ok(output.item)
     }
 
-    /// Sends one transaction; a cancellation comes back with its per-item reasons.
+    /// Sends one transaction; a cancellation comes back with its per-item reasons. A
+    /// transaction cancelled only by a conflict or by throttling wrote nothing, so it is sent
+    /// again, identical, after a jittered pause; past the retries it is a
+    /// [`StoreError::Conflict`] (retryable by the caller).
     async fn transact(
+        &self,
+        operation: &'static str,
+        items: Vec<TransactWriteItem>,
+    ) -> Result<(), TxFailure> {
+        let mut attempt = 0;
+        loop {
+            match self.transact_once(operation, items.clone()).await {
+                Err(TxFailure::Store(StoreError::Conflict { .. }))
+                    if attempt < TRANSACT_RETRIES =>
+                {
+                    attempt += 1;
+                    let pause_ms = fastrand::u64(5..25) << attempt;
+                    tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn transact_once(
         &self,
         operation: &'static str,
         items: Vec<TransactWriteItem>,
@@ -132,7 +162,16 @@ impl DynamoPaymentStore {
                             item: r.item().cloned(),
                         })
                         .collect();
-                    if reasons.iter().any(|r| r.code == "TransactionConflict") {
+                    // Throttling inside a transaction is as retryable as a conflict.
+                    if reasons.iter().any(|r| {
+                        matches!(
+                            r.code.as_str(),
+                            "TransactionConflict"
+                                | "ThrottlingError"
+                                | "ProvisionedThroughputExceeded"
+                                | "RequestLimitExceeded"
+                        )
+                    }) {
                         return Err(TxFailure::Store(StoreError::Conflict {
                             item: operation.to_owned(),
                         }));
@@ -352,7 +391,7 @@ fn payment_update(
         None => remove.extend(["#failure_kind", "#decline_code"]),
     }
     if after.status != PaymentStatus::Processing {
-        remove.push("#inflight");
+        remove.extend(["#inflight", "#check_at_ms"]);
     }
     if !remove.is_empty() {
         update.push_str(" REMOVE ");
@@ -370,6 +409,7 @@ fn payment_update(
             "failure_kind",
             "decline_code",
             "inflight",
+            "check_at_ms",
         ]
         .into_iter()
         .filter(|name| update.contains(&format!("#{name}")) || *name == "status")
@@ -429,13 +469,16 @@ fn order_follow(
             table,
             &pk,
             "SET #payment_state = :paid, #payment_id = :pid, #updated_at_ms = :now",
-            "#payment_id = :pid OR #payment_state = :unpaid",
-            &["payment_state", "payment_id", "updated_at_ms"],
+            // A free order is paid only at the version this attempt paid: a late success must
+            // never mark a newer, edited version paid.
+            "#payment_id = :pid OR (#payment_state = :unpaid AND #version = :version)",
+            &["payment_state", "payment_id", "updated_at_ms", "version"],
             [
                 common,
                 vec![
                     (":paid", s(OrderPaymentState::Paid.as_str())),
                     (":unpaid", s(OrderPaymentState::Unpaid.as_str())),
+                    (":version", n(after.order_version)),
                 ],
             ]
             .concat(),
@@ -462,6 +505,7 @@ fn failure_kind_str(kind: FailureKind) -> &'static str {
     match kind {
         FailureKind::Declined => "declined",
         FailureKind::Rejected => "rejected",
+        FailureKind::Refused => "refused",
         FailureKind::Abandoned => "abandoned",
     }
 }
@@ -470,6 +514,7 @@ fn parse_failure_kind(raw: &str) -> Option<FailureKind> {
     [
         FailureKind::Declined,
         FailureKind::Rejected,
+        FailureKind::Refused,
         FailureKind::Abandoned,
     ]
     .into_iter()
@@ -561,8 +606,10 @@ pub(crate) fn payment_from_item(item: &Item) -> Result<Payment, StoreError> {
         status: PaymentStatus::parse(&status).ok_or_else(|| corrupt(format!("status {status}")))?,
         failure,
         idempotency_pk: string(item, "idempotency_pk").map_err(corrupt)?,
+        psp_maybe_reached: matches!(item.get(MAYBE_REACHED), Some(AttributeValue::Bool(true))),
         created_at_ms: number(item, "created_at_ms").map_err(corrupt)?,
         updated_at_ms: number(item, "updated_at_ms").map_err(corrupt)?,
+        check_at_ms: number(item, CHECK_AT).unwrap_or(0),
     })
 }
 
@@ -588,6 +635,9 @@ fn payment_to_item(payment: &Payment) -> Item {
         }
     }
     item.insert("idempotency_pk".into(), s(&payment.idempotency_pk));
+    if payment.psp_maybe_reached {
+        item.insert(MAYBE_REACHED.into(), AttributeValue::Bool(true));
+    }
     item.insert("created_at_ms".into(), n(payment.created_at_ms));
     item.insert("updated_at_ms".into(), n(payment.updated_at_ms));
     if payment.status == PaymentStatus::Processing {
@@ -874,6 +924,19 @@ impl ChargeStore for DynamoPaymentStore {
                 ],
             )?,
         ];
+        let mut items = items;
+        if payment.psp_maybe_reached {
+            // The lapsed holder may have called the PSP: from now on a call that cannot connect
+            // proves nothing.
+            items.push(update_item(
+                &self.tables.payments,
+                &payment_pk(&payment.payment_id),
+                "SET #psp_maybe_reached = :yes",
+                "attribute_exists(#pk)",
+                &[MAYBE_REACHED, PK],
+                vec![(":yes", AttributeValue::Bool(true))],
+            )?);
+        }
         match self.transact("resume_attempt", items).await {
             Ok(()) => Ok(ResumeOutcome::Resumed),
             Err(TxFailure::Store(error)) => Err(error),
@@ -947,7 +1010,10 @@ impl ChargeStore for DynamoPaymentStore {
                 "SET #lease_until_ms = :lapsed",
                 "#lease_token = :mine",
                 &[LEASE_UNTIL_MS, LEASE_TOKEN],
-                vec![(":lapsed", n(0)), (":mine", s(lease.as_str()))],
+                vec![
+                    (":lapsed", n(Lease::RELEASED_UNTIL_MS)),
+                    (":mine", s(lease.as_str())),
+                ],
             )?,
             order_follow(
                 &self.tables.payments,
@@ -1049,7 +1115,7 @@ impl ChargeStore for DynamoPaymentStore {
 impl InflightScan for DynamoPaymentStore {
     async fn list_inflight(
         &self,
-        created_before_ms: i64,
+        due_at_ms: i64,
         limit: u32,
         cursor: Option<String>,
     ) -> Result<(Vec<String>, Option<String>), StoreError> {
@@ -1062,11 +1128,11 @@ impl InflightScan for DynamoPaymentStore {
             .query()
             .table_name(&self.tables.payments)
             .index_name(INFLIGHT_INDEX)
-            .key_condition_expression("#inflight = :processing AND #created_at_ms < :before")
+            .key_condition_expression("#inflight = :processing AND #check_at_ms <= :due")
             .expression_attribute_names("#inflight", "inflight")
-            .expression_attribute_names("#created_at_ms", "created_at_ms")
+            .expression_attribute_names("#check_at_ms", CHECK_AT)
             .expression_attribute_values(":processing", s(INFLIGHT_PARTITION))
-            .expression_attribute_values(":before", n(created_before_ms))
+            .expression_attribute_values(":due", n(due_at_ms))
             .limit(i32::try_from(limit).unwrap_or(i32::MAX))
             .set_exclusive_start_key(start)
             .send()
@@ -1080,6 +1146,28 @@ impl InflightScan for DynamoPaymentStore {
             .collect();
         let next = page.last_evaluated_key().map(encode_cursor);
         Ok((ids, next))
+    }
+
+    async fn defer_check(&self, payment_id: &str, check_at_ms: i64) -> Result<(), StoreError> {
+        let pk = payment_pk(payment_id);
+        let sent = self
+            .client
+            .update_item()
+            .table_name(&self.tables.payments)
+            .key(PK, s(&pk))
+            .update_expression("SET #check_at_ms = :at")
+            // Only while in flight: a settled payment must not re-enter the sparse index.
+            .condition_expression("attribute_exists(#inflight)")
+            .expression_attribute_names("#check_at_ms", CHECK_AT)
+            .expression_attribute_names("#inflight", "inflight")
+            .expression_attribute_values(":at", n(check_at_ms))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(error) if is_condition_failure(&error) => Ok(()),
+            Err(error) => Err(backend("defer_check", &pk, error)),
+        }
     }
 }
 

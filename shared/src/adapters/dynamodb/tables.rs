@@ -34,7 +34,7 @@ pub async fn create_idempotency_table(
 }
 
 /// Creates the orders-and-payments table, with the sparse in-flight GSI reconcile reads
-/// (`inflight` hash, `created_at_ms` range, keys only), if it does not exist yet.
+/// (`inflight` hash, `check_at_ms` range, keys only), if it does not exist yet.
 pub async fn create_payments_table(
     client: &Client,
     table: &str,
@@ -77,12 +77,12 @@ async fn create_table(
     if inflight_index {
         request = request
             .attribute_definitions(attribute("inflight", ScalarAttributeType::S)?)
-            .attribute_definitions(attribute("created_at_ms", ScalarAttributeType::N)?)
+            .attribute_definitions(attribute("check_at_ms", ScalarAttributeType::N)?)
             .global_secondary_indexes(
                 GlobalSecondaryIndex::builder()
                     .index_name(INFLIGHT_INDEX)
                     .key_schema(key("inflight", KeyType::Hash)?)
-                    .key_schema(key("created_at_ms", KeyType::Range)?)
+                    .key_schema(key("check_at_ms", KeyType::Range)?)
                     .projection(
                         Projection::builder()
                             .projection_type(ProjectionType::KeysOnly)

@@ -13,7 +13,7 @@ use crate::idempotency::{
 };
 use crate::ports::ExpiredSweep;
 use async_trait::async_trait;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// In-memory [`IdempotencyStore`]. Expired records stay until overwritten, as with a TTL
@@ -197,10 +197,10 @@ impl IdempotencyStore for MemoryIdempotencyStore {
 #[derive(Debug, Default)]
 pub(crate) struct MemoryTables {
     /// Idempotency records by key.
-    pub(crate) records: HashMap<RecordKey, IdempotencyRecord>,
+    pub(crate) records: BTreeMap<RecordKey, IdempotencyRecord>,
     /// Webhook dedup records: `webhook#<provider>#<event_id>` → `expires_at_s`. Expired ones
     /// stay until overwritten or swept, and read as absent.
-    pub(crate) events: HashMap<String, i64>,
+    pub(crate) events: BTreeMap<String, i64>,
     /// Where an interrupted cleanup sweep stopped.
     pub(crate) checkpoint: Option<String>,
     /// Orders and payments.

@@ -1,5 +1,5 @@
 //! The embedded store of orders and payments: the twin of `DynamoPaymentStore`, with the same
-//! conditions and the same answers, for the local sandbox and fast tests (SPEC §3, §4, §9).
+//! conditions and the same answers, for the local sandbox, fast tests and the simulation.
 //!
 //! Every operation DynamoDB runs as one TransactWriteItems checks all of its conditions and
 //! only then writes all of its items, under the one lock of the tables it shares with its
@@ -20,15 +20,15 @@ use crate::ports::{
     SettleOutcome,
 };
 use async_trait::async_trait;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::MutexGuard;
 use std::time::Duration;
 
 /// The embedded payments "table": orders and payments by id.
 #[derive(Debug, Default)]
 pub(crate) struct PaymentTables {
-    orders: HashMap<String, Order>,
-    payments: HashMap<String, StoredPayment>,
+    orders: BTreeMap<String, Order>,
+    payments: BTreeMap<String, StoredPayment>,
 }
 
 /// A payment as the embedded table holds it.
@@ -163,7 +163,12 @@ fn order_may_follow(order: Option<&Order>, after: &Payment) -> bool {
     };
     let ours = order.payment_id.as_deref() == Some(after.payment_id.as_str());
     match after.status {
-        PaymentStatus::Succeeded => ours || order.payment_state == OrderPaymentState::Unpaid,
+        // A free order is paid only at the version this attempt paid: a late success must
+        // never mark a newer, edited version paid.
+        PaymentStatus::Succeeded => {
+            ours || (order.payment_state == OrderPaymentState::Unpaid
+                && order.version == after.order_version)
+        }
         _ => ours && order.payment_state == OrderPaymentState::Processing,
     }
 }
@@ -261,7 +266,7 @@ fn write_transition(
     Ok(TransitionWrite::Written(Box::new(after)))
 }
 
-/// An in-flight cursor: the (created_at_ms, payment id) position of the last id returned.
+/// An in-flight cursor: the (check_at_ms, payment id) position of the last id returned.
 fn encode_cursor(created_at_ms: i64, payment_id: &str) -> String {
     format!("{created_at_ms}#{payment_id}")
 }
@@ -440,6 +445,11 @@ impl ChargeStore for MemoryPaymentStore {
             order.payment_id = Some(payment.payment_id.clone());
             order.updated_at_ms = now_ms;
         }
+        if payment.psp_maybe_reached {
+            if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
+                stored.payment.psp_maybe_reached = true;
+            }
+        }
         Ok(ResumeOutcome::Resumed)
     }
 
@@ -502,7 +512,7 @@ impl ChargeStore for MemoryPaymentStore {
         if let Some(record) = tables.records.get_mut(&record_key) {
             // The lease lapses now, so a retry with the same key takes the same attempt over.
             if let RecordState::InProgress { lease } = &mut record.state {
-                lease.until_ms = 0;
+                lease.until_ms = Lease::RELEASED_UNTIL_MS;
             }
         }
         if let Some(order) = tables.payments.orders.get_mut(&payment.order_id) {
@@ -557,7 +567,7 @@ impl ChargeStore for MemoryPaymentStore {
 impl InflightScan for MemoryPaymentStore {
     async fn list_inflight(
         &self,
-        created_before_ms: i64,
+        due_at_ms: i64,
         limit: u32,
         cursor: Option<String>,
     ) -> Result<(Vec<String>, Option<String>), StoreError> {
@@ -567,16 +577,16 @@ impl InflightScan for MemoryPaymentStore {
             .payments
             .payments
             .values()
-            .filter(|stored| stored.inflight && stored.payment.created_at_ms < created_before_ms)
+            .filter(|stored| stored.inflight && stored.payment.check_at_ms <= due_at_ms)
             .map(|stored| {
                 (
-                    stored.payment.created_at_ms,
+                    stored.payment.check_at_ms,
                     stored.payment.payment_id.as_str(),
                 )
             })
-            .filter(|(created_at_ms, id)| {
+            .filter(|(check_at_ms, id)| {
                 after.as_ref().is_none_or(|(after_ms, after_id)| {
-                    (*created_at_ms, *id) > (*after_ms, after_id.as_str())
+                    (*check_at_ms, *id) > (*after_ms, after_id.as_str())
                 })
             })
             .collect();
@@ -586,7 +596,7 @@ impl InflightScan for MemoryPaymentStore {
         let next = if inflight.len() > page_len {
             inflight
                 .get(page_len - 1)
-                .map(|(created_at_ms, id)| encode_cursor(*created_at_ms, id))
+                .map(|(check_at_ms, id)| encode_cursor(*check_at_ms, id))
         } else {
             None
         };
@@ -595,6 +605,16 @@ impl InflightScan for MemoryPaymentStore {
             inflight.into_iter().map(|(_, id)| id.to_owned()).collect(),
             next,
         ))
+    }
+
+    async fn defer_check(&self, payment_id: &str, check_at_ms: i64) -> Result<(), StoreError> {
+        let mut tables = self.lock();
+        if let Some(stored) = tables.payments.payments.get_mut(payment_id) {
+            if stored.inflight {
+                stored.payment.check_at_ms = check_at_ms;
+            }
+        }
+        Ok(())
     }
 }
 

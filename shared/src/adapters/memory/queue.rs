@@ -121,7 +121,7 @@ impl QueueSend for MemoryQueue {
                 limit_bytes: self.max_message_bytes,
             });
         }
-        let message_id = uuid::Uuid::new_v4().to_string();
+        let message_id = crate::ids::new_uuid().to_string();
         self.lock().push_back(Stored {
             message_id: message_id.clone(),
             body: message.body.clone(),
@@ -170,7 +170,7 @@ impl QueueReceive for MemoryQueue {
                 }
                 message.receive_count = message.receive_count.saturating_add(1);
                 message.visible_from_ms = hidden_until_ms;
-                let handle = uuid::Uuid::new_v4().to_string();
+                let handle = crate::ids::new_uuid().to_string();
                 message.receipt_handle = Some(handle.clone());
                 received.push(ReceivedMessage {
                     message_id: message.message_id.clone(),

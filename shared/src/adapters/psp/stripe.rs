@@ -1,6 +1,9 @@
-//! Stripe PaymentIntents over HTTPS (reqwest + rustls), classified into the outcome classes
-//! of SPEC §5. Also speaks to the fake PSP, which implements the same wire subset.
+//! Stripe PaymentIntents, classified into payonce's outcome classes (approved, declined,
+//! rejected, refused, not sent, unknown). The calls go through a [`StripeTransport`]: HTTPS in
+//! production and against the fake PSP, the in-process PSP model in the simulation, so the
+//! classification is the same code everywhere.
 
+use crate::mutations::{self, Mutation};
 use crate::ports::{ChargeRequest, Fence, Psp, PspError, PspLookup, PspOutcome};
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -46,11 +49,112 @@ impl StripeConfig {
     }
 }
 
-/// The Stripe adapter.
+/// One request to Stripe's API, as the adapter builds it; a [`StripeTransport`] carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StripeCall {
+    /// `GET` or `POST`.
+    pub method: &'static str,
+    /// The path under the API base, e.g. `/v1/payment_intents`.
+    pub path: String,
+    /// Query parameters (search).
+    pub query: Vec<(String, String)>,
+    /// Form parameters of a `POST`.
+    pub form: Vec<(String, String)>,
+    /// The `Idempotency-Key` header.
+    pub idempotency_key: Option<String>,
+}
+
+/// What Stripe answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StripeReply {
+    /// HTTP status.
+    pub status: u16,
+    /// The body as received.
+    pub body: Vec<u8>,
+}
+
+/// Why a call got no answer. The difference decides whether a charge may have happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallFailure {
+    /// No connection was made (DNS, refused, connect timeout, TLS handshake): this call cannot
+    /// have reached Stripe.
+    NotConnected(String),
+    /// The connection was made, then the call failed (timeout, reset, cut answer): Stripe may
+    /// have applied it.
+    AfterConnect(String),
+}
+
+/// Carries [`StripeCall`]s to Stripe: HTTPS in production ([`HttpTransport`]); the simulation
+/// carries them to its in-process PSP model through a network fault layer.
+#[async_trait]
+pub trait StripeTransport: Send + Sync {
+    /// Sends `call`, giving up after `timeout`.
+    async fn send(&self, call: &StripeCall, timeout: Duration) -> Result<StripeReply, CallFailure>;
+}
+
+/// Stripe over HTTPS (reqwest + rustls), authenticated with the secret key.
 #[derive(Debug, Clone)]
-pub struct StripePsp {
+pub struct HttpTransport {
     http: reqwest::Client,
-    config: StripeConfig,
+    base_url: String,
+    api_key: String,
+}
+
+impl HttpTransport {
+    /// Builds the HTTP client once (at start-up, outside the handler).
+    pub fn new(config: &StripeConfig) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .timeout(config.request_timeout)
+            .build()?;
+        Ok(Self {
+            http,
+            base_url: config.base_url.clone(),
+            api_key: config.api_key.clone(),
+        })
+    }
+}
+
+#[async_trait]
+impl StripeTransport for HttpTransport {
+    async fn send(&self, call: &StripeCall, timeout: Duration) -> Result<StripeReply, CallFailure> {
+        let url = format!("{}{}", self.base_url, call.path);
+        let mut request = match call.method {
+            "GET" => self.http.get(url),
+            _ => self.http.post(url).form(&call.form),
+        }
+        .bearer_auth(&self.api_key)
+        .timeout(timeout);
+        if !call.query.is_empty() {
+            request = request.query(&call.query);
+        }
+        if let Some(key) = &call.idempotency_key {
+            request = request.header("Idempotency-Key", key);
+        }
+        let response = request.send().await.map_err(|error| {
+            if error.is_connect() {
+                CallFailure::NotConnected(format!("no connection to the PSP: {error}"))
+            } else {
+                CallFailure::AfterConnect(format!("the PSP call failed after connecting: {error}"))
+            }
+        })?;
+        let status = response.status().as_u16();
+        let body = response.bytes().await.map_err(|error| {
+            CallFailure::AfterConnect(format!("the PSP answer was cut: {error}"))
+        })?;
+        Ok(StripeReply {
+            status,
+            body: body.to_vec(),
+        })
+    }
+}
+
+/// The Stripe adapter: builds the PaymentIntents calls and classifies their answers.
+#[derive(Debug, Clone)]
+pub struct StripePsp<T = HttpTransport> {
+    transport: T,
+    provider_name: String,
+    request_timeout: Duration,
 }
 
 /// How often a 409 `idempotency_key_in_use` or a 429 is retried before the outcome is unknown.
@@ -58,41 +162,93 @@ const BUSY_RETRIES: u32 = 2;
 /// Pause before such a retry.
 const BUSY_PAUSE: Duration = Duration::from_millis(300);
 
-impl StripePsp {
-    /// Builds the HTTP client once (at start-up, outside the handler).
+impl StripePsp<HttpTransport> {
+    /// Stripe (or the fake PSP) over HTTPS at `config.base_url`.
     pub fn new(config: StripeConfig) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .timeout(config.request_timeout)
-            .build()?;
-        Ok(Self { http, config })
+        let transport = HttpTransport::new(&config)?;
+        Ok(Self::with_transport(
+            transport,
+            config.provider_name,
+            config.request_timeout,
+        ))
+    }
+}
+
+impl<T: StripeTransport> StripePsp<T> {
+    /// The adapter over any transport, storing `provider_name` on payments.
+    pub fn with_transport(
+        transport: T,
+        provider_name: impl Into<String>,
+        request_timeout: Duration,
+    ) -> Self {
+        Self {
+            transport,
+            provider_name: provider_name.into(),
+            request_timeout,
+        }
     }
 
-    /// POST /v1/payment_intents under the request's key; `confirm` is false only for fencing.
+    /// The transport.
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// `POST /v1/payment_intents` under the request's key. The parameters are a pure function
+    /// of the attempt, so every retry under a key is byte-identical. `confirm` is false only
+    /// for fencing, and then no confirm-only parameter is sent: Stripe refuses
+    /// `error_on_requires_action` (and `off_session`, `return_url`, `mandate`...) without
+    /// `confirm=true` (API reference, "Create a PaymentIntent").
     async fn post_intent(
         &self,
         request: &ChargeRequest,
         confirm: bool,
         timeout: Duration,
-    ) -> Result<reqwest::Response, reqwest::Error> {
-        let form = [
-            ("amount", request.amount.to_string()),
-            ("currency", request.currency.as_str().to_owned()),
-            ("payment_method", request.payment_method.clone()),
-            ("confirm", confirm.to_string()),
-            ("error_on_requires_action", "true".into()),
-            ("automatic_payment_methods[enabled]", "true".into()),
-            ("automatic_payment_methods[allow_redirects]", "never".into()),
-            ("metadata[payment_id]", request.payment_id.clone()),
+    ) -> Result<StripeReply, CallFailure> {
+        let mut form = vec![
+            ("amount".to_owned(), request.amount.to_string()),
+            ("currency".to_owned(), request.currency.as_str().to_owned()),
+            ("payment_method".to_owned(), request.payment_method.clone()),
+            ("confirm".to_owned(), confirm.to_string()),
         ];
-        self.http
-            .post(format!("{}/v1/payment_intents", self.config.base_url))
-            .bearer_auth(&self.config.api_key)
-            .header("Idempotency-Key", &request.idempotency_key)
-            .timeout(timeout.min(self.config.request_timeout))
-            .form(&form)
-            .send()
+        if confirm || mutations::active(Mutation::FenceWithConfirmOnlyParameter) {
+            form.push(("error_on_requires_action".to_owned(), "true".to_owned()));
+        }
+        form.extend([
+            (
+                "automatic_payment_methods[enabled]".to_owned(),
+                "true".to_owned(),
+            ),
+            (
+                "automatic_payment_methods[allow_redirects]".to_owned(),
+                "never".to_owned(),
+            ),
+            (
+                "metadata[payment_id]".to_owned(),
+                request.payment_id.clone(),
+            ),
+        ]);
+        let call = StripeCall {
+            method: "POST",
+            path: "/v1/payment_intents".to_owned(),
+            query: Vec::new(),
+            form,
+            idempotency_key: Some(request.idempotency_key.clone()),
+        };
+        self.transport
+            .send(&call, timeout.min(self.request_timeout))
             .await
+    }
+
+    /// A call that is not a charge: any failure is a [`PspError`].
+    async fn plain(&self, call: StripeCall) -> Result<StripeReply, PspError> {
+        self.transport
+            .send(&call, self.request_timeout)
+            .await
+            .map_err(|failure| PspError {
+                reason: match failure {
+                    CallFailure::NotConnected(reason) | CallFailure::AfterConnect(reason) => reason,
+                },
+            })
     }
 }
 
@@ -130,7 +286,10 @@ struct SearchResult {
     data: Vec<PaymentIntent>,
 }
 
-/// Classifies a PaymentIntent the PSP returned with 200.
+/// Classifies a PaymentIntent the PSP returned with 200. Only `succeeded` and a declined
+/// `requires_payment_method` are final; `processing`, `requires_action`, `requires_capture` and
+/// the rest are not (PaymentIntent lifecycle, "How PaymentIntents work"), so the outcome is
+/// unknown and a webhook or reconcile settles it.
 fn classify_intent(intent: PaymentIntent) -> PspOutcome {
     match intent.status.as_str() {
         "succeeded" => PspOutcome::Approved {
@@ -149,7 +308,30 @@ fn classify_intent(intent: PaymentIntent) -> PspOutcome {
     }
 }
 
-/// Classifies an error answer by status and Stripe error type.
+/// What a PaymentIntent found by a lookup says about our attempt: every status that is not
+/// final and not canceled is *pending*, never "not found".
+fn lookup_of(intent: PaymentIntent) -> PspLookup {
+    match intent.status.as_str() {
+        "succeeded" => PspLookup::Succeeded {
+            provider_payment_id: intent.id,
+        },
+        "requires_payment_method" if intent.last_payment_error.is_some() => PspLookup::Declined {
+            decline_code: intent
+                .last_payment_error
+                .and_then(|e| e.decline_code.or(e.code))
+                .unwrap_or_else(|| "generic_decline".into()),
+            provider_payment_id: intent.id,
+        },
+        "canceled" => PspLookup::Canceled {
+            provider_payment_id: intent.id,
+        },
+        _ => PspLookup::Pending {
+            provider_payment_id: intent.id,
+        },
+    }
+}
+
+/// Classifies an error answer by status and Stripe error type (API reference, "Errors").
 fn classify_error(status: u16, body: &[u8]) -> PspOutcome {
     let detail = serde_json::from_slice::<ErrorBody>(body)
         .map(|b| b.error)
@@ -169,12 +351,27 @@ fn classify_error(status: u16, body: &[u8]) -> PspOutcome {
                     .unwrap_or_else(|| "the payment method was rejected".into()),
             }
         }
+        // Any other validation error is as final: Stripe stores nothing under the key for most
+        // of them, and a re-send (byte-identical) would be refused the same way.
+        (400, "invalid_request_error") if !mutations::active(Mutation::RefusalIsUnknown) => {
+            PspOutcome::Refused {
+                code: detail
+                    .code
+                    .unwrap_or_else(|| "invalid_request_error".into()),
+            }
+        }
         (401 | 403, _) => {
-            tracing::error!(status, "the PSP refused our credentials");
+            tracing::error!(
+                status,
+                alarm = "psp-credentials",
+                "the PSP refused our credentials"
+            );
             PspOutcome::NotSent {
                 reason: format!("the PSP refused our credentials ({status})"),
             }
         }
+        // 400 idempotency_error (the key was used with other parameters, e.g. after a fence),
+        // 409, 429 and 5xx: the outcome is unknown.
         _ => PspOutcome::Unknown {
             reason: format!(
                 "PSP answered {status} {} {}",
@@ -186,47 +383,38 @@ fn classify_error(status: u16, body: &[u8]) -> PspOutcome {
 }
 
 #[async_trait]
-impl Psp for StripePsp {
+impl<T: StripeTransport> Psp for StripePsp<T> {
     fn name(&self) -> &str {
-        &self.config.provider_name
+        &self.provider_name
     }
 
     async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome {
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         let mut busy = 0;
+        // Once any call of this loop got an answer (a 409 or 429), a later connection failure
+        // no longer proves the PSP never saw the key.
+        let mut answered = false;
         loop {
             let left = timeout.saturating_sub(started.elapsed());
-            let response = match self.post_intent(request, true, left).await {
-                Ok(response) => response,
-                Err(error) if error.is_connect() => {
-                    return PspOutcome::NotSent {
-                        reason: format!("no connection to the PSP: {error}"),
-                    }
+            let reply = match self.post_intent(request, true, left).await {
+                Ok(reply) => reply,
+                Err(CallFailure::NotConnected(reason)) if !answered => {
+                    return PspOutcome::NotSent { reason }
                 }
-                Err(error) => {
-                    return PspOutcome::Unknown {
-                        reason: format!("the PSP call failed after connecting: {error}"),
-                    }
+                Err(CallFailure::NotConnected(reason) | CallFailure::AfterConnect(reason)) => {
+                    return PspOutcome::Unknown { reason }
                 }
             };
-            let status = response.status().as_u16();
-            let body = match response.bytes().await {
-                Ok(body) => body,
-                Err(error) => {
-                    return PspOutcome::Unknown {
-                        reason: format!("the PSP answer was cut: {error}"),
-                    }
-                }
-            };
-            if status == 200 {
-                return match serde_json::from_slice::<PaymentIntent>(&body) {
+            answered = true;
+            if reply.status == 200 {
+                return match serde_json::from_slice::<PaymentIntent>(&reply.body) {
                     Ok(intent) => classify_intent(intent),
                     Err(error) => PspOutcome::Unknown {
                         reason: format!("unreadable PSP answer: {error}"),
                     },
                 };
             }
-            if matches!(status, 409 | 429)
+            if matches!(reply.status, 409 | 429)
                 && busy < BUSY_RETRIES
                 && started.elapsed() + BUSY_PAUSE * 2 < timeout
             {
@@ -234,80 +422,66 @@ impl Psp for StripePsp {
                 tokio::time::sleep(BUSY_PAUSE).await;
                 continue;
             }
-            return classify_error(status, &body);
+            return match classify_error(reply.status, &reply.body) {
+                // Credentials refused after an earlier answer: the key may be known.
+                PspOutcome::NotSent { reason } if busy > 0 => PspOutcome::Unknown { reason },
+                outcome => outcome,
+            };
         }
     }
 
     async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError> {
-        let query = format!("metadata['payment_id']:'{payment_id}'");
-        let response = self
-            .http
-            .get(format!(
-                "{}/v1/payment_intents/search",
-                self.config.base_url
-            ))
-            .bearer_auth(&self.config.api_key)
-            .query(&[("query", query)])
-            .send()
-            .await
-            .map_err(|e| PspError {
-                reason: e.to_string(),
-            })?;
-        let status = response.status();
-        let body = response.bytes().await.map_err(|e| PspError {
-            reason: e.to_string(),
-        })?;
-        if !status.is_success() {
+        let reply = self
+            .plain(StripeCall {
+                method: "GET",
+                path: "/v1/payment_intents/search".to_owned(),
+                query: vec![(
+                    "query".to_owned(),
+                    format!("metadata['payment_id']:'{payment_id}'"),
+                )],
+                form: Vec::new(),
+                idempotency_key: None,
+            })
+            .await?;
+        if reply.status != 200 {
             return Err(PspError {
-                reason: format!("search answered {status}"),
+                reason: format!("search answered {}", reply.status),
             });
         }
-        let found: SearchResult = serde_json::from_slice(&body).map_err(|e| PspError {
+        let found: SearchResult = serde_json::from_slice(&reply.body).map_err(|e| PspError {
             reason: e.to_string(),
         })?;
-        // A succeeded intent wins over any other for the same attempt.
-        let mut best = PspLookup::NotFound;
-        for intent in found.data {
-            let this = match classify_intent(intent) {
-                PspOutcome::Approved {
-                    provider_payment_id,
-                } => {
-                    return Ok(PspLookup::Succeeded {
-                        provider_payment_id,
-                    })
-                }
-                PspOutcome::Declined {
-                    provider_payment_id: Some(id),
-                    decline_code,
-                } => PspLookup::Declined {
-                    provider_payment_id: id,
-                    decline_code,
-                },
-                _ => continue,
-            };
-            best = this;
-        }
-        Ok(best)
+        // One key per attempt means one intent; should there be more, the strongest word wins:
+        // succeeded, then pending (may still charge), then declined, then canceled.
+        let rank = |lookup: &PspLookup| match lookup {
+            PspLookup::Succeeded { .. } => 4,
+            PspLookup::Pending { .. } => 3,
+            PspLookup::Declined { .. } => 2,
+            PspLookup::Canceled { .. } => 1,
+            PspLookup::NotFound => 0,
+        };
+        Ok(found
+            .data
+            .into_iter()
+            .map(lookup_of)
+            .max_by_key(rank)
+            .unwrap_or(PspLookup::NotFound))
     }
 
     async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError> {
-        let response = self
-            .post_intent(request, false, self.config.request_timeout)
+        let reply = self
+            .post_intent(request, false, self.request_timeout)
             .await
-            .map_err(|e| PspError {
-                reason: e.to_string(),
+            .map_err(|failure| PspError {
+                reason: format!("fencing failed: {failure:?}"),
             })?;
-        let status = response.status().as_u16();
-        let body = response.bytes().await.map_err(|e| PspError {
-            reason: e.to_string(),
-        })?;
-        let kind = serde_json::from_slice::<ErrorBody>(&body)
+        let kind = serde_json::from_slice::<ErrorBody>(&reply.body)
             .map(|b| b.error.kind)
             .unwrap_or_default();
-        match (status, kind.as_str()) {
+        match (reply.status, kind.as_str()) {
             (200, _) => {
                 let intent: PaymentIntent =
-                    serde_json::from_slice(&body).map_err(|e| PspError {
+                    serde_json::from_slice(&reply.body).map_err(|e| PspError {
                         reason: e.to_string(),
                     })?;
                 if intent.status == "requires_confirmation" {
@@ -321,31 +495,23 @@ impl Psp for StripePsp {
             }
             (400, "idempotency_error") => Ok(Fence::KeyUsed),
             (409, _) => Ok(Fence::InFlight),
-            _ => Err(PspError {
+            (status, _) => Err(PspError {
                 reason: format!("fencing answered {status} {kind}"),
             }),
         }
     }
 
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError> {
-        let response = self
-            .http
-            .post(format!(
-                "{}/v1/payment_intents/{provider_payment_id}/cancel",
-                self.config.base_url
-            ))
-            .bearer_auth(&self.config.api_key)
-            .form(&[("cancellation_reason", "abandoned")])
-            .send()
-            .await
-            .map_err(|e| PspError {
-                reason: e.to_string(),
-            })?;
-        let status = response.status();
-        let body = response.bytes().await.map_err(|e| PspError {
-            reason: e.to_string(),
-        })?;
-        let intent_status = serde_json::from_slice::<serde_json::Value>(&body)
+        let reply = self
+            .plain(StripeCall {
+                method: "POST",
+                path: format!("/v1/payment_intents/{provider_payment_id}/cancel"),
+                query: Vec::new(),
+                form: vec![("cancellation_reason".to_owned(), "abandoned".to_owned())],
+                idempotency_key: None,
+            })
+            .await?;
+        let intent_status = serde_json::from_slice::<serde_json::Value>(&reply.body)
             .ok()
             .and_then(|v| {
                 v["error"]["payment_intent"]["status"]
@@ -353,11 +519,11 @@ impl Psp for StripePsp {
                     .map(str::to_owned)
             });
         // Already cancelled (a concurrent run got there first) is as good as cancelled.
-        if status.is_success() || intent_status.as_deref() == Some("canceled") {
+        if reply.status == 200 || intent_status.as_deref() == Some("canceled") {
             return Ok(());
         }
         Err(PspError {
-            reason: format!("cancel answered {status}"),
+            reason: format!("cancel answered {}", reply.status),
         })
     }
 }
@@ -397,6 +563,13 @@ mod tests {
                 "{status}"
             );
         }
+        let too_small = br#"{"error":{"type":"invalid_request_error","code":"amount_too_small","param":"amount"}}"#;
+        assert_eq!(
+            classify_error(400, too_small),
+            PspOutcome::Refused {
+                code: "amount_too_small".into()
+            }
+        );
         let idem = br#"{"error":{"type":"idempotency_error"}}"#;
         assert!(matches!(
             classify_error(400, idem),

@@ -1,0 +1,71 @@
+//! Switches that put known holes back at run time, so the simulation can prove it finds them
+//! (its mutation check). They exist only with the `faults` feature; without it every switch
+//! reads as off and compiles away.
+
+/// A hole that was found in review and fixed; switching it on reverts the fix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mutation {
+    /// The charge path releases the order on any call that could not connect, even after a
+    /// takeover of a holder that may have charged.
+    ReleaseOnAnyNotSent,
+    /// Fencing sends the confirm-only `error_on_requires_action` with `confirm=false`.
+    FenceWithConfirmOnlyParameter,
+    /// A validation 400 that does not name the payment method is an unknown outcome.
+    RefusalIsUnknown,
+}
+
+impl Mutation {
+    /// Every mutation.
+    pub const ALL: [Mutation; 3] = [
+        Self::ReleaseOnAnyNotSent,
+        Self::FenceWithConfirmOnlyParameter,
+        Self::RefusalIsUnknown,
+    ];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ReleaseOnAnyNotSent => "release-on-any-not-sent",
+            Self::FenceWithConfirmOnlyParameter => "fence-with-confirm-only-parameter",
+            Self::RefusalIsUnknown => "refusal-is-unknown",
+        }
+    }
+
+    /// Parses [`Mutation::name`].
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// Whether `mutation` is switched on for this thread.
+#[inline(always)]
+pub fn active(mutation: Mutation) -> bool {
+    #[cfg(feature = "faults")]
+    {
+        switches::ACTIVE.with(|active| active.borrow().contains(&mutation))
+    }
+    #[cfg(not(feature = "faults"))]
+    {
+        let _ = mutation;
+        false
+    }
+}
+
+#[cfg(feature = "faults")]
+mod switches {
+    use super::Mutation;
+    use std::cell::RefCell;
+    use std::collections::BTreeSet;
+
+    thread_local! {
+        pub(super) static ACTIVE: RefCell<BTreeSet<Mutation>> = const { RefCell::new(BTreeSet::new()) };
+    }
+
+    /// Switches exactly `mutations` on for this thread.
+    pub fn set(mutations: &[Mutation]) {
+        ACTIVE.with(|active| *active.borrow_mut() = mutations.iter().copied().collect());
+    }
+}
+
+#[cfg(feature = "faults")]
+pub use switches::set;
