@@ -2,8 +2,9 @@
 //! PaymentIntent.
 //!
 //! The card tokens are Stripe's own test tokens, so code written against the fake behaves the
-//! same against Stripe's test mode; the `pm_fake_*` tokens produce failures Stripe cannot be
-//! asked for (a lost response, a 500, a hang).
+//! same against Stripe's test mode; the `pm_fake_*` tokens produce what Stripe's test cards
+//! cannot give with payonce's create parameters (a lost response, a 500, a hang, a PaymentIntent
+//! that stays `processing` or `requires_action` for a while).
 
 /// A card decline: what ends up in `last_payment_error` and in the 402 body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +30,13 @@ pub(crate) enum Behaviour {
     /// The charge succeeds and is stored at once, but answered only after the slow delay, so a
     /// client with a shorter timeout gives up on a charge that did happen.
     Slow,
+    /// The PaymentIntent goes to `processing` (200) and succeeds once the model's
+    /// `processing_for` has passed, like an asynchronous payment method.
+    Processing,
+    /// The PaymentIntent goes to `requires_action` (200) and, since nobody ever authenticates,
+    /// falls back to `requires_payment_method` with `authentication_required` once the model's
+    /// `requires_action_for` has passed.
+    RequiresAction,
     /// The token names no PaymentMethod (400 `resource_missing`).
     Unknown,
 }
@@ -37,6 +45,9 @@ pub(crate) enum Behaviour {
 const TABLE: &[(&str, Behaviour)] = &[
     ("pm_card_visa", Behaviour::Approve),
     ("pm_card_mastercard", Behaviour::Approve),
+    // Stripe's test card whose charge succeeds and whose refunds fail; refunds come later, the
+    // charge is an ordinary approval.
+    ("pm_card_refundFail", Behaviour::Approve),
     (
         "pm_card_visa_chargeDeclined",
         Behaviour::Decline(Decline {
@@ -54,6 +65,8 @@ const TABLE: &[(&str, Behaviour)] = &[
     ("pm_fake_lost_response", Behaviour::LostResponse),
     ("pm_fake_error_before_charge", Behaviour::ErrorBeforeCharge),
     ("pm_fake_slow", Behaviour::Slow),
+    ("pm_fake_processing", Behaviour::Processing),
+    ("pm_fake_requires_action", Behaviour::RequiresAction),
 ];
 
 /// Looks up what confirming a PaymentIntent with `token` does.
@@ -80,6 +93,12 @@ mod tests {
             })
         ));
         assert_eq!(behaviour_for("pm_fake_slow"), Behaviour::Slow);
+        assert_eq!(behaviour_for("pm_card_refundFail"), Behaviour::Approve);
+        assert_eq!(behaviour_for("pm_fake_processing"), Behaviour::Processing);
+        assert_eq!(
+            behaviour_for("pm_fake_requires_action"),
+            Behaviour::RequiresAction
+        );
     }
 
     #[test]

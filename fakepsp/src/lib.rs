@@ -7,20 +7,32 @@
 //! demand by choosing a `payment_method` token or by setting [`WebhookKnobs`]. It is never
 //! compiled into a Lambda.
 //!
+//! Behind the HTTP server sits one synchronous, deterministic state machine, the [`model`], which
+//! payonce's in-process simulation drives directly. It is as strict as Stripe: parameter
+//! validation (currency minimums, `amount_too_large`, confirm-only parameters, unknown
+//! parameters) before the idempotency key, 400 `idempotency_error` on a key reused with other
+//! parameters, 409 while a key is in flight, keys forgotten at a random moment 24–48 h after
+//! being stored, search that lags behind writes. See the [`model`] module for the rules and the
+//! Stripe documentation each follows.
+//!
 //! With `confirm=true`, `POST /v1/payment_intents` behaves by token:
 //!
 //! | `payment_method` | behaviour |
 //! |---|---|
-//! | `pm_card_visa`, `pm_card_mastercard` | PaymentIntent `succeeded`, 200 |
+//! | `pm_card_visa`, `pm_card_mastercard`, `pm_card_refundFail` | PaymentIntent `succeeded`, 200 |
 //! | `pm_card_visa_chargeDeclined` | PaymentIntent `requires_payment_method`, 402 `card_declined` / `generic_decline` |
 //! | `pm_card_chargeDeclinedInsufficientFunds` | as above with `insufficient_funds` |
 //! | `pm_fake_lost_response` | PaymentIntent `succeeded` and stored under the idempotency key, then the connection is closed without any response |
 //! | `pm_fake_error_before_charge` | 500 `api_error`; nothing created, nothing stored |
 //! | `pm_fake_slow` | PaymentIntent `succeeded` and stored, answered only after [`FakePspConfig::slow_delay`] |
+//! | `pm_fake_processing` | PaymentIntent `processing`, 200 (`payment_intent.processing`); `succeeded` (`payment_intent.succeeded`) after [`FakePspConfig::processing_for`] |
+//! | `pm_fake_requires_action` | PaymentIntent `requires_action`, 200 (`payment_intent.requires_action`); back to `requires_payment_method` with `authentication_required` (`payment_intent.payment_failed`) after [`FakePspConfig::requires_action_for`] |
 //! | anything else | 400 `resource_missing` on `payment_method`; nothing created |
 //!
-//! With `confirm=false` any token is accepted and the PaymentIntent waits in
-//! `requires_confirmation` (payonce uses this to fence a key).
+//! With `confirm=false` any known token is accepted and the PaymentIntent waits in
+//! `requires_confirmation` (payonce uses this to fence a key); the confirm-only parameters
+//! (`error_on_requires_action`, `off_session`, `return_url`, `mandate`, `mandate_data`) are
+//! then refused, as Stripe refuses them.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -36,6 +48,8 @@
 
 mod behaviour;
 mod conn;
+mod currency;
+pub mod model;
 mod params;
 mod reply;
 mod running;
@@ -66,18 +80,29 @@ pub struct FakePspConfig {
     pub webhook_secret: String,
     /// How long a `pm_fake_slow` charge holds its answer back.
     pub slow_delay: Duration,
+    /// How long a `pm_fake_processing` PaymentIntent stays `processing` before it succeeds.
+    pub processing_for: Duration,
+    /// How long a `pm_fake_requires_action` PaymentIntent stays `requires_action` before it
+    /// fails with `authentication_required`.
+    pub requires_action_for: Duration,
+    /// Search shows each PaymentIntent, and each change to it, only after a random lag of up to
+    /// this long; zero (the default) makes search read-after-write.
+    pub search_lag_max: Duration,
     /// How webhooks are delivered (duplicates, delay, order).
     pub webhooks: WebhookKnobs,
 }
 
 impl Default for FakePspConfig {
     fn default() -> Self {
+        let model = model::ModelConfig::default();
         Self {
             api_key: DEFAULT_API_KEY.to_owned(),
             webhook_url: None,
             webhook_secret: DEFAULT_WEBHOOK_SECRET.to_owned(),
-            // Long enough to outlast any sane client timeout, which is the point of the token.
-            slow_delay: Duration::from_secs(30),
+            slow_delay: model.slow_delay,
+            processing_for: model.processing_for,
+            requires_action_for: model.requires_action_for,
+            search_lag_max: model.search_lag_max,
             webhooks: WebhookKnobs::default(),
         }
     }

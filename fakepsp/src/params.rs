@@ -20,9 +20,9 @@ pub(crate) fn parse_form(input: &[u8]) -> Params {
 /// A validated `POST /v1/payment_intents` request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct CreateParams {
-    /// Amount in the currency's minor unit, > 0.
+    /// Amount in the currency's minor unit, within the currency's charge limits.
     pub(crate) amount: i64,
-    /// Three-letter ISO currency code, lowercase.
+    /// Three-letter ISO currency code, lowercase, one the fake charges in.
     pub(crate) currency: String,
     /// The `payment_method` token, which picks the behaviour.
     pub(crate) payment_method: String,
@@ -32,9 +32,43 @@ pub(crate) struct CreateParams {
     pub(crate) metadata: BTreeMap<String, String>,
 }
 
+/// The top-level create parameters the fake understands. Anything else is refused with
+/// `parameter_unknown`, as Stripe refuses a parameter it does not know ("Error codes":
+/// `parameter_unknown`) — better a loud 400 than a real parameter silently ignored.
+const CREATE_PARAMETERS: &[&str] = &[
+    "amount",
+    "automatic_payment_methods[allow_redirects]",
+    "automatic_payment_methods[enabled]",
+    "confirm",
+    "currency",
+    "description",
+    "error_on_requires_action",
+    "mandate",
+    "off_session",
+    "payment_method",
+    "return_url",
+];
+
+/// Parameters Stripe accepts on create only together with `confirm=true`: each carries "This
+/// parameter can only be used with confirm=true" in Stripe's API reference ("Create a
+/// PaymentIntent"). `mandate_data` stands for the whole `mandate_data[...]` hash.
+pub(crate) const CONFIRM_ONLY_PARAMETERS: &[&str] = &[
+    "error_on_requires_action",
+    "mandate",
+    "mandate_data",
+    "off_session",
+    "return_url",
+];
+
 impl CreateParams {
     /// Validates the parameters of a create request, answering like Stripe on the first problem.
+    /// Every refusal here is a validation error: the model answers it before the idempotency
+    /// key is looked at and stores nothing under the key.
     pub(crate) fn from_params(params: &Params) -> Result<Self, Reply> {
+        if let Some(unknown) = params.keys().find(|name| !is_create_parameter(name)) {
+            return Err(reply::parameter_unknown(unknown));
+        }
+
         let amount = required(params, "amount")?;
         let amount: i64 = amount.parse().map_err(|_| {
             reply::invalid_request(
@@ -52,35 +86,85 @@ impl CreateParams {
         }
 
         let currency = required(params, "currency")?;
-        if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_alphabetic()) {
+        // Stripe accepts any case and always answers in lowercase.
+        let currency = currency.to_ascii_lowercase();
+        let Some(minimum) = crate::currency::minimum_charge_minor(&currency) else {
             return Err(reply::invalid_request(
                 Some("parameter_invalid"),
                 Some("currency"),
-                &format!("Invalid currency: {currency}."),
+                &format!(
+                    "Invalid currency: {currency}. The fake PSP charges only in the currencies \
+                     of Stripe's minimum charge amounts table."
+                ),
             ));
-        }
-        // Stripe accepts any case and always answers in lowercase.
-        let currency = currency.to_ascii_lowercase();
+        };
 
         let payment_method = required(params, "payment_method")?.to_owned();
         let confirm = optional_bool(params, "confirm")?.unwrap_or(false);
-        // Accepted for wire compatibility; the fake has no redirects or 3-D Secure to refuse.
         optional_bool(params, "error_on_requires_action")?;
-        optional_bool(params, "automatic_payment_methods[enabled]")?;
         optional_enum(
+            params,
+            "off_session",
+            &["true", "false", "one_off", "recurring"],
+        )?;
+        let redirects = optional_enum(
             params,
             "automatic_payment_methods[allow_redirects]",
             &["always", "never"],
         )?;
+        let automatic = optional_bool(params, "automatic_payment_methods[enabled]")?;
+        if redirects.is_some() && automatic.is_none() {
+            // `enabled` is the hash's one required field.
+            return Err(reply::parameter_missing(
+                "automatic_payment_methods[enabled]",
+            ));
+        }
+        let metadata = metadata(params)?;
+
+        // Stripe, "Create a PaymentIntent": "This parameter can only be used with confirm=true."
+        if !confirm {
+            if let Some(name) = CONFIRM_ONLY_PARAMETERS
+                .iter()
+                .find(|name| params.keys().any(|given| belongs_to(given, name)))
+            {
+                return Err(reply::confirm_only(name));
+            }
+        }
+
+        // Stripe, "Supported currencies" → "Minimum and maximum charge amounts".
+        if amount < minimum {
+            return Err(reply::amount_too_small(minimum, &currency));
+        }
+        if amount > crate::currency::MAXIMUM_CHARGE_MINOR {
+            return Err(reply::amount_too_large(
+                crate::currency::MAXIMUM_CHARGE_MINOR,
+                &currency,
+            ));
+        }
 
         Ok(Self {
             amount,
             currency,
             payment_method,
             confirm,
-            metadata: metadata(params)?,
+            metadata,
         })
     }
+}
+
+/// Whether `given` is the parameter `name` or part of its hash (`name[...]`).
+fn belongs_to(given: &str, name: &str) -> bool {
+    given
+        .strip_prefix(name)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('['))
+}
+
+/// Whether a create request may carry this (flattened) parameter name. `metadata...` names are
+/// checked in detail by [`metadata`].
+fn is_create_parameter(name: &str) -> bool {
+    CREATE_PARAMETERS.contains(&name)
+        || name.starts_with("metadata")
+        || belongs_to(name, "mandate_data")
 }
 
 /// A required, non-empty parameter.
@@ -161,7 +245,7 @@ mod tests {
     }
 
     fn error_code(reply: &Reply) -> Option<String> {
-        let body: serde_json::Value = serde_json::from_slice(&reply.body).ok()?;
+        let body: serde_json::Value = serde_json::from_str(&reply.body).ok()?;
         body["error"]["code"].as_str().map(str::to_owned)
     }
 
@@ -198,7 +282,7 @@ mod tests {
 
     #[test]
     fn confirm_defaults_to_false() {
-        let p = params("amount=1&currency=usd&payment_method=pm_anything");
+        let p = params("amount=50&currency=usd&payment_method=pm_anything");
         assert_eq!(CreateParams::from_params(&p).map(|c| c.confirm), Ok(false));
     }
 
@@ -238,7 +322,7 @@ mod tests {
 
     #[test]
     fn bad_booleans_and_metadata_names_are_rejected() {
-        let base = "amount=1&currency=usd&payment_method=pm_x";
+        let base = "amount=50&currency=usd&payment_method=pm_x";
         for extra in [
             "confirm=yes",
             "metadata[]=v",

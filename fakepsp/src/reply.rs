@@ -1,53 +1,34 @@
-//! Responses as the fake PSP stores and sends them, and Stripe's error shapes.
+//! Answers as the fake PSP stores and sends them, and Stripe's error shapes.
 //!
-//! A [`Reply`] is kept as a status plus the exact body bytes, so that an idempotent replay is
-//! byte-for-byte the response the first request got (or would have got).
+//! A [`Reply`] is kept as a status plus the exact body text, so that an idempotent replay is
+//! byte-for-byte the answer the first request got (or would have got). Nothing here knows about
+//! HTTP servers: the model builds replies, the server writes them.
 
-use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::Response;
 use serde_json::{json, Map, Value};
 
-/// The header Stripe sets on a response that was replayed from the idempotency cache.
-pub(crate) const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
-
-/// A JSON response: status and exact body bytes.
+/// A JSON answer: status and exact body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Reply {
-    /// The HTTP status.
-    pub(crate) status: StatusCode,
+    /// The HTTP status code.
+    pub(crate) status: u16,
     /// The serialised JSON body.
-    pub(crate) body: Bytes,
+    pub(crate) body: String,
 }
 
 impl Reply {
-    /// A response with `value` as its JSON body.
-    pub(crate) fn json(status: StatusCode, value: &Value) -> Self {
+    /// An answer with `value` as its JSON body.
+    pub(crate) fn json(status: u16, value: &Value) -> Self {
         Self {
             status,
-            body: Bytes::from(value.to_string()),
+            body: value.to_string(),
         }
     }
 
-    /// Whether Stripe would remember this response under an idempotency key: everything except
-    /// server errors, which a retry must be allowed to run again.
+    /// Whether the answer may be remembered under an idempotency key: everything except server
+    /// errors. The fake's only 5xx (`pm_fake_error_before_charge`) fails before the endpoint did
+    /// any work, and Stripe saves a result only once execution began ("Idempotent requests").
     pub(crate) fn is_storable(&self) -> bool {
-        !self.status.is_server_error()
-    }
-
-    /// The HTTP response; `replayed` adds `Idempotent-Replayed: true`.
-    pub(crate) fn into_response(self, replayed: bool) -> Response {
-        let mut response = Response::new(Body::from(self.body));
-        *response.status_mut() = self.status;
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        if replayed {
-            headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
-        }
-        response
+        self.status < 500
     }
 }
 
@@ -67,14 +48,13 @@ fn error(kind: &str, code: Option<&str>, param: Option<&str>, message: &str) -> 
 }
 
 /// Wraps error fields into the response envelope.
-fn wrap(status: StatusCode, fields: Map<String, Value>) -> Reply {
+fn wrap(status: u16, fields: Map<String, Value>) -> Reply {
     Reply::json(status, &json!({ "error": Value::Object(fields) }))
 }
 
 /// 400 `invalid_request_error` with an optional `code` and `param`.
 pub(crate) fn invalid_request(code: Option<&str>, param: Option<&str>, message: &str) -> Reply {
-    let status = StatusCode::BAD_REQUEST;
-    wrap(status, error("invalid_request_error", code, param, message))
+    wrap(400, error("invalid_request_error", code, param, message))
 }
 
 /// 400 `parameter_missing` for a required parameter.
@@ -86,11 +66,62 @@ pub(crate) fn parameter_missing(param: &str) -> Reply {
     )
 }
 
+/// 400 `parameter_unknown` for a parameter the endpoint does not take.
+pub(crate) fn parameter_unknown(param: &str) -> Reply {
+    invalid_request(
+        Some("parameter_unknown"),
+        Some(param),
+        &format!("Received unknown parameter: {param}"),
+    )
+}
+
+/// 400 for a parameter Stripe accepts only together with `confirm=true`. Stripe documents the
+/// restriction but not the answer's `code`, so none is invented here; `param` names the culprit.
+pub(crate) fn confirm_only(param: &str) -> Reply {
+    invalid_request(
+        None,
+        Some(param),
+        &format!("The parameter `{param}` can only be used with `confirm=true`."),
+    )
+}
+
+/// 400 `amount_too_small` (the minimum is given in minor units).
+pub(crate) fn amount_too_small(minimum_minor: i64, currency: &str) -> Reply {
+    invalid_request(
+        Some("amount_too_small"),
+        Some("amount"),
+        &format!(
+            "Amount must be at least {} {currency}",
+            major_units(minimum_minor, currency)
+        ),
+    )
+}
+
+/// 400 `amount_too_large` (the maximum is given in minor units).
+pub(crate) fn amount_too_large(maximum_minor: i64, currency: &str) -> Reply {
+    invalid_request(
+        Some("amount_too_large"),
+        Some("amount"),
+        &format!(
+            "Amount must be no more than {} {currency}",
+            major_units(maximum_minor, currency)
+        ),
+    )
+}
+
+/// `amount` minor units as major units, for messages: `50 usd` → `0.50`, `50 jpy` → `50`.
+fn major_units(amount: i64, currency: &str) -> String {
+    if crate::currency::is_zero_decimal(currency) {
+        amount.to_string()
+    } else {
+        format!("{}.{:02}", amount / 100, amount % 100)
+    }
+}
+
 /// 404 `resource_missing`, e.g. for an unknown PaymentIntent id.
 pub(crate) fn resource_missing(param: &str, message: &str) -> Reply {
-    let status = StatusCode::NOT_FOUND;
     wrap(
-        status,
+        404,
         error(
             "invalid_request_error",
             Some("resource_missing"),
@@ -100,11 +131,12 @@ pub(crate) fn resource_missing(param: &str, message: &str) -> Reply {
     )
 }
 
-/// 401 for a missing or wrong API key, exactly as Stripe shapes it (no `code`).
+/// 401 for a missing or wrong API key, in the shape Stripe actually sends: type
+/// `invalid_request_error` and no `code` (the `authentication_error` type of Stripe's error
+/// reference is not what its API answers to a bad key).
 pub(crate) fn unauthorized() -> Reply {
-    let status = StatusCode::UNAUTHORIZED;
     wrap(
-        status,
+        401,
         error(
             "invalid_request_error",
             None,
@@ -116,30 +148,27 @@ pub(crate) fn unauthorized() -> Reply {
 
 /// 500 `api_error`: the PSP failed before doing anything.
 pub(crate) fn api_error(message: &str) -> Reply {
-    let status = StatusCode::INTERNAL_SERVER_ERROR;
-    wrap(status, error("api_error", None, None, message))
+    wrap(500, error("api_error", None, None, message))
 }
 
-/// 400 `idempotency_error`: the key was first used with other parameters.
+/// 400 `idempotency_error`: the key was first used with other parameters or on another endpoint.
 pub(crate) fn idempotency_mismatch(key: &str) -> Reply {
-    let status = StatusCode::BAD_REQUEST;
     let message = format!(
         "Keys for idempotent requests can only be used with the same parameters they were first \
          used with. Try using a key other than '{key}' if you meant to execute a different request."
     );
-    wrap(status, error("idempotency_error", None, None, &message))
+    wrap(400, error("idempotency_error", None, None, &message))
 }
 
 /// 409 `idempotency_key_in_use`: another request with this key is still running.
 pub(crate) fn idempotency_in_use(key: &str) -> Reply {
-    let status = StatusCode::CONFLICT;
     let message = format!(
         "There is currently another in-progress request using this Idempotent Key (that probably \
          means you submitted twice, and the other request is still going through): {key}. \
          Please try again later."
     );
     wrap(
-        status,
+        409,
         error(
             "invalid_request_error",
             Some("idempotency_key_in_use"),
@@ -156,20 +185,18 @@ pub(crate) fn card_declined(
     charge: Option<&str>,
     payment_intent: Value,
 ) -> Reply {
-    let status = StatusCode::PAYMENT_REQUIRED;
     let mut fields = error("card_error", Some("card_declined"), None, message);
     fields.insert("decline_code".into(), decline_code.into());
     if let Some(charge) = charge {
         fields.insert("charge".into(), charge.into());
     }
     fields.insert("payment_intent".into(), payment_intent);
-    wrap(status, fields)
+    wrap(402, fields)
 }
 
 /// 400 `payment_intent_unexpected_state` carrying the PaymentIntent, e.g. cancelling a
 /// succeeded one.
 pub(crate) fn unexpected_state(message: &str, payment_intent: Value) -> Reply {
-    let status = StatusCode::BAD_REQUEST;
     let mut fields = error(
         "invalid_request_error",
         Some("payment_intent_unexpected_state"),
@@ -177,7 +204,7 @@ pub(crate) fn unexpected_state(message: &str, payment_intent: Value) -> Reply {
         message,
     );
     fields.insert("payment_intent".into(), payment_intent);
-    wrap(status, fields)
+    wrap(400, fields)
 }
 
 #[cfg(test)]
@@ -185,13 +212,13 @@ mod tests {
     use super::*;
 
     fn body(reply: &Reply) -> Value {
-        serde_json::from_slice(&reply.body).unwrap_or(Value::Null)
+        serde_json::from_str(&reply.body).unwrap_or(Value::Null)
     }
 
     #[test]
     fn unauthorized_has_exactly_stripes_shape() {
         let reply = unauthorized();
-        assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+        assert_eq!(reply.status, 401);
         assert_eq!(
             body(&reply),
             json!({"error":{"type":"invalid_request_error","message":"Invalid API Key provided"}})
@@ -206,14 +233,18 @@ mod tests {
     }
 
     #[test]
-    fn replayed_responses_carry_the_header() {
-        let response = parameter_missing("amount").into_response(true);
-        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    fn amount_messages_use_major_units() {
         assert_eq!(
-            response.headers().get(IDEMPOTENT_REPLAYED),
-            Some(&HeaderValue::from_static("true"))
+            body(&amount_too_small(50, "usd"))["error"]["message"],
+            "Amount must be at least 0.50 usd"
         );
-        let fresh = parameter_missing("amount").into_response(false);
-        assert!(fresh.headers().get(IDEMPOTENT_REPLAYED).is_none());
+        assert_eq!(
+            body(&amount_too_small(50, "jpy"))["error"]["message"],
+            "Amount must be at least 50 jpy"
+        );
+        assert_eq!(
+            body(&amount_too_large(99_999_999, "usd"))["error"]["message"],
+            "Amount must be no more than 999999.99 usd"
+        );
     }
 }

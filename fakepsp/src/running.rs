@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::conn::{ConnHandle, SeverableListener};
-use crate::server::{self, App};
-use crate::state::{FakeCharge, Store};
+use crate::model::{ModelConfig, StripeModel};
+use crate::server::{self, now_ms, App};
+use crate::state::FakeCharge;
 use crate::webhooks::Webhooks;
 use crate::{FakePspConfig, WebhookKnobs};
 
@@ -19,6 +20,9 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Per-attempt timeout for webhook deliveries, so a stuck receiver cannot stall the queue.
 const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the ticker sleeps when no time-driven transition is pending (a request wakes it).
+const TICKER_IDLE: Duration = Duration::from_secs(60);
 
 /// Entry point: starts a fake PSP.
 #[derive(Debug)]
@@ -45,11 +49,25 @@ impl FakePsp {
         );
 
         let (stop, stopping) = watch::channel(false);
-        let app = App {
-            store: Arc::new(Store::default()),
-            webhooks,
-            api_key: config.api_key.into(),
+        let model_config = ModelConfig {
+            api_key: config.api_key,
+            search_lag_max: config.search_lag_max,
+            processing_for: config.processing_for,
+            requires_action_for: config.requires_action_for,
             slow_delay: config.slow_delay,
+        };
+        // The real clock and a fresh seed: determinism is the simulation's business.
+        let model = Arc::new(StripeModel::new(model_config, fastrand::u64(..)));
+        let ticker = Arc::new(Notify::new());
+        let ticker_task = tokio::spawn(run_ticker(
+            Arc::clone(&model),
+            Arc::clone(&webhooks),
+            Arc::clone(&ticker),
+        ));
+        let app = App {
+            model,
+            webhooks,
+            ticker,
             stopping: stopping.clone(),
         };
         let service =
@@ -74,7 +92,25 @@ impl FakePsp {
             stop,
             server_task: Some(server_task),
             webhook_task: Some(webhook_task),
+            ticker_task: Some(ticker_task),
         })
+    }
+}
+
+/// Applies the model's time-driven transitions (`processing` → `succeeded`, `requires_action`
+/// → `requires_payment_method`) as they fall due and sends their webhooks. Sleeps until the next
+/// one is due, or until a request (which may have scheduled an earlier one) wakes it.
+async fn run_ticker(model: Arc<StripeModel>, webhooks: Arc<Webhooks>, wake: Arc<Notify>) {
+    loop {
+        webhooks.send(model.tick(now_ms()));
+        let wait = model.next_transition_ms().map_or(TICKER_IDLE, |due_ms| {
+            let wait_ms = u64::try_from(due_ms.saturating_sub(now_ms())).unwrap_or(0);
+            Duration::from_millis(wait_ms).min(TICKER_IDLE)
+        });
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = wake.notified() => {}
+        }
     }
 }
 
@@ -87,6 +123,7 @@ pub struct RunningFakePsp {
     stop: watch::Sender<bool>,
     server_task: Option<JoinHandle<()>>,
     webhook_task: Option<JoinHandle<()>>,
+    ticker_task: Option<JoinHandle<()>>,
 }
 
 impl RunningFakePsp {
@@ -104,13 +141,25 @@ impl RunningFakePsp {
     /// Every PaymentIntent created so far, in creation order, with its status as it is now;
     /// the same data as `GET /_fake/charges`.
     pub fn charges(&self) -> Vec<FakeCharge> {
-        self.app.store.charges()
+        self.app.model.charges()
     }
 
     /// How many PaymentIntents have status `succeeded` and `metadata.payment_id == payment_id`:
     /// the number exactly-once tests assert to be 1.
     pub fn succeeded_charges_for(&self, payment_id: &str) -> usize {
-        self.app.store.succeeded_charges_for(payment_id)
+        self.charges()
+            .iter()
+            .filter(|charge| {
+                charge.status == "succeeded"
+                    && charge.metadata.get("payment_id").map(String::as_str) == Some(payment_id)
+            })
+            .count()
+    }
+
+    /// The model behind the server, e.g. to hold an idempotency key in flight
+    /// ([`StripeModel::begin_in_flight`]) so that requests with it get 409.
+    pub fn model(&self) -> &StripeModel {
+        &self.app.model
     }
 
     /// Changes how events produced from now on are delivered.
@@ -126,7 +175,7 @@ impl RunningFakePsp {
     /// Every HTTP request received on `/v1/*` so far, whatever its outcome (including 401s and
     /// requests whose response was dropped), for "the PSP saw nothing" assertions.
     pub fn requests_seen(&self) -> u64 {
-        self.app.store.requests_seen()
+        self.app.model.requests_seen()
     }
 
     /// Stops accepting connections, lets in-flight requests finish (a held-back `pm_fake_slow`
@@ -140,9 +189,7 @@ impl RunningFakePsp {
                 abort.abort();
             }
         }
-        if let Some(webhooks) = self.webhook_task.take() {
-            webhooks.abort();
-        }
+        self.stop_background_tasks();
         tracing::info!(local_addr = %self.local_addr, "fake PSP stopped");
     }
 }
@@ -156,8 +203,18 @@ impl Drop for RunningFakePsp {
             self.stop.send_replace(true);
             server.abort();
         }
-        if let Some(webhooks) = self.webhook_task.take() {
-            webhooks.abort();
+        self.stop_background_tasks();
+    }
+}
+
+impl RunningFakePsp {
+    /// Stops webhook delivery and the ticker; undelivered webhooks are dropped.
+    fn stop_background_tasks(&mut self) {
+        for task in [self.webhook_task.take(), self.ticker_task.take()]
+            .into_iter()
+            .flatten()
+        {
+            task.abort();
         }
     }
 }

@@ -1,26 +1,22 @@
-//! Webhook events: building them, signing them the way Stripe does, and delivering them from a
-//! background task so that an API answer is never held up by a webhook receiver.
+//! Webhook delivery: signing events the way Stripe does and sending them from a background task,
+//! so that an API answer is never held up by a webhook receiver. The events themselves come from
+//! the [model](crate::model).
 //!
 //! Events go through one queue and one delivery task, so with the default knobs they arrive in
 //! the order they happened. The [`WebhookKnobs`] make delivery misbehave on purpose: extra
 //! copies, a delay, reversed order.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::body::Bytes;
 use hmac::{Hmac, Mac};
-use serde_json::json;
 use sha2::Sha256;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::state::{new_id, now_epoch_s, Intent};
+use crate::model::ModelEvent;
 use crate::WebhookKnobs;
-
-/// The API version stamped on every event.
-const API_VERSION: &str = "2024-06-20";
 
 /// Retries after the first attempt when the receiver fails or answers non-2xx.
 const RETRIES: u32 = 3;
@@ -47,44 +43,11 @@ pub fn sign_webhook(secret: &str, timestamp: i64, payload: &[u8]) -> String {
     format!("t={timestamp},v1={signature}")
 }
 
-/// One event, serialised once so that every copy and every retry sends the same bytes.
-#[derive(Clone, Debug)]
-pub(crate) struct Event {
-    /// `evt_...`, also the de-duplication key receivers use.
-    pub(crate) id: String,
-    /// E.g. `payment_intent.succeeded`.
-    pub(crate) kind: &'static str,
-    /// The JSON body.
-    pub(crate) body: Bytes,
-}
-
-impl Event {
-    /// An event of `kind` about `intent` as it is at this moment.
-    pub(crate) fn new(kind: &'static str, intent: &Intent) -> Self {
-        let id = new_id("evt");
-        let body = json!({
-            "id": id,
-            "object": "event",
-            "type": kind,
-            "created": now_epoch_s(),
-            "api_version": API_VERSION,
-            "livemode": false,
-            "data": { "object": intent.to_json() },
-            "request": { "id": null, "idempotency_key": intent.idempotency_key },
-        });
-        Self {
-            id,
-            kind,
-            body: Bytes::from(body.to_string()),
-        }
-    }
-}
-
 /// The events produced by one API request, with the knobs in force when it was made.
 #[derive(Debug)]
 struct Batch {
     url: String,
-    events: Vec<Event>,
+    events: Vec<ModelEvent>,
     due: Instant,
     copies: u32,
     reorder: bool,
@@ -128,7 +91,7 @@ impl Webhooks {
 
     /// Queues the events one request produced. The URL and knobs are read now, so a test that
     /// changes them affects only later events, deterministically.
-    pub(crate) fn send(&self, events: Vec<Event>) {
+    pub(crate) fn send(&self, events: Vec<ModelEvent>) {
         if events.is_empty() {
             return;
         }
@@ -177,7 +140,7 @@ async fn deliver_all(
                 group.push(next);
             }
         }
-        let mut deliveries: Vec<(&str, &Event, u32)> = group
+        let mut deliveries: Vec<(&str, &ModelEvent, u32)> = group
             .iter()
             .flat_map(|batch| {
                 batch
@@ -198,7 +161,7 @@ async fn deliver_all(
 }
 
 /// Sends one copy of an event, retrying with backoff on a connection error or non-2xx answer.
-async fn deliver(client: &reqwest::Client, secret: &str, url: &str, event: &Event) {
+async fn deliver(client: &reqwest::Client, secret: &str, url: &str, event: &ModelEvent) {
     let mut backoff = FIRST_BACKOFF;
     for attempt in 0..=RETRIES {
         if attempt > 0 {
@@ -206,7 +169,7 @@ async fn deliver(client: &reqwest::Client, secret: &str, url: &str, event: &Even
             backoff *= 2;
         }
         // Signed at each attempt, as Stripe does: the timestamp is the time of sending.
-        let signature = sign_webhook(secret, now_epoch_s(), &event.body);
+        let signature = sign_webhook(secret, now_epoch_s(), event.body.as_bytes());
         let sent = client
             .post(url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -216,7 +179,7 @@ async fn deliver(client: &reqwest::Client, secret: &str, url: &str, event: &Even
             .await;
         match sent {
             Ok(response) if response.status().is_success() => {
-                tracing::debug!(event = %event.id, kind = event.kind, attempt, "webhook delivered");
+                tracing::debug!(event = %event.id, kind = %event.kind, attempt, "webhook delivered");
                 return;
             }
             Ok(response) => {
@@ -227,7 +190,14 @@ async fn deliver(client: &reqwest::Client, secret: &str, url: &str, event: &Even
             }
         }
     }
-    tracing::warn!(event = %event.id, kind = event.kind, url, "webhook given up after retries");
+    tracing::warn!(event = %event.id, kind = %event.kind, url, "webhook given up after retries");
+}
+
+/// Now, in epoch seconds: the `t` of a signature is the time of sending.
+fn now_epoch_s() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

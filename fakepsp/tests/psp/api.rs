@@ -38,6 +38,7 @@ async fn approved_card_creates_a_succeeded_payment_intent() {
     assert_eq!(charges[0].payment_method, "pm_card_visa");
     assert_eq!(charges[1].payment_method, "pm_card_mastercard");
     assert_eq!(charges[0].idempotency_key, None);
+    assert!(charges.iter().all(|c| c.outcome == "succeeded"));
 
     // The inspection endpoint serves the same data, without auth.
     let listed: Vec<FakeCharge> = client
@@ -262,9 +263,11 @@ async fn cancel(client: &reqwest::Client, base_url: &str, id: &str) -> (u16, boo
 async fn unconfirmed_intent_fences_then_cancels() {
     let psp = start().await;
     let client = client();
-    // Any token is accepted when nothing is confirmed, even one that would fail.
+    // Any known token is accepted when nothing is confirmed, even one that would fail. Like
+    // Stripe, the fake refuses confirm-only parameters without confirm=true, so the fence
+    // leaves `error_on_requires_action` out.
     let mut form = charge_form("pm_fake_error_before_charge", "pay_fenced");
-    form.retain(|(k, _)| k != "confirm");
+    form.retain(|(k, _)| k != "confirm" && k != "error_on_requires_action");
     form.push(("confirm".into(), "false".into()));
     let (status, _, pi) = read(
         create(&client, &psp, &form, Some("fence-1"))
@@ -284,6 +287,7 @@ async fn unconfirmed_intent_fences_then_cancels() {
     assert_eq!(canceled["status"], "canceled");
     assert_eq!(canceled["cancellation_reason"], "abandoned");
     assert_eq!(psp.charges()[0].status, "canceled");
+    assert_eq!(psp.charges()[0].outcome, "canceled");
 
     // A canceled intent cannot be canceled again.
     let (status, _, body) = cancel(&client, &psp.base_url(), &id).await;
@@ -382,4 +386,63 @@ async fn search_by_payment_id_metadata() {
     let (status, _, body) = search("status:'succeeded'").await;
     assert_eq!(status, 400);
     assert_eq!(body["error"]["type"], "invalid_request_error");
+}
+
+#[tokio::test]
+async fn confirm_only_parameter_without_confirm_is_400_and_stores_nothing() {
+    let psp = start().await;
+    let client = client();
+    // GIVEN payonce's charge form turned into a fence, but still carrying error_on_requires_action
+    let mut form = charge_form("pm_card_visa", "pay_fence");
+    form.retain(|(k, _)| k != "confirm");
+    form.push(("confirm".into(), "false".into()));
+    // WHEN it is sent under a key
+    let (status, replayed, body) = read(
+        create(&client, &psp, &form, Some("fence-key"))
+            .await
+            .expect("answered"),
+    )
+    .await;
+    // THEN 400 naming the parameter, nothing created
+    assert_eq!((status, replayed), (400, false));
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert_eq!(body["error"]["param"], "error_on_requires_action");
+    assert!(psp.charges().is_empty());
+    // AND nothing was stored under the key: a valid request with it runs normally
+    let (status, replayed, pi) = read(
+        create(
+            &client,
+            &psp,
+            &charge_form("pm_card_visa", "pay_fence"),
+            Some("fence-key"),
+        )
+        .await
+        .expect("answered"),
+    )
+    .await;
+    assert_eq!((status, replayed), (200, false), "{pi}");
+    assert_eq!(psp.succeeded_charges_for("pay_fence"), 1);
+}
+
+#[tokio::test]
+async fn amounts_outside_the_currency_limits_are_400_and_create_nothing() {
+    let psp = start().await;
+    let client = client();
+    for (amount, currency, code) in [
+        ("49", "jpy", "amount_too_small"),
+        ("29", "gbp", "amount_too_small"),
+        ("999", "thb", "amount_too_small"),
+        ("100000000", "usd", "amount_too_large"),
+    ] {
+        let mut form = charge_form("pm_card_visa", "p");
+        form.retain(|(k, _)| k != "amount" && k != "currency");
+        form.push(("amount".into(), amount.into()));
+        form.push(("currency".into(), currency.into()));
+        let (status, _, body) =
+            read(create(&client, &psp, &form, None).await.expect("answered")).await;
+        assert_eq!(status, 400, "{amount} {currency}");
+        assert_eq!(body["error"]["code"], code);
+        assert_eq!(body["error"]["param"], "amount");
+    }
+    assert!(psp.charges().is_empty());
 }

@@ -145,3 +145,33 @@ async fn thirty_concurrent_identical_requests_make_exactly_one_charge() {
     assert_eq!(psp.succeeded_charges_for("pay_race"), 1);
     assert!(ids.contains(&psp.charges()[0].id));
 }
+
+#[tokio::test]
+async fn a_key_held_in_flight_is_409_until_released() {
+    let psp = start().await;
+    let client = client();
+    let form = charge_form("pm_card_visa", "pay_busy");
+    // GIVEN the key is held by a request the PSP is still running
+    assert!(psp.model().begin_in_flight("key-busy"));
+    // WHEN a request with it arrives
+    let (status, replayed, body) = read(
+        create(&client, &psp, &form, Some("key-busy"))
+            .await
+            .expect("answered"),
+    )
+    .await;
+    // THEN 409 idempotency_key_in_use, nothing charged
+    assert_eq!((status, replayed), (409, false));
+    assert_eq!(body["error"]["code"], "idempotency_key_in_use");
+    assert!(psp.charges().is_empty());
+    // AND once released, the retry charges once
+    assert!(psp.model().end_in_flight("key-busy"));
+    let (status, _, _) = read(
+        create(&client, &psp, &form, Some("key-busy"))
+            .await
+            .expect("answered"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(psp.succeeded_charges_for("pay_busy"), 1);
+}

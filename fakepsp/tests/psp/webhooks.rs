@@ -220,3 +220,62 @@ async fn webhook_url_can_be_set_and_cleared_at_runtime() {
         .await
         .is_none());
 }
+
+#[tokio::test]
+async fn processing_and_requires_action_settle_later_with_their_webhooks() {
+    let receiver = Receiver::start(SECRET, 0).await;
+    let psp = start_with(FakePspConfig {
+        webhook_url: Some(receiver.url.clone()),
+        webhook_secret: SECRET.to_owned(),
+        processing_for: Duration::from_millis(300),
+        requires_action_for: Duration::from_millis(600),
+        ..FakePspConfig::default()
+    })
+    .await;
+    let mut receiver = receiver;
+    // GIVEN one charge left processing and one waiting for authentication
+    let (_, _, processing) = read(
+        create(
+            &client(),
+            &psp,
+            &charge_form("pm_fake_processing", "pay_p"),
+            None,
+        )
+        .await
+        .expect("answered"),
+    )
+    .await;
+    assert_eq!(processing["status"], "processing");
+    let (_, _, action) = read(
+        create(
+            &client(),
+            &psp,
+            &charge_form("pm_fake_requires_action", "pay_a"),
+            None,
+        )
+        .await
+        .expect("answered"),
+    )
+    .await;
+    assert_eq!(action["status"], "requires_action");
+    assert_eq!(receiver.next().await.kind(), "payment_intent.processing");
+    assert_eq!(
+        receiver.next().await.kind(),
+        "payment_intent.requires_action"
+    );
+    assert!(psp.charges().iter().all(|c| c.outcome == "pending"));
+    // WHEN their time passes (nobody calls the API)
+    let succeeded = receiver.next().await;
+    let failed = receiver.next().await;
+    // THEN the server's ticker moved them on and sent the webhooks, in that order
+    assert!(succeeded.signature_valid && failed.signature_valid);
+    assert_eq!(succeeded.kind(), "payment_intent.succeeded");
+    assert_eq!(succeeded.event["data"]["object"]["id"], processing["id"]);
+    assert_eq!(failed.kind(), "payment_intent.payment_failed");
+    assert_eq!(
+        failed.event["data"]["object"]["last_payment_error"]["code"],
+        "authentication_required"
+    );
+    let outcomes: Vec<String> = psp.charges().into_iter().map(|c| c.outcome).collect();
+    assert_eq!(outcomes, ["succeeded", "failed"]);
+}
