@@ -82,6 +82,10 @@ pub struct ModelConfig {
     pub requires_action_for: Duration,
     /// How long a `pm_fake_slow` answer is held back ([`Delivery::After`]).
     pub slow_delay: Duration,
+    /// Per lowercase currency, a minimum charge above Stripe's table (minor units): a charge
+    /// settled in another currency must convert to at least the settlement currency's minimum,
+    /// so the effective minimum moves with exchange rates. Empty by default.
+    pub minimum_overrides: BTreeMap<String, i64>,
 }
 
 impl Default for ModelConfig {
@@ -93,6 +97,7 @@ impl Default for ModelConfig {
             requires_action_for: Duration::from_secs(60 * 60),
             // Long enough to outlast any sane client timeout, which is the point of the token.
             slow_delay: Duration::from_secs(30),
+            minimum_overrides: BTreeMap::new(),
         }
     }
 }
@@ -505,6 +510,13 @@ impl Inner {
             Ok(create) => create,
             Err(reply) => return Handled::plain(reply),
         };
+        // A minimum above the table's: what a charge settled in another currency meets when the
+        // exchange rate moves ("a charge must convert to at least the minimum").
+        if let Some(&minimum) = config.minimum_overrides.get(&create.currency) {
+            if create.amount < minimum {
+                return Handled::plain(crate::reply::amount_too_small(minimum, &create.currency));
+            }
+        }
         let key = match idempotency_key(request.idempotency_key) {
             Ok(key) => key,
             Err(reply) => return Handled::plain(reply),
@@ -1296,6 +1308,49 @@ mod tests {
     }
 
     // Rule 4: charge limits per currency.
+
+    #[test]
+    fn a_raised_minimum_refuses_what_the_table_accepts_and_stores_nothing() {
+        // Stripe, "Minimum and maximum charge amounts": a charge must convert to at least the
+        // settlement currency's minimum, so the effective minimum moves with exchange rates.
+        let model = StripeModel::new(
+            ModelConfig {
+                minimum_overrides: [("thb".to_owned(), 2_000)].into(),
+                ..ModelConfig::default()
+            },
+            7,
+        );
+        let body = "amount=1500&currency=thb&payment_method=pm_card_visa&confirm=true";
+        let request = WireRequest {
+            method: "POST",
+            path: "/v1/payment_intents",
+            query: None,
+            authorization: Some("Bearer sk_test_payonce_fake"),
+            idempotency_key: Some("k-raised"),
+            body: body.as_bytes(),
+        };
+        let refused = model.handle(&request, 1_000);
+        assert_eq!(refused.status, 400);
+        assert!(
+            refused.body.contains("amount_too_small"),
+            "{}",
+            refused.body
+        );
+        assert!(model.charges().is_empty());
+        let ok = "amount=2000&currency=thb&payment_method=pm_card_visa&confirm=true";
+        let accepted = model.handle(
+            &WireRequest {
+                body: ok.as_bytes(),
+                ..request
+            },
+            2_000,
+        );
+        assert_eq!(
+            accepted.status, 200,
+            "nothing was stored under the key: {}",
+            accepted.body
+        );
+    }
 
     #[test]
     fn amounts_below_the_currency_minimum_are_amount_too_small() {

@@ -55,6 +55,7 @@ impl FakePsp {
             processing_for: config.processing_for,
             requires_action_for: config.requires_action_for,
             slow_delay: config.slow_delay,
+            ..ModelConfig::default()
         };
         // The real clock and a fresh seed: determinism is the simulation's business.
         let model = Arc::new(StripeModel::new(model_config, fastrand::u64(..)));

@@ -10,7 +10,8 @@ pub enum Mutation {
     ReleaseOnAnyNotSent,
     /// Fencing sends the confirm-only `error_on_requires_action` with `confirm=false`.
     FenceWithConfirmOnlyParameter,
-    /// A validation 400 that does not name the payment method is an unknown outcome.
+    /// A validation 400 that does not name the payment method is an unknown outcome, and a
+    /// fence refused by validation proves nothing.
     RefusalIsUnknown,
 }
 

@@ -277,6 +277,13 @@ pub enum Fence {
     KeyUsed,
     /// A request with the key is in flight at the PSP right now.
     InFlight,
+    /// The fence itself was refused by validation (e.g. the payment method no longer exists).
+    /// The original request carried the same parameters, so it was refused alike: nothing was
+    /// charged under the key.
+    Refused {
+        /// Whether the refusal names the payment method.
+        payment_method: bool,
+    },
 }
 
 /// A message to put on a queue: a body and string attributes.

@@ -13,7 +13,7 @@
 //! (longer the older it is), so a head of attempts that never settle cannot hide newer ones.
 //! A run stops before its own deadline.
 
-use super::settle::settlement_of;
+use super::settle::{settlement_of, settlement_of_outcome};
 use crate::clock::duration_ms;
 use crate::domain::{transition, Payment, PaymentStatus, Settlement, Transition};
 use crate::idempotency::{
@@ -257,9 +257,32 @@ impl<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I
                         tracing::info!(payment_id, %provider_payment_id, "the PSP never ran this attempt; its key is fenced");
                         Settlement::Abandoned
                     }
-                    Fence::KeyUsed | Fence::InFlight => {
-                        return Ok(self.still_pending(&payment, age_ms))
+                    Fence::Refused { payment_method } => {
+                        tracing::info!(payment_id, payment_method, "the PSP refuses this attempt's request; nothing was charged under its key");
+                        if payment_method {
+                            Settlement::Rejected
+                        } else {
+                            Settlement::Refused
+                        }
                     }
+                    Fence::KeyUsed => {
+                        // The key holds the original request's stored answer, yet no charge
+                        // shows (an error answer creates none, or search lags): re-send the
+                        // byte-identical request, which the PSP answers from its store and
+                        // never runs twice, while the PSP still remembers the key.
+                        let outcome = self
+                            .psp
+                            .create_charge(
+                                &ChargeRequest::for_payment(&payment),
+                                self.config.lease / 2,
+                            )
+                            .await;
+                        match settlement_of_outcome(outcome) {
+                            Some(settlement) => settlement,
+                            None => return Ok(self.still_pending(&payment, age_ms)),
+                        }
+                    }
+                    Fence::InFlight => return Ok(self.still_pending(&payment, age_ms)),
                 }
             }
             None => return Ok(self.still_pending(&payment, age_ms)),

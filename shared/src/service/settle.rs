@@ -3,7 +3,7 @@
 
 use crate::domain::{transition, Payment, Settlement, Transition};
 use crate::idempotency::StoreError;
-use crate::ports::{ChargeStore, EventMark, PspLookup, SettleOutcome};
+use crate::ports::{ChargeStore, EventMark, PspLookup, PspOutcome, SettleOutcome};
 use std::time::Duration;
 
 /// How often a settlement re-reads a payment that moved under it before giving up (the caller
@@ -66,6 +66,28 @@ pub fn settlement_of(lookup: PspLookup) -> Option<Settlement> {
         // The key's only intent is cancelled: no charge can ever run under it.
         PspLookup::Canceled { .. } => Some(Settlement::Abandoned),
         PspLookup::Pending { .. } | PspLookup::NotFound => None,
+    }
+}
+
+/// The settlement a PSP's answer to a create implies, if it is final (unknown and not-sent
+/// imply none).
+pub fn settlement_of_outcome(outcome: PspOutcome) -> Option<Settlement> {
+    match outcome {
+        PspOutcome::Approved {
+            provider_payment_id,
+        } => Some(Settlement::Succeeded {
+            provider_payment_id,
+        }),
+        PspOutcome::Declined {
+            provider_payment_id,
+            decline_code,
+        } => Some(Settlement::Declined {
+            provider_payment_id,
+            decline_code,
+        }),
+        PspOutcome::Rejected { .. } => Some(Settlement::Rejected),
+        PspOutcome::Refused { .. } => Some(Settlement::Refused),
+        PspOutcome::NotSent { .. } | PspOutcome::Unknown { .. } => None,
     }
 }
 

@@ -475,9 +475,10 @@ impl<T: StripeTransport> Psp for StripePsp<T> {
             .map_err(|failure| PspError {
                 reason: format!("fencing failed: {failure:?}"),
             })?;
-        let kind = serde_json::from_slice::<ErrorBody>(&reply.body)
-            .map(|b| b.error.kind)
+        let detail = serde_json::from_slice::<ErrorBody>(&reply.body)
+            .map(|b| b.error)
             .unwrap_or_default();
+        let kind = detail.kind;
         match (reply.status, kind.as_str()) {
             (200, _) => {
                 let intent: PaymentIntent =
@@ -494,6 +495,14 @@ impl<T: StripeTransport> Psp for StripePsp<T> {
                 }
             }
             (400, "idempotency_error") => Ok(Fence::KeyUsed),
+            // Stripe's idempotency layer compares a known key's parameters before the endpoint
+            // validates them ("Idempotent requests"), so a validation refusal means the key holds
+            // no saved request, or one refused the same way: either way nothing was charged.
+            (400, "invalid_request_error") if !mutations::active(Mutation::RefusalIsUnknown) => {
+                Ok(Fence::Refused {
+                    payment_method: detail.param.as_deref() == Some("payment_method"),
+                })
+            }
             (409, _) => Ok(Fence::InFlight),
             (status, _) => Err(PspError {
                 reason: format!("fencing answered {status} {kind}"),

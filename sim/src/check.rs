@@ -1,0 +1,275 @@
+//! The invariants checked after every run, once the system has settled: the PSP model's ledger
+//! (what really happened to the customers' money) against our tables and what every shopper
+//! was told.
+
+use crate::faults::FaultyStore;
+use payonce::domain::{FailureKind, OrderPaymentState, PaymentStatus};
+use payonce::ports::{ChargeStore, OrderStore};
+use payonce::service::PayRequest;
+use payonce_fake_psp::FakeCharge;
+use std::collections::BTreeMap;
+
+/// What a shopper was told by one POST /payments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// 201, or a replay of it.
+    Succeeded(String),
+    /// 402 (declined, rejected, refused, abandoned).
+    Failed(String),
+    /// 202: still processing.
+    Pending(String),
+    /// 503: the PSP was not reached; nothing was charged.
+    Unavailable,
+    /// 409 key in use.
+    InUse,
+    /// 409 another attempt holds the order.
+    OrderBusy,
+    /// 409 the order is paid.
+    OrderPaid,
+    /// 409 the order moved to this version.
+    Stale(i64),
+    /// 5xx from the store.
+    ServerError(String),
+    /// The invocation died (no answer at all).
+    Died,
+    /// An answer no well-behaved shopper should ever get (422 mismatch, 404 on its own order).
+    Wrong(String),
+}
+
+impl Answer {
+    /// Whether the answer names an attempt (201, 402 or 202).
+    pub fn names_attempt(&self) -> bool {
+        matches!(
+            self,
+            Self::Succeeded(_) | Self::Failed(_) | Self::Pending(_)
+        )
+    }
+
+    /// The payment the answer names, if it is final.
+    fn final_payment(&self) -> Option<(&str, bool)> {
+        match self {
+            Self::Succeeded(id) => Some((id, true)),
+            Self::Failed(id) => Some((id, false)),
+            _ => None,
+        }
+    }
+}
+
+/// Everything one key was told, in order.
+#[derive(Clone, Debug)]
+pub struct KeyHistory {
+    /// The request sent with the key (always the same one).
+    pub request: PayRequest,
+    /// Every answer, in the order they were given.
+    pub answers: Vec<Answer>,
+    /// The answer to the look after settling.
+    pub settled: Option<Answer>,
+}
+
+/// What the run observed from the outside.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    /// Every order created.
+    pub orders: Vec<String>,
+    /// Per (user, key): what it was told.
+    pub keys: BTreeMap<(String, String), KeyHistory>,
+    /// Per (event id, payment id): how often a webhook moved the payment.
+    pub applied_events: BTreeMap<(String, String), u32>,
+    /// Payment requests sent.
+    pub requests: usize,
+}
+
+impl Observed {
+    /// Records an answer to `key`; `settled` marks the look after settling.
+    pub fn record(
+        &mut self,
+        user: &str,
+        key: &str,
+        request: &PayRequest,
+        answer: Answer,
+        settled: bool,
+    ) {
+        self.requests += 1;
+        let history = self
+            .keys
+            .entry((user.to_owned(), key.to_owned()))
+            .or_insert_with(|| KeyHistory {
+                request: request.clone(),
+                answers: Vec::new(),
+                settled: None,
+            });
+        if settled {
+            history.settled = Some(answer);
+        } else {
+            history.answers.push(answer);
+        }
+    }
+}
+
+/// Checks the five invariants; returns what is broken.
+pub async fn check(store: &FaultyStore, observed: &Observed, ledger: &[FakeCharge]) -> Vec<String> {
+    let mut violations = Vec::new();
+    let inner = store.inner();
+    let begun = store.begun();
+    let ours: BTreeMap<&str, &payonce::domain::Payment> =
+        begun.iter().map(|p| (p.payment_id.as_str(), p)).collect();
+
+    // 2. Every PSP charge belongs to exactly one of our payments (one intent per attempt key).
+    let mut intents_of: BTreeMap<&str, Vec<&FakeCharge>> = BTreeMap::new();
+    for charge in ledger {
+        match charge.metadata.get("payment_id") {
+            Some(id) if ours.contains_key(id.as_str()) => {
+                intents_of.entry(id.as_str()).or_default().push(charge)
+            }
+            other => violations.push(format!(
+                "invariant 2: PSP intent {} names no payment of ours ({other:?})",
+                charge.id
+            )),
+        }
+    }
+    for (payment_id, intents) in &intents_of {
+        if intents.len() > 1 {
+            violations.push(format!(
+                "invariant 2: payment {payment_id} has {} PSP intents",
+                intents.len()
+            ));
+        }
+    }
+
+    // 1, 3. Money: per order, paid iff exactly one capture; per payment, our state is the PSP's.
+    for order_id in &observed.orders {
+        let Ok(Some(order)) = inner.get_order(order_id).await else {
+            violations.push(format!("order {order_id} is missing"));
+            continue;
+        };
+        let payments: Vec<_> = begun.iter().filter(|p| &p.order_id == order_id).collect();
+        let captured: Vec<&str> = payments
+            .iter()
+            .filter(|p| {
+                intents_of
+                    .get(p.payment_id.as_str())
+                    .is_some_and(|intents| intents.iter().any(|i| i.status == "succeeded"))
+            })
+            .map(|p| p.payment_id.as_str())
+            .collect();
+        if captured.len() > 1 {
+            violations.push(format!(
+                "invariant 1: order {order_id} was charged {} times: {captured:?}",
+                captured.len()
+            ));
+        }
+        match (order.payment_state, captured.as_slice()) {
+            (OrderPaymentState::Paid, [one]) if order.payment_id.as_deref() == Some(*one) => {}
+            (OrderPaymentState::Unpaid, []) => {}
+            (state, _) => violations.push(format!(
+                "invariant 1: order {order_id} is {} (payment {:?}) but the PSP captured {captured:?}",
+                state.as_str(),
+                order.payment_id
+            )),
+        }
+        for begun_payment in payments {
+            let id = begun_payment.payment_id.as_str();
+            let Ok(Some(payment)) = inner.get_payment(id).await else {
+                violations.push(format!("payment {id} is missing"));
+                continue;
+            };
+            let intent = intents_of.get(id).and_then(|i| i.first());
+            let psp = intent.map_or("none", |i| i.status.as_str());
+            let agrees = match payment.status {
+                PaymentStatus::Processing => {
+                    violations.push(format!(
+                        "invariant 3: payment {id} still processing after settling (PSP: {psp})"
+                    ));
+                    continue;
+                }
+                PaymentStatus::Succeeded => psp == "succeeded",
+                PaymentStatus::Failed => match payment.failure.as_ref().map(|f| f.kind) {
+                    Some(FailureKind::Declined) => psp == "requires_payment_method",
+                    Some(FailureKind::Abandoned) => matches!(psp, "none" | "canceled"),
+                    _ => psp != "succeeded",
+                },
+            };
+            if !agrees {
+                violations.push(format!(
+                    "invariant 1: payment {id} is {} ({:?}) but the PSP says {psp}",
+                    payment.status.as_str(),
+                    payment.failure.as_ref().map(|f| f.kind)
+                ));
+            }
+        }
+    }
+
+    // 4. Every shopper's answers agree with the stored state, and replays never contradict.
+    for ((user, key), history) in &observed.keys {
+        let finals: Vec<(&str, bool)> = history
+            .answers
+            .iter()
+            .chain(history.settled.iter())
+            .filter_map(Answer::final_payment)
+            .collect();
+        if let Some((first_id, _)) = finals.first() {
+            if finals.iter().any(|(id, _)| id != first_id) {
+                violations.push(format!(
+                    "invariant 4: key {user}/{key} named several payments: {finals:?}"
+                ));
+            }
+        }
+        if finals.windows(2).any(|w| w[0].1 && !w[1].1) {
+            violations.push(format!(
+                "invariant 4: key {user}/{key} was told succeeded, then failed"
+            ));
+        }
+        for answer in history.answers.iter().chain(history.settled.iter()) {
+            if let Answer::Wrong(what) = answer {
+                violations.push(format!("invariant 4: key {user}/{key} was answered {what}"));
+            }
+        }
+        match &history.settled {
+            Some(Answer::Succeeded(id) | Answer::Failed(id)) => {
+                let stored = inner.get_payment(id).await.ok().flatten();
+                let told_success = matches!(history.settled, Some(Answer::Succeeded(_)));
+                let is_success = stored
+                    .as_ref()
+                    .is_some_and(|p| p.status == PaymentStatus::Succeeded);
+                if told_success != is_success {
+                    violations.push(format!(
+                        "invariant 4: key {user}/{key} is answered {:?} but payment {id} is {:?}",
+                        history.settled,
+                        stored.map(|p| p.status)
+                    ));
+                }
+            }
+            Some(Answer::Pending(id)) => violations.push(format!(
+                "invariant 3: key {user}/{key} still answers processing for {id} after settling"
+            )),
+            _ => {}
+        }
+        // A 503 promised nothing was charged under that attempt.
+        if history.answers.last() == Some(&Answer::Unavailable) {
+            let attempt = begun
+                .iter()
+                .find(|p| p.idempotency_pk.ends_with(&format!("#{user}#{key}")));
+            if let Some(p) = attempt {
+                if intents_of
+                    .get(p.payment_id.as_str())
+                    .is_some_and(|i| i.iter().any(|c| c.status == "succeeded"))
+                {
+                    violations.push(format!(
+                        "invariant 4: key {user}/{key} was told nothing was charged, but payment {} was",
+                        p.payment_id
+                    ));
+                }
+            }
+        }
+    }
+
+    // 5. Each webhook event moved a payment at most once.
+    for ((event_id, payment_id), times) in &observed.applied_events {
+        if *times > 1 {
+            violations.push(format!(
+                "invariant 5: event {event_id} moved payment {payment_id} {times} times"
+            ));
+        }
+    }
+    violations
+}

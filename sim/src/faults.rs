@@ -1,0 +1,441 @@
+//! The fault layers: the embedded store and the PSP model, each behind a layer that adds
+//! latency, fails calls, and kills the invocation between any two calls — before a call, or
+//! after it took effect.
+//!
+//! A killed invocation never returns: its future waits for ever, and the driver drops it at
+//! the invocation's deadline, as Lambda kills a function at its timeout. Nothing after the
+//! kill point runs.
+
+use crate::world::{FaultKind, SharedWorld};
+use async_trait::async_trait;
+use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
+use payonce::adapters::psp::stripe::{CallFailure, StripeCall, StripeReply, StripeTransport};
+use payonce::domain::{Order, Payment, Transition};
+use payonce::idempotency::{
+    Claim, ClaimOutcome, IdempotencyRecord, IdempotencyStore, Lease, LeaseToken, RecordKey,
+    StoreError, TakeoverOutcome,
+};
+use payonce::ports::{
+    BeginOutcome, ChargeStore, EventMark, InflightScan, OrderStore, ResumeOutcome, ReviseOutcome,
+    SettleOutcome,
+};
+use payonce_fake_psp::model::{Delivery, ModelEvent, StripeModel, WireRequest};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// Waits for ever: the invocation is dead.
+async fn die<T>() -> T {
+    std::future::pending().await
+}
+
+/// The embedded stores behind the fault layer. Clones share everything.
+#[derive(Clone, Debug)]
+pub struct FaultyStore {
+    world: SharedWorld,
+    payments: MemoryPaymentStore,
+    records: MemoryIdempotencyStore,
+    begun: Arc<Mutex<Vec<Payment>>>,
+}
+
+/// Whether a store call writes (only writes can conflict).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Read,
+    Write,
+}
+
+impl FaultyStore {
+    /// The layer over `payments` (and the records it shares).
+    pub fn new(world: SharedWorld, payments: MemoryPaymentStore) -> Self {
+        let records = payments.records().clone();
+        Self {
+            world,
+            payments,
+            records,
+            begun: Arc::default(),
+        }
+    }
+
+    /// The store without faults (for the checker).
+    pub fn inner(&self) -> &MemoryPaymentStore {
+        &self.payments
+    }
+
+    /// Every attempt the store ever began, in order.
+    pub fn begun(&self) -> Vec<Payment> {
+        self.begun
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// What happens before the call: latency, then maybe a kill, a conflict or throttling.
+    async fn before(&self, operation: &'static str, access: Access) -> Result<(), StoreError> {
+        if self.world.strikes(FaultKind::StoreLatency) {
+            tokio::time::sleep(self.world.millis(1, 40)).await;
+        }
+        if self.world.strikes(FaultKind::Crash) {
+            self.world.trace(format!("crash before {operation}"));
+            die::<()>().await;
+        }
+        if access == Access::Write && self.world.strikes(FaultKind::StoreConflict) {
+            return Err(StoreError::Conflict {
+                item: operation.to_owned(),
+            });
+        }
+        if self.world.strikes(FaultKind::StoreThrottle) {
+            return Err(StoreError::Backend {
+                operation,
+                source: "ProvisionedThroughputExceededException (simulated)".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// What happens after the call took effect: maybe a kill (the write stays).
+    async fn after<T>(&self, operation: &'static str, result: T) -> T {
+        if self.world.strikes(FaultKind::Crash) {
+            self.world.trace(format!("crash after {operation}"));
+            die::<()>().await;
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl OrderStore for FaultyStore {
+    async fn create_order(&self, order: &Order) -> Result<(), StoreError> {
+        self.before("create_order", Access::Write).await?;
+        let result = self.payments.create_order(order).await;
+        self.after("create_order", result).await
+    }
+
+    async fn get_order(&self, order_id: &str) -> Result<Option<Order>, StoreError> {
+        self.before("get_order", Access::Read).await?;
+        let result = self.payments.get_order(order_id).await;
+        self.after("get_order", result).await
+    }
+
+    async fn revise_order(&self, read: &Order, next: &Order) -> Result<ReviseOutcome, StoreError> {
+        self.before("revise_order", Access::Write).await?;
+        let result = self.payments.revise_order(read, next).await;
+        self.after("revise_order", result).await
+    }
+}
+
+#[async_trait]
+impl ChargeStore for FaultyStore {
+    fn now_ms(&self) -> i64 {
+        self.payments.now_ms()
+    }
+
+    async fn load_for_charge(
+        &self,
+        record: &RecordKey,
+        order_id: &str,
+    ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError> {
+        self.before("load_for_charge", Access::Read).await?;
+        let result = self.payments.load_for_charge(record, order_id).await;
+        self.after("load_for_charge", result).await
+    }
+
+    async fn begin_attempt(
+        &self,
+        claim: &Claim,
+        order: &Order,
+        payment: &Payment,
+    ) -> Result<BeginOutcome, StoreError> {
+        self.before("begin_attempt", Access::Write).await?;
+        let result = self.payments.begin_attempt(claim, order, payment).await;
+        if matches!(result, Ok(BeginOutcome::Begun)) {
+            self.begun
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(payment.clone());
+        }
+        self.after("begin_attempt", result).await
+    }
+
+    async fn resume_attempt(
+        &self,
+        record: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+        payment: &Payment,
+    ) -> Result<ResumeOutcome, StoreError> {
+        self.before("resume_attempt", Access::Write).await?;
+        let result = self
+            .payments
+            .resume_attempt(record, seen, lease, payment)
+            .await;
+        self.after("resume_attempt", result).await
+    }
+
+    async fn get_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
+        self.before("get_payment", Access::Read).await?;
+        let result = self.payments.get_payment(payment_id).await;
+        self.after("get_payment", result).await
+    }
+
+    async fn finish_attempt(
+        &self,
+        payment: &Payment,
+        transition: &Transition,
+        lease: &LeaseToken,
+        expires_at_s: i64,
+    ) -> Result<SettleOutcome, StoreError> {
+        self.before("finish_attempt", Access::Write).await?;
+        let result = self
+            .payments
+            .finish_attempt(payment, transition, lease, expires_at_s)
+            .await;
+        self.after("finish_attempt", result).await
+    }
+
+    async fn release_unsent(
+        &self,
+        payment: &Payment,
+        lease: &LeaseToken,
+    ) -> Result<(), StoreError> {
+        self.before("release_unsent", Access::Write).await?;
+        let result = self.payments.release_unsent(payment, lease).await;
+        self.after("release_unsent", result).await
+    }
+
+    async fn settle(
+        &self,
+        payment: &Payment,
+        transition: &Transition,
+        retention: Duration,
+        event: Option<&EventMark>,
+    ) -> Result<SettleOutcome, StoreError> {
+        self.before("settle", Access::Write).await?;
+        let result = self
+            .payments
+            .settle(payment, transition, retention, event)
+            .await;
+        self.after("settle", result).await
+    }
+
+    async fn record_event(&self, event: &EventMark) -> Result<bool, StoreError> {
+        self.before("record_event", Access::Write).await?;
+        let result = self.payments.record_event(event).await;
+        self.after("record_event", result).await
+    }
+}
+
+#[async_trait]
+impl InflightScan for FaultyStore {
+    async fn list_inflight(
+        &self,
+        due_at_ms: i64,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<(Vec<String>, Option<String>), StoreError> {
+        self.before("list_inflight", Access::Read).await?;
+        let result = self.payments.list_inflight(due_at_ms, limit, cursor).await;
+        self.after("list_inflight", result).await
+    }
+
+    async fn defer_check(&self, payment_id: &str, check_at_ms: i64) -> Result<(), StoreError> {
+        self.before("defer_check", Access::Write).await?;
+        let result = self.payments.defer_check(payment_id, check_at_ms).await;
+        self.after("defer_check", result).await
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for FaultyStore {
+    fn now_ms(&self) -> i64 {
+        self.records.now_ms()
+    }
+
+    async fn claim(&self, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        self.before("claim", Access::Write).await?;
+        let result = self.records.claim(claim).await;
+        self.after("claim", result).await
+    }
+
+    async fn take_over(
+        &self,
+        key: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+    ) -> Result<TakeoverOutcome, StoreError> {
+        self.before("take_over", Access::Write).await?;
+        let result = self.records.take_over(key, seen, lease).await;
+        self.after("take_over", result).await
+    }
+
+    async fn complete(
+        &self,
+        key: &RecordKey,
+        lease: &LeaseToken,
+        result: &str,
+        expires_at_s: i64,
+    ) -> Result<(), StoreError> {
+        self.before("complete", Access::Write).await?;
+        let outcome = self
+            .records
+            .complete(key, lease, result, expires_at_s)
+            .await;
+        self.after("complete", outcome).await
+    }
+
+    async fn release(&self, key: &RecordKey, lease: &LeaseToken) -> Result<(), StoreError> {
+        self.before("release", Access::Write).await?;
+        let result = self.records.release(key, lease).await;
+        self.after("release", result).await
+    }
+
+    async fn get(&self, key: &RecordKey) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.before("get", Access::Read).await?;
+        let result = self.records.get(key).await;
+        self.after("get", result).await
+    }
+}
+
+/// The secret key the simulated PSP accepts.
+pub const API_KEY: &str = "sk_test_payonce_sim";
+
+/// The PSP model behind a network fault layer: the transport the real Stripe adapter uses in the
+/// simulation. Webhook events the model emits go to the outbox, for the webhook pipeline.
+#[derive(Clone, Debug)]
+pub struct SimTransport {
+    world: SharedWorld,
+    model: Arc<StripeModel>,
+    outbox: Arc<Mutex<Vec<ModelEvent>>>,
+}
+
+impl SimTransport {
+    /// The transport to `model`, emitting its events to `outbox`.
+    pub fn new(
+        world: SharedWorld,
+        model: Arc<StripeModel>,
+        outbox: Arc<Mutex<Vec<ModelEvent>>>,
+    ) -> Self {
+        Self {
+            world,
+            model,
+            outbox,
+        }
+    }
+
+    /// The request reaches the model and takes effect.
+    fn apply(&self, call: &StripeCall) -> (u16, String, Delivery) {
+        let query = encode(&call.query);
+        let body = encode(&call.form);
+        let authorization = format!("Bearer {API_KEY}");
+        let now_ms = payonce::clock::Clock::now_ms(self.world.clock());
+        let answer = self.model.handle(
+            &WireRequest {
+                method: call.method,
+                path: &call.path,
+                query: (!query.is_empty()).then_some(query.as_str()),
+                authorization: Some(&authorization),
+                idempotency_key: call.idempotency_key.as_deref(),
+                body: body.as_bytes(),
+            },
+            now_ms,
+        );
+        self.outbox
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(answer.events);
+        (answer.status, answer.body, answer.delivery)
+    }
+}
+
+fn encode(pairs: &[(String, String)]) -> String {
+    url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish()
+}
+
+fn error_reply(status: u16, kind: &str, code: &str) -> StripeReply {
+    StripeReply {
+        status,
+        body: serde_json::json!({"error": {"type": kind, "code": code, "message": "simulated"}})
+            .to_string()
+            .into_bytes(),
+    }
+}
+
+#[async_trait]
+impl StripeTransport for SimTransport {
+    async fn send(&self, call: &StripeCall, timeout: Duration) -> Result<StripeReply, CallFailure> {
+        let world = &self.world;
+        tokio::time::sleep(world.millis(20, 400)).await;
+        if world.strikes(FaultKind::Crash) {
+            world.trace(format!("crash before PSP {}", call.path));
+            return die().await;
+        }
+        if world.strikes(FaultKind::PspNoConnection) {
+            world.trace(format!("PSP no connection {}", call.path));
+            return Err(CallFailure::NotConnected(
+                "connection refused (simulated)".into(),
+            ));
+        }
+        if world.strikes(FaultKind::PspAuth) {
+            return Ok(error_reply(401, "invalid_request_error", "api_key_expired"));
+        }
+        if world.strikes(FaultKind::PspBusy) {
+            return Ok(if call.idempotency_key.is_some() && world.chance(0.5) {
+                error_reply(409, "idempotency_error", "idempotency_key_in_use")
+            } else {
+                error_reply(429, "rate_limit_error", "rate_limit")
+            });
+        }
+        if world.strikes(FaultKind::Psp5xx) {
+            return Ok(error_reply(500, "api_error", "api_error"));
+        }
+        let timeout_before = world.strikes(FaultKind::PspTimeout) && world.chance(0.5);
+        if timeout_before {
+            tokio::time::sleep(timeout).await;
+            return Err(CallFailure::AfterConnect(
+                "timed out (simulated, not applied)".into(),
+            ));
+        }
+        let (status, body, delivery) = self.apply(call);
+        if status >= 400 {
+            world.trace(format!(
+                "PSP {} {} -> {status} {body}",
+                call.method, call.path
+            ));
+        } else {
+            world.trace(format!("PSP {} {} -> {status}", call.method, call.path));
+        }
+        if world.strikes(FaultKind::CrashAfterPsp) {
+            world.trace("crash after PSP applied".to_owned());
+            return die().await;
+        }
+        if world.strikes(FaultKind::PspTimeout) {
+            tokio::time::sleep(timeout).await;
+            return Err(CallFailure::AfterConnect(
+                "timed out (simulated, applied)".into(),
+            ));
+        }
+        if world.strikes(FaultKind::PspCut) {
+            return Err(CallFailure::AfterConnect("answer cut (simulated)".into()));
+        }
+        match delivery {
+            Delivery::Now => {}
+            Delivery::Sever => {
+                return Err(CallFailure::AfterConnect(
+                    "connection closed by the PSP".into(),
+                ))
+            }
+            Delivery::After(delay) if delay >= timeout => {
+                tokio::time::sleep(timeout).await;
+                return Err(CallFailure::AfterConnect(
+                    "timed out waiting for the PSP".into(),
+                ));
+            }
+            Delivery::After(delay) => tokio::time::sleep(delay).await,
+        }
+        Ok(StripeReply {
+            status,
+            body: body.into_bytes(),
+        })
+    }
+}

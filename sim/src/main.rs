@@ -1,0 +1,143 @@
+//! `payonce-sim`: runs the simulation over many seeds, or replays one.
+//!
+//! ```text
+//! payonce-sim --seeds 2000 [--start 0]      run seeds start..start+N
+//! payonce-sim --seed 42 [--trace]           replay one seed (prints its trace with --trace)
+//!   [--clients N] [--faults a,b,...]        a shrunk schedule, as printed on failure
+//!   [--mutation NAME]                       put a fixed hole back (mutation check)
+//!   [--expect-violation]                    succeed only if some seed breaks an invariant
+//! ```
+
+use payonce::mutations::Mutation;
+use payonce_sim::{run, FaultKind, Schedule};
+use std::process::ExitCode;
+use std::time::Instant;
+
+struct Args {
+    seeds: Option<u64>,
+    start: u64,
+    seed: Option<u64>,
+    clients: Option<u32>,
+    faults: Option<Vec<FaultKind>>,
+    mutations: Vec<Mutation>,
+    expect_violation: bool,
+    trace: bool,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut args = Args {
+        seeds: None,
+        start: 0,
+        seed: None,
+        clients: None,
+        faults: None,
+        mutations: Vec::new(),
+        expect_violation: false,
+        trace: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--seeds" => args.seeds = Some(value()?.parse().map_err(|e| format!("--seeds: {e}"))?),
+            "--start" => args.start = value()?.parse().map_err(|e| format!("--start: {e}"))?,
+            "--seed" => args.seed = Some(value()?.parse().map_err(|e| format!("--seed: {e}"))?),
+            "--clients" => {
+                args.clients = Some(value()?.parse().map_err(|e| format!("--clients: {e}"))?)
+            }
+            "--faults" => {
+                let raw = value()?;
+                let kinds = raw
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|name| FaultKind::parse(name).ok_or(format!("unknown fault {name}")))
+                    .collect::<Result<Vec<_>, _>>()?;
+                args.faults = Some(kinds);
+            }
+            "--mutation" => {
+                let name = value()?;
+                args.mutations
+                    .push(Mutation::parse(&name).ok_or(format!("unknown mutation {name}"))?);
+            }
+            "--expect-violation" => args.expect_violation = true,
+            "--trace" => args.trace = true,
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    Ok(args)
+}
+
+fn schedule(args: &Args, seed: u64) -> Schedule {
+    let mut schedule = Schedule::of_seed(seed);
+    if let Some(clients) = args.clients {
+        schedule.clients = clients;
+    }
+    if let Some(faults) = &args.faults {
+        schedule.faults = faults.iter().copied().collect();
+    }
+    schedule
+}
+
+fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(args) => args,
+        Err(error) => {
+            eprintln!("payonce-sim: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let mutation_flags: String = args
+        .mutations
+        .iter()
+        .map(|m| format!(" --mutation {}", m.name()))
+        .collect();
+    let seeds: Vec<u64> = match (args.seed, args.seeds) {
+        (Some(seed), _) => vec![seed],
+        (None, Some(n)) => (args.start..args.start + n).collect(),
+        (None, None) => (0..100).collect(),
+    };
+    let started = Instant::now();
+    let (mut requests, mut charges) = (0, 0);
+    for (done, seed) in seeds.iter().copied().enumerate() {
+        let schedule = schedule(&args, seed);
+        let outcome = run(&schedule, &args.mutations);
+        requests += outcome.requests;
+        charges += outcome.psp_charges;
+        if args.trace {
+            for line in &outcome.trace {
+                println!("{line}");
+            }
+        }
+        if !outcome.violations.is_empty() {
+            println!("VIOLATION at seed {seed} (after {} seeds):", done + 1);
+            for violation in &outcome.violations {
+                println!("  {violation}");
+            }
+            let (shrunk, violations) = payonce_sim::shrink::shrink(&schedule, &args.mutations);
+            println!("shrunk schedule: {shrunk}");
+            for violation in &violations {
+                println!("  {violation}");
+            }
+            println!(
+                "replay: scripts/sim {}{mutation_flags} --trace",
+                shrunk.replay_flags()
+            );
+            return if args.expect_violation {
+                println!("the simulation found the planted hole, as expected");
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
+    }
+    println!(
+        "{} seeds, 0 violations ({requests} payment requests, {charges} PSP charges) in {:.1} s",
+        seeds.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if args.expect_violation {
+        println!("expected a violation{mutation_flags}, found none");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,546 @@
+//! One simulated run: shoppers, webhooks and reconcile against the real services, under the
+//! faults of a [`Schedule`]; then the faults stop, the system settles, and the invariants are
+//! checked against the PSP model's ledger and our tables.
+
+use crate::check::{check, Answer, Observed};
+use crate::faults::{FaultyStore, SimTransport, API_KEY};
+use crate::world::{FaultKind, Schedule, SharedWorld, World};
+use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
+use payonce::adapters::psp::stripe::StripePsp;
+use payonce::adapters::psp::StripeWebhooks;
+use payonce::clock::{Clock, SharedClock};
+use payonce::domain::{Currency, LineItem, PaymentStatus};
+use payonce::idempotency::{Idempotency, IdempotencyConfig, IdempotencyKey};
+use payonce::mutations::Mutation;
+use payonce::service::reconcile::{ReconcileConfig, Reconciler};
+use payonce::service::webhooks::{ProcessorConfig, Providers, QueuedEvent, WebhookProcessor};
+use payonce::service::{
+    ChargeConfig, ChargeError, ChargeService, Created, EventApplied, OrderService, PayAnswer,
+    PayRequest,
+};
+use payonce_fake_psp::model::{ModelConfig, ModelEvent, StripeModel};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// The Lambda timeouts the template sets, which bound every invocation.
+const CHARGE_TIMEOUT: Duration = Duration::from_secs(25);
+const PROCESSOR_TIMEOUT: Duration = Duration::from_secs(30);
+const RECONCILE_TIMEOUT: Duration = Duration::from_secs(120);
+/// SQS: a failed delivery becomes visible again after this; dead-lettered after this many.
+const VISIBILITY: Duration = Duration::from_secs(180);
+const MAX_RECEIVES: u32 = 5;
+/// How long the system is given to settle once the faults stop (the liveness bound).
+pub const SETTLE_FOR: Duration = Duration::from_secs(6 * 3600);
+
+/// What a run came to.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Broken invariants, if any.
+    pub violations: Vec<String>,
+    /// The trace (compared between two runs of one seed).
+    pub trace: Vec<String>,
+    /// Payment requests the shoppers sent.
+    pub requests: usize,
+    /// Charges the PSP made.
+    pub psp_charges: usize,
+}
+
+type Psp = StripePsp<SimTransport>;
+
+/// The system under test, as the shoppers, the webhook pipeline and the scheduler reach it.
+struct System {
+    world: SharedWorld,
+    store: FaultyStore,
+    model: Arc<StripeModel>,
+    outbox: Arc<Mutex<Vec<ModelEvent>>>,
+    charge: ChargeService<FaultyStore, Psp>,
+    orders: OrderService<FaultyStore, FaultyStore>,
+    reconciler: Reconciler<FaultyStore, FaultyStore, Psp>,
+    processor: WebhookProcessor<FaultyStore>,
+    observed: Mutex<Observed>,
+}
+
+/// Runs `schedule` with `mutations` switched on; deterministic for a given input.
+pub fn run(schedule: &Schedule, mutations: &[Mutation]) -> Outcome {
+    payonce::ids::seed_thread(Some(schedule.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 1));
+    fastrand::seed(schedule.seed.wrapping_add(7));
+    payonce::mutations::set(mutations);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    let outcome = runtime.block_on(simulate(schedule));
+    payonce::mutations::set(&[]);
+    payonce::ids::seed_thread(None);
+    outcome
+}
+
+async fn simulate(schedule: &Schedule) -> Outcome {
+    let world = World::new(schedule);
+    let clock: SharedClock = Arc::new(world.clock().clone());
+    let records = MemoryIdempotencyStore::new(clock.clone());
+    let store = FaultyStore::new(world.clone(), MemoryPaymentStore::new(records, clock));
+    let lag = if schedule.faults.contains(&FaultKind::SearchLag) && world.chance(0.5) {
+        world.millis(0, 3_600_000)
+    } else {
+        Duration::ZERO
+    };
+    let mut minimum_overrides = BTreeMap::new();
+    if world.strikes(FaultKind::PspMinimumMoves) {
+        let currency = *world.pick(&SHOP_CURRENCIES);
+        let raised =
+            currency.stripe_minimum_minor() * 2 + i64::try_from(world.u64(0..3_000)).unwrap_or(0);
+        minimum_overrides.insert(currency.as_str().to_owned(), raised);
+    }
+    let model = Arc::new(StripeModel::new(
+        ModelConfig {
+            api_key: API_KEY.to_owned(),
+            search_lag_max: lag,
+            minimum_overrides,
+            ..ModelConfig::default()
+        },
+        schedule.seed,
+    ));
+    let outbox = Arc::new(Mutex::new(Vec::new()));
+    let psp = StripePsp::with_transport(
+        SimTransport::new(world.clone(), model.clone(), outbox.clone()),
+        "stripe",
+        Duration::from_secs(10),
+    );
+    let system = Arc::new(System {
+        world: world.clone(),
+        store: store.clone(),
+        model,
+        outbox,
+        charge: ChargeService::new(store.clone(), psp.clone(), ChargeConfig::default()),
+        orders: OrderService::new(
+            store.clone(),
+            Idempotency::new(store.clone(), IdempotencyConfig::default()),
+        ),
+        reconciler: Reconciler::new(
+            store.clone(),
+            store.clone(),
+            psp,
+            ReconcileConfig::default(),
+        ),
+        processor: WebhookProcessor::new(
+            store.clone(),
+            Providers::new().with(StripeWebhooks::new("stripe", vec!["whsec_sim".into()])),
+            ProcessorConfig::default(),
+        ),
+        observed: Mutex::new(Observed::default()),
+    });
+
+    let background = [
+        tokio::spawn(pump_webhooks(system.clone())),
+        tokio::spawn(reconcile_every_5_minutes(system.clone())),
+    ];
+    let shoppers: Vec<_> = (0..schedule.clients)
+        .map(|i| tokio::spawn(shopper(system.clone(), i)))
+        .collect();
+    // Every shopper's steps are bounded, so they are all done long before this; if one is
+    // not, something waited for ever.
+    let shopping = async {
+        for shopper in shoppers {
+            let _ = shopper.await;
+        }
+    };
+    let mut stuck = Vec::new();
+    if tokio::time::timeout(Duration::from_secs(7 * 24 * 3600), shopping)
+        .await
+        .is_err()
+    {
+        stuck.push("liveness: a shopper was still waiting a week after starting".to_owned());
+    }
+
+    // The faults stop; the system gets its bound to settle; then every shopper looks once more.
+    world.stop_faults();
+    world.trace("faults stop".to_owned());
+    tokio::time::sleep(SETTLE_FOR).await;
+    // Only keys that were told of an attempt: their look is a replay, never a new charge.
+    let keys: Vec<_> = lock(&system.observed)
+        .keys
+        .iter()
+        .filter(|(_, history)| history.answers.iter().any(Answer::names_attempt))
+        .map(|(key, _)| key.clone())
+        .collect();
+    for (user, key) in keys {
+        let request = lock(&system.observed).keys[&(user.clone(), key.clone())]
+            .request
+            .clone();
+        let answer = pay(&system, &user, &key, &request).await;
+        lock(&system.observed).record(&user, &key, &request, answer, true);
+    }
+    for task in background {
+        task.abort();
+    }
+
+    let observed = lock(&system.observed).clone();
+    let ledger = system.model.charges();
+    let mut violations = stuck;
+    violations.extend(check(&system.store, &observed, &ledger).await);
+    Outcome {
+        violations,
+        trace: world.trace_lines(),
+        requests: observed.requests,
+        psp_charges: ledger.len(),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The currencies shoppers buy in.
+const SHOP_CURRENCIES: [Currency; 4] = [Currency::Jpy, Currency::Usd, Currency::Thb, Currency::Gbp];
+
+/// The tokens shoppers pay with, by weight: mostly cards that work, and every odd path.
+const TOKENS: &[(&str, u32)] = &[
+    ("pm_card_visa", 40),
+    ("pm_card_mastercard", 10),
+    ("pm_card_visa_chargeDeclined", 8),
+    ("pm_card_chargeDeclinedInsufficientFunds", 4),
+    ("pm_fake_lost_response", 6),
+    ("pm_fake_slow", 5),
+    ("pm_fake_error_before_charge", 5),
+    ("pm_fake_processing", 5),
+    ("pm_fake_requires_action", 5),
+    ("pm_card_nonexistent", 2),
+];
+
+fn pick_token(world: &World) -> String {
+    let total: u32 = TOKENS.iter().map(|(_, w)| w).sum();
+    let mut draw = u32::try_from(world.u64(0..u64::from(total))).unwrap_or(0);
+    for (token, weight) in TOKENS {
+        if draw < *weight {
+            return (*token).to_owned();
+        }
+        draw -= weight;
+    }
+    "pm_card_visa".to_owned()
+}
+
+fn items(world: &World, currency: Currency) -> Vec<LineItem> {
+    let minimum = currency.stripe_minimum_minor();
+    vec![LineItem {
+        sku: "SKU-1".into(),
+        quantity: i64::try_from(world.u64(1..4)).unwrap_or(1),
+        unit_amount: minimum + i64::try_from(world.u64(0..5_000)).unwrap_or(0),
+    }]
+}
+
+/// One shopper: creates an order and pays it like a person with a flaky network would —
+/// double clicks, retries with the same key, new tabs, edits after a decline.
+async fn shopper(system: Arc<System>, index: u32) {
+    let world = system.world.clone();
+    tokio::time::sleep(world.millis(0, 60_000)).await;
+    let user = format!("shopper{index}");
+    let currency = *world.pick(&SHOP_CURRENCIES);
+    let order_key = IdempotencyKey::parse(&format!("order-{index}")).expect("a valid key");
+    let lines = items(&world, currency);
+    let mut order = None;
+    for _ in 0..10 {
+        let deadline_ms = world.clock().now_ms() + 25_000;
+        let created = tokio::time::timeout(
+            CHARGE_TIMEOUT,
+            system.orders.create(
+                &user,
+                Some(&order_key),
+                currency.as_str(),
+                lines.clone(),
+                deadline_ms,
+            ),
+        )
+        .await;
+        if let Ok(Ok(Created::Fresh(view) | Created::Replayed(view))) = created {
+            order = Some(view);
+            break;
+        }
+        tokio::time::sleep(world.millis(500, 5_000)).await;
+    }
+    let Some(order) = order else {
+        return;
+    };
+    lock(&system.observed).orders.push(order.order_id.clone());
+
+    let mut keys_used = 0u32;
+    let mut new_key = || {
+        keys_used += 1;
+        format!("pay-{index}-{keys_used}")
+    };
+    let mut request = PayRequest {
+        order_id: order.order_id.clone(),
+        order_version: order.version,
+        payment_method: pick_token(&world),
+    };
+    let mut key = new_key();
+    let mut earlier: Vec<(String, PayRequest)> = Vec::new();
+    for _ in 0..14 {
+        if world.chance(0.15) {
+            // A double click: the same request twice at once.
+            let twin = tokio::spawn({
+                let (system, user, key, request) =
+                    (system.clone(), user.clone(), key.clone(), request.clone());
+                async move {
+                    let answer = pay(&system, &user, &key, &request).await;
+                    lock(&system.observed).record(&user, &key, &request, answer, false);
+                }
+            });
+            let answer = pay(&system, &user, &key, &request).await;
+            lock(&system.observed).record(&user, &key, &request, answer.clone(), false);
+            let _ = twin.await;
+            if !react(
+                &system,
+                &world,
+                &user,
+                answer,
+                &mut request,
+                &mut key,
+                &mut earlier,
+                &mut new_key,
+            )
+            .await
+            {
+                break;
+            }
+            continue;
+        }
+        let answer = pay(&system, &user, &key, &request).await;
+        lock(&system.observed).record(&user, &key, &request, answer.clone(), false);
+        if !react(
+            &system,
+            &world,
+            &user,
+            answer,
+            &mut request,
+            &mut key,
+            &mut earlier,
+            &mut new_key,
+        )
+        .await
+        {
+            break;
+        }
+    }
+}
+
+/// What the shopper does next; false when done.
+#[allow(clippy::too_many_arguments)]
+async fn react(
+    system: &System,
+    world: &World,
+    user: &str,
+    answer: Answer,
+    request: &mut PayRequest,
+    key: &mut String,
+    earlier: &mut Vec<(String, PayRequest)>,
+    new_key: &mut impl FnMut() -> String,
+) -> bool {
+    let mut switch = |request: &mut PayRequest, key: &mut String, next: PayRequest| {
+        earlier.push((key.clone(), request.clone()));
+        *key = new_key();
+        *request = next;
+    };
+    match answer {
+        Answer::Succeeded(_) | Answer::OrderPaid => false,
+        Answer::Failed(_) => {
+            if !world.chance(0.7) {
+                return false;
+            }
+            let mut next = request.clone();
+            next.payment_method = pick_token(world);
+            if world.chance(0.4) {
+                // Edit the order: a new version, a new snapshot, a new key.
+                let currency = match tokio::time::timeout(
+                    CHARGE_TIMEOUT,
+                    system.orders.get(user, &request.order_id),
+                )
+                .await
+                {
+                    Ok(Ok(view)) => view.currency,
+                    _ => return true,
+                };
+                if let Ok(Ok(view)) = tokio::time::timeout(
+                    CHARGE_TIMEOUT,
+                    system.orders.revise(
+                        user,
+                        &request.order_id,
+                        Some(request.order_version),
+                        items(world, currency),
+                    ),
+                )
+                .await
+                {
+                    next.order_version = view.version;
+                }
+            }
+            switch(request, key, next);
+            true
+        }
+        Answer::Pending(_) => {
+            tokio::time::sleep(world.millis(2_000, 90_000)).await;
+            if world.chance(0.15) {
+                let next = request.clone();
+                switch(request, key, next);
+            }
+            true
+        }
+        Answer::Unavailable => {
+            tokio::time::sleep(world.millis(1_000, 5_000)).await;
+            if world.chance(0.4) {
+                let next = request.clone();
+                switch(request, key, next);
+            }
+            true
+        }
+        Answer::OrderBusy => {
+            tokio::time::sleep(world.millis(5_000, 120_000)).await;
+            if let Some((old_key, old_request)) = earlier.last().cloned() {
+                if world.chance(0.5) {
+                    *key = old_key;
+                    *request = old_request;
+                }
+            }
+            true
+        }
+        Answer::Stale(current) => {
+            let mut next = request.clone();
+            next.order_version = current;
+            switch(request, key, next);
+            true
+        }
+        Answer::InUse | Answer::ServerError(_) | Answer::Died => {
+            tokio::time::sleep(world.millis(1_000, 40_000)).await;
+            true
+        }
+        Answer::Wrong(_) => false,
+    }
+}
+
+/// One POST /payments invocation, killed at its deadline.
+async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> Answer {
+    let key = IdempotencyKey::parse(key).expect("a valid key");
+    let deadline_ms = system.world.clock().now_ms() + 25_000;
+    let paid = tokio::time::timeout(
+        CHARGE_TIMEOUT,
+        system.charge.pay(user, &key, request, deadline_ms),
+    )
+    .await;
+    let answer = match paid {
+        Err(_) => Answer::Died,
+        Ok(Ok(PayAnswer::Fresh(view) | PayAnswer::Replayed(view))) => match view.status {
+            PaymentStatus::Succeeded => Answer::Succeeded(view.payment_id),
+            PaymentStatus::Failed => Answer::Failed(view.payment_id),
+            PaymentStatus::Processing => Answer::Pending(view.payment_id),
+        },
+        Ok(Ok(PayAnswer::PspUnavailable { .. })) => Answer::Unavailable,
+        Ok(Err(ChargeError::KeyInUse { .. })) => Answer::InUse,
+        Ok(Err(ChargeError::PaymentInProgress)) => Answer::OrderBusy,
+        Ok(Err(ChargeError::OrderAlreadyPaid)) => Answer::OrderPaid,
+        Ok(Err(ChargeError::OrderVersionMismatch { current })) => Answer::Stale(current),
+        Ok(Err(ChargeError::Store(error))) => Answer::ServerError(error.to_string()),
+        Ok(Err(other)) => Answer::Wrong(other.to_string()),
+    };
+    system.world.trace(format!(
+        "pay {user} {key} -> {answer:?}",
+        key = key.as_str()
+    ));
+    answer
+}
+
+/// Delivers the PSP's webhooks: each event may be delayed, duplicated (and so reordered) or
+/// lost; a delivery the processor fails comes back after the visibility timeout, and is
+/// dead-lettered after the queue's maximum receive count.
+async fn pump_webhooks(system: Arc<System>) {
+    loop {
+        let every = if system.world.faults_on() {
+            Duration::from_secs(2)
+        } else {
+            Duration::from_secs(30)
+        };
+        tokio::time::sleep(every).await;
+        let now_ms = system.world.clock().now_ms();
+        let mut events = std::mem::take(&mut *lock(&system.outbox));
+        events.extend(system.model.tick(now_ms));
+        for event in events {
+            let world = &system.world;
+            if world.strikes(FaultKind::WebhookLoss) {
+                world.trace(format!("webhook lost {}", event.id));
+                continue;
+            }
+            let copies = if world.strikes(FaultKind::WebhookChaos) {
+                1 + world.u64(0..3)
+            } else {
+                1
+            };
+            for copy in 0..copies {
+                let delay = if world.strikes(FaultKind::WebhookChaos) {
+                    world.millis(0, 600_000)
+                } else {
+                    world.millis(0, 2_000)
+                };
+                tokio::spawn(deliver(system.clone(), event.clone(), copy, delay));
+            }
+        }
+    }
+}
+
+async fn deliver(system: Arc<System>, event: ModelEvent, copy: u64, delay: Duration) {
+    tokio::time::sleep(delay).await;
+    let message_id = format!("{}#{copy}", event.id);
+    for _ in 0..MAX_RECEIVES {
+        let processed = tokio::time::timeout(
+            PROCESSOR_TIMEOUT,
+            system.processor.process(&QueuedEvent {
+                message_id: &message_id,
+                provider: Some("stripe"),
+                body: &event.body,
+            }),
+        )
+        .await;
+        match processed {
+            Ok(Ok(payonce::service::webhooks::Processed::Applied(applied))) => {
+                if let EventApplied::Moved(payment) = applied {
+                    lock(&system.observed).applied(&event.id, &payment.payment_id);
+                }
+                return;
+            }
+            Ok(Ok(_)) => return,
+            _ => tokio::time::sleep(VISIBILITY).await,
+        }
+    }
+    system
+        .world
+        .trace(format!("webhook dead-lettered {message_id}"));
+}
+
+async fn reconcile_every_5_minutes(system: Arc<System>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(300)).await;
+        match tokio::time::timeout(RECONCILE_TIMEOUT, system.reconciler.run()).await {
+            Ok(Ok(report)) if report.examined > 0 => system.world.trace(format!(
+                "reconcile examined {} succeeded {} declined {} abandoned {} pending {} errors {}",
+                report.examined,
+                report.succeeded,
+                report.declined,
+                report.abandoned,
+                report.pending,
+                report.errors
+            )),
+            Ok(_) => {}
+            Err(_) => system.world.trace("reconcile died".to_owned()),
+        }
+    }
+}
+
+impl Observed {
+    fn applied(&mut self, event_id: &str, payment_id: &str) {
+        *self
+            .applied_events
+            .entry((event_id.to_owned(), payment_id.to_owned()))
+            .or_insert(0) += 1;
+    }
+}
+

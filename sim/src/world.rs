@@ -1,0 +1,301 @@
+//! What one run shares: virtual time, the seeded random source, the fault plan and the trace.
+//!
+//! Everything runs on one thread in a paused tokio runtime, so time only moves when every task
+//! waits, and every random draw comes from one generator seeded by the run's seed: the same
+//! seed gives the same run, draw for draw.
+
+use payonce::clock::Clock;
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// Epoch milliseconds at which every run's virtual time starts (2026-01-01T00:00:00Z).
+pub const EPOCH_MS: i64 = 1_767_225_600_000;
+
+/// Wall-clock time read from tokio's (paused) clock: virtual, and the same for every component.
+#[derive(Debug, Clone)]
+pub struct VirtualClock {
+    start: tokio::time::Instant,
+}
+
+impl VirtualClock {
+    /// A clock standing at [`EPOCH_MS`] now.
+    pub fn start() -> Self {
+        Self {
+            start: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Clock for VirtualClock {
+    fn now_ms(&self) -> i64 {
+        let elapsed = tokio::time::Instant::now().duration_since(self.start);
+        EPOCH_MS + i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+/// The kinds of fault a run may compose. A shrunk schedule is the seed with fewer of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultKind {
+    /// Store calls take time.
+    StoreLatency,
+    /// Store writes fail with a transaction conflict (past the adapter's own retries).
+    StoreConflict,
+    /// Store calls are throttled.
+    StoreThrottle,
+    /// The invocation dies before or after any store call.
+    Crash,
+    /// The PSP cannot be reached (no connection).
+    PspNoConnection,
+    /// The PSP call times out, before or after the PSP applied it.
+    PspTimeout,
+    /// The PSP's answer is cut after it applied the request.
+    PspCut,
+    /// The PSP answers 500 without applying.
+    Psp5xx,
+    /// The PSP answers 409 `idempotency_key_in_use` or 429.
+    PspBusy,
+    /// The PSP refuses our credentials (401).
+    PspAuth,
+    /// The invocation dies right after the PSP applied its call.
+    CrashAfterPsp,
+    /// Webhooks are delayed, duplicated and so reordered.
+    WebhookChaos,
+    /// Webhooks are lost.
+    WebhookLoss,
+    /// The PSP's search lags behind its writes.
+    SearchLag,
+    /// The PSP's effective minimum charge rises above payonce's table (exchange rates move), so
+    /// some orders reach the PSP only to be refused `amount_too_small`.
+    PspMinimumMoves,
+}
+
+impl FaultKind {
+    /// Every kind.
+    pub const ALL: [FaultKind; 15] = [
+        Self::StoreLatency,
+        Self::StoreConflict,
+        Self::StoreThrottle,
+        Self::Crash,
+        Self::PspNoConnection,
+        Self::PspTimeout,
+        Self::PspCut,
+        Self::Psp5xx,
+        Self::PspBusy,
+        Self::PspAuth,
+        Self::CrashAfterPsp,
+        Self::WebhookChaos,
+        Self::WebhookLoss,
+        Self::SearchLag,
+        Self::PspMinimumMoves,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::StoreLatency => "store-latency",
+            Self::StoreConflict => "store-conflict",
+            Self::StoreThrottle => "store-throttle",
+            Self::Crash => "crash",
+            Self::PspNoConnection => "psp-no-connection",
+            Self::PspTimeout => "psp-timeout",
+            Self::PspCut => "psp-cut",
+            Self::Psp5xx => "psp-5xx",
+            Self::PspBusy => "psp-busy",
+            Self::PspAuth => "psp-auth",
+            Self::CrashAfterPsp => "crash-after-psp",
+            Self::WebhookChaos => "webhook-chaos",
+            Self::WebhookLoss => "webhook-loss",
+            Self::SearchLag => "search-lag",
+            Self::PspMinimumMoves => "psp-minimum-moves",
+        }
+    }
+
+    /// Parses [`FaultKind::name`].
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// What a run is made of: its seed and the knobs a shrink turns down.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    /// The seed every draw derives from.
+    pub seed: u64,
+    /// Shoppers (one order each).
+    pub clients: u32,
+    /// The fault kinds allowed; each run picks its own rates for them from the seed.
+    pub faults: BTreeSet<FaultKind>,
+}
+
+impl Schedule {
+    /// The full schedule of a seed: every fault kind, the default number of shoppers.
+    pub fn of_seed(seed: u64) -> Self {
+        Self {
+            seed,
+            clients: 5,
+            faults: FaultKind::ALL.into_iter().collect(),
+        }
+    }
+
+    /// The flags that replay this schedule.
+    pub fn replay_flags(&self) -> String {
+        let mut flags = format!("--seed {}", self.seed);
+        if self.clients != Self::of_seed(self.seed).clients {
+            flags.push_str(&format!(" --clients {}", self.clients));
+        }
+        if self.faults.len() != FaultKind::ALL.len() {
+            let names: Vec<_> = self.faults.iter().map(|k| k.name()).collect();
+            flags.push_str(&format!(" --faults {}", names.join(",")));
+        }
+        flags
+    }
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.replay_flags())
+    }
+}
+
+/// The run's shared state.
+#[derive(Debug)]
+pub struct World {
+    rng: Mutex<fastrand::Rng>,
+    rates: Vec<(FaultKind, f64)>,
+    faults_on: AtomicBool,
+    trace: Mutex<Vec<String>>,
+    clock: VirtualClock,
+}
+
+/// The world as components hold it.
+pub type SharedWorld = Arc<World>;
+
+impl World {
+    /// A world for `schedule`: each allowed fault kind gets a rate drawn from the seed (some
+    /// runs are calm, some stormy), so faults compose differently in every run.
+    pub fn new(schedule: &Schedule) -> SharedWorld {
+        let mut rng = fastrand::Rng::with_seed(schedule.seed);
+        let rates = FaultKind::ALL
+            .into_iter()
+            .map(|kind| {
+                // Both draws happen whatever the schedule allows, so removing a fault kind
+                // (shrinking) leaves every other rate as it was.
+                let (on, level) = (rng.f64() < 0.7, rng.f64());
+                let rate = if schedule.faults.contains(&kind) && on {
+                    level * max_rate(kind)
+                } else {
+                    0.0
+                };
+                (kind, rate)
+            })
+            .collect();
+        Arc::new(Self {
+            rng: Mutex::new(rng),
+            rates,
+            faults_on: AtomicBool::new(true),
+            trace: Mutex::new(Vec::new()),
+            clock: VirtualClock::start(),
+        })
+    }
+
+    /// The virtual clock.
+    pub fn clock(&self) -> &VirtualClock {
+        &self.clock
+    }
+
+    /// Whether a fault of `kind` strikes now (never once faults are stopped).
+    pub fn strikes(&self, kind: FaultKind) -> bool {
+        if !self.faults_on.load(Ordering::SeqCst) {
+            return false;
+        }
+        let rate = self
+            .rates
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(0.0, |(_, r)| *r);
+        rate > 0.0 && self.f64() < rate
+    }
+
+    /// Stops every fault source (the settling phase).
+    pub fn stop_faults(&self) {
+        self.faults_on.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether faults are still on.
+    pub fn faults_on(&self) -> bool {
+        self.faults_on.load(Ordering::SeqCst)
+    }
+
+    /// A uniform draw in [0, 1).
+    pub fn f64(&self) -> f64 {
+        self.rng().f64()
+    }
+
+    /// A uniform draw in `range`.
+    pub fn u64(&self, range: std::ops::Range<u64>) -> u64 {
+        self.rng().u64(range)
+    }
+
+    /// A duration drawn uniformly between `low` and `high` milliseconds.
+    pub fn millis(&self, low: u64, high: u64) -> Duration {
+        Duration::from_millis(self.u64(low..high.max(low + 1)))
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&self, p: f64) -> bool {
+        self.f64() < p
+    }
+
+    /// Picks one of `items`.
+    pub fn pick<'a, T>(&self, items: &'a [T]) -> &'a T {
+        let i = usize::try_from(self.u64(0..items.len() as u64)).unwrap_or(0);
+        &items[i]
+    }
+
+    /// Appends a line to the run's trace (compared between two runs of one seed).
+    pub fn trace(&self, line: impl Into<String>) {
+        let line = format!("{:>10} {}", self.clock.now_ms() - EPOCH_MS, line.into());
+        if std::env::var_os("PAYONCE_SIM_LIVE").is_some() {
+            eprintln!("{line}");
+        }
+        self.trace
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(line);
+    }
+
+    /// The trace so far.
+    pub fn trace_lines(&self) -> Vec<String> {
+        self.trace
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn rng(&self) -> std::sync::MutexGuard<'_, fastrand::Rng> {
+        self.rng.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The highest rate a run may draw for `kind`: high enough to compose faults in most runs, low
+/// enough that shoppers still get through.
+fn max_rate(kind: FaultKind) -> f64 {
+    match kind {
+        FaultKind::StoreLatency => 0.8,
+        FaultKind::StoreConflict | FaultKind::StoreThrottle => 0.06,
+        FaultKind::Crash => 0.04,
+        FaultKind::PspNoConnection
+        | FaultKind::PspTimeout
+        | FaultKind::PspCut
+        | FaultKind::Psp5xx
+        | FaultKind::PspBusy
+        | FaultKind::PspAuth => 0.12,
+        FaultKind::CrashAfterPsp => 0.15,
+        FaultKind::WebhookChaos => 0.8,
+        FaultKind::WebhookLoss => 0.4,
+        FaultKind::SearchLag | FaultKind::PspMinimumMoves => 1.0,
+    }
+}
