@@ -15,6 +15,7 @@ pub enum Mutation {
     RefusalIsUnknown,
 }
 
+#[cfg(feature = "faults")]
 impl Mutation {
     /// Every mutation.
     pub const ALL: [Mutation; 3] = [

@@ -12,6 +12,7 @@ use payonce::clock::{Clock, SharedClock};
 use payonce::domain::{Currency, LineItem, PaymentStatus};
 use payonce::idempotency::{Idempotency, IdempotencyConfig, IdempotencyKey};
 use payonce::mutations::Mutation;
+use payonce::service::cleanup::CleanupConfig;
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{ProcessorConfig, Providers, QueuedEvent, WebhookProcessor};
 use payonce::service::{
@@ -136,6 +137,8 @@ async fn simulate(schedule: &Schedule) -> Outcome {
     let background = [
         tokio::spawn(pump_webhooks(system.clone())),
         tokio::spawn(reconcile_every_5_minutes(system.clone())),
+        tokio::spawn(cleanup_every_6_hours(system.clone())),
+        tokio::spawn(jump_the_clock(system.clone())),
     ];
     let shoppers: Vec<_> = (0..schedule.clients)
         .map(|i| tokio::spawn(shopper(system.clone(), i)))
@@ -514,6 +517,30 @@ async fn deliver(system: Arc<System>, event: ModelEvent, copy: u64, delay: Durat
     system
         .world
         .trace(format!("webhook dead-lettered {message_id}"));
+}
+
+/// The cleanup job: removes expired records TTL has not removed yet (never a live lease).
+async fn cleanup_every_6_hours(system: Arc<System>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(6 * 3600)).await;
+        let records = system.store.inner().records().clone();
+        let swept = payonce::service::cleanup::sweep(&records, &CleanupConfig::default()).await;
+        if let Ok(report) = swept {
+            system.world.trace(format!("cleanup {report:?}"));
+        }
+    }
+}
+
+/// Now and then, time jumps ahead at once: every sleeper wakes late, every timeout fires.
+async fn jump_the_clock(system: Arc<System>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        if system.world.strikes(FaultKind::ClockJump) {
+            let jump = system.world.millis(1_000, 90_000);
+            system.world.trace(format!("clock jumps {} ms", jump.as_millis()));
+            tokio::time::advance(jump).await;
+        }
+    }
 }
 
 async fn reconcile_every_5_minutes(system: Arc<System>) {

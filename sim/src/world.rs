@@ -70,11 +70,14 @@ pub enum FaultKind {
     /// The PSP's effective minimum charge rises above payonce's table (exchange rates move), so
     /// some orders reach the PSP only to be refused `amount_too_small`.
     PspMinimumMoves,
+    /// Time jumps ahead at once (a frozen and thawed instance, a stalled host): whatever was in
+    /// flight finds its deadline, lease or timeout passed.
+    ClockJump,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 15] = [
+    pub const ALL: [FaultKind; 16] = [
         Self::StoreLatency,
         Self::StoreConflict,
         Self::StoreThrottle,
@@ -90,6 +93,7 @@ impl FaultKind {
         Self::WebhookLoss,
         Self::SearchLag,
         Self::PspMinimumMoves,
+        Self::ClockJump,
     ];
 
     /// The command-line name.
@@ -110,6 +114,7 @@ impl FaultKind {
             Self::WebhookLoss => "webhook-loss",
             Self::SearchLag => "search-lag",
             Self::PspMinimumMoves => "psp-minimum-moves",
+            Self::ClockJump => "clock-jump",
         }
     }
 
@@ -297,5 +302,6 @@ fn max_rate(kind: FaultKind) -> f64 {
         FaultKind::WebhookChaos => 0.8,
         FaultKind::WebhookLoss => 0.4,
         FaultKind::SearchLag | FaultKind::PspMinimumMoves => 1.0,
+        FaultKind::ClockJump => 0.2,
     }
 }

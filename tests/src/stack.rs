@@ -12,8 +12,10 @@ use payonce::adapters::dynamodb::{
 };
 use payonce::adapters::psp::StripeWebhooks;
 use payonce::adapters::psp::{StripeConfig, StripePsp};
-use payonce::clock::ManualClock;
+use payonce::clock::{Clock, ManualClock};
+use payonce::domain::{Currency, LineItem, Order, OrderPaymentState};
 use payonce::idempotency::{Idempotency, IdempotencyConfig};
+use payonce::ports::{OrderStore, Psp};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{ProcessorConfig, Providers, WebhookProcessor};
 use payonce::service::{ChargeConfig, ChargeService, OrderService};
@@ -57,12 +59,8 @@ impl PaymentStack {
     }
 
     /// A stack with these fake PSP and charge settings.
-    pub async fn start_with(mut psp_config: FakePspConfig, charge_config: ChargeConfig) -> Self {
-        psp_config.api_key = FAKE_API_KEY.into();
-        psp_config.webhook_secret = DEFAULT_WEBHOOK_SECRET.into();
-        let psp = FakePsp::start(psp_config, "127.0.0.1:0".parse().expect("loopback address"))
-            .await
-            .expect("start the fake PSP");
+    pub async fn start_with(psp_config: FakePspConfig, charge_config: ChargeConfig) -> Self {
+        let psp = start_fake_psp(psp_config).await;
         let counter = RequestCounter::new();
         let client = dynamodb_client(&counter);
         let tables = Tables {
@@ -79,14 +77,7 @@ impl PaymentStack {
         let clock = ManualClock::at_system_time();
         let store =
             DynamoPaymentStore::new(client.clone(), tables.clone()).with_clock(clock.clone());
-        let mut stripe = StripeConfig::new(psp.base_url(), FAKE_API_KEY);
-        stripe.connect_timeout = Duration::from_secs(1);
-        stripe.request_timeout = Duration::from_secs(5);
-        let charge = ChargeService::new(
-            store.clone(),
-            StripePsp::new(stripe).expect("HTTP client"),
-            charge_config,
-        );
+        let charge = ChargeService::new(store.clone(), stripe_for(&psp), charge_config);
         let idempotency = Idempotency::new(
             DynamoIdempotencyStore::new(client, &tables.idempotency).with_clock(clock.clone()),
             IdempotencyConfig::default(),
@@ -136,6 +127,69 @@ impl PaymentStack {
     /// Sends an event to the charge function.
     pub async fn charge_request(&self, request: Request) -> Reply {
         Reply::from(payonce_charge::handler::handle(&self.charge, request).await)
+    }
+
+    /// The charge function over this stack's store, but with a PSP it cannot connect to: the
+    /// Stripe adapter pointed at a closed loopback port (an invocation cut off from the PSP).
+    pub fn cut_off_charge(&self) -> ChargeService<DynamoPaymentStore, StripePsp> {
+        let closed = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+            listener.local_addr().expect("local address")
+        };
+        let mut stripe = StripeConfig::new(format!("http://{closed}"), FAKE_API_KEY);
+        stripe.connect_timeout = Duration::from_secs(1);
+        ChargeService::new(
+            self.charge.store().clone(),
+            StripePsp::new(stripe).expect("HTTP client"),
+            self.charge.config().clone(),
+        )
+    }
+
+    /// POST /payments as `user` with `key` and `body`, handled by `service` (e.g.
+    /// [`PaymentStack::cut_off_charge`]) instead of this stack's charge function.
+    pub async fn pay_through<P: Psp>(
+        &self,
+        service: &ChargeService<DynamoPaymentStore, P>,
+        user: &str,
+        key: &str,
+        body: Value,
+    ) -> Reply {
+        let event = api_event(
+            "POST",
+            "/payments",
+            Some(user),
+            &[("idempotency-key", key)],
+            &body.to_string(),
+        );
+        Reply::from(payonce_charge::handler::handle(service, event).await)
+    }
+
+    /// Stores an unpaid order of `user` for `amount` minor units of `currency` straight into the
+    /// payments table, past the orders API's checks (e.g. below the PSP's minimum); returns its id.
+    pub async fn store_order(&self, user: &str, currency: Currency, amount: i64) -> String {
+        let now_ms = self.clock.now_ms();
+        let order = Order {
+            order_id: format!("ord_{}", uuid::Uuid::new_v4().simple()),
+            owner: user.to_owned(),
+            version: 1,
+            currency,
+            items: vec![LineItem {
+                sku: "A1".into(),
+                quantity: 1,
+                unit_amount: amount,
+            }],
+            amount,
+            payment_state: OrderPaymentState::Unpaid,
+            payment_id: None,
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+        };
+        self.charge
+            .store()
+            .create_order(&order)
+            .await
+            .expect("store the order");
+        order.order_id
     }
 
     /// Sends an event to the orders function.
@@ -230,6 +284,23 @@ impl PaymentStack {
     pub async fn item(&self, pk: &str) -> Option<BTreeMap<String, String>> {
         self.scan(&self.tables.payments).await.remove(pk)
     }
+}
+
+/// A fake PSP on a free loopback port, with the API key and webhook secret the tests share.
+pub async fn start_fake_psp(mut config: FakePspConfig) -> RunningFakePsp {
+    config.api_key = FAKE_API_KEY.into();
+    config.webhook_secret = DEFAULT_WEBHOOK_SECRET.into();
+    FakePsp::start(config, "127.0.0.1:0".parse().expect("loopback address"))
+        .await
+        .expect("start the fake PSP")
+}
+
+/// The Stripe adapter over HTTP to `psp` (1 s to connect, 5 s per request).
+pub fn stripe_for(psp: &RunningFakePsp) -> StripePsp {
+    let mut stripe = StripeConfig::new(psp.base_url(), FAKE_API_KEY);
+    stripe.connect_timeout = Duration::from_secs(1);
+    stripe.request_timeout = Duration::from_secs(5);
+    StripePsp::new(stripe).expect("HTTP client")
 }
 
 /// The webhook secret of the `stripe` provider in tests.

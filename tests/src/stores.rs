@@ -26,6 +26,10 @@ pub trait PaymentStoreHarness: Send + Sync + 'static {
     type Records: IdempotencyStore + ExpiredSweep + Clone + 'static;
     /// Backend name, for messages.
     const NAME: &'static str;
+    /// How many tries of one transaction armed conflicts can fail before the store reports
+    /// `Conflict`: the DynamoDB adapter sends a transaction cancelled by a conflict again (three
+    /// times), the embedded store reports the first one.
+    const TRIES_PER_TRANSACTION: u32;
     /// The payment store.
     fn payments(&self) -> &Self::Payments;
     /// The idempotency store over the same records.
@@ -61,6 +65,7 @@ impl PaymentStoreHarness for MemoryStores {
     type Payments = MemoryPaymentStore;
     type Records = MemoryIdempotencyStore;
     const NAME: &'static str = "embedded";
+    const TRIES_PER_TRANSACTION: u32 = 1;
     fn payments(&self) -> &Self::Payments {
         &self.payments
     }
@@ -112,6 +117,7 @@ impl PaymentStoreHarness for DynamoStores {
     type Payments = DynamoPaymentStore;
     type Records = DynamoIdempotencyStore;
     const NAME: &'static str = "dynamodb";
+    const TRIES_PER_TRANSACTION: u32 = 4;
     fn payments(&self) -> &Self::Payments {
         &self.payments
     }

@@ -4,6 +4,7 @@
 mod idempotency;
 mod jobs;
 mod payments;
+mod psp;
 mod queue;
 mod stores;
 mod template;

@@ -4,12 +4,23 @@ use payonce::idempotency::IdempotencyStore;
 use payonce::ports::{ChargeStore, InflightScan, Psp};
 use payonce::service::reconcile::{ReconcileReport, Reconciler};
 
-/// Handles one scheduled invocation; the event's content does not matter.
+/// Time kept back from the invocation's deadline: one attempt may take a lookup, a fence and a
+/// cancel (10 s each at most) and its write.
+const DEADLINE_RESERVE_MS: i64 = 35_000;
+
+/// Handles one scheduled invocation; the event's content does not matter. With the invocation's
+/// deadline (epoch milliseconds) the run stops taking attempts in time to finish the last one;
+/// without a plausible one (local tools pass a duration) it runs for its configured bound.
 pub async fn handle<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp>(
     reconciler: &Reconciler<S, I, P>,
     _event: serde_json::Value,
+    deadline_ms: Option<i64>,
 ) -> Result<ReconcileReport, payonce::idempotency::StoreError> {
-    let report = reconciler.run().await?;
+    let now_ms = payonce::clock::Clock::now_ms(&payonce::clock::SystemClock);
+    let report = match deadline_ms.filter(|d| *d > now_ms) {
+        Some(deadline_ms) => reconciler.run_until(deadline_ms - DEADLINE_RESERVE_MS).await?,
+        None => reconciler.run().await?,
+    };
     tracing::info!(
         examined = report.examined,
         succeeded = report.succeeded,
@@ -20,6 +31,7 @@ pub async fn handle<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp>(
         already_settled = report.already_settled,
         errors = report.errors,
         more = report.cursor.is_some(),
+        out_of_time = report.out_of_time,
         "reconcile run"
     );
     Ok(report)

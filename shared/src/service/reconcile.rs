@@ -38,6 +38,10 @@ pub struct ReconcileConfig {
     /// Fencing proves a key unused only while the PSP remembers keys (Stripe: at least 24 h):
     /// no fence after this age from the attempt's creation.
     pub fence_window: Duration,
+    /// How far the PSP's search may lag behind its writes (Stripe: up to about an hour). Past
+    /// this age a charge under the attempt's key would show in a lookup, so a fence refused by
+    /// validation proves that none exists.
+    pub search_lag_bound: Duration,
     /// Shortest and longest pause before an attempt found pending is looked at again (the
     /// pause grows with the attempt's age).
     pub recheck_min: Duration,
@@ -63,6 +67,7 @@ impl Default for ReconcileConfig {
             abandon_after: Duration::from_secs(20 * 60),
             stuck_alarm_after: Duration::from_secs(3 * 3600),
             fence_window: Duration::from_secs(23 * 3600),
+            search_lag_bound: Duration::from_secs(75 * 60),
             recheck_min: Duration::from_secs(60),
             recheck_max: Duration::from_secs(3600),
             max_run: Duration::from_secs(90),
@@ -256,6 +261,13 @@ impl<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I
                         self.psp.cancel(&provider_payment_id).await?;
                         tracing::info!(payment_id, %provider_payment_id, "the PSP never ran this attempt; its key is fenced");
                         Settlement::Abandoned
+                    }
+                    Fence::Refused { .. }
+                        if age_ms <= duration_ms(self.config.search_lag_bound) =>
+                    {
+                        // A charge under the key could still be missing from search: wait until
+                        // a lookup would have shown it.
+                        return Ok(self.still_pending(&payment, age_ms));
                     }
                     Fence::Refused { payment_method } => {
                         tracing::info!(payment_id, payment_method, "the PSP refuses this attempt's request; nothing was charged under its key");

@@ -1,4 +1,4 @@
-//! Request budgets (SPEC §13), counted by an SDK interceptor on the DynamoDB client.
+//! Request budgets, counted by an SDK interceptor on the DynamoDB client.
 
 use payonce::clock::Clock;
 use payonce::idempotency::{

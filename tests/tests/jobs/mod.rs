@@ -2,3 +2,4 @@
 
 mod cleanup;
 mod reconcile;
+mod schedule;

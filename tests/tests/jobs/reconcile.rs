@@ -1,9 +1,14 @@
 //! Reconcile settles what webhooks and handlers left behind, exactly once.
 
+use payonce::clock::Clock;
+use payonce::domain::{FailureKind, Payment, PaymentStatus, PaymentView};
+use payonce::idempotency::{IdempotencyRecord, IdempotencyStore, RecordKey, RecordState};
+use payonce::ports::{ChargeRequest, ChargeStore, Psp, PspOutcome};
 use payonce::service::reconcile::{ReconcileConfig, Reconciled};
 use payonce::service::webhooks::{Processed, QueuedEvent};
 use payonce::service::{CrashPoint, EventApplied};
-use payonce_tests::stack::PaymentStack;
+use payonce_fake_psp::FakePspConfig;
+use payonce_tests::stack::{api_event, stripe_for, PaymentStack};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,6 +104,7 @@ async fn an_attempt_the_psp_never_saw_is_failed_when_old_enough_and_a_younger_on
         })
         .collect::<Vec<_>>();
 
+    let run_at_ms = stack.clock.now_ms();
     let report = stack
         .reconciler(ReconcileConfig::default())
         .run()
@@ -146,7 +152,8 @@ async fn an_attempt_the_psp_never_saw_is_failed_when_old_enough_and_a_younger_on
         201
     );
 
-    // AND the young one is untouched
+    // AND the young one is untouched, but for its next check: half its age (3 minutes) from
+    // the run, pushed back by the recheck bounds' minimum of a minute at least
     assert_eq!(
         stack.get_order("alice", &young_order).await.json["payment_state"],
         "processing"
@@ -161,7 +168,19 @@ async fn an_attempt_the_psp_never_saw_is_failed_when_old_enough_and_a_younger_on
                 .is_some_and(|o| o.contains(&young_order))
         })
         .collect::<Vec<_>>();
-    assert_eq!(young_before, young_after);
+    let expected = young_before
+        .into_iter()
+        .map(|(pk, mut item)| {
+            if pk.starts_with("payment#") {
+                item.insert(
+                    "check_at_ms".into(),
+                    format!("N(\"{}\")", run_at_ms + 90_000),
+                );
+            }
+            (pk, item)
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(young_after, expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -276,4 +295,387 @@ async fn reconcile_racing_a_webhook_makes_one_transition() {
         assert_eq!(replay.status, 201);
         assert_eq!(replay.json["provider_payment_id"], intent.as_str());
     }
+}
+
+/// The charge record of `key` for alice, as stored.
+async fn charge_record(stack: &PaymentStack, key: &str) -> IdempotencyRecord {
+    stack
+        .records()
+        .get(&RecordKey::from_stored(format!(
+            "payments.create#alice#{key}"
+        )))
+        .await
+        .expect("read the record")
+        .unwrap_or_else(|| panic!("no record for {key}"))
+}
+
+/// The payment view a COMPLETED record stores.
+fn completed_view(record: &IdempotencyRecord) -> PaymentView {
+    match &record.state {
+        RecordState::Completed { result } => {
+            serde_json::from_str(result).expect("the stored result is a payment view")
+        }
+        other => panic!("expected a COMPLETED record, got {other:?}"),
+    }
+}
+
+async fn payment(stack: &PaymentStack, payment_id: &str) -> Payment {
+    stack
+        .charge
+        .store()
+        .get_payment(payment_id)
+        .await
+        .expect("read the payment")
+        .expect("the payment exists")
+}
+
+#[tokio::test]
+async fn a_fenced_key_the_strict_psp_never_saw_is_abandoned_and_its_intent_cancelled() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    // GIVEN an attempt that died after its claim, before calling the PSP, 21 minutes ago
+    stack.charge.inject_crash(CrashPoint::AfterClaim);
+    let crashed = stack
+        .pay("alice", "key-fence", pay_body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(crashed.status, 500);
+    let payment_id = charge_record(&stack, "key-fence").await.attempt_id;
+    stack.clock.advance(Duration::from_secs(21 * 60));
+    assert_eq!(stack.psp.requests_seen(), 0);
+
+    // WHEN reconcile runs against the fake PSP over HTTP, which refuses confirm-only
+    // parameters sent without confirm=true as Stripe does
+    let report = stack
+        .reconciler(ReconcileConfig::default())
+        .run()
+        .await
+        .unwrap();
+
+    // THEN the fence went through and the attempt is abandoned, with no error
+    assert_eq!(
+        (report.examined, report.abandoned, report.errors),
+        (1, 1, 0),
+        "{report:?}"
+    );
+    // AND the payment failed as abandoned (inferred, not a PSP refusal) and left the index
+    let failed = payment(&stack, &payment_id).await;
+    assert_eq!(failed.status, PaymentStatus::Failed);
+    assert_eq!(
+        failed.failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::Abandoned)
+    );
+    let item = stack.item(&format!("payment#{payment_id}")).await.unwrap();
+    assert_eq!(item["failure_kind"], "S(\"abandoned\")");
+    assert!(!item.contains_key("inflight"), "{item:?}");
+    // AND the order is released, naming no attempt
+    let order_item = stack.item(&format!("order#{order}")).await.unwrap();
+    assert_eq!(order_item["payment_state"], "S(\"unpaid\")");
+    assert!(!order_item.contains_key("payment_id"), "{order_item:?}");
+    // AND the key is COMPLETED with the failed payment
+    let record = charge_record(&stack, "key-fence").await;
+    assert_eq!(record.lease(), None);
+    assert_eq!(completed_view(&record).status, PaymentStatus::Failed);
+    // AND the PSP's ledger holds only the fence's intent under the attempt's key, canceled
+    let charges = stack.psp.charges();
+    assert_eq!(charges.len(), 1, "{charges:?}");
+    assert_eq!(
+        (
+            charges[0].status.as_str(),
+            charges[0].outcome.as_str(),
+            charges[0].idempotency_key.clone(),
+            charges[0].metadata.get("payment_id"),
+            charges[0].amount
+        ),
+        (
+            "canceled",
+            "canceled",
+            Some(format!("payonce-charge-{payment_id}")),
+            Some(&payment_id),
+            3000
+        )
+    );
+    // AND it took one lookup, one fence and one cancel
+    assert_eq!(stack.psp.requests_seen(), 3);
+}
+
+#[tokio::test]
+async fn intents_processing_or_requiring_action_are_pending_and_neither_fenced_nor_failed() {
+    // GIVEN a PSP whose processing and requires_action intents stay so for an hour
+    let stack = PaymentStack::start_with(
+        FakePspConfig {
+            processing_for: Duration::from_secs(3600),
+            requires_action_for: Duration::from_secs(3600),
+            ..FakePspConfig::default()
+        },
+        Default::default(),
+    )
+    .await;
+    // AND an attempt left in each of those states (the create answered a non-final intent)
+    let mut attempts = Vec::new();
+    for (token, status) in [
+        ("pm_fake_processing", "processing"),
+        ("pm_fake_requires_action", "requires_action"),
+    ] {
+        let order = stack.create_order("alice").await;
+        let reply = stack.pay("alice", token, pay_body(&order, token)).await;
+        assert_eq!(
+            (reply.status, reply.json["status"].as_str()),
+            (202, Some("processing")),
+            "{token}: {}",
+            reply.body
+        );
+        let payment_id = reply.json["payment_id"].as_str().unwrap().to_owned();
+        attempts.push((order, payment_id, status));
+    }
+    // AND both are older than the age at which an attempt the PSP cannot find gets fenced
+    stack.clock.advance(Duration::from_secs(21 * 60));
+    let seen = stack.psp.requests_seen();
+    let run_at_ms = stack.clock.now_ms();
+
+    // WHEN reconcile runs
+    let report = stack
+        .reconciler(ReconcileConfig::default())
+        .run()
+        .await
+        .unwrap();
+
+    // THEN both are pending: looked up once each, never fenced, failed or cancelled
+    assert_eq!(
+        (
+            report.examined,
+            report.pending,
+            report.abandoned,
+            report.declined,
+            report.succeeded,
+            report.errors
+        ),
+        (2, 2, 0, 0, 0, 0),
+        "{report:?}"
+    );
+    assert_eq!(stack.psp.requests_seen() - seen, 2, "one lookup each");
+    for (order, payment_id, status) in &attempts {
+        let pending = payment(&stack, payment_id).await;
+        assert_eq!(
+            (pending.status, pending.failure.clone()),
+            (PaymentStatus::Processing, None),
+            "{status}"
+        );
+        let order_item = stack.item(&format!("order#{order}")).await.unwrap();
+        assert_eq!(order_item["payment_state"], "S(\"processing\")", "{status}");
+        // AND its next check is pushed back by half its age (21 minutes)
+        assert_eq!(pending.check_at_ms, run_at_ms + 630_000, "{status}");
+        let charge = stack
+            .psp
+            .charges()
+            .into_iter()
+            .find(|c| c.metadata.get("payment_id") == Some(payment_id))
+            .unwrap();
+        assert_eq!(
+            (charge.status.as_str(), charge.outcome.as_str()),
+            (*status, "pending")
+        );
+    }
+    assert_eq!(stack.psp.charges().len(), 2);
+
+    // AND a run right after leaves them alone until that check is due
+    let again = stack
+        .reconciler(ReconcileConfig::default())
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(again.examined, 0, "{again:?}");
+    assert_eq!(stack.psp.requests_seen() - seen, 2);
+}
+
+#[tokio::test]
+async fn an_attempt_older_than_the_fence_window_that_the_psp_cannot_find_is_not_fenced() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    // GIVEN an attempt that died before calling the PSP, 23 hours and a minute ago: the PSP may
+    // forget keys from 24 hours on, so a fence now could prove nothing
+    stack.charge.inject_crash(CrashPoint::AfterClaim);
+    stack
+        .pay("alice", "key-old", pay_body(&order, "pm_card_visa"))
+        .await;
+    let payment_id = charge_record(&stack, "key-old").await.attempt_id;
+    stack.clock.advance(Duration::from_secs(23 * 3600 + 60));
+
+    // WHEN reconcile runs
+    let report = stack
+        .reconciler(ReconcileConfig::default())
+        .run()
+        .await
+        .unwrap();
+
+    // THEN it only looked the attempt up: no fence, nothing created at the PSP
+    assert_eq!(
+        (
+            report.examined,
+            report.pending,
+            report.abandoned,
+            report.errors
+        ),
+        (1, 1, 0, 0),
+        "{report:?}"
+    );
+    assert_eq!(stack.psp.requests_seen(), 1, "the lookup alone");
+    assert!(stack.psp.charges().is_empty(), "{:?}", stack.psp.charges());
+    // AND the attempt stays processing for an operator, its order reserved
+    let stuck = payment(&stack, &payment_id).await;
+    assert_eq!(
+        (stuck.status, stuck.failure),
+        (PaymentStatus::Processing, None)
+    );
+    let order_item = stack.item(&format!("order#{order}")).await.unwrap();
+    assert_eq!(order_item["payment_state"], "S(\"processing\")");
+    assert_eq!(order_item["payment_id"], format!("S(\"{payment_id}\")"));
+}
+
+/// An order whose version-1 attempt was released (its PSP call could not connect) and which was
+/// then edited to version 2 (3 × 1500 JPY); returns the order and the attempt, still processing.
+async fn released_then_edited(stack: &PaymentStack) -> (String, Payment) {
+    let order = stack.create_order("alice").await;
+    let unsent = stack
+        .pay_through(
+            &stack.cut_off_charge(),
+            "alice",
+            "key-v1",
+            pay_body(&order, "pm_card_visa"),
+        )
+        .await;
+    assert_eq!(
+        (unsent.status, unsent.problem_type()),
+        (503, "/problems/psp-unavailable"),
+        "{}",
+        unsent.body
+    );
+    let attempt = payment(stack, &charge_record(stack, "key-v1").await.attempt_id).await;
+    assert_eq!(attempt.status, PaymentStatus::Processing);
+    let patch = json!({"version": 1, "items": [{"sku": "A1", "quantity": 3, "unit_amount": 1500}]});
+    let revised = stack
+        .orders_request(api_event(
+            "PATCH",
+            &format!("/orders/{order}"),
+            Some("alice"),
+            &[],
+            &patch.to_string(),
+        ))
+        .await;
+    assert_eq!(revised.status, 200, "{}", revised.body);
+    assert_eq!(revised.json["version"], 2);
+    (order, attempt)
+}
+
+/// The PSP charges `attempt` after all, under its own key (the call that "could not connect"
+/// got through another way); returns the intent's id.
+async fn psp_charges_late(stack: &PaymentStack, attempt: &Payment) -> String {
+    let outcome = stripe_for(&stack.psp)
+        .create_charge(&ChargeRequest::for_payment(attempt), Duration::from_secs(5))
+        .await;
+    let PspOutcome::Approved {
+        provider_payment_id,
+    } = outcome
+    else {
+        panic!("expected the PSP to charge, got {outcome:?}")
+    };
+    provider_payment_id
+}
+
+/// The order is at version 2, unpaid, naming no attempt, with the edited amount.
+async fn assert_edited_order_unpaid(stack: &PaymentStack, order: &str) {
+    let read = stack.get_order("alice", order).await;
+    assert_eq!(
+        (
+            read.json["version"].as_i64(),
+            read.json["amount"].as_i64(),
+            read.json["payment_state"].as_str()
+        ),
+        (Some(2), Some(4500), Some("unpaid")),
+        "{}",
+        read.body
+    );
+    let item = stack.item(&format!("order#{order}")).await.unwrap();
+    assert!(!item.contains_key("payment_id"), "{item:?}");
+}
+
+#[tokio::test]
+async fn a_late_success_found_by_reconcile_never_pays_the_edited_version_of_the_order() {
+    let stack = PaymentStack::start().await;
+    // GIVEN attempt A on version 1, released, the order then edited to version 2
+    let (order, attempt) = released_then_edited(&stack).await;
+    // AND the PSP charged A after all, and no webhook came
+    let intent = psp_charges_late(&stack, &attempt).await;
+    stack.clock.advance(Duration::from_secs(180));
+
+    // WHEN reconcile finds A's success
+    let report = stack
+        .reconciler(ReconcileConfig::default())
+        .run()
+        .await
+        .unwrap();
+
+    // THEN A is succeeded with the PSP's intent
+    assert_eq!(
+        (report.examined, report.succeeded, report.errors),
+        (1, 1, 0),
+        "{report:?}"
+    );
+    let settled = payment(&stack, &attempt.payment_id).await;
+    assert_eq!(
+        (settled.status, settled.provider_payment_id.as_deref()),
+        (PaymentStatus::Succeeded, Some(intent.as_str()))
+    );
+    // AND the order stays unpaid at version 2: A paid version 1, which no longer exists
+    assert_edited_order_unpaid(&stack, &order).await;
+    // AND A's key replays its success
+    let replay = stack
+        .pay("alice", "key-v1", pay_body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(
+        (replay.status, replay.json["payment_id"].as_str()),
+        (201, Some(attempt.payment_id.as_str())),
+        "{}",
+        replay.body
+    );
+    assert_eq!(stack.psp.succeeded_charges_for(&attempt.payment_id), 1);
+    assert_eq!(stack.psp.charges().len(), 1);
+}
+
+#[tokio::test]
+async fn a_late_success_by_webhook_never_pays_the_edited_version_of_the_order() {
+    let stack = PaymentStack::start().await;
+    // GIVEN attempt A on version 1, released, the order then edited to version 2
+    let (order, attempt) = released_then_edited(&stack).await;
+    // AND the PSP charged A after all
+    let intent = psp_charges_late(&stack, &attempt).await;
+
+    // WHEN A's payment_intent.succeeded webhook arrives
+    let body = crate::webhooks::event(
+        "evt_late_success",
+        "payment_intent.succeeded",
+        &attempt.payment_id,
+        &intent,
+    );
+    let processed = stack
+        .processor
+        .process(&QueuedEvent {
+            message_id: "m-late",
+            provider: Some("fake"),
+            body: &body,
+        })
+        .await
+        .unwrap();
+
+    // THEN A is succeeded
+    assert!(
+        matches!(processed, Processed::Applied(EventApplied::Moved(_))),
+        "{processed:?}"
+    );
+    let settled = payment(&stack, &attempt.payment_id).await;
+    assert_eq!(
+        (settled.status, settled.provider_payment_id.as_deref()),
+        (PaymentStatus::Succeeded, Some(intent.as_str()))
+    );
+    // AND the order stays unpaid at version 2
+    assert_edited_order_unpaid(&stack, &order).await;
 }

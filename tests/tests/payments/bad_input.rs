@@ -191,11 +191,11 @@ async fn bad_order_input_is_refused_and_writes_nothing() {
     let stack = PaymentStack::start().await;
     let cases = [
         (
-            json!({"currency": "JPY", "items": [{"sku": "A", "quantity": 1, "unit_amount": 1}]}),
+            json!({"currency": "JPY", "items": [{"sku": "A", "quantity": 1, "unit_amount": 500}]}),
             400,
         ),
         (
-            json!({"currency": "xxx", "items": [{"sku": "A", "quantity": 1, "unit_amount": 1}]}),
+            json!({"currency": "xxx", "items": [{"sku": "A", "quantity": 1, "unit_amount": 500}]}),
             400,
         ),
         (json!({"currency": "jpy", "items": []}), 400),
@@ -204,7 +204,7 @@ async fn bad_order_input_is_refused_and_writes_nothing() {
             400,
         ),
         (
-            json!({"currency": "jpy", "items": [{"sku": "A", "quantity": 0, "unit_amount": 1}]}),
+            json!({"currency": "jpy", "items": [{"sku": "A", "quantity": 0, "unit_amount": 500}]}),
             400,
         ),
         (
@@ -216,11 +216,11 @@ async fn bad_order_input_is_refused_and_writes_nothing() {
             400,
         ),
         (
-            json!({"currency": "jpy", "amount": 1, "items": [{"sku": "A", "quantity": 1, "unit_amount": 1}]}),
+            json!({"currency": "jpy", "amount": 1, "items": [{"sku": "A", "quantity": 1, "unit_amount": 500}]}),
             400,
         ),
         (
-            json!({"currency": "jpy", "items": [{"sku": "A", "quantity": 1, "unit_amount": 1, "discount": 1}]}),
+            json!({"currency": "jpy", "items": [{"sku": "A", "quantity": 1, "unit_amount": 500, "discount": 1}]}),
             400,
         ),
     ];

@@ -1,7 +1,13 @@
 //! The main path and its failure modes, one guarantee per test.
 
-use payonce::service::CrashPoint;
-use payonce_tests::stack::PaymentStack;
+use async_trait::async_trait;
+use payonce::adapters::faults::Faults;
+use payonce::domain::{Currency, FailureKind, PaymentStatus, PaymentView};
+use payonce::idempotency::{IdempotencyRecord, IdempotencyStore, RecordKey, RecordState};
+use payonce::ports::{ChargeRequest, ChargeStore, Fence, Psp, PspError, PspLookup, PspOutcome};
+use payonce::service::reconcile::ReconcileConfig;
+use payonce::service::{ChargeService, CrashPoint};
+use payonce_tests::stack::{stripe_for, PaymentStack};
 use serde_json::json;
 use std::time::Duration;
 
@@ -555,4 +561,319 @@ async fn a_stale_order_version_is_409_and_the_current_one_pays() {
     );
     assert_eq!(current.json["amount"], 4500);
     assert_eq!(stack.psp.charges()[0].amount, 4500);
+}
+
+/// The charge record of `key` for `user`, as stored.
+async fn charge_record(stack: &PaymentStack, user: &str, key: &str) -> IdempotencyRecord {
+    stack
+        .records()
+        .get(&RecordKey::from_stored(format!(
+            "payments.create#{user}#{key}"
+        )))
+        .await
+        .expect("read the record")
+        .unwrap_or_else(|| panic!("no record for {key}"))
+}
+
+/// The payment view a COMPLETED record stores.
+fn completed_view(record: &IdempotencyRecord) -> PaymentView {
+    match &record.state {
+        RecordState::Completed { result } => {
+            serde_json::from_str(result).expect("the stored result is a payment view")
+        }
+        other => panic!("expected a COMPLETED record, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_takeover_that_cannot_reach_the_psp_after_the_holder_charged_keeps_the_order_reserved() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+
+    // GIVEN an invocation that charged at the PSP and died before recording it
+    stack.charge.inject_crash(CrashPoint::AfterPspCall);
+    let crashed = stack
+        .pay("alice", "key-cut-off", body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(crashed.status, 500, "{}", crashed.body);
+    let charges = stack.psp.charges();
+    assert_eq!(charges.len(), 1);
+    let payment_id = charges[0].metadata["payment_id"].clone();
+    let intent = charges[0].id.clone();
+
+    // WHEN its lease lapses and the client's retry lands on an invocation that cannot connect
+    // to the PSP
+    stack.clock.advance(Duration::from_secs(31));
+    let seen = stack.psp.requests_seen();
+    let retry = stack
+        .pay_through(
+            &stack.cut_off_charge(),
+            "alice",
+            "key-cut-off",
+            body(&order, "pm_card_visa"),
+        )
+        .await;
+
+    // THEN the answer is 202 processing for the same payment, not 503 psp-unavailable: the
+    // holder may have charged, so nothing proves the order free
+    assert_eq!(retry.status, 202, "{}", retry.body);
+    assert_eq!(retry.json["status"], "processing");
+    assert_eq!(retry.json["payment_id"], payment_id.as_str());
+    assert!(retry.header("retry-after").is_some());
+    assert_eq!(
+        stack.psp.requests_seen(),
+        seen,
+        "the cut-off call reached nothing"
+    );
+    // AND the order stays reserved by it, the payment processing and marked as maybe charged
+    let order_item = stack.item(&format!("order#{order}")).await.unwrap();
+    assert_eq!(order_item["payment_state"], "S(\"processing\")");
+    assert_eq!(order_item["payment_id"], format!("S(\"{payment_id}\")"));
+    let payment = stack
+        .charge
+        .store()
+        .get_payment(&payment_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payment.status, PaymentStatus::Processing);
+    assert!(payment.psp_maybe_reached);
+    assert_eq!(
+        stack.item(&format!("payment#{payment_id}")).await.unwrap()["psp_maybe_reached"],
+        "Bool(true)"
+    );
+    // AND the key remembers the attempt as processing (so a replay never re-sends)
+    let record = charge_record(&stack, "alice", "key-cut-off").await;
+    assert_eq!(record.attempt_id, payment_id);
+    assert_eq!(completed_view(&record).status, PaymentStatus::Processing);
+
+    // WHEN a second tab pays the same order under a new key
+    let before = stack.snapshot().await;
+    let second = stack
+        .pay(
+            "alice",
+            "key-cut-off-tab-2",
+            body(&order, "pm_card_mastercard"),
+        )
+        .await;
+
+    // THEN 409 payment-in-progress, nothing written, no PSP call
+    assert_eq!(
+        (second.status, second.problem_type()),
+        (409, "/problems/payment-in-progress"),
+        "{}",
+        second.body
+    );
+    assert_eq!(stack.snapshot().await, before);
+    assert_eq!(stack.psp.requests_seen(), seen);
+    // AND the PSP holds exactly one charge, succeeded, under the attempt's key
+    let charges = stack.psp.charges();
+    assert_eq!(charges.len(), 1, "{charges:?}");
+    assert_eq!(
+        (
+            charges[0].outcome.as_str(),
+            charges[0].idempotency_key.clone()
+        ),
+        ("succeeded", Some(format!("payonce-charge-{payment_id}")))
+    );
+
+    // WHEN reconcile runs with a working PSP once the attempt is due
+    stack.clock.advance(Duration::from_secs(180));
+    let report = stack
+        .reconciler(ReconcileConfig::default())
+        .run()
+        .await
+        .unwrap();
+
+    // THEN the payment is succeeded with the PSP's intent, and the order paid by it
+    assert_eq!(
+        (report.examined, report.succeeded, report.errors),
+        (1, 1, 0),
+        "{report:?}"
+    );
+    let payment = stack
+        .charge
+        .store()
+        .get_payment(&payment_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (payment.status, payment.provider_payment_id.as_deref()),
+        (PaymentStatus::Succeeded, Some(intent.as_str()))
+    );
+    let order_item = stack.item(&format!("order#{order}")).await.unwrap();
+    assert_eq!(order_item["payment_state"], "S(\"paid\")");
+    assert_eq!(order_item["payment_id"], format!("S(\"{payment_id}\")"));
+    // AND the key replays 201, and the PSP still holds that one charge
+    let replay = stack
+        .pay("alice", "key-cut-off", body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(
+        (replay.status, replay.header("idempotent-replayed")),
+        (201, Some("true")),
+        "{}",
+        replay.body
+    );
+    assert_eq!(replay.json["status"], "succeeded");
+    assert_eq!(stack.psp.charges().len(), 1);
+    assert_eq!(stack.psp.succeeded_charges_for(&payment_id), 1);
+}
+
+#[tokio::test]
+async fn a_psp_refusal_of_the_amount_fails_the_payment_and_releases_the_order() {
+    let stack = PaymentStack::start().await;
+    // GIVEN an order of 10 usd cents, below Stripe's minimum of 50, stored past the orders API
+    // (which refuses it) as an order from before the minimum was enforced would be
+    let order = stack.store_order("alice", Currency::Usd, 10).await;
+
+    // WHEN alice pays it
+    let refused = stack
+        .pay("alice", "key-too-small", body(&order, "pm_card_visa"))
+        .await;
+
+    // THEN the PSP's amount_too_small is final: a stored 402 payment-failed, never 202
+    assert_eq!(
+        (refused.status, refused.problem_type()),
+        (402, "/problems/payment-failed"),
+        "{}",
+        refused.body
+    );
+    let payment_id = refused.json["payment_id"].as_str().unwrap().to_owned();
+    // AND the payment failed as refused, out of the in-flight index
+    let payment = stack
+        .charge
+        .store()
+        .get_payment(&payment_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payment.status, PaymentStatus::Failed);
+    assert_eq!(
+        payment.failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::Refused)
+    );
+    let payment_item = stack.item(&format!("payment#{payment_id}")).await.unwrap();
+    assert_eq!(payment_item["failure_kind"], "S(\"refused\")");
+    assert!(!payment_item.contains_key("inflight"), "{payment_item:?}");
+    // AND the order is released, naming no attempt
+    let order_item = stack.item(&format!("order#{order}")).await.unwrap();
+    assert_eq!(order_item["payment_state"], "S(\"unpaid\")");
+    assert!(!order_item.contains_key("payment_id"), "{order_item:?}");
+    // AND the record is COMPLETED with the failed payment, and the PSP charged nothing
+    let record = charge_record(&stack, "alice", "key-too-small").await;
+    assert_eq!(completed_view(&record).status, PaymentStatus::Failed);
+    assert!(stack.psp.charges().is_empty(), "{:?}", stack.psp.charges());
+    assert_eq!(stack.psp.requests_seen(), 1);
+
+    // WHEN the same request is repeated, THEN the stored 402 answers, without a PSP call
+    let replay = stack
+        .pay("alice", "key-too-small", body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(
+        (
+            replay.status,
+            replay.problem_type(),
+            replay.header("idempotent-replayed")
+        ),
+        (402, "/problems/payment-failed", Some("true"))
+    );
+    assert_eq!(replay.json["payment_id"], payment_id.as_str());
+    assert_eq!(stack.psp.requests_seen(), 1);
+}
+
+/// A PSP that arms `conflicts` transaction conflicts on the store as soon as it answered a
+/// charge, so they hit the completion write.
+struct ConflictsAfterTheCharge<P> {
+    inner: P,
+    faults: Faults,
+    conflicts: u32,
+}
+
+#[async_trait]
+impl<P: Psp> Psp for ConflictsAfterTheCharge<P> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome {
+        let outcome = self.inner.create_charge(request, timeout).await;
+        self.faults.inject_conflicts(self.conflicts);
+        outcome
+    }
+    async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError> {
+        self.inner.lookup(payment_id).await
+    }
+    async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError> {
+        self.inner.fence(request).await
+    }
+    async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError> {
+        self.inner.cancel(provider_payment_id).await
+    }
+}
+
+#[tokio::test]
+async fn transaction_conflicts_on_the_completion_write_are_retried_and_the_client_gets_201() {
+    // 2: absorbed by the store's own retries; 6: more than those, so the charge path re-reads
+    // and writes again
+    for conflicts in [2, 6] {
+        let stack = PaymentStack::start().await;
+        let order = stack.create_order("alice").await;
+        let faults = stack.charge.store().faults().clone();
+        let charge = ChargeService::new(
+            stack.charge.store().clone(),
+            ConflictsAfterTheCharge {
+                inner: stripe_for(&stack.psp),
+                faults: faults.clone(),
+                conflicts,
+            },
+            stack.charge.config().clone(),
+        );
+
+        // GIVEN DynamoDB answers the completion write with transaction conflicts
+        // WHEN alice pays
+        let reply = stack
+            .pay_through(
+                &charge,
+                "alice",
+                "key-conflicts",
+                body(&order, "pm_card_visa"),
+            )
+            .await;
+
+        // THEN she gets 201, not 409, and every armed conflict was met
+        assert_eq!(reply.status, 201, "{conflicts} conflicts: {}", reply.body);
+        assert_eq!(reply.json["status"], "succeeded");
+        assert!(!faults.take_conflict(), "{conflicts} conflicts: some left");
+        let payment_id = reply.json["payment_id"].as_str().unwrap().to_owned();
+        // AND the record is COMPLETED with the succeeded payment, its lease cleared
+        let record = charge_record(&stack, "alice", "key-conflicts").await;
+        assert_eq!(record.lease(), None);
+        assert_eq!(
+            completed_view(&record),
+            serde_json::from_value::<PaymentView>(reply.json.clone()).unwrap()
+        );
+        // AND the payment succeeded and the order is paid by it, with one charge at the PSP
+        let payment = stack
+            .charge
+            .store()
+            .get_payment(&payment_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(payment.status, PaymentStatus::Succeeded);
+        let order_item = stack.item(&format!("order#{order}")).await.unwrap();
+        assert_eq!(order_item["payment_state"], "S(\"paid\")");
+        assert_eq!(order_item["payment_id"], format!("S(\"{payment_id}\")"));
+        assert_eq!(stack.psp.charges().len(), 1);
+        assert_eq!(stack.psp.succeeded_charges_for(&payment_id), 1);
+        // AND a replay answers the same 201
+        let replay = stack
+            .pay("alice", "key-conflicts", body(&order, "pm_card_visa"))
+            .await;
+        assert_eq!(
+            (replay.status, replay.header("idempotent-replayed")),
+            (201, Some("true"))
+        );
+        assert_eq!(replay.json, reply.json);
+    }
 }

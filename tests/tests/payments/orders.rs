@@ -82,7 +82,7 @@ async fn an_order_cannot_change_while_paying_or_once_paid() {
     let stack = PaymentStack::start().await;
     let order = stack.create_order("alice").await;
     let pay = json!({"order_id": order, "order_version": 1, "payment_method": "pm_card_visa"});
-    let patch = json!({"items": [{"sku": "A1", "quantity": 1, "unit_amount": 1}]});
+    let patch = json!({"items": [{"sku": "A1", "quantity": 1, "unit_amount": 1000}]});
 
     stack.charge.inject_crash(CrashPoint::AfterClaim);
     stack.pay("alice", "k1", pay.clone()).await;
@@ -176,4 +176,84 @@ async fn creating_with_an_idempotency_key_twice_makes_one_order() {
         (mismatch.status, mismatch.problem_type()),
         (422, "/problems/idempotency-key-mismatch")
     );
+}
+
+#[tokio::test]
+async fn a_total_below_the_psps_minimum_is_refused_and_stores_nothing() {
+    let stack = PaymentStack::start().await;
+    // Stripe's minimum charge per currency, in minor units.
+    for (currency, minimum) in [
+        ("usd", 50),
+        ("eur", 50),
+        ("sgd", 50),
+        ("jpy", 50),
+        ("gbp", 30),
+        ("thb", 1000),
+    ] {
+        let key = format!("order-min-{currency}");
+        let below = json!({"currency": currency, "items": [{"sku": "A1", "quantity": 1, "unit_amount": minimum - 1}]});
+        let at = json!({"currency": currency, "items": [{"sku": "A1", "quantity": 1, "unit_amount": minimum}]});
+
+        // WHEN an order's total is one minor unit below the minimum
+        let before = stack.snapshot().await;
+        let refused = stack
+            .orders_request(api_event(
+                "POST",
+                "/orders",
+                Some("alice"),
+                &[("idempotency-key", &key)],
+                &below.to_string(),
+            ))
+            .await;
+
+        // THEN 400 amount-too-small naming the minimum, and nothing is written (not even the key)
+        assert_eq!(
+            (refused.status, refused.problem_type()),
+            (400, "/problems/amount-too-small"),
+            "{currency}: {}",
+            refused.body
+        );
+        assert_eq!(
+            refused.header("content-type"),
+            Some("application/problem+json")
+        );
+        assert_eq!(refused.json["minimum_amount"], minimum, "{currency}");
+        assert_eq!(stack.snapshot().await, before, "{currency}");
+
+        // AND the same key then creates the order at exactly the minimum
+        let created = stack
+            .orders_request(api_event(
+                "POST",
+                "/orders",
+                Some("alice"),
+                &[("idempotency-key", &key)],
+                &at.to_string(),
+            ))
+            .await;
+        assert_eq!(created.status, 201, "{currency}: {}", created.body);
+        assert_eq!(created.header("idempotent-replayed"), None);
+        assert_eq!(created.json["amount"], minimum);
+        let id = created.json["order_id"].as_str().unwrap();
+
+        // AND revising it below the minimum is refused alike, leaving version 1 as it was
+        let before = stack.snapshot().await;
+        let revised = stack
+            .orders_request(api_event(
+                "PATCH",
+                &format!("/orders/{id}"),
+                Some("alice"),
+                &[],
+                &json!({"version": 1, "items": [{"sku": "A1", "quantity": 1, "unit_amount": minimum - 1}]})
+                    .to_string(),
+            ))
+            .await;
+        assert_eq!(
+            (revised.status, revised.problem_type()),
+            (400, "/problems/amount-too-small"),
+            "{currency}: {}",
+            revised.body
+        );
+        assert_eq!(stack.snapshot().await, before, "{currency}");
+    }
+    assert_eq!(stack.psp.requests_seen(), 0);
 }

@@ -4,7 +4,7 @@
 use super::*;
 use payonce::domain::{transition, OrderPaymentState, PaymentStatus};
 use payonce::idempotency::{RecordState, StoreError};
-use payonce::ports::{BeginOutcome, ResumeOutcome, ReviseOutcome};
+use payonce::ports::{BeginOutcome, ResumeOutcome, ReviseOutcome, SettleOutcome};
 
 pub async fn begin_attempt_writes_the_record_the_order_and_the_payment<H: PaymentStoreHarness>(
     h: H,
@@ -529,10 +529,12 @@ pub async fn injected_conflicts_surface_as_conflict_and_write_nothing<H: Payment
     let free = stored_order(&h, USER).await;
     let (payment, claim) = new_attempt(&h, &free, "conflicted-new");
 
-    // WHEN DynamoDB reports a transaction conflict on each transaction
-    h.faults().inject_conflicts(1);
+    // WHEN DynamoDB reports a transaction conflict on every try of each transaction (the
+    // DynamoDB adapter sends a conflicted transaction again a few times before giving up)
+    let tries = H::TRIES_PER_TRANSACTION;
+    h.faults().inject_conflicts(tries);
     let begin = h.payments().begin_attempt(&claim, &free, &payment).await;
-    h.faults().inject_conflicts(1);
+    h.faults().inject_conflicts(tries);
     let resume = h
         .payments()
         .resume_attempt(
@@ -542,7 +544,7 @@ pub async fn injected_conflicts_surface_as_conflict_and_write_nothing<H: Payment
             &first.payment,
         )
         .await;
-    h.faults().inject_conflicts(1);
+    h.faults().inject_conflicts(tries);
     let finish = h
         .payments()
         .finish_attempt(
@@ -552,12 +554,12 @@ pub async fn injected_conflicts_surface_as_conflict_and_write_nothing<H: Payment
             first.claim.expires_at_s,
         )
         .await;
-    h.faults().inject_conflicts(1);
+    h.faults().inject_conflicts(tries);
     let release = h
         .payments()
         .release_unsent(&first.payment, &first.claim.lease_token)
         .await;
-    h.faults().inject_conflicts(1);
+    h.faults().inject_conflicts(tries);
     let settle = h
         .payments()
         .settle(
@@ -588,12 +590,76 @@ pub async fn injected_conflicts_surface_as_conflict_and_write_nothing<H: Payment
     assert_eq!(order_now(&h, &free.order_id).await, free);
 
     // AND once the conflicts are spent the same transaction goes through
+    assert!(
+        !h.faults().take_conflict(),
+        "{}: every armed conflict was spent",
+        H::NAME
+    );
     let outcome = h
         .payments()
         .begin_attempt(&claim, &free, &payment)
         .await
         .unwrap();
     assert_eq!(outcome, BeginOutcome::Begun, "{}", H::NAME);
+}
+
+pub async fn conflicts_within_the_adapters_retries_are_absorbed_and_write_once<
+    H: PaymentStoreHarness,
+>(
+    h: H,
+) {
+    // GIVEN an attempt under way and an order nobody pays yet
+    let first = begun(&h, "absorbed").await;
+    let free = stored_order(&h, USER).await;
+    let (payment, claim) = new_attempt(&h, &free, "absorbed-new");
+
+    // WHEN every transaction meets one conflict fewer than the adapter tries it
+    let absorbed = H::TRIES_PER_TRANSACTION - 1;
+    h.faults().inject_conflicts(absorbed);
+    let begin = h
+        .payments()
+        .begin_attempt(&claim, &free, &payment)
+        .await
+        .unwrap();
+    h.clock().advance(Duration::from_secs(1));
+    h.faults().inject_conflicts(absorbed);
+    let step = transition(&first.payment, &succeeded("pi_absorbed"));
+    let finish = h
+        .payments()
+        .finish_attempt(
+            &first.payment,
+            &step,
+            &first.claim.lease_token,
+            first.claim.expires_at_s,
+        )
+        .await
+        .unwrap();
+
+    // THEN both went through, each written once, and no armed conflict is left over
+    assert_eq!(begin, BeginOutcome::Begun, "{}", H::NAME);
+    assert!(!h.faults().take_conflict(), "{}", H::NAME);
+    assert_eq!(payment_now(&h, &payment.payment_id).await, payment);
+    let reserved = order_now(&h, &free.order_id).await;
+    assert_eq!(
+        (reserved.payment_state, reserved.payment_id),
+        (
+            OrderPaymentState::Processing,
+            Some(payment.payment_id.clone())
+        ),
+        "{}",
+        H::NAME
+    );
+    let SettleOutcome::Settled(after) = finish else {
+        panic!("{}: expected Settled, got {finish:?}", H::NAME)
+    };
+    assert_eq!(after.status, PaymentStatus::Succeeded);
+    assert_eq!(payment_now(&h, &first.payment.payment_id).await, *after);
+    let record = live_record(&h, &first.claim.key).await;
+    assert_eq!(stored_result(&record), view_json(&after), "{}", H::NAME);
+    assert_eq!(
+        order_now(&h, &first.order.order_id).await.payment_state,
+        OrderPaymentState::Paid
+    );
 }
 
 store_suite!(
@@ -607,4 +673,5 @@ store_suite!(
     release_unsent_frees_the_order_and_keeps_the_attempt_for_a_retry,
     resume_cannot_reserve_an_order_taken_by_another_attempt,
     injected_conflicts_surface_as_conflict_and_write_nothing,
+    conflicts_within_the_adapters_retries_are_absorbed_and_write_once,
 );

@@ -1,4 +1,5 @@
-//! The in-flight scan reconcile reads: payments still processing, oldest first, paged.
+//! The in-flight scan reconcile reads: payments still processing whose next check is due, most
+//! overdue first, paged; and the per-attempt deferral of that check.
 
 use super::*;
 use payonce::domain::transition;
@@ -7,7 +8,7 @@ use payonce::ports::InflightScan;
 /// Pages through the scan from `cursor` with `limit` per page; every page, as returned.
 async fn pages<H: PaymentStoreHarness>(
     h: &H,
-    created_before_ms: i64,
+    due_at_ms: i64,
     limit: u32,
     mut cursor: Option<String>,
 ) -> Vec<Vec<String>> {
@@ -16,7 +17,7 @@ async fn pages<H: PaymentStoreHarness>(
     for _ in 0..50 {
         let (ids, next) = h
             .payments()
-            .list_inflight(created_before_ms, limit, cursor)
+            .list_inflight(due_at_ms, limit, cursor)
             .await
             .unwrap();
         pages.push(ids);
@@ -61,8 +62,9 @@ pub async fn list_inflight_pages_through_processing_payments_oldest_first<
     let young = begun(&h, "inflight-young").await;
     let id = |i: usize| attempts[i].payment.payment_id.clone();
 
-    // WHEN reconcile lists attempts created before the bound, one per page
-    let listed = pages(&h, bound_ms, 1, None).await;
+    // WHEN reconcile lists the attempts due just before the bound (a new attempt's first check
+    // is due at its creation), one per page
+    let listed = pages(&h, bound_ms - 1, 1, None).await;
 
     // THEN it gets the processing ones only, oldest first, never more than one per page
     assert!(
@@ -73,8 +75,8 @@ pub async fn list_inflight_pages_through_processing_payments_oldest_first<
     let ids: Vec<String> = listed.into_iter().flatten().collect();
     assert_eq!(ids, vec![id(0), id(2), id(4)], "{}", H::NAME);
 
-    // AND with a later bound and larger pages the young one follows, last
-    let ids: Vec<String> = pages(&h, bound_ms + 1, 2, None)
+    // AND due at the bound itself, with larger pages, the young one follows, last
+    let ids: Vec<String> = pages(&h, bound_ms, 2, None)
         .await
         .into_iter()
         .flatten()
@@ -128,7 +130,98 @@ pub async fn an_inflight_cursor_survives_the_listed_payment_settling<H: PaymentS
     );
 }
 
+pub async fn a_deferred_check_moves_the_attempt_behind_the_others_until_it_falls_due<
+    H: PaymentStoreHarness,
+>(
+    h: H,
+) {
+    // GIVEN three attempts begun a second apart, all due
+    let mut attempts = Vec::new();
+    for i in 0..3 {
+        attempts.push(begun(&h, &format!("defer-{i}")).await);
+        h.clock().advance(Duration::from_secs(1));
+    }
+    let now_ms = h.clock().now_ms();
+    let id = |i: usize| attempts[i].payment.payment_id.clone();
+
+    // WHEN reconcile found the oldest still pending and deferred its next check by a minute
+    h.payments()
+        .defer_check(&id(0), now_ms + 60_000)
+        .await
+        .unwrap();
+
+    // THEN it is no longer due now: the scan starts with the next one
+    let due_now: Vec<String> = pages(&h, now_ms, 1, None)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(due_now, vec![id(1), id(2)], "{}", H::NAME);
+    // AND its next check is stored, the rest of the payment unchanged
+    assert_eq!(
+        payment_now(&h, &id(0)).await,
+        Payment {
+            check_at_ms: now_ms + 60_000,
+            ..attempts[0].payment.clone()
+        },
+        "{}",
+        H::NAME
+    );
+    // AND once that time comes it is listed again, after the ones that were due before it
+    let later: Vec<String> = pages(&h, now_ms + 60_000, 2, None)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(later, vec![id(1), id(2), id(0)], "{}", H::NAME);
+}
+
+pub async fn deferring_a_settled_payment_does_not_bring_it_back_into_the_scan<
+    H: PaymentStoreHarness,
+>(
+    h: H,
+) {
+    // GIVEN an attempt listed as due, then settled before reconcile deferred it
+    let a = begun(&h, "defer-settled").await;
+    let now_ms = h.clock().now_ms();
+    assert_eq!(
+        pages(&h, now_ms, 5, None).await.concat(),
+        vec![a.payment.payment_id.clone()],
+        "{}",
+        H::NAME
+    );
+    h.payments()
+        .settle(
+            &a.payment,
+            &transition(&a.payment, &succeeded("pi_settled")),
+            RETENTION,
+            None,
+        )
+        .await
+        .unwrap();
+    let settled = payment_now(&h, &a.payment.payment_id).await;
+
+    // WHEN the late deferral arrives
+    h.payments()
+        .defer_check(&a.payment.payment_id, now_ms + 60_000)
+        .await
+        .unwrap();
+
+    // THEN the payment is unchanged and never listed again
+    assert_eq!(payment_now(&h, &a.payment.payment_id).await, settled);
+    assert!(
+        pages(&h, now_ms + 3_600_000, 5, None)
+            .await
+            .concat()
+            .is_empty(),
+        "{}",
+        H::NAME
+    );
+}
+
 store_suite!(
     list_inflight_pages_through_processing_payments_oldest_first,
     an_inflight_cursor_survives_the_listed_payment_settling,
+    a_deferred_check_moves_the_attempt_behind_the_others_until_it_falls_due,
+    deferring_a_settled_payment_does_not_bring_it_back_into_the_scan,
 );

@@ -104,8 +104,10 @@ fn new_attempt<H: PaymentStoreHarness>(h: &H, order: &Order, key: &str) -> (Paym
         status: PaymentStatus::Processing,
         failure: None,
         idempotency_pk: record.as_str().to_owned(),
+        psp_maybe_reached: false,
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
+        check_at_ms: now_ms,
     };
     let claim = Claim {
         key: record,

@@ -391,7 +391,8 @@ fn payment_update(
         None => remove.extend(["#failure_kind", "#decline_code"]),
     }
     if after.status != PaymentStatus::Processing {
-        remove.extend(["#inflight", "#check_at_ms"]);
+        // Leaving the sparse index takes only its partition key; `check_at_ms` stays, as read.
+        remove.push("#inflight");
     }
     if !remove.is_empty() {
         update.push_str(" REMOVE ");
@@ -409,7 +410,6 @@ fn payment_update(
             "failure_kind",
             "decline_code",
             "inflight",
-            "check_at_ms",
         ]
         .into_iter()
         .filter(|name| update.contains(&format!("#{name}")) || *name == "status")
@@ -642,6 +642,7 @@ fn payment_to_item(payment: &Payment) -> Item {
     item.insert("updated_at_ms".into(), n(payment.updated_at_ms));
     if payment.status == PaymentStatus::Processing {
         item.insert("inflight".into(), s(INFLIGHT_PARTITION));
+        item.insert(CHECK_AT.into(), n(payment.check_at_ms));
     }
     item
 }
