@@ -1,4 +1,4 @@
-// Types for payonce-keys.js, the checkout key manager (SPEC §12).
+// Types for payonce-keys.js, the checkout key manager.
 
 /** What one payment attempt sends; a new version or payment method is a new snapshot. */
 export interface Snapshot {

@@ -1,4 +1,4 @@
-// payonce-keys.js: the checkout key manager (SPEC §12). A dependency-free ES module.
+// payonce-keys.js: the checkout key manager. A dependency-free ES module.
 //
 // Each payment attempt has one snapshot, {order_id, order_version, payment_method}, and one
 // Idempotency-Key. The manager keeps the key in sessionStorage, bound to the snapshot, so a

@@ -1,10 +1,10 @@
-//! The table that maps a `payment_method` token to what the fake PSP does with a confirmed
-//! PaymentIntent.
+//! The tables that map a `payment_method` token to what the fake PSP does with a confirmed
+//! PaymentIntent, and with refunds of its charge.
 //!
 //! The card tokens are Stripe's own test tokens, so code written against the fake behaves the
 //! same against Stripe's test mode; the `pm_fake_*` tokens produce what Stripe's test cards
 //! cannot give with payonce's create parameters (a lost response, a 500, a hang, a PaymentIntent
-//! that stays `processing` or `requires_action` for a while).
+//! that stays `processing` or `requires_action` for a while, a refund that stays `pending`).
 
 /// A card decline: what ends up in `last_payment_error` and in the 402 body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +67,32 @@ const TABLE: &[(&str, Behaviour)] = &[
     ("pm_fake_slow", Behaviour::Slow),
     ("pm_fake_processing", Behaviour::Processing),
     ("pm_fake_requires_action", Behaviour::RequiresAction),
+    // Charges like a good card; its refunds stay `pending` for a while (see `RefundBehaviour`).
+    ("pm_fake_refund_pending", Behaviour::Approve),
 ];
+
+/// What happens to a refund of a charge made with a given token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RefundBehaviour {
+    /// The refund is `succeeded` at once and stays so.
+    Succeed,
+    /// Stripe's `pm_card_refundFail` ("Testing" → "Refunds", asynchronous failure): the refund is
+    /// answered `succeeded`, then fails with `expired_or_canceled_card` once the model's
+    /// `refund_fail_after` has passed.
+    FailLater,
+    /// `pm_fake_refund_pending`: the refund stays `pending` for the model's `refund_pending_for`,
+    /// then succeeds.
+    PendingThenSucceed,
+}
+
+/// Looks up what a refund of a charge made with `token` does.
+pub(crate) fn refund_behaviour_for(token: &str) -> RefundBehaviour {
+    match token {
+        "pm_card_refundFail" => RefundBehaviour::FailLater,
+        "pm_fake_refund_pending" => RefundBehaviour::PendingThenSucceed,
+        _ => RefundBehaviour::Succeed,
+    }
+}
 
 /// Looks up what confirming a PaymentIntent with `token` does.
 pub(crate) fn behaviour_for(token: &str) -> Behaviour {
@@ -98,6 +123,23 @@ mod tests {
         assert_eq!(
             behaviour_for("pm_fake_requires_action"),
             Behaviour::RequiresAction
+        );
+        assert_eq!(behaviour_for("pm_fake_refund_pending"), Behaviour::Approve);
+    }
+
+    #[test]
+    fn refund_behaviour_follows_the_charge_token() {
+        assert_eq!(
+            refund_behaviour_for("pm_card_refundFail"),
+            RefundBehaviour::FailLater
+        );
+        assert_eq!(
+            refund_behaviour_for("pm_fake_refund_pending"),
+            RefundBehaviour::PendingThenSucceed
+        );
+        assert_eq!(
+            refund_behaviour_for("pm_card_visa"),
+            RefundBehaviour::Succeed
         );
     }
 

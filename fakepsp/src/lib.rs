@@ -1,5 +1,5 @@
-//! A local payment-service provider (PSP) that speaks a subset of Stripe's PaymentIntents wire
-//! protocol over HTTP.
+//! A local payment-service provider (PSP) that speaks a subset of Stripe's PaymentIntents and
+//! Refunds wire protocol over HTTP.
 //!
 //! Integration tests and the local sandbox point payonce at it instead of Stripe, so that every
 //! failure mode payonce must survive — declines, a response lost after the charge was made, a
@@ -12,14 +12,14 @@
 //! validation (currency minimums, `amount_too_large`, confirm-only parameters, unknown
 //! parameters) before the idempotency key, 400 `idempotency_error` on a key reused with other
 //! parameters, 409 while a key is in flight, keys forgotten at a random moment 24–48 h after
-//! being stored, search that lags behind writes. See the [`model`] module for the rules and the
-//! Stripe documentation each follows.
+//! being stored, search that lags behind writes, refunds refused like Stripe refuses them. See the
+//! [`model`] module for the rules and the Stripe documentation each follows.
 //!
 //! With `confirm=true`, `POST /v1/payment_intents` behaves by token:
 //!
 //! | `payment_method` | behaviour |
 //! |---|---|
-//! | `pm_card_visa`, `pm_card_mastercard`, `pm_card_refundFail` | PaymentIntent `succeeded`, 200 |
+//! | `pm_card_visa`, `pm_card_mastercard`, `pm_card_refundFail`, `pm_fake_refund_pending` | PaymentIntent `succeeded`, 200 |
 //! | `pm_card_visa_chargeDeclined` | PaymentIntent `requires_payment_method`, 402 `card_declined` / `generic_decline` |
 //! | `pm_card_chargeDeclinedInsufficientFunds` | as above with `insufficient_funds` |
 //! | `pm_fake_lost_response` | PaymentIntent `succeeded` and stored under the idempotency key, then the connection is closed without any response |
@@ -33,6 +33,19 @@
 //! `requires_confirmation` (payonce uses this to fence a key); the confirm-only parameters
 //! (`error_on_requires_action`, `off_session`, `return_url`, `mandate`, `mandate_data`) are
 //! then refused, as Stripe refuses them.
+//!
+//! `POST /v1/refunds` (`payment_intent`, optional `amount`, `reason`, `metadata[...]`, under an
+//! `Idempotency-Key`) refunds a succeeded PaymentIntent's charge; `GET /v1/refunds` lists refunds
+//! newest first and `GET /v1/refunds/{id}` retrieves one. A refund's fate follows the charge's
+//! token:
+//!
+//! | charge token | refund |
+//! |---|---|
+//! | `pm_card_refundFail` | `succeeded` (`refund.created`, `charge.refunded`); after [`FakePspConfig::refund_fail_after`] `failed` with `expired_or_canceled_card` (`refund.updated`, `refund.failed`), its amount refundable again |
+//! | `pm_fake_refund_pending` | `pending` (`refund.created`); after [`FakePspConfig::refund_pending_for`] `succeeded` (`refund.updated`, `charge.refunded`) |
+//! | any other | `succeeded` (`refund.created`, `charge.refunded`) |
+//!
+//! `GET /_fake/charges` and `GET /_fake/refunds` (no auth, not counted) list everything created.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -60,7 +73,7 @@ mod webhooks;
 use std::time::Duration;
 
 pub use running::{FakePsp, RunningFakePsp};
-pub use state::FakeCharge;
+pub use state::{FakeCharge, FakeRefund};
 pub use webhooks::sign_webhook;
 
 /// The API key the fake PSP accepts unless told otherwise.
@@ -88,6 +101,10 @@ pub struct FakePspConfig {
     /// Search shows each PaymentIntent, and each change to it, only after a random lag of up to
     /// this long; zero (the default) makes search read-after-write.
     pub search_lag_max: Duration,
+    /// How long a refund of a `pm_card_refundFail` charge reads `succeeded` before it fails.
+    pub refund_fail_after: Duration,
+    /// How long a refund of a `pm_fake_refund_pending` charge stays `pending` before it succeeds.
+    pub refund_pending_for: Duration,
     /// How webhooks are delivered (duplicates, delay, order).
     pub webhooks: WebhookKnobs,
 }
@@ -103,6 +120,8 @@ impl Default for FakePspConfig {
             processing_for: model.processing_for,
             requires_action_for: model.requires_action_for,
             search_lag_max: model.search_lag_max,
+            refund_fail_after: model.refund_fail_after,
+            refund_pending_for: model.refund_pending_for,
             webhooks: WebhookKnobs::default(),
         }
     }

@@ -1,5 +1,5 @@
-//! The Stripe PaymentIntents state machine: one synchronous, deterministic model that both the
-//! fake PSP's HTTP server and payonce's in-process simulation call.
+//! The Stripe PaymentIntents and Refunds state machine: one synchronous, deterministic model that
+//! both the fake PSP's HTTP server and payonce's in-process simulation call.
 //!
 //! The model takes a request as it came off the wire ([`WireRequest`]) and the time, and returns
 //! the answer to write ([`WireAnswer`]): status, body, whether it is an idempotent replay, how to
@@ -32,6 +32,26 @@
 //!   read-after-write.
 //! - **Authentication** ("Authentication" in the API reference): a missing or wrong secret key →
 //!   401 before anything else is looked at.
+//! - **Refunds** ("Create a refund", "The Refund object", "Error codes"): `POST /v1/refunds` takes
+//!   `payment_intent` (required here), `amount` (at least 1; default: what is left unrefunded),
+//!   `reason` (`duplicate`, `fraudulent`, `requested_by_customer`) and `metadata`, under an
+//!   idempotency key exactly like a PaymentIntent create. Parameter errors come before the key;
+//!   the rest is answered after it and stored like any answer: an unknown PaymentIntent → 400
+//!   `resource_missing` on `payment_intent`; one without a succeeded charge → 400
+//!   `charge_not_refundable`; nothing left to refund → 400 `charge_already_refunded`; more than
+//!   is left → 400 on `amount` with Stripe's message and no code (Stripe sends none). Pending and
+//!   succeeded refunds hold their amount, a failed one gives it back.
+//! - **Refund failure** ("Testing" → "Refunds", and "Refunds" → "Failed refunds"): a refund of a
+//!   `pm_card_refundFail` charge is answered `succeeded`, then fails with `failure_reason`
+//!   `expired_or_canceled_card` once `refund_fail_after` has passed. A `pm_fake_refund_pending`
+//!   charge's refunds stay `pending` for `refund_pending_for`, then succeed.
+//! - **Refund lists** ("List all refunds"): newest first, `limit` 1 to 100 (default 10),
+//!   `has_more`, `starting_after`; read-after-write, unlike search. `GET /v1/refunds/{id}` too.
+//! - **Events** ("Types of events"; API version 2024-10-28.acacia, from which `refund.*` events
+//!   cover charge refunds): a refund create sends `refund.created`, then `charge.refunded` if the
+//!   refund succeeded; a refund's status change sends `refund.updated` (with
+//!   `previous_attributes`), then `refund.failed` if it failed or `charge.refunded` if it
+//!   succeeded.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -39,13 +59,18 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::behaviour::{behaviour_for, Behaviour, Decline};
-use crate::params::{optional_enum, parse_form, CreateParams, Params};
+use crate::behaviour::{behaviour_for, refund_behaviour_for, Behaviour, Decline, RefundBehaviour};
+use crate::params::{optional_enum, parse_form, CreateParams, Params, RefundParams};
 use crate::reply::{self, Reply};
-use crate::state::{FakeCharge, Intent, Status};
+use crate::state::{FakeCharge, FakeRefund, Intent, Refund, RefundStatus, Status};
 
-/// The API version stamped on every event.
-const API_VERSION: &str = "2024-06-20";
+/// The API version stamped on every event: from 2024-10-28 on, Stripe sends `refund.created`,
+/// `refund.updated` and `refund.failed` for charge refunds too ("Changelog", 2024-10-28.acacia).
+const API_VERSION: &str = "2024-10-28.acacia";
+
+/// Why a `pm_card_refundFail` refund fails (Stripe's test card answers so; "The Refund object":
+/// `failure_reason` is one of `lost_or_stolen_card`, `expired_or_canceled_card`, ...).
+const REFUND_FAILURE_REASON: &str = "expired_or_canceled_card";
 
 /// Stripe's limit on `Idempotency-Key` length ("Idempotent requests": "up to 255 characters").
 const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
@@ -62,6 +87,12 @@ const SEARCH_LIMIT_DEFAULT: usize = 10;
 
 /// The largest `limit` search accepts ("Search PaymentIntents": between 1 and 100).
 const SEARCH_LIMIT_MAX: usize = 100;
+
+/// A list answers this many objects unless `limit` says otherwise ("List all refunds").
+const LIST_LIMIT_DEFAULT: usize = 10;
+
+/// The largest `limit` a list accepts ("List all refunds": between 1 and 100).
+const LIST_LIMIT_MAX: usize = 100;
 
 /// The prefix of the `page` cursors search hands out.
 const PAGE_CURSOR_PREFIX: &str = "fakepage_";
@@ -86,6 +117,10 @@ pub struct ModelConfig {
     /// settled in another currency must convert to at least the settlement currency's minimum,
     /// so the effective minimum moves with exchange rates. Empty by default.
     pub minimum_overrides: BTreeMap<String, i64>,
+    /// How long a refund of a `pm_card_refundFail` charge reads `succeeded` before it fails.
+    pub refund_fail_after: Duration,
+    /// How long a refund of a `pm_fake_refund_pending` charge stays `pending` before it succeeds.
+    pub refund_pending_for: Duration,
 }
 
 impl Default for ModelConfig {
@@ -98,6 +133,8 @@ impl Default for ModelConfig {
             // Long enough to outlast any sane client timeout, which is the point of the token.
             slow_delay: Duration::from_secs(30),
             minimum_overrides: BTreeMap::new(),
+            refund_fail_after: Duration::from_secs(60),
+            refund_pending_for: Duration::from_secs(10 * 60),
         }
     }
 }
@@ -153,14 +190,14 @@ pub struct WireAnswer {
 pub struct ModelEvent {
     /// `evt_...`, also the de-duplication key receivers use.
     pub id: String,
-    /// E.g. `payment_intent.succeeded`.
+    /// E.g. `payment_intent.succeeded`, `refund.created`, `charge.refunded`.
     pub kind: String,
     /// The Stripe event JSON, serialised once so that every copy and retry sends the same bytes.
     pub body: String,
 }
 
-/// The Stripe PaymentIntents model. All methods take `&self` (the state sits behind a mutex), so
-/// one model can be shared between threads; each call is atomic.
+/// The Stripe PaymentIntents and Refunds model. All methods take `&self` (the state sits behind a
+/// mutex), so one model can be shared between threads; each call is atomic.
 #[derive(Debug)]
 pub struct StripeModel {
     config: ModelConfig,
@@ -178,6 +215,9 @@ impl StripeModel {
                 requests_seen: 0,
                 intents: Vec::new(),
                 by_id: BTreeMap::new(),
+                refunds: Vec::new(),
+                refund_by_id: BTreeMap::new(),
+                refunds_of: BTreeMap::new(),
                 keys: BTreeMap::new(),
                 due_events: Vec::new(),
             }),
@@ -202,8 +242,9 @@ impl StripeModel {
     }
 
     /// Advances time-driven transitions up to `now_ms` (`processing` → `succeeded`,
-    /// `requires_action` → `requires_payment_method`) and returns the events not yet handed out,
-    /// in the order they happened.
+    /// `requires_action` → `requires_payment_method`, refund `pending` → `succeeded` and
+    /// `succeeded` → `failed`) and returns the events not yet handed out, in the order they
+    /// happened.
     pub fn tick(&self, now_ms: i64) -> Vec<ModelEvent> {
         let mut inner = self.lock();
         inner.observe(&self.config, now_ms);
@@ -217,16 +258,19 @@ impl StripeModel {
         if !inner.due_events.is_empty() {
             return Some(inner.clock_ms);
         }
-        inner
-            .intents
-            .iter()
-            .filter_map(|intent| intent.due_ms)
-            .min()
+        let intents = inner.intents.iter().filter_map(|intent| intent.due_ms);
+        let refunds = inner.refunds.iter().filter_map(|refund| refund.due_ms);
+        intents.chain(refunds).min()
     }
 
     /// Every PaymentIntent in creation order, as it is now.
     pub fn charges(&self) -> Vec<FakeCharge> {
         self.lock().intents.iter().map(Intent::to_charge).collect()
+    }
+
+    /// Every Refund in creation order, as it is now.
+    pub fn refunds(&self) -> Vec<FakeRefund> {
+        self.lock().refunds.iter().map(Refund::to_fake).collect()
     }
 
     /// Requests seen on `/v1/*` so far, whatever their answer (401s included).
@@ -326,6 +370,16 @@ impl Handled {
     }
 }
 
+/// A time-driven transition waiting in the model; ordered so that transitions due at the same
+/// moment apply in a fixed order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Due {
+    /// `intents[i]` moves on.
+    Intent(usize),
+    /// `refunds[i]` moves on.
+    Refund(usize),
+}
+
 /// Everything the model remembers.
 #[derive(Debug)]
 struct Inner {
@@ -337,6 +391,12 @@ struct Inner {
     intents: Vec<Intent>,
     /// id → position in `intents`.
     by_id: BTreeMap<String, usize>,
+    /// In creation order, which is the order `refunds()` reports (lists go newest first).
+    refunds: Vec<Refund>,
+    /// id → position in `refunds`.
+    refund_by_id: BTreeMap<String, usize>,
+    /// PaymentIntent id → positions in `refunds` of its refunds, oldest first.
+    refunds_of: BTreeMap<String, Vec<usize>>,
     keys: BTreeMap<String, KeyEntry>,
     /// Events of time-driven transitions not yet handed out.
     due_events: Vec<ModelEvent>,
@@ -355,44 +415,95 @@ impl Inner {
 
     /// Applies every time-driven transition due by `now_ms`, in the order they fell due.
     fn advance(&mut self, config: &ModelConfig, now_ms: i64) {
-        let mut due: Vec<(i64, usize)> = self
+        let intents = self
             .intents
             .iter()
             .enumerate()
-            .filter_map(|(index, intent)| {
-                intent
-                    .due_ms
-                    .filter(|due_ms| *due_ms <= now_ms)
-                    .map(|due_ms| (due_ms, index))
-            })
+            .filter_map(|(index, intent)| intent.due_ms.map(|due_ms| (due_ms, Due::Intent(index))));
+        let refunds = self
+            .refunds
+            .iter()
+            .enumerate()
+            .filter_map(|(index, refund)| refund.due_ms.map(|due_ms| (due_ms, Due::Refund(index))));
+        let mut due: Vec<(i64, Due)> = intents
+            .chain(refunds)
+            .filter(|(due_ms, _)| *due_ms <= now_ms)
             .collect();
         due.sort_unstable();
-        for (at_ms, index) in due {
-            let intent = &mut self.intents[index];
-            intent.due_ms = None;
-            let kind = match intent.status {
-                Status::Processing => {
-                    intent.status = Status::Succeeded;
-                    "payment_intent.succeeded"
-                }
-                Status::RequiresAction => {
-                    intent.status = Status::RequiresPaymentMethod;
-                    intent.last_payment_error = Some(json!({
-                        "type": "card_error",
-                        "code": "authentication_required",
-                        "decline_code": "authentication_required",
-                        "message": "Your card was declined. This transaction requires authentication.",
-                    }));
-                    "payment_intent.payment_failed"
-                }
-                _ => continue,
-            };
-            self.record_search_version(config, index, at_ms);
-            let object = self.intents[index].to_json();
-            // Not caused by an API request, so the event names none.
-            let event = self.event(kind, object, at_ms, None);
-            self.due_events.push(event);
+        for (at_ms, what) in due {
+            match what {
+                Due::Intent(index) => self.advance_intent(config, index, at_ms),
+                Due::Refund(index) => self.advance_refund(index, at_ms),
+            }
         }
+    }
+
+    /// `processing` → `succeeded`, or `requires_action` → `requires_payment_method` with
+    /// `authentication_required`, at `at_ms`.
+    fn advance_intent(&mut self, config: &ModelConfig, index: usize, at_ms: i64) {
+        let intent = &mut self.intents[index];
+        intent.due_ms = None;
+        let kind = match intent.status {
+            Status::Processing => {
+                intent.status = Status::Succeeded;
+                "payment_intent.succeeded"
+            }
+            Status::RequiresAction => {
+                intent.status = Status::RequiresPaymentMethod;
+                intent.last_payment_error = Some(json!({
+                    "type": "card_error",
+                    "code": "authentication_required",
+                    "decline_code": "authentication_required",
+                    "message": "Your card was declined. This transaction requires authentication.",
+                }));
+                "payment_intent.payment_failed"
+            }
+            _ => return,
+        };
+        self.record_search_version(config, index, at_ms);
+        let object = self.intents[index].to_json();
+        // Not caused by an API request, so the event names none.
+        let event = self.event(kind, object, at_ms, None);
+        self.due_events.push(event);
+    }
+
+    /// A refund's status change at `at_ms`: `pending` → `succeeded` (`pm_fake_refund_pending`),
+    /// or `succeeded` → `failed` with `expired_or_canceled_card` (`pm_card_refundFail`), which
+    /// makes its amount refundable again.
+    fn advance_refund(&mut self, index: usize, at_ms: i64) {
+        let refund = &mut self.refunds[index];
+        refund.due_ms = None;
+        let previous_attributes = match refund.status {
+            RefundStatus::Pending => {
+                refund.status = RefundStatus::Succeeded;
+                json!({"status": "pending"})
+            }
+            RefundStatus::Succeeded => {
+                refund.status = RefundStatus::Failed;
+                refund.failure_reason = Some(REFUND_FAILURE_REASON);
+                json!({"status": "succeeded", "failure_reason": null})
+            }
+            RefundStatus::Failed => return,
+        };
+        let status = refund.status;
+        let payment_intent = refund.payment_intent.clone();
+        let object = refund.to_json();
+        // Not caused by an API request, so the events name none.
+        let updated = self.event_with(
+            "refund.updated",
+            json!({"object": object, "previous_attributes": previous_attributes}),
+            at_ms,
+            None,
+        );
+        self.due_events.push(updated);
+        let follow_up = match status {
+            RefundStatus::Failed => Some(self.event("refund.failed", object, at_ms, None)),
+            RefundStatus::Succeeded => self
+                .charge_json(&payment_intent)
+                .map(|charge| self.event("charge.refunded", charge, at_ms, None)),
+            RefundStatus::Pending => None,
+        };
+        self.due_events.extend(follow_up);
     }
 
     /// Forgets every stored key whose prune time has come.
@@ -438,6 +549,9 @@ impl Inner {
             ("POST", ["payment_intents", id, "cancel"]) if !id.is_empty() => {
                 self.cancel(config, id, request, now_ms)
             }
+            ("POST", ["refunds"]) => self.create_refund(config, request, now_ms),
+            ("GET", ["refunds"]) => Handled::plain(self.list_refunds(request.query)),
+            ("GET", ["refunds", id]) if !id.is_empty() => Handled::plain(self.retrieve_refund(id)),
             _ => Handled::plain(unrecognized(request)),
         }
     }
@@ -811,6 +925,224 @@ impl Inner {
         }
     }
 
+    /// `POST /v1/refunds`.
+    fn create_refund(
+        &mut self,
+        config: &ModelConfig,
+        request: &WireRequest<'_>,
+        now_ms: i64,
+    ) -> Handled {
+        let params = parse_form(request.body);
+        // Validation comes before the key: Stripe saves nothing for a request that fails it.
+        let refund = match RefundParams::from_params(&params) {
+            Ok(refund) => refund,
+            Err(reply) => return Handled::plain(reply),
+        };
+        let key = match idempotency_key(request.idempotency_key) {
+            Ok(key) => key,
+            Err(reply) => return Handled::plain(reply),
+        };
+        let fingerprint = Fingerprint {
+            route: "POST /v1/refunds".to_owned(),
+            params,
+        };
+        let creation_key = key.clone();
+        self.idempotent(key, fingerprint, now_ms, |model| {
+            model.run_refund(config, refund, creation_key, now_ms)
+        })
+    }
+
+    /// Refunds (part of) a succeeded PaymentIntent's charge, if enough of it is left.
+    fn run_refund(
+        &mut self,
+        config: &ModelConfig,
+        request: RefundParams,
+        key: Option<String>,
+        now_ms: i64,
+    ) -> Handled {
+        let Some(&index) = self.by_id.get(&request.payment_intent) else {
+            return Handled::plain(reply::invalid_request(
+                Some("resource_missing"),
+                Some("payment_intent"),
+                &format!("No such payment_intent: '{}'", request.payment_intent),
+            ));
+        };
+        let intent = &self.intents[index];
+        if intent.status != Status::Succeeded {
+            return Handled::plain(reply::charge_not_refundable(&intent.id));
+        }
+        let (payment_intent, charge) = (intent.id.clone(), intent.latest_charge.clone());
+        let (currency, payment_method) = (intent.currency.clone(), intent.payment_method.clone());
+        // Pending refunds hold their amount as succeeded ones do; failed ones gave it back.
+        let unrefunded = intent.amount - self.amount_held(&payment_intent);
+        if unrefunded <= 0 {
+            let charge = charge.as_deref().unwrap_or(&payment_intent);
+            return Handled::plain(reply::charge_already_refunded(charge));
+        }
+        let amount = request.amount.unwrap_or(unrefunded);
+        if amount > unrefunded {
+            return Handled::plain(reply::refund_exceeds_unrefunded(
+                amount, unrefunded, &currency,
+            ));
+        }
+        let (status, due_ms) = match refund_behaviour_for(&payment_method) {
+            RefundBehaviour::Succeed => (RefundStatus::Succeeded, None),
+            RefundBehaviour::FailLater => (
+                RefundStatus::Succeeded,
+                Some(now_ms.saturating_add(millis(config.refund_fail_after))),
+            ),
+            RefundBehaviour::PendingThenSucceed => (
+                RefundStatus::Pending,
+                Some(now_ms.saturating_add(millis(config.refund_pending_for))),
+            ),
+        };
+        let refund = Refund {
+            id: self.new_id("re"),
+            amount,
+            currency,
+            payment_intent: payment_intent.clone(),
+            charge,
+            status,
+            reason: request.reason,
+            failure_reason: None,
+            metadata: request.metadata,
+            idempotency_key: key.clone(),
+            created: now_ms.div_euclid(1000),
+            due_ms,
+        };
+        let object = refund.to_json();
+        let position = self.refunds.len();
+        self.refund_by_id.insert(refund.id.clone(), position);
+        self.refunds_of
+            .entry(payment_intent.clone())
+            .or_default()
+            .push(position);
+        self.refunds.push(refund);
+        let mut events = vec![self.event("refund.created", object.clone(), now_ms, key.clone())];
+        if status == RefundStatus::Succeeded {
+            if let Some(charge) = self.charge_json(&payment_intent) {
+                events.push(self.event("charge.refunded", charge, now_ms, key));
+            }
+        }
+        Handled {
+            reply: Reply::json(200, &object),
+            replayed: false,
+            delivery: Delivery::Now,
+            events,
+        }
+    }
+
+    /// What the refunds of a PaymentIntent hold of its amount now (pending and succeeded ones).
+    fn amount_held(&self, payment_intent: &str) -> i64 {
+        self.refunds_of.get(payment_intent).map_or(0, |positions| {
+            positions
+                .iter()
+                .map(|&position| &self.refunds[position])
+                .filter(|refund| refund.status.holds_amount())
+                .map(|refund| refund.amount)
+                .sum()
+        })
+    }
+
+    /// The Charge of a PaymentIntent with its refunds, newest first, as `charge.refunded` carries
+    /// it; `None` for an unknown PaymentIntent.
+    fn charge_json(&self, payment_intent: &str) -> Option<Value> {
+        let intent = &self.intents[*self.by_id.get(payment_intent)?];
+        let refunds: Vec<&Refund> = self
+            .refunds_of
+            .get(payment_intent)
+            .map(|positions| {
+                positions
+                    .iter()
+                    .rev()
+                    .map(|&position| &self.refunds[position])
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(intent.charge_json(&refunds))
+    }
+
+    /// `GET /v1/refunds/{id}`: read-after-write.
+    fn retrieve_refund(&self, id: &str) -> Reply {
+        match self.refund_by_id.get(id) {
+            Some(&position) => Reply::json(200, &self.refunds[position].to_json()),
+            None => reply::resource_missing("id", &format!("No such refund: '{id}'")),
+        }
+    }
+
+    /// `GET /v1/refunds[?payment_intent=pi_...][&charge=ch_...][&limit=N][&starting_after=re_...]`:
+    /// every matching refund as it is now, newest first ("List all refunds"). Unlike search, a
+    /// list is read-after-write.
+    fn list_refunds(&self, query: Option<&str>) -> Reply {
+        let params = parse_form(query.unwrap_or_default().as_bytes());
+        if let Some(unknown) = params.keys().find(|name| {
+            !["payment_intent", "charge", "limit", "starting_after"].contains(&name.as_str())
+        }) {
+            return reply::parameter_unknown(unknown);
+        }
+        let limit = match params.get("limit").map(|limit| limit.parse::<usize>()) {
+            None => LIST_LIMIT_DEFAULT,
+            Some(Ok(limit)) if (1..=LIST_LIMIT_MAX).contains(&limit) => limit,
+            Some(_) => {
+                return reply::invalid_request(
+                    Some("parameter_invalid_integer"),
+                    Some("limit"),
+                    &format!("This value must be between 1 and {LIST_LIMIT_MAX}."),
+                )
+            }
+        };
+        let payment_intent = params.get("payment_intent");
+        if let Some(id) = payment_intent.filter(|id| !self.by_id.contains_key(id.as_str())) {
+            return reply::invalid_request(
+                Some("resource_missing"),
+                Some("payment_intent"),
+                &format!("No such payment_intent: '{id}'"),
+            );
+        }
+        let charge = params.get("charge");
+        if let Some(id) = charge.filter(|id| {
+            !self
+                .intents
+                .iter()
+                .any(|intent| intent.latest_charge.as_ref() == Some(*id))
+        }) {
+            return reply::invalid_request(
+                Some("resource_missing"),
+                Some("charge"),
+                &format!("No such charge: '{id}'"),
+            );
+        }
+        // Refunds older than the cursor, which must name a refund.
+        let before = match params.get("starting_after") {
+            None => self.refunds.len(),
+            Some(cursor) => match self.refund_by_id.get(cursor) {
+                Some(&position) => position,
+                None => {
+                    return reply::invalid_request(
+                        Some("resource_missing"),
+                        Some("starting_after"),
+                        &format!("No such refund: '{cursor}'"),
+                    )
+                }
+            },
+        };
+        let mut matching = self.refunds[..before].iter().rev().filter(|refund| {
+            payment_intent.is_none_or(|id| refund.payment_intent == *id)
+                && charge.is_none_or(|id| refund.charge.as_ref() == Some(id))
+        });
+        let data: Vec<Value> = matching.by_ref().take(limit).map(Refund::to_json).collect();
+        let has_more = matching.next().is_some();
+        Reply::json(
+            200,
+            &json!({
+                "object": "list",
+                "data": data,
+                "has_more": has_more,
+                "url": "/v1/refunds",
+            }),
+        )
+    }
+
     /// Records a new PaymentIntent.
     fn insert(&mut self, config: &ModelConfig, intent: Intent, now_ms: i64) {
         let index = self.intents.len();
@@ -838,9 +1170,21 @@ impl Inner {
         intent.search_versions.push((visible_from_ms, snapshot));
     }
 
-    /// An event of `kind` about a PaymentIntent (`object`, its JSON at that moment), caused at
-    /// `at_ms` by the request with idempotency key `key`, if any.
+    /// An event of `kind` about an object (`object`, its JSON at that moment), caused at `at_ms`
+    /// by the request with idempotency key `key`, if any.
     fn event(&mut self, kind: &str, object: Value, at_ms: i64, key: Option<String>) -> ModelEvent {
+        self.event_with(kind, json!({ "object": object }), at_ms, key)
+    }
+
+    /// An event of `kind` whose `data` is given whole (`object`, and `previous_attributes` for
+    /// `*.updated` events).
+    fn event_with(
+        &mut self,
+        kind: &str,
+        data: Value,
+        at_ms: i64,
+        key: Option<String>,
+    ) -> ModelEvent {
         let id = self.new_id("evt");
         let body = json!({
             "id": id,
@@ -849,7 +1193,7 @@ impl Inner {
             "created": at_ms.div_euclid(1000),
             "api_version": API_VERSION,
             "livemode": false,
-            "data": { "object": object },
+            "data": data,
             "request": { "id": null, "idempotency_key": key },
         });
         ModelEvent {
@@ -943,6 +1287,7 @@ mod tests {
     /// Some moment in 2027, epoch ms.
     const T0: i64 = 1_800_000_000_000;
     const HOUR_MS: i64 = 60 * 60 * 1000;
+    const HOUR_S: u64 = 60 * 60;
     const INTENTS: &str = "/v1/payment_intents";
 
     fn model() -> StripeModel {
@@ -1852,6 +2197,556 @@ mod tests {
         );
         assert_eq!(answer.status, 404);
         assert_eq!(model.requests_seen(), 9);
+    }
+
+    // Rule 10: refunds.
+
+    const REFUNDS: &str = "/v1/refunds";
+
+    /// A succeeded PaymentIntent of 3000 jpy charged with `token`; returns its id.
+    fn paid(model: &StripeModel, token: &str, payment_id: &str) -> String {
+        let answer = post(model, INTENTS, &charge(token, payment_id), None, T0);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        json(&answer)["id"].as_str().unwrap_or_default().to_owned()
+    }
+
+    /// The refund request payonce sends, plus `extra` (e.g. `&amount=500`).
+    fn refund_body(payment_intent: &str, extra: &str) -> String {
+        format!(
+            "payment_intent={payment_intent}&reason=requested_by_customer\
+             &metadata[payment_id]=pay_1&metadata[refund_id]=ref_1{extra}"
+        )
+    }
+
+    fn event_json(event: &ModelEvent) -> Value {
+        serde_json::from_str(&event.body).unwrap_or(Value::Null)
+    }
+
+    #[test]
+    fn refunds_honour_idempotency_keys_like_creates() {
+        // Stripe, "Idempotent requests" and "Create a refund": the first answer under a key is
+        // replayed; other parameters or another endpoint → 400 idempotency_error; a key in
+        // flight → 409.
+        // GIVEN a refund made under key k
+        let model = model();
+        let pi = paid(&model, "pm_card_visa", "pay_1");
+        let body = refund_body(&pi, "&amount=1000");
+        let first = post(&model, REFUNDS, &body, Some("k"), T0 + 1000);
+        assert_eq!(
+            (first.status, first.replayed),
+            (200, false),
+            "{}",
+            first.body
+        );
+        assert_eq!(kinds(&first.events), ["refund.created", "charge.refunded"]);
+        let created = event_json(&first.events[0]);
+        assert_eq!(created["api_version"], "2024-10-28.acacia");
+        assert_eq!(created["request"]["idempotency_key"], "k");
+        assert_eq!(created["data"]["object"], json(&first));
+        // WHEN the same parameters come again, in another order
+        let reordered: Vec<&str> = body.split('&').rev().collect();
+        let again = post(
+            &model,
+            REFUNDS,
+            &reordered.join("&"),
+            Some("k"),
+            T0 + HOUR_MS,
+        );
+        // THEN the stored answer comes back byte for byte, with no events, and one refund exists
+        assert_eq!((again.status, again.replayed), (200, true));
+        assert_eq!(again.body, first.body);
+        assert!(again.events.is_empty());
+        assert_eq!(model.refunds().len(), 1);
+        // AND k with another amount, or on the PaymentIntents endpoint, is idempotency_error
+        for answer in [
+            post(
+                &model,
+                REFUNDS,
+                &refund_body(&pi, "&amount=999"),
+                Some("k"),
+                T0,
+            ),
+            post(
+                &model,
+                INTENTS,
+                &charge("pm_card_visa", "pay_1"),
+                Some("k"),
+                T0,
+            ),
+        ] {
+            assert_eq!(answer.status, 400);
+            assert_eq!(json(&answer)["error"]["type"], "idempotency_error");
+            assert!(answer.events.is_empty());
+        }
+        // AND a key held by a running request is 409 idempotency_key_in_use
+        assert!(model.begin_in_flight("busy"));
+        let busy = post(&model, REFUNDS, &body, Some("busy"), T0);
+        assert_eq!(
+            (busy.status, error_code(&busy)),
+            (409, json!("idempotency_key_in_use"))
+        );
+        assert!(!model.begin_in_flight("k"), "k has a stored answer");
+        assert_eq!(model.refunds().len(), 1);
+        assert_eq!(model.refunds()[0].idempotency_key.as_deref(), Some("k"));
+    }
+
+    #[test]
+    fn refund_validation_errors_are_answered_before_the_key_and_store_nothing() {
+        // Stripe, "Idempotent requests": no result is saved when the parameters fail validation;
+        // "Create a refund": `reason` is one of three values, `amount` a positive integer.
+        let model = model();
+        let pi = paid(&model, "pm_card_visa", "pay_1");
+        let cases = [
+            ("amount=500".to_owned(), "parameter_missing"),
+            (refund_body(&pi, "&amount=0"), "parameter_invalid_integer"),
+            (refund_body(&pi, "&amount=-5"), "parameter_invalid_integer"),
+            (refund_body(&pi, "&amount=ten"), "parameter_invalid_integer"),
+            (
+                format!("payment_intent={pi}&reason=changed_mind"),
+                "parameter_invalid",
+            ),
+            (
+                format!("payment_intent={pi}&charge=ch_1"),
+                "parameter_unknown",
+            ),
+        ];
+        for (body, code) in &cases {
+            // GIVEN the key is held by a running request
+            assert!(model.begin_in_flight("held"));
+            // WHEN an invalid refund comes with it
+            let refused = post(&model, REFUNDS, body, Some("held"), T0);
+            // THEN it is refused for its parameters, not with 409
+            assert_eq!(refused.status, 400, "{body}");
+            assert_eq!(json(&refused)["error"]["type"], "invalid_request_error");
+            assert_eq!(error_code(&refused), json!(code), "{body}");
+            assert!(refused.events.is_empty());
+            assert!(model.end_in_flight("held"), "still held, untouched");
+            // AND under a free key nothing is stored: a valid refund with the key then runs
+            let key = format!("k-{body}");
+            assert_eq!(post(&model, REFUNDS, body, Some(&key), T0).status, 400);
+            let ok = post(
+                &model,
+                REFUNDS,
+                &refund_body(&pi, "&amount=1"),
+                Some(&key),
+                T0,
+            );
+            assert_eq!(
+                (ok.status, ok.replayed),
+                (200, false),
+                "{body}: {}",
+                ok.body
+            );
+        }
+        assert_eq!(model.refunds().len(), cases.len());
+    }
+
+    #[test]
+    fn refunds_of_missing_or_unsucceeded_intents_are_refused_and_create_nothing() {
+        // Stripe, "Create a refund" and "Error codes": an unknown PaymentIntent is
+        // `resource_missing`; one without a succeeded charge `charge_not_refundable`. Such an
+        // answer comes after the endpoint began, so it is stored under the key like any other
+        // ("Idempotent requests").
+        let model = model_with(ModelConfig {
+            processing_for: Duration::from_secs(HOUR_S),
+            ..ModelConfig::default()
+        });
+        let declined = post(
+            &model,
+            INTENTS,
+            &charge("pm_card_visa_chargeDeclined", "p1"),
+            None,
+            T0,
+        );
+        let declined = json(&declined)["error"]["payment_intent"]["id"].clone();
+        let fenced = post(&model, INTENTS, &fence("pm_card_visa", "p2"), None, T0);
+        let processing = post(
+            &model,
+            INTENTS,
+            &charge("pm_fake_processing", "p3"),
+            None,
+            T0,
+        );
+        let mut cases = vec![("pi_missing".to_owned(), "resource_missing")];
+        for intent in [
+            declined,
+            json(&fenced)["id"].clone(),
+            json(&processing)["id"].clone(),
+        ] {
+            cases.push((
+                intent.as_str().unwrap_or_default().to_owned(),
+                "charge_not_refundable",
+            ));
+        }
+        for (pi, code) in &cases {
+            let key = format!("k-{pi}");
+            let refused = post(&model, REFUNDS, &refund_body(pi, ""), Some(&key), T0);
+            assert_eq!(refused.status, 400, "{pi}: {}", refused.body);
+            assert_eq!(json(&refused)["error"]["type"], "invalid_request_error");
+            assert_eq!(error_code(&refused), json!(code), "{pi}");
+            assert!(refused.events.is_empty());
+            let replayed = post(&model, REFUNDS, &refund_body(pi, ""), Some(&key), T0 + 1);
+            assert_eq!((replayed.replayed, replayed.body), (true, refused.body));
+        }
+        let missing = post(&model, REFUNDS, &refund_body("pi_missing", ""), None, T0);
+        assert_eq!(json(&missing)["error"]["param"], "payment_intent");
+        assert!(model.refunds().is_empty());
+    }
+
+    #[test]
+    fn partial_refunds_add_up_to_the_charge_then_charge_already_refunded() {
+        // Stripe, "Create a refund": a charge may be refunded in parts until all of it is; an
+        // already refunded charge, or more than is left, is refused. The message of the latter
+        // is Stripe's, with `param: amount` and no code ("Error codes" has none for it).
+        let model = model();
+        let pi = paid(&model, "pm_card_visa", "pay_1");
+        let mut refunded = 0;
+        for (amount, key) in [(1000, "r1"), (1500, "r2")] {
+            let ok = post(
+                &model,
+                REFUNDS,
+                &refund_body(&pi, &format!("&amount={amount}")),
+                Some(key),
+                T0,
+            );
+            assert_eq!(ok.status, 200, "{}", ok.body);
+            refunded += amount;
+            let charge = &event_json(&ok.events[1])["data"]["object"];
+            assert_eq!(charge["amount_refunded"], refunded);
+            assert_eq!(charge["refunded"], false);
+            assert_eq!(charge["payment_intent"], pi.as_str());
+        }
+        // WHEN more than the 500 left is asked for
+        let too_much = post(
+            &model,
+            REFUNDS,
+            &refund_body(&pi, "&amount=600"),
+            Some("r3"),
+            T0,
+        );
+        // THEN it is refused in Stripe's words and nothing is refunded
+        assert_eq!(
+            json(&too_much),
+            json!({"error": {
+                "type": "invalid_request_error",
+                "param": "amount",
+                "message": "Refund amount (¥600) is greater than unrefunded amount on charge (¥500)",
+            }})
+        );
+        assert!(too_much.events.is_empty());
+        // AND without an amount, the rest is refunded
+        let rest = post(&model, REFUNDS, &refund_body(&pi, ""), Some("r4"), T0);
+        assert_eq!(json(&rest)["amount"], 500);
+        let refund = json(&rest);
+        assert_eq!(refund["object"], "refund");
+        assert!(refund["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("re_")));
+        assert_eq!(refund["status"], "succeeded");
+        assert_eq!(refund["currency"], "jpy");
+        assert_eq!(refund["payment_intent"], pi.as_str());
+        let intent = json(&get(&model, &format!("{INTENTS}/{pi}"), None, T0));
+        assert_eq!(refund["charge"], intent["latest_charge"]);
+        assert_eq!(refund["reason"], "requested_by_customer");
+        assert_eq!(refund["metadata"]["refund_id"], "ref_1");
+        assert!(refund.get("failure_reason").is_none());
+        let charge = &event_json(&rest.events[1])["data"]["object"];
+        assert_eq!(
+            (&charge["amount_refunded"], &charge["refunded"]),
+            (&json!(3000), &json!(true))
+        );
+        assert_eq!(charge["refunds"]["data"][0]["id"], refund["id"]);
+        assert_eq!(charge["refunds"]["total_count"], 3);
+        // AND any further refund, with or without an amount, is charge_already_refunded
+        for extra in ["", "&amount=1"] {
+            let refused = post(&model, REFUNDS, &refund_body(&pi, extra), None, T0);
+            assert_eq!(refused.status, 400);
+            assert_eq!(error_code(&refused), "charge_already_refunded");
+        }
+        let refunds = model.refunds();
+        let amounts: Vec<i64> = refunds.iter().map(|r| r.amount).collect();
+        assert_eq!(amounts, [1000, 1500, 500]);
+        assert!(refunds
+            .iter()
+            .all(|r| r.outcome == "succeeded" && r.provider == "stripe"));
+        assert_eq!(refunds[2].payment_id.as_deref(), Some("pay_1"));
+        assert_eq!(refunds[2].refund_id.as_deref(), Some("ref_1"));
+        assert_eq!(refunds[2].idempotency_key.as_deref(), Some("r4"));
+        let charges = model.charges();
+        assert_eq!(
+            (
+                charges[0].provider.as_str(),
+                charges[0].payment_id.as_deref()
+            ),
+            ("stripe", Some("pay_1"))
+        );
+    }
+
+    #[test]
+    fn pending_refunds_count_against_what_is_left() {
+        // Stripe, "The Refund object": `pending` is a refund not final yet; the amount it holds
+        // is no longer refundable (Stripe deducts a refund when it is created).
+        // GIVEN a pm_fake_refund_pending charge with a pending refund of 2000
+        let model = model();
+        let pi = paid(&model, "pm_fake_refund_pending", "pay_1");
+        let pending = post(&model, REFUNDS, &refund_body(&pi, "&amount=2000"), None, T0);
+        assert_eq!(json(&pending)["status"], "pending");
+        assert_eq!(kinds(&pending.events), ["refund.created"]);
+        assert_eq!(model.refunds()[0].outcome, "pending");
+        // WHEN 1001 more is asked for
+        let too_much = post(&model, REFUNDS, &refund_body(&pi, "&amount=1001"), None, T0);
+        // THEN only the 1000 not held by the pending refund is left
+        assert_eq!(too_much.status, 400);
+        assert_eq!(
+            json(&too_much)["error"]["message"],
+            "Refund amount (¥1001) is greater than unrefunded amount on charge (¥1000)"
+        );
+        let rest = post(&model, REFUNDS, &refund_body(&pi, ""), None, T0);
+        assert_eq!(
+            (json(&rest)["amount"].clone(), json(&rest)["status"].clone()),
+            (json!(1000), json!("pending"))
+        );
+        let none_left = post(&model, REFUNDS, &refund_body(&pi, "&amount=1"), None, T0);
+        assert_eq!(error_code(&none_left), "charge_already_refunded");
+        assert_eq!(model.refunds().len(), 2);
+    }
+
+    #[test]
+    fn pending_refund_token_succeeds_once_refund_pending_for_has_passed() {
+        // Stripe, "The Refund object" (statuses) and "Types of events" (`refund.updated`): a
+        // pending refund becomes succeeded later; `charge.refunded` follows the success.
+        let model = model();
+        let pi = paid(&model, "pm_fake_refund_pending", "pay_1");
+        let created = post(&model, REFUNDS, &refund_body(&pi, ""), Some("k"), T0);
+        let id = json(&created)["id"].as_str().unwrap_or_default().to_owned();
+        let due = T0 + millis(ModelConfig::default().refund_pending_for);
+        assert_eq!(model.next_transition_ms(), Some(due));
+        assert!(model.tick(due - 1).is_empty());
+        // WHEN refund_pending_for has passed
+        let events = model.tick(due);
+        // THEN it succeeded, with refund.updated naming the old status, then charge.refunded
+        assert_eq!(kinds(&events), ["refund.updated", "charge.refunded"]);
+        let updated = event_json(&events[0]);
+        assert_eq!(updated["data"]["object"]["status"], "succeeded");
+        assert_eq!(
+            updated["data"]["previous_attributes"],
+            json!({"status": "pending"})
+        );
+        assert_eq!(updated["created"], due / 1000);
+        assert_eq!(updated["request"]["idempotency_key"], Value::Null);
+        assert_eq!(
+            event_json(&events[1])["data"]["object"]["amount_refunded"],
+            3000
+        );
+        let retrieved = get(&model, &format!("{REFUNDS}/{id}"), None, due);
+        assert_eq!(json(&retrieved)["status"], "succeeded");
+        assert_eq!(model.refunds()[0].outcome, "succeeded");
+        assert_eq!(model.next_transition_ms(), None);
+    }
+
+    #[test]
+    fn refund_fail_card_refunds_read_succeeded_then_fail_and_give_the_amount_back() {
+        // Stripe, "Testing" → "Refunds" (asynchronous failure: the refund begins `succeeded`,
+        // later turns `failed`) and "Refunds" → "Failed refunds" (`failure_reason`, the funds
+        // return to the balance).
+        // GIVEN a pm_card_refundFail charge refunded in full
+        let model = model();
+        let pi = paid(&model, "pm_card_refundFail", "pay_1");
+        let created = post(&model, REFUNDS, &refund_body(&pi, ""), Some("k1"), T0);
+        let refund = json(&created);
+        assert_eq!(
+            (refund["status"].clone(), refund["amount"].clone()),
+            (json!("succeeded"), json!(3000))
+        );
+        assert_eq!(
+            kinds(&created.events),
+            ["refund.created", "charge.refunded"]
+        );
+        let again = post(&model, REFUNDS, &refund_body(&pi, ""), None, T0 + 1);
+        assert_eq!(error_code(&again), "charge_already_refunded");
+        // WHEN refund_fail_after has passed
+        let due = T0 + millis(ModelConfig::default().refund_fail_after);
+        assert_eq!(model.next_transition_ms(), Some(due));
+        assert!(model.tick(due - 1).is_empty());
+        let events = model.tick(due);
+        // THEN it failed with expired_or_canceled_card: refund.updated, then refund.failed
+        assert_eq!(kinds(&events), ["refund.updated", "refund.failed"]);
+        let updated = event_json(&events[0]);
+        assert_eq!(
+            updated["data"]["previous_attributes"],
+            json!({"status": "succeeded", "failure_reason": null})
+        );
+        let failed = &event_json(&events[1])["data"]["object"];
+        assert_eq!(failed["status"], "failed");
+        assert_eq!(failed["failure_reason"], "expired_or_canceled_card");
+        assert_eq!(failed["id"], refund["id"]);
+        let id = refund["id"].as_str().unwrap_or_default();
+        let retrieved = json(&get(&model, &format!("{REFUNDS}/{id}"), None, due));
+        assert_eq!(retrieved["failure_reason"], "expired_or_canceled_card");
+        let fake = &model.refunds()[0];
+        assert_eq!(
+            (fake.outcome.as_str(), fake.failure_reason.as_deref()),
+            ("failed", Some("expired_or_canceled_card"))
+        );
+        // AND the amount is refundable again (and that refund fails later too)
+        let retry = post(&model, REFUNDS, &refund_body(&pi, ""), Some("k2"), due + 1);
+        assert_eq!(retry.status, 200, "{}", retry.body);
+        assert_eq!(json(&retry)["amount"], 3000);
+        assert_eq!(json(&retry)["status"], "succeeded");
+        assert_eq!(
+            model.next_transition_ms(),
+            Some(due + 1 + millis(ModelConfig::default().refund_fail_after))
+        );
+    }
+
+    #[test]
+    fn refund_lists_are_newest_first_read_after_write_and_page() {
+        // Stripe, "List all refunds": newest first, `limit` 1 to 100, `has_more`,
+        // `starting_after`; "Retrieve a refund" by id.
+        let model = model();
+        let (pi1, pi2) = (
+            paid(&model, "pm_card_visa", "pay_1"),
+            paid(&model, "pm_card_visa", "pay_2"),
+        );
+        let ids: Vec<String> = [(&pi1, 1), (&pi2, 2), (&pi1, 3)]
+            .iter()
+            .map(|(pi, n)| {
+                let answer = post(
+                    &model,
+                    REFUNDS,
+                    &refund_body(pi, &format!("&amount={n}")),
+                    None,
+                    T0,
+                );
+                json(&answer)["id"].as_str().unwrap_or_default().to_owned()
+            })
+            .collect();
+        let list = |query: &str| json(&get(&model, REFUNDS, Some(query), T0));
+        let listed_ids = |list: &Value| -> Vec<String> {
+            list["data"]
+                .as_array()
+                .map(|data| {
+                    data.iter()
+                        .filter_map(|r| r["id"].as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        // THEN the same instant's list shows them, newest first
+        let of_pi1 = list(&format!("payment_intent={pi1}"));
+        assert_eq!(listed_ids(&of_pi1), [ids[2].clone(), ids[0].clone()]);
+        assert_eq!(
+            (&of_pi1["object"], &of_pi1["has_more"], &of_pi1["url"]),
+            (&json!("list"), &json!(false), &json!("/v1/refunds"))
+        );
+        let all = list("");
+        assert_eq!(
+            listed_ids(&all),
+            [ids[2].clone(), ids[1].clone(), ids[0].clone()]
+        );
+        // AND pages with limit and starting_after
+        let first = list(&format!("payment_intent={pi1}&limit=1"));
+        assert_eq!(
+            (listed_ids(&first), &first["has_more"]),
+            (vec![ids[2].clone()], &json!(true))
+        );
+        let second = list(&format!(
+            "payment_intent={pi1}&limit=1&starting_after={}",
+            ids[2]
+        ));
+        assert_eq!(
+            (listed_ids(&second), &second["has_more"]),
+            (vec![ids[0].clone()], &json!(false))
+        );
+        // AND refuses what it does not know
+        for (query, param) in [
+            ("payment_intent=pi_missing", "payment_intent"),
+            ("limit=0", "limit"),
+            ("limit=101", "limit"),
+            ("starting_after=re_missing", "starting_after"),
+            ("created=1", "created"),
+        ] {
+            let refused = get(&model, REFUNDS, Some(query), T0);
+            assert_eq!(refused.status, 400, "{query}");
+            assert_eq!(json(&refused)["error"]["param"], param);
+        }
+        // AND retrieves one by id, 404 for an unknown one
+        let one = get(&model, &format!("{REFUNDS}/{}", ids[1]), None, T0);
+        assert_eq!(
+            (one.status, json(&one)["payment_intent"].clone()),
+            (200, json!(pi2))
+        );
+        let missing = get(&model, &format!("{REFUNDS}/re_missing"), None, T0);
+        assert_eq!(
+            (missing.status, error_code(&missing)),
+            (404, json!("resource_missing"))
+        );
+    }
+
+    /// A call sequence touching every refund path.
+    fn run_refund_script(model: &StripeModel) -> Vec<String> {
+        let mut trace = Vec::new();
+        let mut record = |answer: WireAnswer| {
+            trace.push(format!(
+                "{} {} {}",
+                answer.status, answer.replayed, answer.body
+            ));
+            trace.extend(
+                answer
+                    .events
+                    .into_iter()
+                    .map(|e| format!("{} {}", e.id, e.body)),
+            );
+        };
+        let mut intents = Vec::new();
+        for token in [
+            "pm_card_visa",
+            "pm_card_refundFail",
+            "pm_fake_refund_pending",
+        ] {
+            let answer = post(model, INTENTS, &charge(token, "a"), None, T0);
+            intents.push(json(&answer)["id"].as_str().unwrap_or_default().to_owned());
+            record(answer);
+        }
+        for (i, pi) in intents.iter().enumerate() {
+            let key = format!("r{i}");
+            record(post(
+                model,
+                REFUNDS,
+                &refund_body(pi, "&amount=1000"),
+                Some(&key),
+                T0 + 5,
+            ));
+            record(post(
+                model,
+                REFUNDS,
+                &refund_body(pi, "&amount=1000"),
+                Some(&key),
+                T0 + 6,
+            ));
+            record(post(
+                model,
+                REFUNDS,
+                &refund_body(pi, "&amount=5000"),
+                None,
+                T0 + 7,
+            ));
+        }
+        record(get(model, REFUNDS, Some("limit=2"), T0 + 8));
+        trace.extend(model.tick(T0 + HOUR_MS).into_iter().map(|e| e.body));
+        trace.push(serde_json::to_string(&model.refunds()).unwrap_or_default());
+        trace
+    }
+
+    #[test]
+    fn refunds_are_byte_identical_for_one_seed_and_call_sequence() {
+        // The model's own rule (no Stripe page): one seed and one call sequence give the same
+        // refund ids, answers and events, so a simulation seed replays exactly.
+        let first = run_refund_script(&StripeModel::new(ModelConfig::default(), 42));
+        let second = run_refund_script(&StripeModel::new(ModelConfig::default(), 42));
+        assert_eq!(first, second);
+        let other = run_refund_script(&StripeModel::new(ModelConfig::default(), 43));
+        assert_ne!(first, other, "the seed decides ids");
     }
 
     // Determinism and bookkeeping.

@@ -1,5 +1,5 @@
 //! Parsing Stripe's form-encoded request parameters (bracket syntax) and validating the ones
-//! `POST /v1/payment_intents` needs.
+//! `POST /v1/payment_intents` and `POST /v1/refunds` need.
 //!
 //! Parameters are kept as a sorted map of the flattened names (`metadata[payment_id]` stays one
 //! name), which is also what an idempotency key is compared on: two requests are "the same"
@@ -147,6 +147,68 @@ impl CreateParams {
             currency,
             payment_method,
             confirm,
+            metadata,
+        })
+    }
+}
+
+/// A validated `POST /v1/refunds` request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RefundParams {
+    /// The PaymentIntent to refund (required here; Stripe also takes `charge`, the fake does not).
+    pub(crate) payment_intent: String,
+    /// Minor units, at least 1; `None` refunds what is left unrefunded.
+    pub(crate) amount: Option<i64>,
+    /// `duplicate`, `fraudulent` or `requested_by_customer`.
+    pub(crate) reason: Option<String>,
+    /// `metadata[<k>]=<v>` pairs.
+    pub(crate) metadata: BTreeMap<String, String>,
+}
+
+/// The refund parameters the fake understands; anything else is `parameter_unknown`, including
+/// Stripe's own `charge`, `refund_application_fee`, ... which payonce never sends.
+const REFUND_PARAMETERS: &[&str] = &["amount", "payment_intent", "reason"];
+
+/// Stripe, "Create a refund": the values `reason` may take.
+const REFUND_REASONS: &[&str] = &["duplicate", "fraudulent", "requested_by_customer"];
+
+impl RefundParams {
+    /// Validates the parameters of a refund request, answering like Stripe on the first problem.
+    /// Every refusal here is a validation error, answered before the idempotency key is looked
+    /// at; whether the PaymentIntent exists and what is left to refund are checked afterwards.
+    pub(crate) fn from_params(params: &Params) -> Result<Self, Reply> {
+        if let Some(unknown) = params.keys().find(|name| {
+            !REFUND_PARAMETERS.contains(&name.as_str()) && !name.starts_with("metadata")
+        }) {
+            return Err(reply::parameter_unknown(unknown));
+        }
+        let payment_intent = required(params, "payment_intent")?.to_owned();
+        let amount = match params.get("amount") {
+            None => None,
+            Some(amount) => {
+                let parsed: i64 = amount.parse().map_err(|_| {
+                    reply::invalid_request(
+                        Some("parameter_invalid_integer"),
+                        Some("amount"),
+                        &format!("Invalid integer: {amount}"),
+                    )
+                })?;
+                if parsed < 1 {
+                    return Err(reply::invalid_request(
+                        Some("parameter_invalid_integer"),
+                        Some("amount"),
+                        "This value must be greater than or equal to 1.",
+                    ));
+                }
+                Some(parsed)
+            }
+        };
+        let reason = optional_enum(params, "reason", REFUND_REASONS)?.map(str::to_owned);
+        let metadata = metadata(params)?;
+        Ok(Self {
+            payment_intent,
+            amount,
+            reason,
             metadata,
         })
     }
@@ -315,6 +377,42 @@ mod tests {
             assert_eq!(
                 err.as_ref().and_then(error_code).as_deref(),
                 Some("parameter_missing"),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn refund_parameters_are_validated() {
+        let ok = RefundParams::from_params(&params(
+            "payment_intent=pi_1&amount=500&reason=duplicate&metadata[refund_id]=r1",
+        ));
+        assert_eq!(
+            ok,
+            Ok(RefundParams {
+                payment_intent: "pi_1".into(),
+                amount: Some(500),
+                reason: Some("duplicate".into()),
+                metadata: [("refund_id".to_owned(), "r1".to_owned())].into(),
+            })
+        );
+        for (body, code) in [
+            ("amount=5", "parameter_missing"),
+            ("payment_intent=", "parameter_missing"),
+            ("payment_intent=pi_1&amount=0", "parameter_invalid_integer"),
+            ("payment_intent=pi_1&amount=-1", "parameter_invalid_integer"),
+            (
+                "payment_intent=pi_1&amount=1.5",
+                "parameter_invalid_integer",
+            ),
+            ("payment_intent=pi_1&reason=other", "parameter_invalid"),
+            ("payment_intent=pi_1&metadata[]=x", "parameter_invalid"),
+            ("payment_intent=pi_1&charge=ch_1", "parameter_unknown"),
+        ] {
+            let err = RefundParams::from_params(&params(body)).err();
+            assert_eq!(
+                err.as_ref().and_then(error_code).as_deref(),
+                Some(code),
                 "{body}"
             );
         }

@@ -109,6 +109,56 @@ pub(crate) fn amount_too_large(maximum_minor: i64, currency: &str) -> Reply {
     )
 }
 
+/// 400 for a refund larger than what is left on the charge, in Stripe's words. Stripe's error
+/// codes list has none for this case (`amount_too_large` is about the maximum charge amount), and
+/// Stripe sends this refusal with `param` but no `code`, so none is invented here.
+pub(crate) fn refund_exceeds_unrefunded(amount: i64, unrefunded: i64, currency: &str) -> Reply {
+    invalid_request(
+        None,
+        Some("amount"),
+        &format!(
+            "Refund amount ({}) is greater than unrefunded amount on charge ({})",
+            money(amount, currency),
+            money(unrefunded, currency)
+        ),
+    )
+}
+
+/// 400 `charge_already_refunded` ("Error codes": the charge you are attempting to refund has
+/// already been refunded).
+pub(crate) fn charge_already_refunded(charge: &str) -> Reply {
+    invalid_request(
+        Some("charge_already_refunded"),
+        None,
+        &format!("Charge {charge} has already been refunded."),
+    )
+}
+
+/// 400 `charge_not_refundable` ("Error codes": the charge is not refundable) for a PaymentIntent
+/// without a succeeded charge.
+pub(crate) fn charge_not_refundable(payment_intent: &str) -> Reply {
+    invalid_request(
+        Some("charge_not_refundable"),
+        None,
+        &format!(
+            "This PaymentIntent ({payment_intent}) does not have a successful charge to refund."
+        ),
+    )
+}
+
+/// `amount` minor units with the currency's symbol where Stripe's messages use one (`$30.00`),
+/// else the upper-case code (`THB 1000.00`).
+fn money(amount: i64, currency: &str) -> String {
+    let major = major_units(amount, currency);
+    match currency {
+        "usd" => format!("${major}"),
+        "eur" => format!("€{major}"),
+        "gbp" => format!("£{major}"),
+        "jpy" => format!("¥{major}"),
+        other => format!("{} {major}", other.to_ascii_uppercase()),
+    }
+}
+
 /// `amount` minor units as major units, for messages: `50 usd` → `0.50`, `50 jpy` → `50`.
 fn major_units(amount: i64, currency: &str) -> String {
     if crate::currency::is_zero_decimal(currency) {
@@ -245,6 +295,30 @@ mod tests {
         assert_eq!(
             body(&amount_too_large(99_999_999, "usd"))["error"]["message"],
             "Amount must be no more than 999999.99 usd"
+        );
+    }
+
+    #[test]
+    fn refund_refusals_have_stripes_shape() {
+        assert_eq!(
+            body(&refund_exceeds_unrefunded(2500, 2000, "usd")),
+            json!({"error": {
+                "type": "invalid_request_error",
+                "param": "amount",
+                "message": "Refund amount ($25.00) is greater than unrefunded amount on charge ($20.00)",
+            }})
+        );
+        assert_eq!(
+            body(&refund_exceeds_unrefunded(3001, 3000, "jpy"))["error"]["message"],
+            "Refund amount (¥3001) is greater than unrefunded amount on charge (¥3000)"
+        );
+        assert_eq!(
+            body(&charge_already_refunded("ch_1"))["error"]["code"],
+            "charge_already_refunded"
+        );
+        assert_eq!(
+            body(&charge_not_refundable("pi_1"))["error"]["code"],
+            "charge_not_refundable"
         );
     }
 }

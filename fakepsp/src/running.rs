@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use crate::conn::{ConnHandle, SeverableListener};
 use crate::model::{ModelConfig, StripeModel};
 use crate::server::{self, now_ms, App};
-use crate::state::FakeCharge;
+use crate::state::{FakeCharge, FakeRefund};
 use crate::webhooks::Webhooks;
 use crate::{FakePspConfig, WebhookKnobs};
 
@@ -55,6 +55,8 @@ impl FakePsp {
             processing_for: config.processing_for,
             requires_action_for: config.requires_action_for,
             slow_delay: config.slow_delay,
+            refund_fail_after: config.refund_fail_after,
+            refund_pending_for: config.refund_pending_for,
             ..ModelConfig::default()
         };
         // The real clock and a fresh seed: determinism is the simulation's business.
@@ -99,7 +101,7 @@ impl FakePsp {
 }
 
 /// Applies the model's time-driven transitions (`processing` → `succeeded`, `requires_action`
-/// → `requires_payment_method`) as they fall due and sends their webhooks. Sleeps until the next
+/// → `requires_payment_method`, refunds that succeed or fail later) as they fall due and sends their webhooks. Sleeps until the next
 /// one is due, or until a request (which may have scheduled an earlier one) wakes it.
 async fn run_ticker(model: Arc<StripeModel>, webhooks: Arc<Webhooks>, wake: Arc<Notify>) {
     loop {
@@ -143,6 +145,12 @@ impl RunningFakePsp {
     /// the same data as `GET /_fake/charges`.
     pub fn charges(&self) -> Vec<FakeCharge> {
         self.app.model.charges()
+    }
+
+    /// Every Refund created so far, in creation order, with its status as it is now; the same
+    /// data as `GET /_fake/refunds`.
+    pub fn refunds(&self) -> Vec<FakeRefund> {
+        self.app.model.refunds()
     }
 
     /// How many PaymentIntents have status `succeeded` and `metadata.payment_id == payment_id`:

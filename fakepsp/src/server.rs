@@ -1,5 +1,5 @@
 //! The HTTP surface, a thin layer over the [model](crate::model): every request except
-//! `GET /_fake/charges` is handed to [`StripeModel::handle`] as it came off the wire, and the
+//! `GET /_fake/charges` and `GET /_fake/refunds` is handed to [`StripeModel::handle`] as it came off the wire, and the
 //! model's answer is written back — at once, after the slow delay, or not at all — while its
 //! events go to webhook delivery.
 //!
@@ -36,10 +36,11 @@ pub(crate) struct App {
     pub(crate) stopping: watch::Receiver<bool>,
 }
 
-/// The router: the test-inspection endpoint, and the model for everything else.
+/// The router: the test-inspection endpoints, and the model for everything else.
 pub(crate) fn router(app: App) -> Router {
     Router::new()
         .route("/_fake/charges", get(fake_charges))
+        .route("/_fake/refunds", get(fake_refunds))
         .fallback(wire)
         .method_not_allowed_fallback(wire)
         .with_state(app)
@@ -123,6 +124,11 @@ fn respond(status: u16, body: String, replayed: bool) -> Response {
 /// PSP request: it is the test's window into the PSP, not part of the wire protocol.
 async fn fake_charges(State(app): State<App>) -> Response {
     Json(app.model.charges()).into_response()
+}
+
+/// `GET /_fake/refunds`: every Refund in creation order, as it is now. No auth, not counted.
+async fn fake_refunds(State(app): State<App>) -> Response {
+    Json(app.model.refunds()).into_response()
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! PaymentIntents as the model keeps them, and the views of them it hands out: Stripe's JSON
-//! shape and the test-inspection [`FakeCharge`].
+//! PaymentIntents and Refunds as the model keeps them, and the views of them it hands out:
+//! Stripe's JSON shapes and the test-inspection [`FakeCharge`] and [`FakeRefund`].
 
 use std::collections::BTreeMap;
 
@@ -11,6 +11,8 @@ use serde_json::{json, Value};
 /// [`StripeModel::charges`](crate::model::StripeModel::charges)) reports it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FakeCharge {
+    /// Always `stripe`: the wire format the fake spoke.
+    pub provider: String,
     /// The PaymentIntent id, `pi_...`.
     pub id: String,
     /// Amount in the currency's minor unit.
@@ -27,6 +29,47 @@ pub struct FakeCharge {
     pub payment_method: String,
     /// Its metadata.
     pub metadata: BTreeMap<String, String>,
+    /// `metadata.payment_id`, if it has one: the payonce payment it was made for.
+    pub payment_id: Option<String>,
+    /// The `Idempotency-Key` of the request that created it, if any.
+    pub idempotency_key: Option<String>,
+    /// Creation time, epoch seconds.
+    pub created: i64,
+}
+
+/// One Refund as the test-inspection API (`GET /_fake/refunds`,
+/// [`RunningFakePsp::refunds`](crate::RunningFakePsp::refunds),
+/// [`StripeModel::refunds`](crate::model::StripeModel::refunds)) reports it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FakeRefund {
+    /// Always `stripe`: the wire format the fake spoke.
+    pub provider: String,
+    /// The Refund id, `re_...`.
+    pub id: String,
+    /// What the status means for the money: `succeeded`, `failed`, `canceled`, or `pending`
+    /// (Stripe's `pending` and `requires_action`).
+    pub outcome: String,
+    /// The Refund status now: `pending`, `succeeded` or `failed` (the fake never produces
+    /// Stripe's `requires_action` or `canceled`, which card refunds do not reach).
+    pub status: String,
+    /// Amount in the currency's minor unit.
+    pub amount: i64,
+    /// Lowercase ISO currency code (the PaymentIntent's).
+    pub currency: String,
+    /// The refunded PaymentIntent, `pi_...`.
+    pub payment_intent: String,
+    /// The refunded charge, `ch_...` (the PaymentIntent's `latest_charge`).
+    pub charge: Option<String>,
+    /// `duplicate`, `fraudulent` or `requested_by_customer`, if given.
+    pub reason: Option<String>,
+    /// Why it failed (`expired_or_canceled_card`), once it has.
+    pub failure_reason: Option<String>,
+    /// Its metadata.
+    pub metadata: BTreeMap<String, String>,
+    /// `metadata.payment_id`, if it has one.
+    pub payment_id: Option<String>,
+    /// `metadata.refund_id`, if it has one: the payonce refund it was made for.
+    pub refund_id: Option<String>,
     /// The `Idempotency-Key` of the request that created it, if any.
     pub idempotency_key: Option<String>,
     /// Creation time, epoch seconds.
@@ -150,6 +193,7 @@ impl Intent {
     /// The test-inspection view.
     pub(crate) fn to_charge(&self) -> FakeCharge {
         FakeCharge {
+            provider: "stripe".to_owned(),
             id: self.id.clone(),
             amount: self.amount,
             currency: self.currency.clone(),
@@ -157,9 +201,47 @@ impl Intent {
             outcome: self.outcome().to_owned(),
             payment_method: self.payment_method.clone(),
             metadata: self.metadata.clone(),
+            payment_id: self.metadata.get("payment_id").cloned(),
             idempotency_key: self.idempotency_key.clone(),
             created: self.created,
         }
+    }
+
+    /// The Charge behind a succeeded PaymentIntent as Stripe serialises it (`charge.refunded`),
+    /// with `refunds` its Refunds newest first. `amount_refunded` counts pending refunds too:
+    /// they hold the amount until they fail.
+    pub(crate) fn charge_json(&self, refunds: &[&Refund]) -> Value {
+        let amount_refunded: i64 = refunds
+            .iter()
+            .filter(|refund| refund.status.holds_amount())
+            .map(|refund| refund.amount)
+            .sum();
+        let data: Vec<Value> = refunds.iter().map(|refund| refund.to_json()).collect();
+        let charge = self.latest_charge.clone().unwrap_or_default();
+        json!({
+            "id": charge,
+            "object": "charge",
+            "amount": self.amount,
+            "amount_captured": self.amount,
+            "amount_refunded": amount_refunded,
+            "captured": true,
+            "paid": true,
+            "refunded": amount_refunded >= self.amount,
+            "status": "succeeded",
+            "currency": self.currency,
+            "payment_intent": self.id,
+            "payment_method": self.payment_method,
+            "metadata": self.metadata,
+            "created": self.created,
+            "livemode": false,
+            "refunds": {
+                "object": "list",
+                "data": data,
+                "has_more": false,
+                "total_count": refunds.len(),
+                "url": format!("/v1/charges/{charge}/refunds"),
+            },
+        })
     }
 
     /// The snapshot search returns at `now_ms`, if search sees the PaymentIntent at all yet.
@@ -169,5 +251,104 @@ impl Intent {
             .rev()
             .find(|(visible_from_ms, _)| *visible_from_ms <= now_ms)
             .map(|(_, snapshot)| snapshot)
+    }
+}
+
+/// The Refund statuses the fake produces. Stripe also has `requires_action` and `canceled`, which
+/// card refunds never reach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RefundStatus {
+    /// Submitted, not final yet (`pm_fake_refund_pending`).
+    Pending,
+    /// Refunded; for `pm_card_refundFail` only for a while.
+    Succeeded,
+    /// The card issuer sent the money back (`pm_card_refundFail`).
+    Failed,
+}
+
+impl RefundStatus {
+    /// The wire name.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Whether a Refund in this status counts against what is left to refund on its charge:
+    /// every status but `failed` (and `canceled`, which the fake never produces).
+    pub(crate) fn holds_amount(self) -> bool {
+        !matches!(self, Self::Failed)
+    }
+}
+
+/// A Refund.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Refund {
+    pub(crate) id: String,
+    pub(crate) amount: i64,
+    pub(crate) currency: String,
+    pub(crate) payment_intent: String,
+    pub(crate) charge: Option<String>,
+    pub(crate) status: RefundStatus,
+    pub(crate) reason: Option<String>,
+    pub(crate) failure_reason: Option<&'static str>,
+    pub(crate) metadata: BTreeMap<String, String>,
+    pub(crate) idempotency_key: Option<String>,
+    /// Creation time, epoch seconds.
+    pub(crate) created: i64,
+    /// When the pending time-driven transition (`pending` → `succeeded`, `succeeded` →
+    /// `failed`) falls due, epoch ms.
+    pub(crate) due_ms: Option<i64>,
+}
+
+impl Refund {
+    /// The Refund as Stripe serialises it ("The Refund object"); `failure_reason` only once it
+    /// failed, as Stripe shows it.
+    pub(crate) fn to_json(&self) -> Value {
+        let mut refund = json!({
+            "id": self.id,
+            "object": "refund",
+            "amount": self.amount,
+            "currency": self.currency,
+            "payment_intent": self.payment_intent,
+            "charge": self.charge,
+            "status": self.status.as_str(),
+            "reason": self.reason,
+            "metadata": self.metadata,
+            "created": self.created,
+            "receipt_number": null,
+        });
+        if let (Some(reason), Some(fields)) = (self.failure_reason, refund.as_object_mut()) {
+            fields.insert("failure_reason".to_owned(), reason.into());
+        }
+        refund
+    }
+
+    /// The test-inspection view.
+    pub(crate) fn to_fake(&self) -> FakeRefund {
+        FakeRefund {
+            provider: "stripe".to_owned(),
+            id: self.id.clone(),
+            outcome: match self.status {
+                RefundStatus::Pending => "pending",
+                RefundStatus::Succeeded => "succeeded",
+                RefundStatus::Failed => "failed",
+            }
+            .to_owned(),
+            status: self.status.as_str().to_owned(),
+            amount: self.amount,
+            currency: self.currency.clone(),
+            payment_intent: self.payment_intent.clone(),
+            charge: self.charge.clone(),
+            reason: self.reason.clone(),
+            failure_reason: self.failure_reason.map(str::to_owned),
+            metadata: self.metadata.clone(),
+            payment_id: self.metadata.get("payment_id").cloned(),
+            refund_id: self.metadata.get("refund_id").cloned(),
+            idempotency_key: self.idempotency_key.clone(),
+            created: self.created,
+        }
     }
 }

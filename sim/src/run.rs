@@ -9,15 +9,14 @@ use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
 use payonce::adapters::psp::stripe::StripePsp;
 use payonce::adapters::psp::StripeWebhooks;
 use payonce::clock::{Clock, SharedClock};
-use payonce::domain::{Currency, LineItem, PaymentStatus};
+use payonce::domain::{Currency, LineItem};
 use payonce::idempotency::{Idempotency, IdempotencyConfig, IdempotencyKey};
 use payonce::mutations::Mutation;
 use payonce::service::cleanup::CleanupConfig;
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{ProcessorConfig, Providers, QueuedEvent, WebhookProcessor};
 use payonce::service::{
-    ChargeConfig, ChargeError, ChargeService, Created, EventApplied, OrderService, PayAnswer,
-    PayRequest,
+    ChargeConfig, ChargeService, Created, EventApplied, OrderService, PayRequest,
 };
 use payonce_fake_psp::model::{ModelConfig, ModelEvent, StripeModel};
 use std::collections::BTreeMap;
@@ -422,35 +421,86 @@ async fn react(
     }
 }
 
-/// One POST /payments invocation, killed at its deadline.
+/// One POST /payments through the charge function's real HTTP handler (the API Gateway event
+/// in, the status and problem+json out), killed at its deadline.
 async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> Answer {
-    let key = IdempotencyKey::parse(key).expect("a valid key");
-    let deadline_ms = system.world.clock().now_ms() + 25_000;
-    let paid = tokio::time::timeout(
+    let body = serde_json::json!({
+        "order_id": request.order_id,
+        "order_version": request.order_version,
+        "payment_method": request.payment_method,
+    });
+    let event = api_event(user, key, &body.to_string());
+    let answered = tokio::time::timeout(
         CHARGE_TIMEOUT,
-        system.charge.pay(user, &key, request, deadline_ms),
+        payonce_charge::handler::handle(&system.charge, event),
     )
     .await;
-    let answer = match paid {
+    let answer = match answered {
         Err(_) => Answer::Died,
-        Ok(Ok(PayAnswer::Fresh(view) | PayAnswer::Replayed(view))) => match view.status {
-            PaymentStatus::Succeeded => Answer::Succeeded(view.payment_id),
-            PaymentStatus::Failed => Answer::Failed(view.payment_id),
-            PaymentStatus::Processing => Answer::Pending(view.payment_id),
-        },
-        Ok(Ok(PayAnswer::PspUnavailable { .. })) => Answer::Unavailable,
-        Ok(Err(ChargeError::KeyInUse { .. })) => Answer::InUse,
-        Ok(Err(ChargeError::PaymentInProgress)) => Answer::OrderBusy,
-        Ok(Err(ChargeError::OrderAlreadyPaid)) => Answer::OrderPaid,
-        Ok(Err(ChargeError::OrderVersionMismatch { current })) => Answer::Stale(current),
-        Ok(Err(ChargeError::Store(error))) => Answer::ServerError(error.to_string()),
-        Ok(Err(other)) => Answer::Wrong(other.to_string()),
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let json: serde_json::Value =
+                serde_json::from_slice(response.body().as_ref()).unwrap_or_default();
+            classify(status, &json)
+        }
     };
-    system.world.trace(format!(
-        "pay {user} {key} -> {answer:?}",
-        key = key.as_str()
-    ));
+    system.world.trace(format!("pay {user} {key} -> {answer:?}"));
     answer
+}
+
+/// What a shopper makes of an answer: the status, the payment it names, the problem `type`.
+fn classify(status: u16, json: &serde_json::Value) -> Answer {
+    let payment_id = json["payment_id"].as_str().map(str::to_owned);
+    let problem = json["type"].as_str().unwrap_or_default();
+    let is = |slug: &str| problem.ends_with(&format!("/{slug}"));
+    match (status, payment_id) {
+        (201, Some(id)) if json["status"] == "succeeded" => Answer::Succeeded(id),
+        (202, Some(id)) if json["status"] == "processing" => Answer::Pending(id),
+        (402, Some(id))
+            if is("card-declined") || is("payment-method-rejected") || is("payment-failed") =>
+        {
+            Answer::Failed(id)
+        }
+        (503, _) if is("psp-unavailable") => Answer::Unavailable,
+        (409, _) if is("idempotency-key-in-use") => Answer::InUse,
+        (409, _) if is("payment-in-progress") => Answer::OrderBusy,
+        (409, _) if is("order-already-paid") => Answer::OrderPaid,
+        (409, _) if is("order-version-mismatch") => {
+            Answer::Stale(json["current_version"].as_i64().unwrap_or(0))
+        }
+        (500..=599, _) => Answer::ServerError(format!("{status} {problem}")),
+        (status, _) => Answer::Wrong(format!("{status} {json}")),
+    }
+}
+
+/// The API Gateway (HTTP API, payload 2.0) event of a POST /payments by `user`, with the claims
+/// the JWT authorizer would have put there.
+fn api_event(user: &str, key: &str, body: &str) -> lambda_http::Request {
+    let request_id = payonce::ids::new_uuid().simple().to_string();
+    let event = serde_json::json!({
+        "version": "2.0",
+        "routeKey": "POST /payments",
+        "rawPath": "/payments",
+        "rawQueryString": "",
+        "headers": {"content-type": "application/json", "idempotency-key": key},
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "payonce",
+            "domainName": "payonce.example.com",
+            "domainPrefix": "payonce",
+            "http": {"method": "POST", "path": "/payments", "protocol": "HTTP/1.1",
+                     "sourceIp": "127.0.0.1", "userAgent": "payonce-sim"},
+            "requestId": request_id,
+            "routeKey": "POST /payments",
+            "stage": "$default",
+            "time": "01/Jan/2026:00:00:00 +0000",
+            "timeEpoch": crate::world::EPOCH_MS,
+            "authorizer": {"jwt": {"claims": {"sub": user, "iss": "https://issuer.example.com"}, "scopes": null}},
+        },
+        "body": body,
+        "isBase64Encoded": false,
+    });
+    lambda_http::request::from_str(&event.to_string()).expect("a valid API Gateway v2 event")
 }
 
 /// Delivers the PSP's webhooks: each event may be delayed, duplicated (and so reordered) or

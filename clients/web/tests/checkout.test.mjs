@@ -1,4 +1,4 @@
-// The demo checkout page in headless Chromium against payonce-local (SPEC §12): each test gets
+// The demo checkout page in headless Chromium against payonce-local: each test gets
 // its own sandbox and browser and checks the fake PSP's succeeded charges, not only the page.
 import { test } from "node:test";
 import assert from "node:assert/strict";

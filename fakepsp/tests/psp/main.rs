@@ -9,4 +9,5 @@ mod api;
 mod binary;
 mod faults;
 mod idempotency;
+mod refunds;
 mod webhooks;

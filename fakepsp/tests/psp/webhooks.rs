@@ -48,7 +48,7 @@ async fn every_outcome_is_delivered_signed() {
     assert_eq!(delivery.kind(), "payment_intent.succeeded");
     assert!(delivery.id().starts_with("evt_") && delivery.id().len() == 28);
     assert_eq!(delivery.event["object"], "event");
-    assert_eq!(delivery.event["api_version"], "2024-06-20");
+    assert_eq!(delivery.event["api_version"], "2024-10-28.acacia");
     assert!(delivery.event["created"].is_i64());
     let pi = &delivery.event["data"]["object"];
     assert_eq!(pi["id"], approved.as_str());

@@ -1,4 +1,4 @@
-//! Payment-agnostic idempotency for Lambda handlers on DynamoDB (SPEC §4).
+//! Payment-agnostic idempotency for Lambda handlers on DynamoDB.
 //!
 //! A handler wraps its work with [`Idempotency::run`]: the first request with a key claims a
 //! record and runs the work under a lease; a duplicate is answered from the record with one

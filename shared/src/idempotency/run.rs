@@ -120,7 +120,7 @@ pub enum Decision {
     },
 }
 
-/// The rule of SPEC §4, in its order: other fingerprint → mismatch (even while in progress);
+/// The decision rule, in its order: other fingerprint → mismatch (even while in progress);
 /// completed → replay; live lease → wait; lapsed lease → takeover.
 pub fn decide(existing: &IdempotencyRecord, fingerprint: &Fingerprint, now_ms: i64) -> Decision {
     if &existing.fingerprint != fingerprint {

@@ -1,4 +1,4 @@
-//! Cleanup (SPEC §7): deletes expired idempotency and webhook-dedup records that TTL has not
+//! Cleanup: deletes expired idempotency and webhook-dedup records that TTL has not
 //! removed yet (TTL can lag by ~48 h), conditionally — never a record holding a live lease —
 //! in bounded runs that checkpoint their cursor, so an interrupted sweep resumes where it stopped.
 

@@ -1,4 +1,4 @@
-//! Webhooks (SPEC §6): the receiver verifies the raw body and buffers it in a queue; the
+//! Webhooks: the receiver verifies the raw body and buffers it in a queue; the
 //! processor applies each event exactly once.
 
 use super::settle::{apply_event, EventApplied, EventError};

@@ -1,4 +1,4 @@
-//! The DynamoDB idempotency store (SPEC §4): one conditional request per operation.
+//! The DynamoDB idempotency store: one conditional request per operation.
 //!
 //! Item layout (every name goes through ExpressionAttributeNames; `status` is reserved):
 //! `pk` S `<scope>#<user>#<key>` · `status` S · `fingerprint` S · `attempt_id` S ·
