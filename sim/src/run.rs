@@ -444,7 +444,9 @@ async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> An
             classify(status, &json)
         }
     };
-    system.world.trace(format!("pay {user} {key} -> {answer:?}"));
+    system
+        .world
+        .trace(format!("pay {user} {key} -> {answer:?}"));
     answer
 }
 
@@ -587,7 +589,9 @@ async fn jump_the_clock(system: Arc<System>) {
         tokio::time::sleep(Duration::from_secs(20)).await;
         if system.world.strikes(FaultKind::ClockJump) {
             let jump = system.world.millis(1_000, 90_000);
-            system.world.trace(format!("clock jumps {} ms", jump.as_millis()));
+            system
+                .world
+                .trace(format!("clock jumps {} ms", jump.as_millis()));
             tokio::time::advance(jump).await;
         }
     }
@@ -620,4 +624,3 @@ impl Observed {
             .or_insert(0) += 1;
     }
 }
-

@@ -8,8 +8,14 @@ fn one_seed_twice_gives_the_same_trace() {
     for seed in [3, 17, 404] {
         let first = run(&Schedule::of_seed(seed), &[]);
         let second = run(&Schedule::of_seed(seed), &[]);
-        assert!(first.trace.len() > 20, "seed {seed} did too little to compare");
-        assert_eq!(first.trace, second.trace, "seed {seed} is not deterministic");
+        assert!(
+            first.trace.len() > 20,
+            "seed {seed} did too little to compare"
+        );
+        assert_eq!(
+            first.trace, second.trace,
+            "seed {seed} is not deterministic"
+        );
         assert_eq!(first.violations, second.violations);
     }
 }

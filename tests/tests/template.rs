@@ -239,3 +239,52 @@ fn every_function_is_a_rust_bootstrap_with_a_sample_event() {
         .unwrap();
     assert!(charge_timeout <= 25, "API Gateway gives up at 30 s");
 }
+
+#[test]
+fn a_late_duplicate_charge_alarms_from_every_path_that_settles_payments() {
+    // GIVEN the template
+    let t = template();
+    // THEN each function that settles payments (charge, webhook processor, reconcile) has a log
+    // group with a retention and a metric filter for the `late-duplicate-charge` alarm field
+    let filters = of_type(&t, "AWS::Logs::MetricFilter");
+    let mut watched = Vec::new();
+    for (name, filter) in &filters {
+        let props = &filter["Properties"];
+        if props["FilterPattern"]
+            .as_str()
+            .is_some_and(|p| p.contains("\"late-duplicate-charge\""))
+        {
+            assert_eq!(
+                props["MetricTransformations"][0]["MetricName"], "LateDuplicateCharges",
+                "{name}"
+            );
+            let group = props["LogGroupName"]["Ref"].as_str().expect("a log group");
+            let group_props = &resources(&t)[group]["Properties"];
+            assert!(group_props["RetentionInDays"].as_u64().is_some(), "{group}");
+            let function = group_props["LogGroupName"]["Fn::Sub"]
+                .as_str()
+                .expect("the function's log group name");
+            watched.push(function.to_owned());
+        }
+    }
+    watched.sort();
+    assert_eq!(
+        watched,
+        [
+            "/aws/lambda/${ChargeFunction}",
+            "/aws/lambda/${ReconcileFunction}",
+            "/aws/lambda/${WebhookProcessorFunction}",
+        ]
+    );
+    // AND an alarm fires on the first one
+    let alarms = of_type(&t, "AWS::CloudWatch::Alarm");
+    let alarm = alarms
+        .iter()
+        .find(|(_, a)| a["Properties"]["MetricName"] == "LateDuplicateCharges")
+        .expect("an alarm on LateDuplicateCharges");
+    assert_eq!(alarm.1["Properties"]["Threshold"], 0);
+    assert_eq!(
+        alarm.1["Properties"]["ComparisonOperator"],
+        "GreaterThanThreshold"
+    );
+}

@@ -18,7 +18,11 @@ pub async fn handle<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp>(
 ) -> Result<ReconcileReport, payonce::idempotency::StoreError> {
     let now_ms = payonce::clock::Clock::now_ms(&payonce::clock::SystemClock);
     let report = match deadline_ms.filter(|d| *d > now_ms) {
-        Some(deadline_ms) => reconciler.run_until(deadline_ms - DEADLINE_RESERVE_MS).await?,
+        Some(deadline_ms) => {
+            reconciler
+                .run_until(deadline_ms - DEADLINE_RESERVE_MS)
+                .await?
+        }
         None => reconciler.run().await?,
     };
     tracing::info!(

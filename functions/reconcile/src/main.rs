@@ -22,9 +22,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         ReconcileConfig::from_env()?,
     );
     let reconciler = &reconciler;
-    lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| async move {
-        let deadline_ms = i64::try_from(event.context.deadline).ok();
-        payonce_reconcile::handler::handle(reconciler, event.payload, deadline_ms).await
-    }))
+    lambda_runtime::run(service_fn(
+        |event: LambdaEvent<serde_json::Value>| async move {
+            let deadline_ms = i64::try_from(event.context.deadline).ok();
+            payonce_reconcile::handler::handle(reconciler, event.payload, deadline_ms).await
+        },
+    ))
     .await
 }

@@ -8,5 +8,6 @@ pub mod payment;
 pub use money::{Currency, MAX_AMOUNT_MINOR};
 pub use order::{LineItem, NewOrder, Order, OrderError, OrderPaymentState};
 pub use payment::{
-    transition, Failure, FailureKind, Payment, PaymentStatus, PaymentView, Settlement, Transition,
+    log_order_not_following, transition, Failure, FailureKind, Payment, PaymentStatus, PaymentView,
+    Settlement, Transition,
 };

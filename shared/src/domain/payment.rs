@@ -163,6 +163,21 @@ impl Payment {
     }
 }
 
+/// Logs a payment that settled while its order is held or paid by another attempt (or moved to
+/// another version). A success there is a late duplicate charge: the customer paid twice, and
+/// until refunds exist an operator must refund it, so it raises the `late-duplicate-charge`
+/// alarm.
+pub fn log_order_not_following(after: &Payment) {
+    if after.status == PaymentStatus::Succeeded {
+        tracing::error!(payment_id = %after.payment_id, order_id = %after.order_id,
+            amount = after.amount, currency = after.currency.as_str(), alarm = "late-duplicate-charge",
+            "a charge succeeded for an order another attempt paid, or that moved on; refund it");
+    } else {
+        tracing::warn!(payment_id = %after.payment_id, order_id = %after.order_id,
+            status = after.status.as_str(), "the order is held by another attempt; settling the payment alone");
+    }
+}
+
 /// What a source (the PSP's answer, a webhook, reconcile) learned about an attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Settlement {

@@ -235,9 +235,8 @@ impl DynamoPaymentStore {
                     }
                     if failed(Op::Order) && with_order {
                         // The order is held or paid by another attempt: the payment still moves,
-                        // the order stays as it is (a late success there needs a refund).
-                        tracing::warn!(payment_id = %payment.payment_id, order_id = %payment.order_id,
-                            status = after.status.as_str(), "the order is held by another attempt; settling the payment alone");
+                        // the order stays as it is.
+                        crate::domain::log_order_not_following(&after);
                         with_order = false;
                         continue;
                     }
