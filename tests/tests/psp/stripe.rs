@@ -323,3 +323,49 @@ async fn a_fence_on_an_unused_key_is_accepted_by_the_strict_fake_psp_and_cancell
     );
     assert_eq!(psp.succeeded_charges_for(&request.payment_id), 0);
 }
+
+#[tokio::test]
+async fn a_fence_refused_on_a_parameter_the_original_shared_proves_nothing_was_charged() {
+    // GIVEN a fence whose create Stripe refuses on the payment method or the amount, which the
+    // original request carried alike
+    for (param, on_method) in [("payment_method", true), ("amount", false)] {
+        let psp = scripted([error(
+            400,
+            "invalid_request_error",
+            Some("resource_missing"),
+            Some(param),
+        )]);
+        // WHEN the key is fenced
+        let fence = psp
+            .fence(&request(5_000, Currency::Usd, "pm_card_visa"))
+            .await;
+        // THEN the refusal is proof: the original was refused the same way
+        assert_eq!(
+            fence.unwrap(),
+            Fence::Refused {
+                payment_method: on_method
+            },
+            "{param}"
+        );
+        // AND the fence sent no confirm-only parameter
+        let form = &psp.transport().calls()[0].form;
+        assert!(form.contains(&("confirm".to_owned(), "false".to_owned())));
+        assert!(!form.iter().any(|(k, _)| k == "error_on_requires_action"));
+    }
+}
+
+#[tokio::test]
+async fn a_fence_refused_on_its_own_parameter_proves_nothing() {
+    // GIVEN a fence refused on a parameter only the fence sends (here `confirm`)
+    let psp = scripted([error(
+        400,
+        "invalid_request_error",
+        None,
+        Some("error_on_requires_action"),
+    )]);
+    // WHEN the key is fenced, THEN it is an error, never a proof
+    let fence = psp
+        .fence(&request(5_000, Currency::Usd, "pm_card_visa"))
+        .await;
+    assert!(fence.is_err(), "{fence:?}");
+}

@@ -498,7 +498,15 @@ impl<T: StripeTransport> Psp for StripePsp<T> {
             // Stripe's idempotency layer compares a known key's parameters before the endpoint
             // validates them ("Idempotent requests"), so a validation refusal means the key holds
             // no saved request, or one refused the same way: either way nothing was charged.
-            (400, "invalid_request_error") if !mutations::active(Mutation::RefusalIsUnknown) => {
+            // Only a refusal of a parameter the original request carried alike says anything
+            // about it; one of the fence's own parameters is our error.
+            (400, "invalid_request_error")
+                if !mutations::active(Mutation::RefusalIsUnknown)
+                    && matches!(
+                        detail.param.as_deref(),
+                        Some("amount" | "currency" | "payment_method")
+                    ) =>
+            {
                 Ok(Fence::Refused {
                     payment_method: detail.param.as_deref() == Some("payment_method"),
                 })
