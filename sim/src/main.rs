@@ -97,12 +97,13 @@ fn main() -> ExitCode {
         (None, None) => (0..100).collect(),
     };
     let started = Instant::now();
-    let (mut requests, mut charges) = (0, 0);
+    let (mut requests, mut charges, mut moves) = (0, 0, 0);
     for (done, seed) in seeds.iter().copied().enumerate() {
         let schedule = schedule(&args, seed);
         let outcome = run(&schedule, &args.mutations);
         requests += outcome.requests;
         charges += outcome.psp_charges;
+        moves += outcome.webhook_moves;
         if args.trace {
             for line in &outcome.trace {
                 println!("{line}");
@@ -131,7 +132,7 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "{} seeds, 0 violations ({requests} payment requests, {charges} PSP charges) in {:.1} s",
+        "{} seeds, 0 violations ({requests} payment requests, {charges} PSP charges, {moves} settled by webhook) in {:.1} s",
         seeds.len(),
         started.elapsed().as_secs_f64()
     );

@@ -5,20 +5,26 @@
 use crate::check::{check, Answer, Observed};
 use crate::faults::{FaultyStore, SimTransport, API_KEY};
 use crate::world::{FaultKind, Schedule, SharedWorld, World};
-use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
+use lambda_http::http::{HeaderMap, HeaderValue};
+use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore, MemoryQueue};
 use payonce::adapters::psp::stripe::StripePsp;
 use payonce::adapters::psp::StripeWebhooks;
 use payonce::clock::{Clock, SharedClock};
 use payonce::domain::{Currency, LineItem};
 use payonce::idempotency::{Idempotency, IdempotencyConfig, IdempotencyKey};
 use payonce::mutations::Mutation;
+use payonce::ports::QueueReceive;
 use payonce::service::cleanup::CleanupConfig;
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
-use payonce::service::webhooks::{ProcessorConfig, Providers, QueuedEvent, WebhookProcessor};
+use payonce::service::webhooks::{
+    Processed, ProcessorConfig, Providers, QueuedEvent, WebhookProcessor, WebhookReceiver,
+    EVENT_ID_ATTRIBUTE, MAX_WEBHOOK_BYTES, PROVIDER_ATTRIBUTE,
+};
 use payonce::service::{
     ChargeConfig, ChargeService, Created, EventApplied, OrderService, PayRequest,
 };
 use payonce_fake_psp::model::{ModelConfig, ModelEvent, StripeModel};
+use payonce_fake_psp::sign_webhook;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -44,6 +50,8 @@ pub struct Outcome {
     pub requests: usize,
     /// Charges the PSP made.
     pub psp_charges: usize,
+    /// Payments a webhook moved.
+    pub webhook_moves: u32,
 }
 
 type Psp = StripePsp<SimTransport>;
@@ -57,6 +65,9 @@ struct System {
     charge: ChargeService<FaultyStore, Psp>,
     orders: OrderService<FaultyStore, FaultyStore>,
     reconciler: Reconciler<FaultyStore, FaultyStore, Psp>,
+    receiver: WebhookReceiver<MemoryQueue>,
+    queue: MemoryQueue,
+    dead_letters: MemoryQueue,
     processor: WebhookProcessor<FaultyStore>,
     observed: Mutex<Observed>,
 }
@@ -81,7 +92,17 @@ async fn simulate(schedule: &Schedule) -> Outcome {
     let world = World::new(schedule);
     let clock: SharedClock = Arc::new(world.clock().clone());
     let records = MemoryIdempotencyStore::new(clock.clone());
-    let store = FaultyStore::new(world.clone(), MemoryPaymentStore::new(records, clock));
+    let store = FaultyStore::new(
+        world.clone(),
+        MemoryPaymentStore::new(records, clock.clone()),
+    );
+    let dead_letters = MemoryQueue::new(clock.clone(), MAX_WEBHOOK_BYTES);
+    let queue = MemoryQueue::with_dead_letter(
+        clock.clone(),
+        MAX_WEBHOOK_BYTES,
+        MAX_RECEIVES,
+        dead_letters.clone(),
+    );
     let lag = if schedule.faults.contains(&FaultKind::SearchLag) && world.chance(0.5) {
         world.millis(0, 3_600_000)
     } else {
@@ -125,16 +146,16 @@ async fn simulate(schedule: &Schedule) -> Outcome {
             psp,
             ReconcileConfig::default(),
         ),
-        processor: WebhookProcessor::new(
-            store.clone(),
-            Providers::new().with(StripeWebhooks::new("stripe", vec!["whsec_sim".into()])),
-            ProcessorConfig::default(),
-        ),
+        receiver: WebhookReceiver::new(providers(), queue.clone(), clock.clone()),
+        queue,
+        dead_letters,
+        processor: WebhookProcessor::new(store.clone(), providers(), ProcessorConfig::default()),
         observed: Mutex::new(Observed::default()),
     });
 
     let background = [
         tokio::spawn(pump_webhooks(system.clone())),
+        tokio::spawn(process_the_queue(system.clone())),
         tokio::spawn(reconcile_every_5_minutes(system.clone())),
         tokio::spawn(cleanup_every_6_hours(system.clone())),
         tokio::spawn(jump_the_clock(system.clone())),
@@ -188,6 +209,7 @@ async fn simulate(schedule: &Schedule) -> Outcome {
         trace: world.trace_lines(),
         requests: observed.requests,
         psp_charges: ledger.len(),
+        webhook_moves: observed.applied_events.values().sum(),
     }
 }
 
@@ -197,6 +219,13 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The currencies shoppers buy in.
 const SHOP_CURRENCIES: [Currency; 4] = [Currency::Jpy, Currency::Usd, Currency::Thb, Currency::Gbp];
+
+/// The webhook signing secret the PSP and the receiver share.
+const WEBHOOK_SECRET: &str = "whsec_payonce_sim";
+
+fn providers() -> Providers {
+    Providers::new().with(StripeWebhooks::new("stripe", vec![WEBHOOK_SECRET.into()]))
+}
 
 /// The tokens shoppers pay with, by weight: mostly cards that work, and every odd path.
 const TOKENS: &[(&str, u32)] = &[
@@ -530,45 +559,94 @@ async fn pump_webhooks(system: Arc<System>) {
             } else {
                 1
             };
-            for copy in 0..copies {
+            for _ in 0..copies {
                 let delay = if world.strikes(FaultKind::WebhookChaos) {
                     world.millis(0, 600_000)
                 } else {
                     world.millis(0, 2_000)
                 };
-                tokio::spawn(deliver(system.clone(), event.clone(), copy, delay));
+                tokio::spawn(deliver(system.clone(), event.clone(), delay));
             }
         }
     }
 }
 
-async fn deliver(system: Arc<System>, event: ModelEvent, copy: u64, delay: Duration) {
+/// The PSP delivers one copy of an event to the webhook receiver, signed at delivery time as
+/// Stripe signs each attempt; a refused delivery is retried, as the PSP retries non-2xx.
+async fn deliver(system: Arc<System>, event: ModelEvent, delay: Duration) {
     tokio::time::sleep(delay).await;
-    let message_id = format!("{}#{copy}", event.id);
-    for _ in 0..MAX_RECEIVES {
-        let processed = tokio::time::timeout(
-            PROCESSOR_TIMEOUT,
-            system.processor.process(&QueuedEvent {
-                message_id: &message_id,
-                provider: Some("stripe"),
-                body: &event.body,
-            }),
-        )
-        .await;
-        match processed {
-            Ok(Ok(payonce::service::webhooks::Processed::Applied(applied))) => {
-                if let EventApplied::Moved(payment) = applied {
-                    lock(&system.observed).applied(&event.id, &payment.payment_id);
-                }
-                return;
+    for _ in 0..3 {
+        let signature = sign_webhook(
+            WEBHOOK_SECRET,
+            system.world.clock().now_s(),
+            event.body.as_bytes(),
+        );
+        let mut headers = HeaderMap::new();
+        if let Ok(value) = HeaderValue::from_str(&signature) {
+            headers.insert("stripe-signature", value);
+        }
+        match system
+            .receiver
+            .receive("stripe", &headers, event.body.as_bytes())
+            .await
+        {
+            Ok(_) => return,
+            Err(error) => {
+                system
+                    .world
+                    .trace(format!("webhook refused {}: {error}", event.id));
+                tokio::time::sleep(Duration::from_secs(60)).await;
             }
-            Ok(Ok(_)) => return,
-            _ => tokio::time::sleep(VISIBILITY).await,
         }
     }
-    system
-        .world
-        .trace(format!("webhook dead-lettered {message_id}"));
+}
+
+/// The processor's event source mapping: polls the queue, processes each message in an
+/// invocation that may die, deletes it once processed. A message that fails comes back after
+/// the visibility timeout and goes to the dead-letter queue after its fifth receive.
+async fn process_the_queue(system: Arc<System>) {
+    loop {
+        let every = if system.world.faults_on() {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_secs(20)
+        };
+        tokio::time::sleep(every).await;
+        let Ok(messages) = system.queue.receive(10, VISIBILITY).await else {
+            continue;
+        };
+        for message in messages {
+            let processed = tokio::time::timeout(
+                PROCESSOR_TIMEOUT,
+                system.processor.process(&QueuedEvent {
+                    message_id: &message.message_id,
+                    provider: message
+                        .attributes
+                        .get(PROVIDER_ATTRIBUTE)
+                        .map(String::as_str),
+                    body: &message.body,
+                }),
+            )
+            .await;
+            if let Ok(Ok(processed)) = processed {
+                if let Processed::Applied(EventApplied::Moved(payment)) = processed {
+                    let event_id = message
+                        .attributes
+                        .get(EVENT_ID_ATTRIBUTE)
+                        .cloned()
+                        .unwrap_or_default();
+                    lock(&system.observed).applied(&event_id, &payment.payment_id);
+                }
+                let _ = system.queue.delete(&message.receipt_handle).await;
+            }
+        }
+        let dead = system.dead_letters.len();
+        if dead > 0 && system.world.faults_on() {
+            system
+                .world
+                .trace(format!("{dead} webhooks in the dead-letter queue"));
+        }
+    }
 }
 
 /// The cleanup job: removes expired records TTL has not removed yet (never a live lease).
