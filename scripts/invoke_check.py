@@ -63,11 +63,11 @@ def main():
     ddb.create_table(TableName=tables["payments"], BillingMode="PAY_PER_REQUEST",
                      AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
                                            {"AttributeName": "inflight", "AttributeType": "S"},
-                                           {"AttributeName": "created_at_ms", "AttributeType": "N"}],
+                                           {"AttributeName": "check_at_ms", "AttributeType": "N"}],
                      KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
                      GlobalSecondaryIndexes=[{"IndexName": "inflight",
                                               "KeySchema": [{"AttributeName": "inflight", "KeyType": "HASH"},
-                                                            {"AttributeName": "created_at_ms", "KeyType": "RANGE"}],
+                                                            {"AttributeName": "check_at_ms", "KeyType": "RANGE"}],
                                               "Projection": {"ProjectionType": "KEYS_ONLY"}}])
     sqs = boto3.client("sqs", endpoint_url=sqs_endpoint, region_name="us-east-1")
     queue_url = sqs.create_queue(QueueName=f"invoke-webhooks-{suffix}")["QueueUrl"]

@@ -597,6 +597,25 @@ impl Inner {
         handled
     }
 
+    /// The answer to a key the model already holds, given before the endpoint validates anything:
+    /// Stripe's idempotency layer sits in front of the endpoints, replays a saved result for the
+    /// same parameters, refuses other parameters with `idempotency_error` and a key whose request
+    /// is still running with 409 ("Idempotent requests"). `None` for a key it does not hold.
+    fn known_key(&self, key: Option<&str>, fingerprint: &Fingerprint) -> Option<Handled> {
+        let key = key?;
+        match self.claim(key, fingerprint) {
+            Claim::Fresh => None,
+            Claim::Replay(reply) => Some(Handled {
+                reply,
+                replayed: true,
+                delivery: Delivery::Now,
+                events: Vec::new(),
+            }),
+            Claim::Mismatch => Some(Handled::plain(reply::idempotency_mismatch(key))),
+            Claim::InUse => Some(Handled::plain(reply::idempotency_in_use(key))),
+        }
+    }
+
     /// Presents an idempotency key (pruned keys are already forgotten).
     fn claim(&self, key: &str, fingerprint: &Fingerprint) -> Claim {
         match self.keys.get(key) {
@@ -619,7 +638,19 @@ impl Inner {
     /// `POST /v1/payment_intents`.
     fn create(&mut self, config: &ModelConfig, request: &WireRequest<'_>, now_ms: i64) -> Handled {
         let params = parse_form(request.body);
-        // Validation comes before the key: Stripe saves nothing for a request that fails it.
+        let key = match idempotency_key(request.idempotency_key) {
+            Ok(key) => key,
+            Err(reply) => return Handled::plain(reply),
+        };
+        let fingerprint = Fingerprint {
+            route: "POST /v1/payment_intents".to_owned(),
+            params: params.clone(),
+        };
+        if let Some(answer) = self.known_key(key.as_deref(), &fingerprint) {
+            return answer;
+        }
+        // Validation comes before a new key is saved: Stripe saves nothing for a request that
+        // fails it.
         let create = match CreateParams::from_params(&params) {
             Ok(create) => create,
             Err(reply) => return Handled::plain(reply),
@@ -631,14 +662,6 @@ impl Inner {
                 return Handled::plain(crate::reply::amount_too_small(minimum, &create.currency));
             }
         }
-        let key = match idempotency_key(request.idempotency_key) {
-            Ok(key) => key,
-            Err(reply) => return Handled::plain(reply),
-        };
-        let fingerprint = Fingerprint {
-            route: "POST /v1/payment_intents".to_owned(),
-            params,
-        };
         let creation_key = key.clone();
         self.idempotent(key, fingerprint, now_ms, |model| {
             model.run_create(config, create, creation_key, now_ms)
@@ -933,18 +956,22 @@ impl Inner {
         now_ms: i64,
     ) -> Handled {
         let params = parse_form(request.body);
-        // Validation comes before the key: Stripe saves nothing for a request that fails it.
-        let refund = match RefundParams::from_params(&params) {
-            Ok(refund) => refund,
-            Err(reply) => return Handled::plain(reply),
-        };
         let key = match idempotency_key(request.idempotency_key) {
             Ok(key) => key,
             Err(reply) => return Handled::plain(reply),
         };
         let fingerprint = Fingerprint {
             route: "POST /v1/refunds".to_owned(),
-            params,
+            params: params.clone(),
+        };
+        if let Some(answer) = self.known_key(key.as_deref(), &fingerprint) {
+            return answer;
+        }
+        // Validation comes before a new key is saved: Stripe saves nothing for a request that
+        // fails it.
+        let refund = match RefundParams::from_params(&params) {
+            Ok(refund) => refund,
+            Err(reply) => return Handled::plain(reply),
         };
         let creation_key = key.clone();
         self.idempotent(key, fingerprint, now_ms, |model| {
@@ -1586,10 +1613,8 @@ mod tests {
             assert!(model.begin_in_flight("held"));
             // WHEN an invalid request comes with it
             let refused = post(&model, INTENTS, body, Some("held"), T0);
-            // THEN it is refused for its parameters, not with 409: the key was never looked at
-            assert_eq!(refused.status, 400, "{body}");
-            assert_eq!(json(&refused)["error"]["type"], "invalid_request_error");
-            assert_eq!(&error_code(&refused), code, "{body}");
+            // THEN the idempotency layer, in front of the endpoint, answers 409 first
+            assert_eq!(refused.status, 409, "{body}");
             assert!(refused.events.is_empty());
             assert!(model.end_in_flight("held"), "still held, untouched");
             // AND under a free key it stores nothing: a later valid request with the key runs
@@ -2315,11 +2340,14 @@ mod tests {
             assert!(model.begin_in_flight("held"));
             // WHEN an invalid refund comes with it
             let refused = post(&model, REFUNDS, body, Some("held"), T0);
-            // THEN it is refused for its parameters, not with 409
-            assert_eq!(refused.status, 400, "{body}");
-            assert_eq!(json(&refused)["error"]["type"], "invalid_request_error");
-            assert_eq!(error_code(&refused), json!(code), "{body}");
+            // THEN the idempotency layer, in front of the endpoint, answers 409 first
+            assert_eq!(refused.status, 409, "{body}");
             assert!(refused.events.is_empty());
+            // AND under a fresh key it is refused for its parameters
+            let fresh = post(&model, REFUNDS, body, Some(&format!("fresh-{body}")), T0);
+            assert_eq!(fresh.status, 400, "{body}");
+            assert_eq!(json(&fresh)["error"]["type"], "invalid_request_error");
+            assert_eq!(error_code(&fresh), json!(code), "{body}");
             assert!(model.end_in_flight("held"), "still held, untouched");
             // AND under a free key nothing is stored: a valid refund with the key then runs
             let key = format!("k-{body}");

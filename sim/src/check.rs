@@ -242,7 +242,10 @@ pub async fn check(store: &FaultyStore, observed: &Observed, ledger: &[FakeCharg
             Some(Answer::Pending(id)) => violations.push(format!(
                 "invariant 3: key {user}/{key} still answers processing for {id} after settling"
             )),
-            _ => {}
+            Some(other) => violations.push(format!(
+                "invariant 4: key {user}/{key} named an attempt, yet after settling it answers {other:?}"
+            )),
+            None => {}
         }
         // A 503 promised nothing was charged under that attempt.
         if history.answers.last() == Some(&Answer::Unavailable) {
@@ -263,7 +266,15 @@ pub async fn check(store: &FaultyStore, observed: &Observed, ledger: &[FakeCharg
         }
     }
 
-    // 5. Each webhook event moved a payment at most once.
+    // 5. Each webhook event is marked processed at most once (with its effect, or as changing
+    // nothing), and moves a payment at most once.
+    for (event_id, times) in store.event_marks() {
+        if times > 1 {
+            violations.push(format!(
+                "invariant 5: event {event_id} was processed {times} times"
+            ));
+        }
+    }
     for ((event_id, payment_id), times) in &observed.applied_events {
         if *times > 1 {
             violations.push(format!(

@@ -20,6 +20,7 @@ use payonce::ports::{
     SettleOutcome,
 };
 use payonce_fake_psp::model::{Delivery, ModelEvent, StripeModel, WireRequest};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -35,6 +36,7 @@ pub struct FaultyStore {
     payments: MemoryPaymentStore,
     records: MemoryIdempotencyStore,
     begun: Arc<Mutex<Vec<Payment>>>,
+    marks: Arc<Mutex<BTreeMap<String, u32>>>,
 }
 
 /// Whether a store call writes (only writes can conflict).
@@ -53,7 +55,27 @@ impl FaultyStore {
             payments,
             records,
             begun: Arc::default(),
+            marks: Arc::default(),
         }
+    }
+
+    /// Per webhook event id: how many times a write marked it processed (its effect applied in
+    /// the same transaction, or recorded as changing nothing), counting writes whose invocation
+    /// died right after.
+    pub fn event_marks(&self) -> BTreeMap<String, u32> {
+        self.marks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn mark(&self, event: &EventMark) {
+        *self
+            .marks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(event.event_id.clone())
+            .or_insert(0) += 1;
     }
 
     /// The store without faults (for the checker).
@@ -214,12 +236,18 @@ impl ChargeStore for FaultyStore {
             .payments
             .settle(payment, transition, retention, event)
             .await;
+        if let (Some(event), Ok(SettleOutcome::Settled(_))) = (event, &result) {
+            self.mark(event);
+        }
         self.after("settle", result).await
     }
 
     async fn record_event(&self, event: &EventMark) -> Result<bool, StoreError> {
         self.before("record_event", Access::Write).await?;
         let result = self.payments.record_event(event).await;
+        if matches!(result, Ok(true)) {
+            self.mark(event);
+        }
         self.after("record_event", result).await
     }
 }

@@ -178,7 +178,9 @@ async fn simulate(schedule: &Schedule) -> Outcome {
         stuck.push("liveness: a shopper was still waiting a week after starting".to_owned());
     }
 
-    // The faults stop; the system gets its bound to settle; then every shopper looks once more.
+    // Reconcile and the webhooks run under faults for another hour; then the faults stop, the
+    // system gets its bound to settle, and every shopper looks once more.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
     world.stop_faults();
     world.trace("faults stop".to_owned());
     tokio::time::sleep(SETTLE_FOR).await;

@@ -4,9 +4,9 @@ use payonce::idempotency::IdempotencyStore;
 use payonce::ports::{ChargeStore, InflightScan, Psp};
 use payonce::service::reconcile::{ReconcileReport, Reconciler};
 
-/// Time kept back from the invocation's deadline: one attempt may take a lookup, a fence and a
-/// cancel (10 s each at most) and its write.
-const DEADLINE_RESERVE_MS: i64 = 35_000;
+/// Time kept back from the invocation's deadline: one attempt may take a lookup, a fence, a
+/// cancel or a re-sent create with its busy retries, and its write.
+const DEADLINE_RESERVE_MS: i64 = 60_000;
 
 /// Handles one scheduled invocation; the event's content does not matter. With the invocation's
 /// deadline (epoch milliseconds) the run stops taking attempts in time to finish the last one;

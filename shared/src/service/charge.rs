@@ -254,15 +254,16 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     Decision::TakeOver { seen } => {
                         match self.resume(&existing, &seen, deadline_ms).await? {
                             Resumed::Answer(answer) => return Ok(answer),
-                            Resumed::Again(now) => {
-                                record = now;
-                                if record.is_none() {
-                                    order = self
-                                        .store
-                                        .load_for_charge(&record_key, &request.order_id)
-                                        .await?
-                                        .1;
-                                }
+                            Resumed::Again(Some(now)) => {
+                                record = Some(now);
+                                continue;
+                            }
+                            Resumed::Again(None) => {
+                                // Gone, or raced: read the key and the order afresh.
+                                (record, order) = self
+                                    .store
+                                    .load_for_charge(&record_key, &request.order_id)
+                                    .await?;
                                 continue;
                             }
                         }

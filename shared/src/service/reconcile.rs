@@ -368,6 +368,15 @@ impl<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I
         if lease.until_ms > now_ms {
             return Ok(LeaseTaken::HeldByOthers);
         }
+        // A lease given back after a call that never connected stays given back while reconcile
+        // only looks the attempt up: taking it would make it a lapsed lease, and the client's
+        // retry would then have to assume an earlier call reached the PSP. Only a fence (past
+        // `abandon_after`) needs it held.
+        if lease.was_released()
+            && now_ms - payment.created_at_ms <= duration_ms(self.config.abandon_after)
+        {
+            return Ok(LeaseTaken::NoneNeeded);
+        }
         let ours = Lease {
             token: LeaseToken::generate(),
             until_ms: now_ms + duration_ms(self.config.lease),

@@ -325,6 +325,10 @@ fn lookup_of(intent: PaymentIntent) -> PspLookup {
         "canceled" => PspLookup::Canceled {
             provider_payment_id: intent.id,
         },
+        // payonce creates with `confirm=true`, so an unconfirmed intent under its key can only
+        // be a fence whose cancel did not happen: as if nothing were found, which fences again
+        // (the PSP replays the fence's intent) and then cancels it.
+        "requires_confirmation" => PspLookup::NotFound,
         _ => PspLookup::Pending {
             provider_payment_id: intent.id,
         },
