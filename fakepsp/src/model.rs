@@ -1617,9 +1617,13 @@ mod tests {
             assert_eq!(refused.status, 409, "{body}");
             assert!(refused.events.is_empty());
             assert!(model.end_in_flight("held"), "still held, untouched");
-            // AND under a free key it stores nothing: a later valid request with the key runs
+            // AND under a free key it is refused for its parameters and stores nothing: a later
+            // valid request with the key runs
             let key = format!("k-{body}");
-            assert_eq!(post(&model, INTENTS, body, Some(&key), T0).status, 400);
+            let fresh = post(&model, INTENTS, body, Some(&key), T0);
+            assert_eq!(fresh.status, 400, "{body}");
+            assert_eq!(json(&fresh)["error"]["type"], "invalid_request_error");
+            assert_eq!(&error_code(&fresh), code, "{body}");
             let ok = post(
                 &model,
                 INTENTS,
