@@ -662,7 +662,58 @@ pub async fn conflicts_within_the_adapters_retries_are_absorbed_and_write_once<
     );
 }
 
+pub async fn resume_of_an_attempt_settled_since_it_was_read_reserves_nothing<
+    H: PaymentStoreHarness,
+>(
+    h: H,
+) {
+    // GIVEN an attempt released unsent, read by a retry while still processing ...
+    let first = begun(&h, "settled-meanwhile").await;
+    h.payments()
+        .release_unsent(&first.payment, &first.claim.lease_token)
+        .await
+        .unwrap();
+    let read = payment_now(&h, &first.payment.payment_id).await;
+    assert_eq!(read.status, PaymentStatus::Processing);
+    // ... and then settled by a webhook (found by the simulation, seed 30965: the retry
+    // reserved the order again for a failed attempt, and the order stayed processing for ever)
+    h.payments()
+        .settle(
+            &read,
+            &transition(&read, &declined("pi_late")),
+            RETENTION,
+            None,
+        )
+        .await
+        .unwrap();
+    let record_before = live_record(&h, &first.claim.key).await;
+    let order_before = order_now(&h, &first.order.order_id).await;
+    assert_eq!(order_before.payment_state, OrderPaymentState::Unpaid);
+
+    // WHEN the retry resumes the attempt as it read it
+    let outcome = h
+        .payments()
+        .resume_attempt(
+            &first.claim.key,
+            &first.claim.lease_token,
+            &fresh_lease(&h),
+            &read,
+        )
+        .await
+        .unwrap();
+
+    // THEN it is told to decide again, and nothing was written: the order stays free
+    assert_eq!(outcome, ResumeOutcome::KeyMoved(None), "{}", H::NAME);
+    assert_eq!(order_now(&h, &first.order.order_id).await, order_before);
+    assert_eq!(live_record(&h, &first.claim.key).await, record_before);
+    assert_eq!(
+        payment_now(&h, &first.payment.payment_id).await.status,
+        PaymentStatus::Failed
+    );
+}
+
 store_suite!(
+    resume_of_an_attempt_settled_since_it_was_read_reserves_nothing,
     begin_attempt_writes_the_record_the_order_and_the_payment,
     a_second_begin_with_the_same_key_is_key_taken_and_changes_nothing,
     another_key_on_a_reserved_order_is_order_changed,

@@ -925,6 +925,8 @@ impl ChargeStore for DynamoPaymentStore {
             )?,
         ];
         let mut items = items;
+        // The attempt must still be processing: a webhook or reconcile that settled it since it
+        // was read has released (or paid) the order, which must not be reserved again for it.
         if payment.psp_maybe_reached {
             // The lapsed holder may have called the PSP: from now on a call that cannot connect
             // proves nothing.
@@ -932,10 +934,15 @@ impl ChargeStore for DynamoPaymentStore {
                 &self.tables.payments,
                 &payment_pk(&payment.payment_id),
                 "SET #psp_maybe_reached = :yes",
-                "attribute_exists(#pk)",
-                &[MAYBE_REACHED, PK],
-                vec![(":yes", AttributeValue::Bool(true))],
+                "#status = :processing",
+                &[MAYBE_REACHED, "status"],
+                vec![
+                    (":yes", AttributeValue::Bool(true)),
+                    (":processing", s(PaymentStatus::Processing.as_str())),
+                ],
             )?);
+        } else {
+            items.push(payment_unchanged(&self.tables.payments, payment)?);
         }
         match self.transact("resume_attempt", items).await {
             Ok(()) => Ok(ResumeOutcome::Resumed),
@@ -945,6 +952,10 @@ impl ChargeStore for DynamoPaymentStore {
                     return Ok(ResumeOutcome::KeyMoved(
                         r.item.as_ref().map(record_from_item).transpose()?,
                     ));
+                }
+                if reasons.get(2).is_some_and(Reason::condition_failed) {
+                    // Settled meanwhile: decide again on what is stored now.
+                    return Ok(ResumeOutcome::KeyMoved(None));
                 }
                 if let Some(r) = reasons.get(1).filter(|r| r.condition_failed()) {
                     return Ok(ResumeOutcome::OrderChanged(

@@ -423,6 +423,16 @@ impl ChargeStore for MemoryPaymentStore {
         {
             return Ok(ResumeOutcome::KeyMoved(current.cloned()));
         }
+        // The attempt must still be processing: a webhook or reconcile that settled it since it
+        // was read has released (or paid) the order, which must not be reserved again for it.
+        let still_processing = tables
+            .payments
+            .payments
+            .get(&payment.payment_id)
+            .is_some_and(|stored| stored.payment.status == PaymentStatus::Processing);
+        if !still_processing {
+            return Ok(ResumeOutcome::KeyMoved(None));
+        }
         let order = tables.payments.orders.get(&payment.order_id);
         let reservable = order.is_some_and(|order| {
             let ours = order.payment_state == OrderPaymentState::Processing
