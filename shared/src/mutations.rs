@@ -13,15 +13,18 @@ pub enum Mutation {
     /// A validation 400 that does not name the payment method is an unknown outcome, and a
     /// fence refused by validation proves nothing.
     RefusalIsUnknown,
+    /// The embedded store forgets which webhook events it processed (no dedup).
+    ForgetWebhookEvents,
 }
 
 #[cfg(feature = "faults")]
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 3] = [
+    pub const ALL: [Mutation; 4] = [
         Self::ReleaseOnAnyNotSent,
         Self::FenceWithConfirmOnlyParameter,
         Self::RefusalIsUnknown,
+        Self::ForgetWebhookEvents,
     ];
 
     /// The name used on the command line.
@@ -30,6 +33,7 @@ impl Mutation {
             Self::ReleaseOnAnyNotSent => "release-on-any-not-sent",
             Self::FenceWithConfirmOnlyParameter => "fence-with-confirm-only-parameter",
             Self::RefusalIsUnknown => "refusal-is-unknown",
+            Self::ForgetWebhookEvents => "forget-webhook-events",
         }
     }
 
