@@ -77,6 +77,9 @@ pub struct Observed {
     pub applied_events: BTreeMap<(String, String), u32>,
     /// Payment requests sent.
     pub requests: usize,
+    /// 503 answers ("nothing was charged") given while the PSP already held a capture for the
+    /// key's attempt: (user, key, payment id).
+    pub false_unavailable: Vec<(String, String, String)>,
 }
 
 impl Observed {
@@ -264,6 +267,12 @@ pub async fn check(store: &FaultyStore, observed: &Observed, ledger: &[FakeCharg
                 }
             }
         }
+    }
+
+    for (user, key, payment_id) in &observed.false_unavailable {
+        violations.push(format!(
+            "invariant 4: key {user}/{key} was told nothing was charged while payment {payment_id} was captured"
+        ));
     }
 
     // 5. Each webhook event is marked processed at most once (with its effect, or as changing

@@ -478,6 +478,27 @@ async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> An
     system
         .world
         .trace(format!("pay {user} {key} -> {answer:?}"));
+    if answer == Answer::Unavailable {
+        // A 503 promises that nothing was charged under the key's attempt: hold it to that now.
+        let record = format!("#{user}#{key}");
+        let attempt = system
+            .store
+            .begun()
+            .into_iter()
+            .find(|p| p.idempotency_pk.ends_with(&record));
+        if let Some(payment) = attempt {
+            let captured = system.model.charges().iter().any(|c| {
+                c.status == "succeeded" && c.metadata.get("payment_id") == Some(&payment.payment_id)
+            });
+            if captured {
+                lock(&system.observed).false_unavailable.push((
+                    user.to_owned(),
+                    key.to_owned(),
+                    payment.payment_id,
+                ));
+            }
+        }
+    }
     answer
 }
 
