@@ -311,37 +311,20 @@ async fn shopper(system: Arc<System>, index: u32) {
     let mut key = new_key();
     let mut earlier: Vec<(String, PayRequest)> = Vec::new();
     for _ in 0..14 {
-        if world.chance(0.15) {
-            // A double click: the same request twice at once.
-            let twin = tokio::spawn({
-                let (system, user, key, request) =
-                    (system.clone(), user.clone(), key.clone(), request.clone());
-                async move {
-                    let answer = pay(&system, &user, &key, &request).await;
-                    lock(&system.observed).record(&user, &key, &request, answer, false);
-                }
-            });
-            let answer = pay(&system, &user, &key, &request).await;
-            lock(&system.observed).record(&user, &key, &request, answer.clone(), false);
-            let _ = twin.await;
-            if !react(
-                &system,
-                &world,
-                &user,
-                answer,
-                &mut request,
-                &mut key,
-                &mut earlier,
-                &mut new_key,
-            )
-            .await
-            {
-                break;
-            }
-            continue;
-        }
+        // Now and then a double click: the same request twice at once.
+        let twin = world.chance(0.15).then(|| {
+            let (system, user, key, request) =
+                (system.clone(), user.clone(), key.clone(), request.clone());
+            tokio::spawn(async move {
+                let answer = pay(&system, &user, &key, &request).await;
+                lock(&system.observed).record(&user, &key, &request, answer, false);
+            })
+        });
         let answer = pay(&system, &user, &key, &request).await;
         lock(&system.observed).record(&user, &key, &request, answer.clone(), false);
+        if let Some(twin) = twin {
+            let _ = twin.await;
+        }
         if !react(
             &system,
             &world,
