@@ -81,9 +81,10 @@ def main():
         wait_port(psp_port, "the fake PSP", fake, 30)
 
         # Build the functions first: `cargo lambda watch` compiles on the first invoke, and that
-        # time would count against the invocation's deadline.
-        subprocess.run(["cargo", "build", "--locked", "-p", "payonce-orders", "-p", "payonce-charge", "-p", "payonce-webhook",
-                        "-p", "payonce-reconcile", "-p", "payonce-cleanup", "--bins"], cwd=ROOT, check=True)
+        # time would count against the invocation's deadline. It builds from the workspace root,
+        # so the build here selects the same packages (the default members) and so the same
+        # features, or the watch would compile everything again.
+        subprocess.run(["cargo", "build", "--locked", "--bins"], cwd=ROOT, check=True)
         invoke_port = free_port()
         env = dict(os.environ,
                    IDEMPOTENCY_TABLE=tables["idempotency"], PAYMENTS_TABLE=tables["payments"],
