@@ -13,8 +13,10 @@ use payonce::adapters::dynamodb::{
 use payonce::adapters::psp::StripeWebhooks;
 use payonce::adapters::psp::{StripeConfig, StripePsp};
 use payonce::clock::{Clock, ManualClock};
-use payonce::domain::{Currency, LineItem, Order, OrderPaymentState};
-use payonce::idempotency::{Idempotency, IdempotencyConfig};
+use payonce::domain::{Currency, LineItem, Order, OrderPaymentState, PaymentView};
+use payonce::idempotency::{
+    Idempotency, IdempotencyConfig, IdempotencyRecord, IdempotencyStore, RecordKey, RecordState,
+};
 use payonce::ports::{OrderStore, Psp};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{ProcessorConfig, Providers, WebhookProcessor};
@@ -111,6 +113,17 @@ impl PaymentStack {
             self.charge.psp().clone(),
             config,
         )
+    }
+
+    /// The charge record of `key` for `user`, as stored.
+    pub async fn charge_record(&self, user: &str, key: &str) -> IdempotencyRecord {
+        self.records()
+            .get(&RecordKey::from_stored(format!(
+                "payments.create#{user}#{key}"
+            )))
+            .await
+            .expect("read the record")
+            .unwrap_or_else(|| panic!("no record for {key}"))
     }
 
     /// The idempotency store on this stack's table and clock (uncounted client).
@@ -403,4 +416,14 @@ pub fn api_event(
         "isBase64Encoded": false,
     });
     lambda_http::request::from_str(&event.to_string()).expect("a valid API Gateway v2 event")
+}
+
+/// The payment view a COMPLETED record stores.
+pub fn completed_view(record: &IdempotencyRecord) -> PaymentView {
+    match &record.state {
+        RecordState::Completed { result } => {
+            serde_json::from_str(result).expect("the stored result is a payment view")
+        }
+        other => panic!("expected a COMPLETED record, got {other:?}"),
+    }
 }

@@ -1,14 +1,13 @@
 //! Reconcile settles what webhooks and handlers left behind, exactly once.
 
 use payonce::clock::Clock;
-use payonce::domain::{FailureKind, Payment, PaymentStatus, PaymentView};
-use payonce::idempotency::{IdempotencyRecord, IdempotencyStore, RecordKey, RecordState};
+use payonce::domain::{FailureKind, Payment, PaymentStatus};
 use payonce::ports::{ChargeRequest, ChargeStore, Psp, PspOutcome};
 use payonce::service::reconcile::{ReconcileConfig, Reconciled};
 use payonce::service::webhooks::{Processed, QueuedEvent};
 use payonce::service::{CrashPoint, EventApplied};
 use payonce_fake_psp::FakePspConfig;
-use payonce_tests::stack::{api_event, stripe_for, PaymentStack};
+use payonce_tests::stack::{api_event, completed_view, stripe_for, PaymentStack};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -297,28 +296,6 @@ async fn reconcile_racing_a_webhook_makes_one_transition() {
     }
 }
 
-/// The charge record of `key` for alice, as stored.
-async fn charge_record(stack: &PaymentStack, key: &str) -> IdempotencyRecord {
-    stack
-        .records()
-        .get(&RecordKey::from_stored(format!(
-            "payments.create#alice#{key}"
-        )))
-        .await
-        .expect("read the record")
-        .unwrap_or_else(|| panic!("no record for {key}"))
-}
-
-/// The payment view a COMPLETED record stores.
-fn completed_view(record: &IdempotencyRecord) -> PaymentView {
-    match &record.state {
-        RecordState::Completed { result } => {
-            serde_json::from_str(result).expect("the stored result is a payment view")
-        }
-        other => panic!("expected a COMPLETED record, got {other:?}"),
-    }
-}
-
 async fn payment(stack: &PaymentStack, payment_id: &str) -> Payment {
     stack
         .charge
@@ -339,7 +316,7 @@ async fn a_fenced_key_the_strict_psp_never_saw_is_abandoned_and_its_intent_cance
         .pay("alice", "key-fence", pay_body(&order, "pm_card_visa"))
         .await;
     assert_eq!(crashed.status, 500);
-    let payment_id = charge_record(&stack, "key-fence").await.attempt_id;
+    let payment_id = stack.charge_record("alice", "key-fence").await.attempt_id;
     stack.clock.advance(Duration::from_secs(21 * 60));
     assert_eq!(stack.psp.requests_seen(), 0);
 
@@ -372,7 +349,7 @@ async fn a_fenced_key_the_strict_psp_never_saw_is_abandoned_and_its_intent_cance
     assert_eq!(order_item["payment_state"], "S(\"unpaid\")");
     assert!(!order_item.contains_key("payment_id"), "{order_item:?}");
     // AND the key is COMPLETED with the failed payment
-    let record = charge_record(&stack, "key-fence").await;
+    let record = stack.charge_record("alice", "key-fence").await;
     assert_eq!(record.lease(), None);
     assert_eq!(completed_view(&record).status, PaymentStatus::Failed);
     // AND the PSP's ledger holds only the fence's intent under the attempt's key, canceled
@@ -497,7 +474,7 @@ async fn an_attempt_older_than_the_fence_window_that_the_psp_cannot_find_is_not_
     stack
         .pay("alice", "key-old", pay_body(&order, "pm_card_visa"))
         .await;
-    let payment_id = charge_record(&stack, "key-old").await.attempt_id;
+    let payment_id = stack.charge_record("alice", "key-old").await.attempt_id;
     stack.clock.advance(Duration::from_secs(23 * 3600 + 60));
 
     // WHEN reconcile runs
@@ -549,7 +526,11 @@ async fn released_then_edited(stack: &PaymentStack) -> (String, Payment) {
         "{}",
         unsent.body
     );
-    let attempt = payment(stack, &charge_record(stack, "key-v1").await.attempt_id).await;
+    let attempt = payment(
+        stack,
+        &stack.charge_record("alice", "key-v1").await.attempt_id,
+    )
+    .await;
     assert_eq!(attempt.status, PaymentStatus::Processing);
     let patch = json!({"version": 1, "items": [{"sku": "A1", "quantity": 3, "unit_amount": 1500}]});
     let revised = stack

@@ -3,11 +3,10 @@
 use async_trait::async_trait;
 use payonce::adapters::faults::Faults;
 use payonce::domain::{Currency, FailureKind, PaymentStatus, PaymentView};
-use payonce::idempotency::{IdempotencyRecord, IdempotencyStore, RecordKey, RecordState};
 use payonce::ports::{ChargeRequest, ChargeStore, Fence, Psp, PspError, PspLookup, PspOutcome};
 use payonce::service::reconcile::ReconcileConfig;
 use payonce::service::{ChargeService, CrashPoint};
-use payonce_tests::stack::{stripe_for, PaymentStack};
+use payonce_tests::stack::{completed_view, stripe_for, PaymentStack};
 use serde_json::json;
 use std::time::Duration;
 
@@ -563,28 +562,6 @@ async fn a_stale_order_version_is_409_and_the_current_one_pays() {
     assert_eq!(stack.psp.charges()[0].amount, 4500);
 }
 
-/// The charge record of `key` for `user`, as stored.
-async fn charge_record(stack: &PaymentStack, user: &str, key: &str) -> IdempotencyRecord {
-    stack
-        .records()
-        .get(&RecordKey::from_stored(format!(
-            "payments.create#{user}#{key}"
-        )))
-        .await
-        .expect("read the record")
-        .unwrap_or_else(|| panic!("no record for {key}"))
-}
-
-/// The payment view a COMPLETED record stores.
-fn completed_view(record: &IdempotencyRecord) -> PaymentView {
-    match &record.state {
-        RecordState::Completed { result } => {
-            serde_json::from_str(result).expect("the stored result is a payment view")
-        }
-        other => panic!("expected a COMPLETED record, got {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn a_takeover_that_cannot_reach_the_psp_after_the_holder_charged_keeps_the_order_reserved() {
     let stack = PaymentStack::start().await;
@@ -643,7 +620,7 @@ async fn a_takeover_that_cannot_reach_the_psp_after_the_holder_charged_keeps_the
         "Bool(true)"
     );
     // AND the key remembers the attempt as processing (so a replay never re-sends)
-    let record = charge_record(&stack, "alice", "key-cut-off").await;
+    let record = stack.charge_record("alice", "key-cut-off").await;
     assert_eq!(record.attempt_id, payment_id);
     assert_eq!(completed_view(&record).status, PaymentStatus::Processing);
 
@@ -761,7 +738,7 @@ async fn a_psp_refusal_of_the_amount_fails_the_payment_and_releases_the_order() 
     assert_eq!(order_item["payment_state"], "S(\"unpaid\")");
     assert!(!order_item.contains_key("payment_id"), "{order_item:?}");
     // AND the record is COMPLETED with the failed payment, and the PSP charged nothing
-    let record = charge_record(&stack, "alice", "key-too-small").await;
+    let record = stack.charge_record("alice", "key-too-small").await;
     assert_eq!(completed_view(&record).status, PaymentStatus::Failed);
     assert!(stack.psp.charges().is_empty(), "{:?}", stack.psp.charges());
     assert_eq!(stack.psp.requests_seen(), 1);
@@ -846,7 +823,7 @@ async fn transaction_conflicts_on_the_completion_write_are_retried_and_the_clien
         assert!(!faults.take_conflict(), "{conflicts} conflicts: some left");
         let payment_id = reply.json["payment_id"].as_str().unwrap().to_owned();
         // AND the record is COMPLETED with the succeeded payment, its lease cleared
-        let record = charge_record(&stack, "alice", "key-conflicts").await;
+        let record = stack.charge_record("alice", "key-conflicts").await;
         assert_eq!(record.lease(), None);
         assert_eq!(
             completed_view(&record),
