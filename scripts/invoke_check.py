@@ -91,7 +91,7 @@ def main():
                    AWS_ENDPOINT_URL_DYNAMODB=ddb_endpoint, AWS_ENDPOINT_URL_SQS=sqs_endpoint,
                    STRIPE_API_BASE=f"http://127.0.0.1:{psp_port}", STRIPE_API_KEY=FAKE_API_KEY,
                    STRIPE_WEBHOOK_SECRETS=WEBHOOK_SECRET, WEBHOOK_QUEUE_URL=queue_url,
-                   RECONCILE_MIN_AGE_MS="0", RUST_LOG="warn,payonce_charge=debug")
+                   RECONCILE_MIN_AGE_MS="0", RUST_LOG="warn,payonce_charge=debug,payonce_refund=debug")
         log = open(os.path.join(ROOT, ".cache", "logs", "cargo-lambda-watch.log"), "w")
         watch = subprocess.Popen(["cargo", "lambda", "watch", "--invoke-address", "127.0.0.1", "--invoke-port", str(invoke_port),
                                   "--ignore-changes", "--timeout", "60"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -151,6 +151,39 @@ def main():
               and r.get("headers", {}).get("idempotent-replayed") == "true", r)
         r = invoke("charge", "payments-get.json", with_ids(payment_id=payment_id))
         check("charge: GET /payments/{id} -> 200", r.get("statusCode") == 200 and (body(r) or {}).get("payment_id") == payment_id, r)
+
+        # Refunds: the sample is a staff token's event (API Gateway put the `payments:refund`
+        # scope in requestContext.authorizer.jwt.scopes).
+        r = invoke("refund", "refunds-create.json", with_ids(payment_id=payment_id))
+        refund = body(r) or {}
+        check("refund: POST /payments/{id}/refunds -> 201 succeeded", r.get("statusCode") == 201
+              and refund.get("status") == "succeeded" and refund.get("amount") == 1500
+              and refund.get("payment_id") == payment_id and (refund.get("provider_refund_id") or "").startswith("re_")
+              and "x-request-id" in r.get("headers", {}), r)
+        r = invoke("refund", "refunds-create.json", with_ids(payment_id=payment_id))
+        check("refund: replay -> 201 Idempotent-Replayed", r.get("statusCode") == 201
+              and (body(r) or {}).get("refund_id") == refund.get("refund_id")
+              and r.get("headers", {}).get("idempotent-replayed") == "true", r)
+
+        def without_scope(event):
+            event = with_ids(payment_id=payment_id)(event)
+            event["requestContext"]["authorizer"]["jwt"]["scopes"] = None
+            del event["requestContext"]["authorizer"]["jwt"]["claims"]["scope"]
+            return event
+        r = invoke("refund", "refunds-create.json", without_scope)
+        check("refund: a token without payments:refund -> 403 insufficient-scope", r.get("statusCode") == 403
+              and (body(r) or {}).get("type") == "/problems/insufficient-scope", r)
+
+        def staff_get(event):
+            event = with_ids(payment_id=payment_id)(event)
+            event["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = "staff_example"
+            event["requestContext"]["authorizer"]["jwt"]["scopes"] = ["payments:refund"]
+            return event
+        r = invoke("charge", "payments-get.json", staff_get)
+        details = body(r) or {}
+        check("charge: GET /payments/{id} with payments:refund -> partially_refunded with its refund", r.get("statusCode") == 200
+              and details.get("status") == "partially_refunded" and details.get("amount_refunded") == 1500
+              and [x.get("refund_id") for x in details.get("refunds", [])] == [refund.get("refund_id")], r)
 
         r = invoke("webhook-receiver", "webhook-stripe.json")
         check("webhook-receiver: the static sample's stale signature -> 401", r.get("statusCode") == 401, r)

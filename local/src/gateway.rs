@@ -1,12 +1,14 @@
 //! The sandbox plays API Gateway (HTTP API, payload 2.0): it turns an HTTP request into the
 //! event Lambda would deliver — verified JWT claims in `requestContext.authorizer.jwt.claims`,
-//! a deadline in the Lambda context — and the handler's response back into HTTP.
+//! the token's scopes in `requestContext.authorizer.jwt.scopes`, a deadline in the Lambda
+//! context — and the handler's response back into HTTP.
 
 use axum::body::Bytes;
 use axum::http::request::Parts;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use lambda_http::{Body, RequestExt};
+use payonce::http::{with_request_id, Problem, ProblemType};
 use serde_json::{json, Map, Value};
 
 /// The API Gateway v2 event for `parts` + `body`, with `claims` from a verified token.
@@ -40,7 +42,7 @@ pub fn lambda_request(
     });
     if let Some(claims) = claims {
         // API Gateway passes every claim on as a string.
-        let claims: Map<String, Value> = claims
+        let strings: Map<String, Value> = claims
             .iter()
             .map(|(k, v)| {
                 (
@@ -49,7 +51,14 @@ pub fn lambda_request(
                 )
             })
             .collect();
-        context["authorizer"] = json!({"jwt": {"claims": claims, "scopes": null}});
+        // The scopes from the `scope` (or `scp`) claim, split on spaces; none: null, as there.
+        let scopes = crate::jwt::scopes(claims);
+        let scopes = if scopes.is_empty() {
+            Value::Null
+        } else {
+            json!(scopes)
+        };
+        context["authorizer"] = json!({"jwt": {"claims": strings, "scopes": scopes}});
     }
     let (body, encoded) = match std::str::from_utf8(body) {
         Ok(text) => (text.to_owned(), false),
@@ -98,6 +107,22 @@ pub fn gateway_answer(status: u16, message: &str, request_id: &str) -> axum::res
         "content-type",
         axum::http::HeaderValue::from_static("application/json"),
     );
+    if let Ok(id) = axum::http::HeaderValue::from_str(request_id) {
+        out.headers_mut().insert("apigw-requestid", id);
+    }
+    out
+}
+
+/// API Gateway's refusal of a route whose `AuthorizationScopes` the token lacks, before any
+/// function runs. API Gateway's own 403 is `{"message":"Forbidden"}`; the sandbox answers in
+/// payonce's problem+json (`insufficient-scope`, what the function itself answers such a
+/// token), with `x-request-id`.
+pub fn insufficient_scope(scope: &str, request_id: &str) -> axum::response::Response {
+    let problem = Problem::new(
+        ProblemType::InsufficientScope,
+        format!("this route needs a token with the {scope} scope"),
+    );
+    let mut out = http_response(with_request_id(problem.into_response(), request_id));
     if let Ok(id) = axum::http::HeaderValue::from_str(request_id) {
         out.headers_mut().insert("apigw-requestid", id);
     }

@@ -28,10 +28,15 @@ fn mac(secret: &str) -> Hmac<Sha256> {
         .unwrap_or_else(|_| unreachable!("HMAC takes any key"))
 }
 
-/// A token for `sub`, valid for `ttl_s` seconds from `now_s`.
-pub fn sign(secret: &str, sub: &str, now_s: i64, ttl_s: i64) -> String {
+/// A token for `sub`, valid for `ttl_s` seconds from `now_s`, with the OAuth `scopes` (as one
+/// space-separated `scope` claim, omitted when there are none).
+pub fn sign(secret: &str, sub: &str, now_s: i64, ttl_s: i64, scopes: &[String]) -> String {
     let header = URL_SAFE_NO_PAD.encode(json!({"alg": "HS256", "typ": "JWT"}).to_string());
-    let claims = URL_SAFE_NO_PAD.encode(json!({"sub": sub, "iat": now_s, "exp": now_s + ttl_s, "iss": "payonce-local", "aud": "payonce"}).to_string());
+    let mut claims = json!({"sub": sub, "iat": now_s, "exp": now_s + ttl_s, "iss": "payonce-local", "aud": "payonce"});
+    if !scopes.is_empty() {
+        claims["scope"] = Value::String(scopes.join(" "));
+    }
+    let claims = URL_SAFE_NO_PAD.encode(claims.to_string());
     let signing_input = format!("{header}.{claims}");
     let mut mac = mac(secret);
     mac.update(signing_input.as_bytes());
@@ -41,7 +46,24 @@ pub fn sign(secret: &str, sub: &str, now_s: i64, ttl_s: i64) -> String {
     )
 }
 
-/// Verifies `token` and returns its claims as strings (as API Gateway passes them on).
+/// The token's OAuth scopes, as API Gateway's JWT authorizer reads them: the `scope` claim
+/// split on spaces, or else `scp` (a space-separated string or an array of strings).
+pub fn scopes(claims: &Map<String, Value>) -> Vec<String> {
+    let split =
+        |text: &str| -> Vec<String> { text.split_whitespace().map(str::to_owned).collect() };
+    match (claims.get("scope"), claims.get("scp")) {
+        (Some(Value::String(scope)), _) => split(scope),
+        (_, Some(Value::String(scp))) => split(scp),
+        (_, Some(Value::Array(items))) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .flat_map(split)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Verifies `token` and returns its claims (API Gateway passes them on as strings).
 pub fn verify(secret: &str, token: &str, now_s: i64) -> Result<Map<String, Value>, JwtError> {
     let mut parts = token.split('.');
     let (Some(header), Some(claims), Some(signature), None) =
@@ -86,7 +108,7 @@ mod tests {
 
     #[test]
     fn a_signed_token_verifies_and_every_forgery_fails() {
-        let token = sign("secret", "alice", 1_000, 60);
+        let token = sign("secret", "alice", 1_000, 60, &[]);
         assert_eq!(verify("secret", &token, 1_010).unwrap()["sub"], "alice");
         assert_eq!(verify("other", &token, 1_010), Err(JwtError::Signature));
         assert_eq!(verify("secret", &token, 1_061), Err(JwtError::Expired));
@@ -109,5 +131,33 @@ mod tests {
             verify("secret", "not-a-token", 1_010),
             Err(JwtError::Malformed)
         );
+    }
+
+    #[test]
+    fn scopes_come_from_scope_or_scp_as_api_gateway_reads_them() {
+        let staff = sign(
+            "secret",
+            "bob",
+            1_000,
+            60,
+            &["payments:refund".to_owned(), "openid".to_owned()],
+        );
+        let claims = verify("secret", &staff, 1_010).unwrap();
+        assert_eq!(claims["scope"], "payments:refund openid");
+        assert_eq!(scopes(&claims), ["payments:refund", "openid"]);
+        let customer = verify("secret", &sign("secret", "alice", 1_000, 60, &[]), 1_010).unwrap();
+        assert!(customer.get("scope").is_none());
+        assert!(scopes(&customer).is_empty());
+        let scp = |value: Value| {
+            let mut claims = Map::new();
+            claims.insert("scp".into(), value);
+            scopes(&claims)
+        };
+        assert_eq!(scp(json!("a b")), ["a", "b"]);
+        assert_eq!(
+            scp(json!(["payments:refund", "x"])),
+            ["payments:refund", "x"]
+        );
+        assert!(scp(json!(42)).is_empty());
     }
 }

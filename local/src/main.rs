@@ -2,8 +2,11 @@
 //!
 //! ```text
 //! payonce-local [--port 3000] [--psp-port 0] [--dynamodb-endpoint URL|aws] [--sqs-endpoint URL|aws]
-//! payonce-local token <user> [--ttl-seconds 3600]
+//! payonce-local token <user> [--scope SCOPE]... [--ttl-seconds 3600]
 //! ```
+//!
+//! `token` prints an HS256 token for `<user>`; each `--scope` adds an OAuth scope to its
+//! space-separated `scope` claim (`--scope payments:refund` for a token that may refund).
 
 mod gateway;
 mod jwt;
@@ -11,6 +14,9 @@ mod sandbox;
 mod wiring;
 
 use payonce::clock::{Clock, SystemClock};
+
+/// Usage of the `token` command.
+const TOKEN_USAGE: &str = "usage: payonce-local token <user> [--scope SCOPE]... [--ttl-seconds N]";
 
 /// The default HS256 secret (printed at start; override with `PAYONCE_LOCAL_JWT_SECRET`).
 const DEFAULT_JWT_SECRET: &str = "payonce-local-dev-secret";
@@ -26,22 +32,42 @@ fn jwt_secret() -> String {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("token") {
-        let user = args
-            .get(1)
-            .ok_or("usage: payonce-local token <user> [--ttl-seconds N]")?;
-        let ttl = wiring::flag(&args, "--ttl-seconds")
-            .map(|v| v.parse())
-            .transpose()?
-            .unwrap_or(3600);
+        let (user, ttl, scopes) = token_args(&args[1..])?;
         println!(
             "{}",
-            jwt::sign(&jwt_secret(), user, SystemClock.now_s(), ttl)
+            jwt::sign(&jwt_secret(), &user, SystemClock.now_s(), ttl, &scopes)
         );
         return Ok(());
     }
     let options = wiring::Options::parse(&args)?;
     wiring::init_logs();
     wiring::run(options, jwt_secret()).await
+}
+
+/// The `token` command's arguments: the user, the lifetime in seconds (default 3600) and the
+/// scopes (each `--scope` value split on spaces, so `--scope "a b"` is `--scope a --scope b`).
+fn token_args(args: &[String]) -> Result<(String, i64, Vec<String>), String> {
+    let user = match args.first() {
+        Some(user) if !user.starts_with("--") => user.clone(),
+        _ => return Err(TOKEN_USAGE.into()),
+    };
+    let (mut ttl, mut scopes) = (3600, Vec::new());
+    let mut rest = args[1..].iter();
+    while let Some(name) = rest.next() {
+        let value = rest
+            .next()
+            .ok_or_else(|| format!("{name} needs a value; {TOKEN_USAGE}"))?;
+        match name.as_str() {
+            "--ttl-seconds" => {
+                ttl = value
+                    .parse()
+                    .map_err(|_| format!("--ttl-seconds takes a number; {TOKEN_USAGE}"))?;
+            }
+            "--scope" => scopes.extend(value.split_whitespace().map(str::to_owned)),
+            _ => return Err(format!("unknown argument {name}; {TOKEN_USAGE}")),
+        }
+    }
+    Ok((user, ttl, scopes))
 }
 
 /// The demo checkout page the sandbox serves at `/`.
@@ -51,3 +77,42 @@ pub fn sandbox_page() -> &'static str {
 
 /// The browser key manager module, served at `/payonce-keys.js` for the demo page.
 pub const KEY_MANAGER_SCRIPT: &str = include_str!("../../clients/web/payonce-keys.js");
+
+#[cfg(test)]
+mod tests {
+    use super::token_args;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|a| (*a).to_owned()).collect()
+    }
+
+    #[test]
+    fn token_takes_a_user_scopes_and_a_lifetime() {
+        assert_eq!(
+            token_args(&args(&["alice"])).unwrap(),
+            ("alice".into(), 3600, vec![])
+        );
+        assert_eq!(
+            token_args(&args(&[
+                "bob",
+                "--scope",
+                "payments:refund",
+                "--ttl-seconds",
+                "60",
+                "--scope",
+                "openid profile"
+            ]))
+            .unwrap(),
+            (
+                "bob".into(),
+                60,
+                args(&["payments:refund", "openid", "profile"])
+            )
+        );
+        assert!(token_args(&args(&[])).is_err());
+        assert!(token_args(&args(&["--scope", "payments:refund"])).is_err());
+        assert!(token_args(&args(&["bob", "--scope"])).is_err());
+        assert!(token_args(&args(&["bob", "--ttl-seconds", "soon"])).is_err());
+        assert!(token_args(&args(&["bob", "--scopes", "x"])).is_err());
+    }
+}

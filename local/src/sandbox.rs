@@ -1,7 +1,7 @@
 //! The whole system in one process: the same handlers as the Lambdas behind a local API
 //! Gateway, the webhook pipeline (receiver → queue → processor), and the scheduled jobs on timers.
 
-use crate::gateway::{gateway_answer, http_response, lambda_request};
+use crate::gateway::{gateway_answer, http_response, insufficient_scope, lambda_request};
 use crate::jwt;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
@@ -10,14 +10,14 @@ use payonce::adapters::psp::StripePsp;
 use payonce::clock::{Clock, SystemClock};
 use payonce::idempotency::IdempotencyStore;
 use payonce::ports::{
-    ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend,
+    ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend, RefundStore,
 };
 use payonce::service::cleanup::{sweep, CleanupConfig};
 use payonce::service::reconcile::Reconciler;
 use payonce::service::webhooks::{
     QueuedEvent, WebhookProcessor, WebhookReceiver, PROVIDER_ATTRIBUTE,
 };
-use payonce::service::{ChargeService, OrderService};
+use payonce::service::{ChargeService, OrderService, RefundService, REFUND_OAUTH_SCOPE};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 pub const GATEWAY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The charge function's timeout (as in the template), which sets its deadline.
 pub const CHARGE_TIMEOUT_MS: i64 = 25_000;
+/// The refund function's timeout (as in the template).
+pub const REFUND_TIMEOUT_MS: i64 = 25_000;
 /// The other API functions' timeout.
 pub const API_TIMEOUT_MS: i64 = 10_000;
 
@@ -35,6 +37,8 @@ pub struct Sandbox<S, I, Q> {
     pub orders: OrderService<S, I>,
     /// The charge function's service.
     pub charge: ChargeService<S, StripePsp>,
+    /// The refund function's service.
+    pub refund: RefundService<S, StripePsp>,
     /// The webhook receiver.
     pub receiver: WebhookReceiver<Q>,
     /// The webhook processor.
@@ -55,7 +59,7 @@ pub struct Sandbox<S, I, Q> {
 
 impl<S, I, Q> Sandbox<S, I, Q>
 where
-    S: ChargeStore + OrderStore + InflightScan + Clone + 'static,
+    S: ChargeStore + RefundStore + OrderStore + InflightScan + Clone + 'static,
     I: IdempotencyStore + ExpiredSweep + Clone + 'static,
     Q: QueueSend + QueueReceive + Clone + 'static,
 {
@@ -151,17 +155,22 @@ fn sandbox_endpoint<S, I, Q>(
                             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
                 })
                 .unwrap_or("demo-user");
-            let token = jwt::sign(&sandbox.jwt_secret, user, SystemClock.now_s(), 3600);
+            let token = jwt::sign(&sandbox.jwt_secret, user, SystemClock.now_s(), 3600, &[]);
             axum::Json(serde_json::json!({"user": user, "token": token})).into_response()
         }
         _ => gateway_answer(404, "Not Found", "sandbox"),
     }
 }
 
-/// Which function a path belongs to, and whether API Gateway's JWT authorizer guards it.
+/// Which function a request belongs to, and whether API Gateway's JWT authorizer guards it.
 enum Target {
     Orders,
     Charge,
+    /// `POST /payments/{payment_id}/refunds`: the JWT authorizer with
+    /// `AuthorizationScopes: [payments:refund]`.
+    Refund,
+    /// Another method on the refunds path: no route of the API matches it.
+    NoRoute,
     Webhooks,
     Page,
     Script,
@@ -169,8 +178,16 @@ enum Target {
     Unknown,
 }
 
-fn target(path: &str) -> Target {
-    match path.split('/').nth(1).unwrap_or("") {
+fn target(method: &axum::http::Method, path: &str) -> Target {
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    if let ["payments", _, "refunds"] = segments.as_slice() {
+        return if method == axum::http::Method::POST {
+            Target::Refund
+        } else {
+            Target::NoRoute
+        };
+    }
+    match segments.first().copied().unwrap_or("") {
         "orders" => Target::Orders,
         "payments" => Target::Charge,
         "webhooks" => Target::Webhooks,
@@ -183,7 +200,7 @@ fn target(path: &str) -> Target {
 
 async fn route<S, I, Q>(State(sandbox): State<Arc<Sandbox<S, I, Q>>>, request: Request) -> Response
 where
-    S: ChargeStore + OrderStore + InflightScan + Clone + 'static,
+    S: ChargeStore + RefundStore + OrderStore + InflightScan + Clone + 'static,
     I: IdempotencyStore + ExpiredSweep + Clone + 'static,
     Q: QueueSend + QueueReceive + Clone + 'static,
 {
@@ -213,23 +230,30 @@ async fn dispatch<S, I, Q>(
     request_id: &str,
 ) -> Response
 where
-    S: ChargeStore + OrderStore + InflightScan + Clone + 'static,
+    S: ChargeStore + RefundStore + OrderStore + InflightScan + Clone + 'static,
     I: IdempotencyStore + ExpiredSweep + Clone + 'static,
     Q: QueueSend + QueueReceive + Clone + 'static,
 {
     let now = SystemClock;
-    let kind = target(parts.uri.path());
+    let kind = target(&parts.method, parts.uri.path());
     let claims = match kind {
-        Target::Orders | Target::Charge => {
+        Target::Orders | Target::Charge | Target::Refund => {
             let token = parts
                 .headers
                 .get("authorization")
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "));
-            match token.map(|t| jwt::verify(&sandbox.jwt_secret, t, now.now_s())) {
-                Some(Ok(claims)) => Some(claims),
+            let claims = match token.map(|t| jwt::verify(&sandbox.jwt_secret, t, now.now_s())) {
+                Some(Ok(claims)) => claims,
                 _ => return gateway_answer(401, "Unauthorized", request_id),
+            };
+            // The route's AuthorizationScopes: API Gateway refuses a token without them.
+            if matches!(kind, Target::Refund)
+                && !jwt::scopes(&claims).iter().any(|s| s == REFUND_OAUTH_SCOPE)
+            {
+                return insufficient_scope(REFUND_OAUTH_SCOPE, request_id);
             }
+            Some(claims)
         }
         Target::Page => {
             return ([("content-type", "text/html; charset=utf-8")], sandbox.page).into_response();
@@ -242,13 +266,13 @@ where
                 .into_response();
         }
         Target::Sandbox => return sandbox_endpoint(sandbox, parts),
-        Target::Unknown => return gateway_answer(404, "Not Found", request_id),
+        Target::Unknown | Target::NoRoute => return gateway_answer(404, "Not Found", request_id),
         Target::Webhooks => None,
     };
-    let timeout_ms = if matches!(kind, Target::Charge) {
-        CHARGE_TIMEOUT_MS
-    } else {
-        API_TIMEOUT_MS
+    let timeout_ms = match kind {
+        Target::Charge => CHARGE_TIMEOUT_MS,
+        Target::Refund => REFUND_TIMEOUT_MS,
+        _ => API_TIMEOUT_MS,
     };
     let event = match lambda_request(
         parts,
@@ -267,6 +291,7 @@ where
         match kind {
             Target::Orders => payonce_orders::handler::handle(&sandbox.orders, event).await,
             Target::Charge => payonce_charge::handler::handle(&sandbox.charge, event).await,
+            Target::Refund => payonce_refund::handler::handle(&sandbox.refund, event).await,
             _ => payonce_webhook::receiver::handle(&sandbox.receiver, event).await,
         }
     };

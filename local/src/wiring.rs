@@ -12,13 +12,13 @@ use payonce::adapters::sqs::{create_queue_with_dlq, SqsQueue};
 use payonce::clock::{system_clock, Clock, SystemClock};
 use payonce::idempotency::{Idempotency, IdempotencyConfig, IdempotencyStore};
 use payonce::ports::{
-    ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend,
+    ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend, RefundStore,
 };
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{
     ProcessorConfig, Providers, WebhookProcessor, WebhookReceiver, MAX_WEBHOOK_BYTES,
 };
-use payonce::service::{ChargeConfig, ChargeService, OrderService};
+use payonce::service::{ChargeConfig, ChargeService, OrderService, RefundConfig, RefundService};
 use payonce_fake_psp::{FakePsp, FakePspConfig, DEFAULT_API_KEY};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -245,7 +245,7 @@ async fn serve<S, I, Q>(
     queue: Q,
 ) -> Result<(), Error>
 where
-    S: ChargeStore + OrderStore + InflightScan + Clone + 'static,
+    S: ChargeStore + RefundStore + OrderStore + InflightScan + Clone + 'static,
     I: IdempotencyStore + ExpiredSweep + Clone + 'static,
     Q: QueueSend + QueueReceive + Clone + 'static,
 {
@@ -267,6 +267,7 @@ where
             Idempotency::new(records.clone(), IdempotencyConfig::default()),
         ),
         charge: ChargeService::new(store.clone(), psp.clone(), ChargeConfig::default()),
+        refund: RefundService::new(store.clone(), psp.clone(), RefundConfig::default()),
         receiver: WebhookReceiver::new(providers.clone(), queue.clone(), system_clock()),
         processor: WebhookProcessor::new(store.clone(), providers, ProcessorConfig::default()),
         reconciler: Reconciler::new(
@@ -313,6 +314,7 @@ fn banner(context: &Context) {
         "demo-user",
         SystemClock.now_s(),
         24 * 3600,
+        &[],
     );
     let store = context.options.dynamodb.as_deref().map_or_else(
         || "embedded (in memory)".to_owned(),
@@ -325,7 +327,7 @@ fn banner(context: &Context) {
     let api = &context.api_url;
     println!(
         "payonce sandbox ready in {} ms\n\
-         \n  API          {api}\n  checkout     {api}/\n  fake PSP     {psp}  (its charges: {psp}/_fake/charges)\n  store        {store}\n  queue        {queue}\n  JWT secret   PAYONCE_LOCAL_JWT_SECRET (HS256)\n  token        {token}  (user demo-user, 24 h; more: payonce-local token <user>)\n\
+         \n  API          {api}\n  checkout     {api}/\n  fake PSP     {psp}  (its charges: {psp}/_fake/charges)\n  store        {store}\n  queue        {queue}\n  JWT secret   PAYONCE_LOCAL_JWT_SECRET (HS256)\n  token        {token}  (user demo-user, 24 h; more: payonce-local token <user> [--scope payments:refund])\n\
          \nTry it:\n  TOKEN={token}\n  \
          curl -s -X POST {api}/orders -H \"authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n      -d '{{\"currency\":\"jpy\",\"items\":[{{\"sku\":\"A1\",\"quantity\":2,\"unit_amount\":1500}}]}}'\n  \
          curl -s -X POST {api}/payments -H \"authorization: Bearer $TOKEN\" -H 'idempotency-key: demo-1' -H 'content-type: application/json' \\\n      -d '{{\"order_id\":\"<order_id>\",\"order_version\":1,\"payment_method\":\"pm_card_visa\"}}'\n\

@@ -1,7 +1,7 @@
 //! Starts `payonce-local` as a process and runs the README walkthrough over HTTP: create an
 //! order, pay, a double-click storm, a lost response settled by the webhook, a decline and a
-//! retry — checking statuses, bodies and the fake PSP's charges. Once on the embedded store,
-//! once on DynamoDB Local.
+//! retry, the refund route's scope gate — checking statuses, bodies and the fake PSP's
+//! charges. Once on the embedded store, once on DynamoDB Local.
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -87,10 +87,17 @@ impl Sandbox {
     }
 
     fn token(&self, user: &str, ttl: i64) -> String {
+        self.token_with(user, &["--ttl-seconds", &ttl.to_string()])
+    }
+
+    /// `payonce-local token <user> <extra...>`.
+    fn token_with(&self, user: &str, extra: &[&str]) -> String {
         let out = Command::new(BIN)
-            .args(["token", user, "--ttl-seconds", &ttl.to_string()])
+            .args(["token", user])
+            .args(extra)
             .output()
             .unwrap();
+        assert!(out.status.success(), "{out:?}");
         String::from_utf8(out.stdout).unwrap().trim().to_owned()
     }
 
@@ -319,6 +326,111 @@ async fn walkthrough(sandbox: &Sandbox) {
         .filter(|c| c["status"] == "succeeded")
         .count();
     assert_eq!(succeeded, 3, "three orders, three charges");
+
+    // 5. Refunds need the payments:refund scope: a customer's token is refused at the gateway,
+    // before the refund function runs; a staff token passes the gate.
+    refund_gate(sandbox, &token, payment_id).await;
+}
+
+async fn refund_gate(sandbox: &Sandbox, customer: &str, payment_id: &str) {
+    let refunds = format!("/payments/{payment_id}/refunds");
+    let (status, refused, headers) = sandbox
+        .post(
+            &refunds,
+            customer,
+            Some("refund-1"),
+            json!({"amount": 1000}),
+        )
+        .await;
+    assert_eq!(
+        (status, refused["type"].as_str()),
+        (403, Some("/problems/insufficient-scope")),
+        "{refused}"
+    );
+    assert_eq!(refused["status"], 403);
+    assert_eq!(
+        headers.get("content-type").unwrap(),
+        "application/problem+json"
+    );
+    assert!(headers.get("x-request-id").is_some());
+    let staff = sandbox.token_with("bob", &["--scope", "payments:refund"]);
+    let other_scope = sandbox.token_with("carol", &["--scope", "payments:read"]);
+    assert_eq!(
+        sandbox
+            .post(&refunds, &other_scope, Some("refund-1"), json!({}))
+            .await
+            .0,
+        403,
+        "another scope is not the refund scope"
+    );
+    assert_eq!(
+        sandbox
+            .post(&refunds, "not-a-token", Some("refund-1"), json!({}))
+            .await
+            .0,
+        401,
+        "the JWT is checked before the scope"
+    );
+    // Past the gate, the refund function answers (none of these reaches the PSP).
+    let (status, unknown, headers) = sandbox
+        .post(
+            "/payments/pay_00000000000000000000000000000000/refunds",
+            &staff,
+            Some("refund-unknown"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (status, unknown["type"].as_str()),
+        (404, Some("/problems/not-found")),
+        "{unknown}"
+    );
+    assert!(headers.get("x-request-id").is_some());
+    let (status, too_much, _) = sandbox
+        .post(&refunds, &staff, Some("refund-2"), json!({"amount": 3001}))
+        .await;
+    assert_eq!(
+        (status, too_much["type"].as_str()),
+        (409, Some("/problems/refund-exceeds-remaining")),
+        "{too_much}"
+    );
+    assert_eq!(too_much["remaining_amount"], 3000);
+    let (status, no_key, _) = sandbox
+        .post(&refunds, &staff, None, json!({"amount": 1000}))
+        .await;
+    assert_eq!(
+        (status, no_key["type"].as_str()),
+        (400, Some("/problems/idempotency-key-missing")),
+        "{no_key}"
+    );
+    // Only POST is routed: API Gateway has no other route on the path.
+    let listed = sandbox
+        .http
+        .get(format!("{}{refunds}", sandbox.api))
+        .bearer_auth(&staff)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), 404);
+    // A staff token may read any user's payment, with its refunds.
+    let details: Value = sandbox
+        .http
+        .get(format!("{}/payments/{payment_id}", sandbox.api))
+        .bearer_auth(&staff)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            details["status"].as_str(),
+            details["amount_refunded"].as_i64()
+        ),
+        (Some("succeeded"), Some(0)),
+        "{details}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

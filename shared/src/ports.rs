@@ -1,7 +1,9 @@
 //! Ports: the traits handlers depend on, split by capability so each handler takes only
 //! what it needs (mirroring its IAM policy). Adapters implement them.
 
-use crate::domain::{Currency, Order, Payment, Transition};
+use crate::domain::{
+    Currency, Order, Payment, Refund, RefundReason, RefundSettlement, RefundTransition, Transition,
+};
 use crate::idempotency::{Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, StoreError};
 use async_trait::async_trait;
 use std::time::Duration;
@@ -139,6 +141,166 @@ pub trait ChargeStore: Send + Sync {
     async fn record_event(&self, event: &EventMark) -> Result<bool, StoreError>;
 }
 
+/// What claiming a refund found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BeginRefundOutcome {
+    /// The key is claimed, the refund's number allocated and its amount reserved on the
+    /// payment, and the refund created, atomically.
+    Begun,
+    /// The key was claimed first by someone else: the record as it was (nothing written).
+    KeyTaken(IdempotencyRecord),
+    /// The payment's refund amounts or status moved since it was read: as it is now (nothing
+    /// written). Decide again.
+    PaymentChanged(Option<Payment>),
+}
+
+/// What writing a refund transition writes to its idempotency record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefundRecordWrite<'a> {
+    /// Complete the record held under `lease` with the refund's view (fenced).
+    Complete {
+        /// The lease the writer holds.
+        lease: &'a LeaseToken,
+        /// The record's new expiry, epoch seconds.
+        expires_at_s: i64,
+    },
+    /// Keep the view mirrored on a record completed for this very refund, if there is one.
+    Mirror {
+        /// The record's new expiry, epoch seconds.
+        expires_at_s: i64,
+    },
+}
+
+/// What writing a refund transition found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefundSettleOutcome {
+    /// Written: the refund as it is now.
+    Settled(Box<Refund>),
+    /// The refund moved since it was read; nothing written. Read again and re-decide.
+    Moved,
+    /// The webhook event was already processed; nothing written.
+    Duplicate,
+}
+
+/// The refund path's store: the idempotency record, the payment's refund amounts and the
+/// refund, written together.
+#[async_trait]
+pub trait RefundStore: Send + Sync {
+    /// The store's notion of now, epoch milliseconds.
+    fn refund_now_ms(&self) -> i64;
+
+    /// Reads the idempotency record (expired reads as absent) and the payment, consistently.
+    async fn load_for_refund(
+        &self,
+        record: &RecordKey,
+        payment_id: &str,
+    ) -> Result<(Option<IdempotencyRecord>, Option<Payment>), StoreError>;
+
+    /// Claims the key, allocates `refund`'s number and reserves its amount on `payment` (as
+    /// read: its refund amounts and count unchanged, and `refunded + pending + amount ≤
+    /// captured`), and creates `refund`, in one transaction.
+    async fn begin_refund(
+        &self,
+        claim: &Claim,
+        payment: &Payment,
+        refund: &Refund,
+    ) -> Result<BeginRefundOutcome, StoreError>;
+
+    /// Takes a lapsed refund over (fenced on `seen`, the refund still pending), recording that
+    /// a call under its key may have reached the PSP. Answers `Resumed` or `KeyMoved`.
+    async fn resume_refund(
+        &self,
+        record: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+        refund: &Refund,
+    ) -> Result<ResumeOutcome, StoreError>;
+
+    /// Reads a refund consistently.
+    async fn get_refund(&self, refund_id: &str) -> Result<Option<Refund>, StoreError>;
+
+    /// Every refund of `payment` (as read), in number order, the duplicate refund last.
+    async fn refunds_of(&self, payment: &Payment) -> Result<Vec<Refund>, StoreError>;
+
+    /// Applies `step` to `refund` (as read) and its effect on the payment's refunded and
+    /// pending amounts, writes `record` and, for a webhook, the event's dedup record, in one
+    /// transaction conditioned on the refund's status as read. With
+    /// [`RefundTransition::Unchanged`] only the record is written.
+    async fn write_refund(
+        &self,
+        refund: &Refund,
+        step: &RefundTransition,
+        record: RefundRecordWrite<'_>,
+        event: Option<&EventMark>,
+    ) -> Result<RefundSettleOutcome, StoreError>;
+
+    /// Stops reconcile looking at a succeeded refund (it leaves the in-flight index), if it is
+    /// still succeeded.
+    async fn stop_watching(&self, refund: &Refund) -> Result<(), StoreError>;
+
+    /// The PSP was never reached under the refund's key: the refund becomes `canceled`, its
+    /// amount is freed and its idempotency record deleted (fenced on `lease`), in one
+    /// transaction, so a retry with the same key claims afresh.
+    async fn cancel_unsent_refund(
+        &self,
+        refund: &Refund,
+        lease: &LeaseToken,
+    ) -> Result<(), StoreError>;
+}
+
+/// A refund request to a PSP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundRequest {
+    /// Our refund id (sent as metadata, matched by lookups).
+    pub refund_id: String,
+    /// Our payment id (sent as metadata).
+    pub payment_id: String,
+    /// The PSP's id of the charge refunded.
+    pub provider_payment_id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// Currency.
+    pub currency: Currency,
+    /// Why, if given.
+    pub reason: Option<RefundReason>,
+    /// `payonce-refund-<payment_id>-<n>`.
+    pub idempotency_key: String,
+}
+
+impl RefundRequest {
+    /// The request for `refund` of the PSP charge `provider_payment_id`: a pure function of the
+    /// refund, so every re-send under its key is identical.
+    pub fn for_refund(refund: &Refund, provider_payment_id: &str) -> Self {
+        Self {
+            refund_id: refund.refund_id.clone(),
+            payment_id: refund.payment_id.clone(),
+            provider_payment_id: provider_payment_id.to_owned(),
+            amount: refund.amount,
+            currency: refund.currency,
+            reason: refund.reason,
+            idempotency_key: refund.psp_key(),
+        }
+    }
+}
+
+/// The outcome classes the refund path must tell apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefundOutcome {
+    /// The PSP answered with a refund, or refused the request for good: what it said.
+    Answered(RefundSettlement),
+    /// This call never reached the PSP, or our credentials were refused (see
+    /// [`PspOutcome::NotSent`]).
+    NotSent {
+        /// What happened (for logs).
+        reason: String,
+    },
+    /// Anything after a connection was made without a definitive answer.
+    Unknown {
+        /// What happened (for logs).
+        reason: String,
+    },
+}
+
 /// A charge request to a PSP.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChargeRequest {
@@ -262,6 +424,16 @@ pub trait Psp: Send + Sync {
     async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError>;
     /// Cancels an unconfirmed charge created by [`Psp::fence`].
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError>;
+    /// Refunds under `request.idempotency_key`, giving up after `timeout`.
+    async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome;
+    /// What the PSP holds for our refund `refund_id` of the charge `provider_payment_id`, by
+    /// listing the charge's refunds (never by search, never creating one); `None` if none
+    /// carries our id.
+    async fn lookup_refund(
+        &self,
+        provider_payment_id: &str,
+        refund_id: &str,
+    ) -> Result<Option<RefundSettlement>, PspError>;
 }
 
 /// What fencing a PSP key proved.
@@ -397,6 +569,20 @@ pub struct PspEvent {
     pub payment_id: Option<String>,
     /// What the event says about that attempt, if it is a type payonce applies.
     pub settlement: Option<crate::domain::Settlement>,
+    /// What the event says about one of our refunds (matched by our refund id in its metadata).
+    pub refund: Option<RefundEvent>,
+    /// The event says the charge's refunds changed without naming one of ours (Stripe's
+    /// `charge.refunded`): the payment's pending refunds are looked up again.
+    pub refunds_changed: bool,
+}
+
+/// A webhook's word on one of our refunds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundEvent {
+    /// Our refund id, from the refund's metadata.
+    pub refund_id: String,
+    /// What the refund object says.
+    pub settlement: RefundSettlement,
 }
 
 /// A PSP's webhook scheme: verification of the raw body, then parsing.

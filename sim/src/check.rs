@@ -3,10 +3,12 @@
 //! was told.
 
 use crate::faults::FaultyStore;
-use payonce::domain::{FailureKind, OrderPaymentState, PaymentStatus};
-use payonce::ports::{ChargeStore, OrderStore};
+use payonce::domain::{
+    FailureKind, OrderPaymentState, PaymentStatus, Refund, RefundReason, RefundStatus,
+};
+use payonce::ports::{ChargeStore, OrderStore, RefundStore};
 use payonce::service::PayRequest;
-use payonce_fake_psp::FakeCharge;
+use payonce_fake_psp::{FakeCharge, FakeRefund};
 use std::collections::BTreeMap;
 
 /// What a shopper was told by one POST /payments.
@@ -55,6 +57,83 @@ impl Answer {
     }
 }
 
+/// What staff asked one refund key for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefundAsked {
+    /// The payment refunded.
+    pub payment_id: String,
+    /// The amount asked, or everything left.
+    pub amount: Option<i64>,
+}
+
+/// What staff were told by one POST /payments/{id}/refunds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refunded {
+    /// 201 (or a replay of it).
+    Succeeded(String),
+    /// 402 `refund-failed`.
+    Failed(String),
+    /// 202: pending.
+    Pending(String),
+    /// 409 `refund-exceeds-remaining`.
+    Exceeds,
+    /// 503: the PSP was not reached; nothing was refunded.
+    Unavailable,
+    /// 409 key in use.
+    InUse,
+    /// 5xx from the store.
+    ServerError(String),
+    /// The invocation died.
+    Died,
+    /// Anything else.
+    Wrong(String),
+}
+
+impl Refunded {
+    /// Reads an answer.
+    pub fn classify(status: u16, json: &serde_json::Value) -> Self {
+        let refund_id = json["refund_id"].as_str().map(str::to_owned);
+        let problem = json["type"].as_str().unwrap_or_default();
+        let is = |slug: &str| problem.ends_with(&format!("/{slug}"));
+        match (status, refund_id) {
+            (201, Some(id)) if json["status"] == "succeeded" => Self::Succeeded(id),
+            (202, Some(id)) if json["status"] == "pending" => Self::Pending(id),
+            (402, Some(id)) if is("refund-failed") => Self::Failed(id),
+            (409, _) if is("refund-exceeds-remaining") => Self::Exceeds,
+            (409, _) if is("idempotency-key-in-use") => Self::InUse,
+            (503, _) if is("psp-unavailable") => Self::Unavailable,
+            (500..=599, _) => Self::ServerError(format!("{status} {problem}")),
+            (status, _) => Self::Wrong(format!("{status} {json}")),
+        }
+    }
+
+    /// Whether the answer names a refund (201, 202 or 402).
+    pub fn names_refund(&self) -> bool {
+        matches!(
+            self,
+            Self::Succeeded(_) | Self::Failed(_) | Self::Pending(_)
+        )
+    }
+
+    fn refund_id(&self) -> Option<&str> {
+        match self {
+            Self::Succeeded(id) | Self::Failed(id) | Self::Pending(id) => Some(id),
+            _ => None,
+        }
+    }
+}
+
+/// Everything one refund key was told, in order.
+#[derive(Clone, Debug)]
+pub struct RefundHistory {
+    /// What it asked (always the same).
+    pub asked: RefundAsked,
+    /// Every answer, in order.
+    pub answers: Vec<Refunded>,
+    /// The answer to the look after settling.
+    pub settled: Option<Refunded>,
+}
+
 /// Everything one key was told, in order.
 #[derive(Clone, Debug)]
 pub struct KeyHistory {
@@ -73,6 +152,8 @@ pub struct Observed {
     pub orders: Vec<String>,
     /// Per (user, key): what it was told.
     pub keys: BTreeMap<(String, String), KeyHistory>,
+    /// Per (staff, key): what a refund request was told.
+    pub refund_keys: BTreeMap<(String, String), RefundHistory>,
     /// Per (event id, payment id): how often a webhook moved the payment.
     pub applied_events: BTreeMap<(String, String), u32>,
     /// Payment requests sent.
@@ -83,6 +164,30 @@ pub struct Observed {
 }
 
 impl Observed {
+    /// Records a refund answer to `key`; `settled` marks the look after settling.
+    pub fn record_refund(
+        &mut self,
+        staff: &str,
+        key: &str,
+        asked: &RefundAsked,
+        answer: Refunded,
+        settled: bool,
+    ) {
+        let history = self
+            .refund_keys
+            .entry((staff.to_owned(), key.to_owned()))
+            .or_insert_with(|| RefundHistory {
+                asked: asked.clone(),
+                answers: Vec::new(),
+                settled: None,
+            });
+        if settled {
+            history.settled = Some(answer);
+        } else {
+            history.answers.push(answer);
+        }
+    }
+
     /// Records an answer to `key`; `settled` marks the look after settling.
     pub fn record(
         &mut self,
@@ -110,12 +215,41 @@ impl Observed {
 }
 
 /// Checks the five invariants; returns what is broken.
-pub async fn check(store: &FaultyStore, observed: &Observed, ledger: &[FakeCharge]) -> Vec<String> {
+pub async fn check(
+    store: &FaultyStore,
+    observed: &Observed,
+    ledger: &[FakeCharge],
+    psp_refunds: &[FakeRefund],
+) -> Vec<String> {
     let mut violations = Vec::new();
     let inner = store.inner();
     let begun = store.begun();
     let ours: BTreeMap<&str, &payonce::domain::Payment> =
         begun.iter().map(|p| (p.payment_id.as_str(), p)).collect();
+    // Every refund of ours, by id.
+    let mut our_refunds: BTreeMap<String, Refund> = BTreeMap::new();
+    for payment in &begun {
+        if let Ok(Some(stored)) = inner.get_payment(&payment.payment_id).await {
+            for refund in inner.refunds_of(&stored).await.unwrap_or_default() {
+                our_refunds.insert(refund.refund_id.clone(), refund);
+            }
+        }
+    }
+    violations.extend(check_refunds(inner, &begun, &our_refunds, psp_refunds).await);
+    let refunded_as_duplicate = |payment_id: &str| {
+        our_refunds.values().any(|r| {
+            r.payment_id == payment_id
+                && r.reason == Some(RefundReason::Duplicate)
+                && r.number == payonce::domain::DUPLICATE_REFUND_NUMBER
+        })
+    };
+    let psp_refunded = |payment_id: &str| -> i64 {
+        psp_refunds
+            .iter()
+            .filter(|r| r.payment_id.as_deref() == Some(payment_id) && r.status == "succeeded")
+            .map(|r| r.amount)
+            .sum()
+    };
 
     // 2. Every PSP charge belongs to exactly one of our payments (one intent per attempt key).
     let mut intents_of: BTreeMap<&str, Vec<&FakeCharge>> = BTreeMap::new();
@@ -155,6 +289,25 @@ pub async fn check(store: &FaultyStore, observed: &Observed, ledger: &[FakeCharg
             })
             .map(|p| p.payment_id.as_str())
             .collect();
+        // A second capture must be refunded as a duplicate in full (or its automatic refund
+        // failed at the PSP, which leaves it to an operator with an alarm).
+        let (duplicates, kept): (Vec<&str>, Vec<&str>) =
+            captured.iter().partition(|id| refunded_as_duplicate(id));
+        for id in &duplicates {
+            let payment_amount = ours.get(id).map_or(0, |p| p.amount);
+            let dup_failed = our_refunds.values().any(|r| {
+                r.payment_id == *id
+                    && r.number == payonce::domain::DUPLICATE_REFUND_NUMBER
+                    && r.status == RefundStatus::Failed
+            });
+            if psp_refunded(id) < payment_amount && !dup_failed {
+                violations.push(format!(
+                    "invariant 1: duplicate capture {id} of order {order_id} is refunded {} of {payment_amount}",
+                    psp_refunded(id)
+                ));
+            }
+        }
+        let captured = kept;
         if captured.len() > 1 {
             violations.push(format!(
                 "invariant 1: order {order_id} was charged {} times: {captured:?}",
@@ -275,6 +428,49 @@ pub async fn check(store: &FaultyStore, observed: &Observed, ledger: &[FakeCharg
         ));
     }
 
+    // 4. Refund keys: one refund per key, and the look after settling agrees with the store.
+    for ((staff, key), history) in &observed.refund_keys {
+        let named: Vec<&str> = history
+            .answers
+            .iter()
+            .chain(history.settled.iter())
+            .filter_map(Refunded::refund_id)
+            .collect();
+        if named.windows(2).any(|w| w[0] != w[1]) {
+            violations.push(format!(
+                "invariant 4: refund key {staff}/{key} named several refunds: {named:?}"
+            ));
+        }
+        for answer in history.answers.iter().chain(history.settled.iter()) {
+            if let Refunded::Wrong(what) = answer {
+                violations.push(format!(
+                    "invariant 4: refund key {staff}/{key} was answered {what}"
+                ));
+            }
+        }
+        match &history.settled {
+            Some(Refunded::Pending(id)) => violations.push(format!(
+                "invariant 3: refund key {staff}/{key} still answers pending for {id} after settling"
+            )),
+            Some(answer @ (Refunded::Succeeded(id) | Refunded::Failed(id))) => {
+                let stored = our_refunds.get(id.as_str()).map(|r| r.status);
+                let agrees = match answer {
+                    Refunded::Succeeded(_) => stored == Some(RefundStatus::Succeeded),
+                    _ => matches!(stored, Some(RefundStatus::Failed | RefundStatus::Canceled)),
+                };
+                if !agrees {
+                    violations.push(format!(
+                        "invariant 4: refund key {staff}/{key} answers {answer:?} but refund {id} is {stored:?}"
+                    ));
+                }
+            }
+            Some(other) => violations.push(format!(
+                "invariant 4: refund key {staff}/{key} named a refund, yet after settling it answers {other:?}"
+            )),
+            None => {}
+        }
+    }
+
     // 5. Each webhook event is marked processed at most once (with its effect, or as changing
     // nothing), and moves a payment at most once.
     for (event_id, times) in store.event_marks() {
@@ -288,6 +484,86 @@ pub async fn check(store: &FaultyStore, observed: &Observed, ledger: &[FakeCharg
         if *times > 1 {
             violations.push(format!(
                 "invariant 5: event {event_id} moved payment {payment_id} {times} times"
+            ));
+        }
+    }
+    violations
+}
+
+/// Refunds against the PSP's ledger: every PSP refund is one of ours (never a canceled one),
+/// our refund states are the PSP's, and each payment's refunded amount is what the PSP refunded.
+async fn check_refunds(
+    inner: &payonce::adapters::memory::MemoryPaymentStore,
+    begun: &[payonce::domain::Payment],
+    ours: &BTreeMap<String, Refund>,
+    psp_refunds: &[FakeRefund],
+) -> Vec<String> {
+    let mut violations = Vec::new();
+    // 2. Every PSP refund belongs to exactly one refund of ours.
+    let mut at_psp: BTreeMap<&str, Vec<&FakeRefund>> = BTreeMap::new();
+    for refund in psp_refunds {
+        match refund.refund_id.as_deref() {
+            Some(id) if ours.contains_key(id) => at_psp.entry(id).or_default().push(refund),
+            other => violations.push(format!(
+                "invariant 2: PSP refund {} names no refund of ours ({other:?})",
+                refund.id
+            )),
+        }
+    }
+    for (id, refunds) in &at_psp {
+        if refunds.len() > 1 {
+            violations.push(format!(
+                "invariant 2: refund {id} has {} PSP refunds",
+                refunds.len()
+            ));
+        }
+    }
+    // 1, 3. Each refund's state is the PSP's; nothing stays pending.
+    for (id, refund) in ours {
+        let psp = at_psp
+            .get(id.as_str())
+            .and_then(|r| r.first())
+            .map(|r| r.status.as_str());
+        let agrees = match refund.status {
+            RefundStatus::Pending => {
+                violations.push(format!(
+                    "invariant 3: refund {id} still pending after settling (PSP: {psp:?})"
+                ));
+                continue;
+            }
+            RefundStatus::Succeeded => psp == Some("succeeded"),
+            // Failed at the PSP, or refused by it (then it holds none).
+            RefundStatus::Failed => matches!(psp, Some("failed") | None),
+            RefundStatus::Canceled => psp.is_none(),
+        };
+        if !agrees {
+            violations.push(format!(
+                "invariant 1: refund {id} is {} but the PSP says {psp:?}",
+                refund.status.as_str()
+            ));
+        }
+    }
+    // 1. Per payment: refunded = the PSP's succeeded refunds ≤ the capture; nothing reserved.
+    for payment in begun {
+        let Ok(Some(stored)) = inner.get_payment(&payment.payment_id).await else {
+            continue;
+        };
+        let psp_refunded: i64 = psp_refunds
+            .iter()
+            .filter(|r| r.payment_id.as_deref() == Some(payment.payment_id.as_str()))
+            .filter(|r| r.status == "succeeded")
+            .map(|r| r.amount)
+            .sum();
+        if psp_refunded > stored.amount {
+            violations.push(format!(
+                "invariant 1: payment {} was refunded {psp_refunded} of {}",
+                stored.payment_id, stored.amount
+            ));
+        }
+        if stored.amount_refunded != psp_refunded || stored.refund_pending != 0 {
+            violations.push(format!(
+                "invariant 1: payment {} shows refunded {} and pending {} but the PSP refunded {psp_refunded}",
+                stored.payment_id, stored.amount_refunded, stored.refund_pending
             ));
         }
     }

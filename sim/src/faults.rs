@@ -10,13 +10,14 @@ use crate::world::{FaultKind, SharedWorld};
 use async_trait::async_trait;
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
 use payonce::adapters::psp::stripe::{CallFailure, StripeCall, StripeReply, StripeTransport};
-use payonce::domain::{Order, Payment, Transition};
+use payonce::domain::{Order, Payment, Refund, RefundTransition, Transition};
 use payonce::idempotency::{
     Claim, ClaimOutcome, IdempotencyRecord, IdempotencyStore, Lease, LeaseToken, RecordKey,
     StoreError, TakeoverOutcome,
 };
 use payonce::ports::{
-    BeginOutcome, ChargeStore, EventMark, InflightScan, OrderStore, ResumeOutcome, ReviseOutcome,
+    BeginOutcome, BeginRefundOutcome, ChargeStore, EventMark, InflightScan, OrderStore,
+    RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome, ReviseOutcome,
     SettleOutcome,
 };
 use payonce_fake_psp::model::{Delivery, ModelEvent, StripeModel, WireRequest};
@@ -249,6 +250,95 @@ impl ChargeStore for FaultyStore {
             self.mark(event);
         }
         self.after("record_event", result).await
+    }
+}
+
+#[async_trait]
+impl RefundStore for FaultyStore {
+    fn refund_now_ms(&self) -> i64 {
+        self.payments.refund_now_ms()
+    }
+
+    async fn load_for_refund(
+        &self,
+        record: &RecordKey,
+        payment_id: &str,
+    ) -> Result<(Option<IdempotencyRecord>, Option<Payment>), StoreError> {
+        self.before("load_for_refund", Access::Read).await?;
+        let result = self.payments.load_for_refund(record, payment_id).await;
+        self.after("load_for_refund", result).await
+    }
+
+    async fn begin_refund(
+        &self,
+        claim: &Claim,
+        payment: &Payment,
+        refund: &Refund,
+    ) -> Result<BeginRefundOutcome, StoreError> {
+        self.before("begin_refund", Access::Write).await?;
+        let result = self.payments.begin_refund(claim, payment, refund).await;
+        self.after("begin_refund", result).await
+    }
+
+    async fn resume_refund(
+        &self,
+        record: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+        refund: &Refund,
+    ) -> Result<ResumeOutcome, StoreError> {
+        self.before("resume_refund", Access::Write).await?;
+        let result = self
+            .payments
+            .resume_refund(record, seen, lease, refund)
+            .await;
+        self.after("resume_refund", result).await
+    }
+
+    async fn get_refund(&self, refund_id: &str) -> Result<Option<Refund>, StoreError> {
+        self.before("get_refund", Access::Read).await?;
+        let result = self.payments.get_refund(refund_id).await;
+        self.after("get_refund", result).await
+    }
+
+    async fn refunds_of(&self, payment: &Payment) -> Result<Vec<Refund>, StoreError> {
+        self.before("refunds_of", Access::Read).await?;
+        let result = self.payments.refunds_of(payment).await;
+        self.after("refunds_of", result).await
+    }
+
+    async fn write_refund(
+        &self,
+        refund: &Refund,
+        step: &RefundTransition,
+        record: RefundRecordWrite<'_>,
+        event: Option<&EventMark>,
+    ) -> Result<RefundSettleOutcome, StoreError> {
+        self.before("write_refund", Access::Write).await?;
+        let result = self
+            .payments
+            .write_refund(refund, step, record, event)
+            .await;
+        if let (Some(event), Ok(RefundSettleOutcome::Settled(_))) = (event, &result) {
+            self.mark(event);
+        }
+        self.after("write_refund", result).await
+    }
+
+    async fn stop_watching(&self, refund: &Refund) -> Result<(), StoreError> {
+        self.before("stop_watching", Access::Write).await?;
+        let result = self.payments.stop_watching(refund).await;
+        self.after("stop_watching", result).await
+    }
+
+    async fn cancel_unsent_refund(
+        &self,
+        refund: &Refund,
+        lease: &LeaseToken,
+    ) -> Result<(), StoreError> {
+        self.before("cancel_unsent_refund", Access::Write).await?;
+        let result = self.payments.cancel_unsent_refund(refund, lease).await;
+        self.after("cancel_unsent_refund", result).await
     }
 }
 

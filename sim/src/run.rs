@@ -2,7 +2,7 @@
 //! faults of a [`Schedule`]; then the faults stop, the system settles, and the invariants are
 //! checked against the PSP model's ledger and our tables.
 
-use crate::check::{check, Answer, Observed};
+use crate::check::{check, Answer, Observed, RefundAsked, Refunded};
 use crate::faults::{FaultyStore, SimTransport, API_KEY};
 use crate::world::{FaultKind, Schedule, SharedWorld, World};
 use lambda_http::http::{HeaderMap, HeaderValue};
@@ -21,7 +21,8 @@ use payonce::service::webhooks::{
     EVENT_ID_ATTRIBUTE, MAX_WEBHOOK_BYTES, PROVIDER_ATTRIBUTE,
 };
 use payonce::service::{
-    ChargeConfig, ChargeService, Created, EventApplied, OrderService, PayRequest,
+    ChargeConfig, ChargeService, Created, EventApplied, OrderService, PayRequest, RefundConfig,
+    RefundService,
 };
 use payonce_fake_psp::model::{ModelConfig, ModelEvent, StripeModel};
 use payonce_fake_psp::sign_webhook;
@@ -63,6 +64,7 @@ struct System {
     model: Arc<StripeModel>,
     outbox: Arc<Mutex<Vec<ModelEvent>>>,
     charge: ChargeService<FaultyStore, Psp>,
+    refunds: RefundService<FaultyStore, Psp>,
     orders: OrderService<FaultyStore, FaultyStore>,
     reconciler: Reconciler<FaultyStore, FaultyStore, Psp>,
     receiver: WebhookReceiver<MemoryQueue>,
@@ -136,6 +138,7 @@ async fn simulate(schedule: &Schedule) -> Outcome {
         model,
         outbox,
         charge: ChargeService::new(store.clone(), psp.clone(), ChargeConfig::default()),
+        refunds: RefundService::new(store.clone(), psp.clone(), RefundConfig::default()),
         orders: OrderService::new(
             store.clone(),
             Idempotency::new(store.clone(), IdempotencyConfig::default()),
@@ -198,14 +201,26 @@ async fn simulate(schedule: &Schedule) -> Outcome {
         let answer = pay(&system, &user, &key, &request).await;
         lock(&system.observed).record(&user, &key, &request, answer, true);
     }
+    // Likewise every refund key told of a refund.
+    let refund_keys: Vec<_> = lock(&system.observed)
+        .refund_keys
+        .iter()
+        .filter(|(_, history)| history.answers.iter().any(Refunded::names_refund))
+        .map(|(key, history)| (key.clone(), history.asked.clone()))
+        .collect();
+    for ((staff, key), asked) in refund_keys {
+        let answer = refund(&system, &staff, &key, &asked).await;
+        lock(&system.observed).record_refund(&staff, &key, &asked, answer, true);
+    }
     for task in background {
         task.abort();
     }
 
     let observed = lock(&system.observed).clone();
     let ledger = system.model.charges();
+    let refunds = system.model.refunds();
     let mut violations = stuck;
-    violations.extend(check(&system.store, &observed, &ledger).await);
+    violations.extend(check(&system.store, &observed, &ledger, &refunds).await);
     Outcome {
         violations,
         trace: world.trace_lines(),
@@ -241,6 +256,9 @@ const TOKENS: &[(&str, u32)] = &[
     ("pm_fake_processing", 5),
     ("pm_fake_requires_action", 5),
     ("pm_card_nonexistent", 2),
+    // Their refunds fail a minute after reading succeeded, or stay pending for a while.
+    ("pm_card_refundFail", 3),
+    ("pm_fake_refund_pending", 3),
 ];
 
 fn pick_token(world: &World) -> String {
@@ -360,7 +378,15 @@ async fn react(
         *request = next;
     };
     match answer {
-        Answer::Succeeded(_) | Answer::OrderPaid => false,
+        Answer::Succeeded(payment_id) => {
+            // Now and then the shop refunds the payment, in full or in part.
+            if world.chance(0.3) {
+                let staff = format!("staff-{user}");
+                staff_refunds(system, world, &staff, &payment_id).await;
+            }
+            false
+        }
+        Answer::OrderPaid => false,
         Answer::Failed(_) => {
             if !world.chance(0.7) {
                 return false;
@@ -433,6 +459,94 @@ async fn react(
         }
         Answer::Wrong(_) => false,
     }
+}
+
+/// Staff refund a payment: once, in full or in part, or twice at once with different keys
+/// (two people at the back office); each retries its own key like the shoppers do.
+async fn staff_refunds(system: &System, world: &World, staff: &str, payment_id: &str) {
+    tokio::time::sleep(world.millis(0, 600_000)).await;
+    let amount = |world: &World| {
+        world
+            .chance(0.5)
+            .then(|| 1 + i64::try_from(world.u64(0..2_000)).unwrap_or(0))
+    };
+    let first = RefundAsked {
+        payment_id: payment_id.to_owned(),
+        amount: amount(world),
+    };
+    let key = format!("refund-{payment_id}-1");
+    if world.chance(0.25) {
+        let second = RefundAsked {
+            payment_id: payment_id.to_owned(),
+            amount: amount(world),
+        };
+        let other = format!("refund-{payment_id}-2");
+        let other_staff = format!("{staff}-b");
+        tokio::join!(
+            refund_until_final(system, world, staff, &key, &first),
+            refund_until_final(system, world, &other_staff, &other, &second),
+        );
+    } else {
+        refund_until_final(system, world, staff, &key, &first).await;
+    }
+}
+
+/// Sends one refund request until it gets a final answer (or gives up), retrying with the
+/// same key on 202, 409 in use, 503 and a dead invocation; double-clicks now and then.
+async fn refund_until_final(
+    system: &System,
+    world: &World,
+    staff: &str,
+    key: &str,
+    asked: &RefundAsked,
+) {
+    for _ in 0..10 {
+        let twin = async {
+            if world.chance(0.15) {
+                let answer = refund(system, staff, key, asked).await;
+                lock(&system.observed).record_refund(staff, key, asked, answer, false);
+            }
+        };
+        let (answer, ()) = tokio::join!(refund(system, staff, key, asked), twin);
+        lock(&system.observed).record_refund(staff, key, asked, answer.clone(), false);
+        match answer {
+            Refunded::Pending(_)
+            | Refunded::InUse
+            | Refunded::Unavailable
+            | Refunded::ServerError(_)
+            | Refunded::Died => tokio::time::sleep(world.millis(1_000, 60_000)).await,
+            _ => return,
+        }
+    }
+}
+
+/// One POST /payments/{id}/refunds through the refund function's real HTTP handler, with a
+/// staff token, killed at its deadline.
+async fn refund(system: &System, staff: &str, key: &str, asked: &RefundAsked) -> Refunded {
+    let body = match asked.amount {
+        Some(amount) => serde_json::json!({ "amount": amount }),
+        None => serde_json::json!({}),
+    };
+    let path = format!("/payments/{}/refunds", asked.payment_id);
+    let event = api_event_at(&path, staff, key, &body.to_string(), &["payments:refund"]);
+    let answered = tokio::time::timeout(
+        CHARGE_TIMEOUT,
+        payonce_refund::handler::handle(&system.refunds, event),
+    )
+    .await;
+    let answer = match answered {
+        Err(_) => Refunded::Died,
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let json: serde_json::Value =
+                serde_json::from_slice(response.body().as_ref()).unwrap_or_default();
+            Refunded::classify(status, &json)
+        }
+    };
+    system
+        .world
+        .trace(format!("refund {staff} {key} -> {answer:?}"));
+    answer
 }
 
 /// One POST /payments through the charge function's real HTTP handler (the API Gateway event
@@ -513,11 +627,23 @@ fn classify(status: u16, json: &serde_json::Value) -> Answer {
 /// The API Gateway (HTTP API, payload 2.0) event of a POST /payments by `user`, with the claims
 /// the JWT authorizer would have put there.
 fn api_event(user: &str, key: &str, body: &str) -> lambda_http::Request {
+    api_event_at("/payments", user, key, body, &[])
+}
+
+/// The event of a POST to `path` by `user` holding `scopes`.
+fn api_event_at(
+    path: &str,
+    user: &str,
+    key: &str,
+    body: &str,
+    scopes: &[&str],
+) -> lambda_http::Request {
     let request_id = payonce::ids::new_uuid().simple().to_string();
+    let scopes = (!scopes.is_empty()).then_some(scopes);
     let event = serde_json::json!({
         "version": "2.0",
         "routeKey": "POST /payments",
-        "rawPath": "/payments",
+        "rawPath": path,
         "rawQueryString": "",
         "headers": {"content-type": "application/json", "idempotency-key": key},
         "requestContext": {
@@ -525,14 +651,14 @@ fn api_event(user: &str, key: &str, body: &str) -> lambda_http::Request {
             "apiId": "payonce",
             "domainName": "payonce.example.com",
             "domainPrefix": "payonce",
-            "http": {"method": "POST", "path": "/payments", "protocol": "HTTP/1.1",
+            "http": {"method": "POST", "path": path, "protocol": "HTTP/1.1",
                      "sourceIp": "127.0.0.1", "userAgent": "payonce-sim"},
             "requestId": request_id,
             "routeKey": "POST /payments",
             "stage": "$default",
             "time": "01/Jan/2026:00:00:00 +0000",
             "timeEpoch": crate::world::EPOCH_MS,
-            "authorizer": {"jwt": {"claims": {"sub": user, "iss": "https://issuer.example.com"}, "scopes": null}},
+            "authorizer": {"jwt": {"claims": {"sub": user, "iss": "https://issuer.example.com"}, "scopes": scopes}},
         },
         "body": body,
         "isBase64Encoded": false,

@@ -2,9 +2,11 @@
 //! `scripts/test` starts, fresh tables per test, and the harness that lets one conformance
 //! suite run against every store backend.
 
+pub mod logs;
 pub mod queue;
 pub mod stack;
 pub mod stores;
+pub mod webhook_sink;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;

@@ -1,6 +1,6 @@
-//! `PaymentStack`: the charge and orders handlers over fresh tables in DynamoDB Local, the
-//! Stripe adapter talking HTTP to a fake PSP on loopback, a manual clock, and helpers that
-//! feed API Gateway v2 events and read what was persisted.
+//! `PaymentStack`: the charge, orders and refund handlers over fresh tables in DynamoDB Local,
+//! the Stripe adapter talking HTTP to a fake PSP on loopback, a manual clock, and helpers that
+//! feed API Gateway v2 events (with the JWT's scopes) and read what was persisted.
 
 use crate::{dynamodb_client, unique_table};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -17,10 +17,14 @@ use payonce::domain::{Currency, LineItem, Order, OrderPaymentState, PaymentView}
 use payonce::idempotency::{
     Idempotency, IdempotencyConfig, IdempotencyRecord, IdempotencyStore, RecordKey, RecordState,
 };
-use payonce::ports::{OrderStore, Psp};
+use payonce::ports::{ChargeStore, OrderStore, Psp};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
-use payonce::service::webhooks::{ProcessorConfig, Providers, WebhookProcessor};
-use payonce::service::{ChargeConfig, ChargeService, OrderService};
+use payonce::service::webhooks::{
+    ProcessError, Processed, ProcessorConfig, Providers, QueuedEvent, WebhookProcessor,
+};
+use payonce::service::{
+    ChargeConfig, ChargeService, OrderService, RefundConfig, RefundService, REFUND_OAUTH_SCOPE,
+};
 use payonce_fake_psp::{FakePsp, FakePspConfig, RunningFakePsp, DEFAULT_WEBHOOK_SECRET};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -30,12 +34,20 @@ use std::time::Duration;
 /// The API key the fake PSP and the adapter share in tests.
 pub const FAKE_API_KEY: &str = "sk_test_payonce_fake";
 
+/// The user behind the staff token of these tests: it carries the `payments:refund` scope.
+pub const STAFF: &str = "staff-1";
+
+/// The scopes of a staff token: refunds, and reading any user's payment.
+pub const STAFF_SCOPES: &[&str] = &[REFUND_OAUTH_SCOPE];
+
 /// Everything a payment test talks to.
 pub struct PaymentStack {
     /// POST /payments, GET /payments/{id}.
     pub charge: ChargeService<DynamoPaymentStore, StripePsp>,
     /// /orders.
     pub orders: OrderService<DynamoPaymentStore, DynamoIdempotencyStore>,
+    /// POST /payments/{payment_id}/refunds.
+    pub refunds: RefundService<DynamoPaymentStore, StripePsp>,
     /// The webhook processor over the same store.
     pub processor: WebhookProcessor<DynamoPaymentStore>,
     /// The webhook providers (`fake` signs with the fake PSP's secret).
@@ -62,6 +74,15 @@ impl PaymentStack {
 
     /// A stack with these fake PSP and charge settings.
     pub async fn start_with(psp_config: FakePspConfig, charge_config: ChargeConfig) -> Self {
+        Self::start_full(psp_config, charge_config, RefundConfig::default()).await
+    }
+
+    /// A stack with these fake PSP, charge and refund settings.
+    pub async fn start_full(
+        psp_config: FakePspConfig,
+        charge_config: ChargeConfig,
+        refund_config: RefundConfig,
+    ) -> Self {
         let psp = start_fake_psp(psp_config).await;
         let counter = RequestCounter::new();
         let client = dynamodb_client(&counter);
@@ -80,6 +101,7 @@ impl PaymentStack {
         let store =
             DynamoPaymentStore::new(client.clone(), tables.clone()).with_clock(clock.clone());
         let charge = ChargeService::new(store.clone(), stripe_for(&psp), charge_config);
+        let refunds = RefundService::new(store.clone(), stripe_for(&psp), refund_config);
         let idempotency = Idempotency::new(
             DynamoIdempotencyStore::new(client, &tables.idempotency).with_clock(clock.clone()),
             IdempotencyConfig::default(),
@@ -93,6 +115,7 @@ impl PaymentStack {
                 ProcessorConfig::default(),
             ),
             providers,
+            refunds,
             orders: OrderService::new(store, idempotency),
             psp,
             clock,
@@ -299,6 +322,198 @@ impl PaymentStack {
     }
 }
 
+impl PaymentStack {
+    /// Sends an event to the refund function.
+    pub async fn refund_request(&self, request: Request) -> Reply {
+        Reply::from(payonce_refund::handler::handle(&self.refunds, request).await)
+    }
+
+    /// POST /payments/{payment_id}/refunds with a staff token ([`STAFF`], `payments:refund`),
+    /// under `key`, with `body`.
+    pub async fn refund(&self, payment_id: &str, key: &str, body: Value) -> Reply {
+        self.refund_request(refund_event(
+            payment_id,
+            Some(STAFF),
+            STAFF_SCOPES,
+            Some(key),
+            &body.to_string(),
+        ))
+        .await
+    }
+
+    /// The refund function over this stack's store and refund settings, but calling `psp`.
+    pub fn refunds_with<P: Psp>(&self, psp: P) -> RefundService<DynamoPaymentStore, P> {
+        RefundService::new(
+            self.charge.store().clone(),
+            psp,
+            self.refunds.config().clone(),
+        )
+    }
+
+    /// POST /payments/{payment_id}/refunds as staff, handled by `service` (e.g. one built with
+    /// [`PaymentStack::refunds_with`]) instead of this stack's refund function.
+    pub async fn refund_through<P: Psp>(
+        &self,
+        service: &RefundService<DynamoPaymentStore, P>,
+        payment_id: &str,
+        key: &str,
+        body: Value,
+    ) -> Reply {
+        let event = refund_event(
+            payment_id,
+            Some(STAFF),
+            STAFF_SCOPES,
+            Some(key),
+            &body.to_string(),
+        );
+        Reply::from(payonce_refund::handler::handle(service, event).await)
+    }
+
+    /// GET /payments/{payment_id} as `sub` with `scopes`.
+    pub async fn get_payment(&self, sub: &str, scopes: &[&str], payment_id: &str) -> Reply {
+        self.charge_request(scoped_api_event(
+            "GET",
+            &format!("/payments/{payment_id}"),
+            Some(sub),
+            scopes,
+            &[],
+            "",
+        ))
+        .await
+    }
+
+    /// A new order of `user` (2 × 1500 JPY) paid with `payment_method` under `key`: asserts
+    /// 201 and returns the payment's id.
+    pub async fn paid_payment(&self, user: &str, key: &str, payment_method: &str) -> String {
+        let order = self.create_order(user).await;
+        self.pay_order(user, key, &order, payment_method).await
+    }
+
+    /// Pays `order` (version 1) with `payment_method` under `key`: asserts 201 and returns the
+    /// payment's id.
+    pub async fn pay_order(
+        &self,
+        user: &str,
+        key: &str,
+        order: &str,
+        payment_method: &str,
+    ) -> String {
+        let body = json!({"order_id": order, "order_version": 1, "payment_method": payment_method});
+        let reply = self.pay(user, key, body).await;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        reply.json["payment_id"]
+            .as_str()
+            .expect("payment_id")
+            .to_owned()
+    }
+
+    /// The payment as stored (consistent read).
+    pub async fn payment(&self, payment_id: &str) -> payonce::domain::Payment {
+        self.charge
+            .store()
+            .get_payment(payment_id)
+            .await
+            .expect("read the payment")
+            .unwrap_or_else(|| panic!("no payment {payment_id}"))
+    }
+
+    /// The payment's raw refund attributes as stored: (`refunded`, `refund_pending`,
+    /// `refund_count`), each `None` while absent.
+    pub async fn refund_attributes(
+        &self,
+        payment_id: &str,
+    ) -> (Option<i64>, Option<i64>, Option<i64>) {
+        let item = self
+            .item(&format!("payment#{payment_id}"))
+            .await
+            .unwrap_or_else(|| panic!("no payment item {payment_id}"));
+        (
+            number_attribute(&item, "refunded"),
+            number_attribute(&item, "refund_pending"),
+            number_attribute(&item, "refund_count"),
+        )
+    }
+
+    /// Every refund item (`refund#rfd_...`) of `payment_id`, by `pk`, as stored.
+    pub async fn refund_items(&self, payment_id: &str) -> TableSnapshot {
+        let stem = payment_id.strip_prefix("pay_").unwrap_or(payment_id);
+        let prefix = format!("refund#rfd_{stem}_");
+        self.scan(&self.tables.payments)
+            .await
+            .into_iter()
+            .filter(|(pk, _)| pk.starts_with(&prefix))
+            .collect()
+    }
+
+    /// The refund idempotency record of `key` for `user`, if one is stored (expired or not).
+    pub async fn refund_record(&self, user: &str, key: &str) -> Option<IdempotencyRecord> {
+        self.records()
+            .get_including_expired(&RecordKey::from_stored(format!(
+                "{}#{user}#{key}",
+                payonce::service::refund::REFUND_SCOPE
+            )))
+            .await
+            .expect("read the record")
+    }
+
+    /// Starts a [`WebhookSink`] and points the fake PSP's webhooks at it.
+    pub async fn webhook_sink(&self) -> crate::webhook_sink::WebhookSink {
+        let sink = crate::webhook_sink::WebhookSink::start().await;
+        self.psp.set_webhook_url(Some(sink.url()));
+        sink
+    }
+
+    /// Hands `body` to the webhook processor as a queued event of the `fake` provider.
+    pub async fn deliver(&self, body: &str) -> Result<Processed, ProcessError> {
+        self.processor
+            .process(&QueuedEvent {
+                message_id: "m-test",
+                provider: Some("fake"),
+                body,
+            })
+            .await
+    }
+}
+
+/// A stored number attribute (`N("...")` in a [`TableSnapshot`] item), `None` if absent.
+pub fn number_attribute(item: &BTreeMap<String, String>, name: &str) -> Option<i64> {
+    item.get(name).map(|raw| {
+        raw.strip_prefix("N(\"")
+            .and_then(|rest| rest.strip_suffix("\")"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{name} is not a number: {raw}"))
+    })
+}
+
+/// A stored string attribute (`S("...")` in a [`TableSnapshot`] item), `None` if absent.
+pub fn string_attribute(item: &BTreeMap<String, String>, name: &str) -> Option<String> {
+    item.get(name).map(|raw| {
+        raw.strip_prefix("S(\"")
+            .and_then(|rest| rest.strip_suffix("\")"))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("{name} is not a string: {raw}"))
+    })
+}
+
+/// POST /payments/{payment_id}/refunds as `sub` with `scopes`, under `key` (none: no header).
+pub fn refund_event(
+    payment_id: &str,
+    sub: Option<&str>,
+    scopes: &[&str],
+    key: Option<&str>,
+    body: &str,
+) -> Request {
+    let headers: Vec<(&str, &str)> = key.map(|k| ("idempotency-key", k)).into_iter().collect();
+    scoped_api_event(
+        "POST",
+        &format!("/payments/{payment_id}/refunds"),
+        sub,
+        scopes,
+        &headers,
+        body,
+    )
+}
+
 /// A fake PSP on a free loopback port, with the API key and webhook secret the tests share.
 pub async fn start_fake_psp(mut config: FakePspConfig) -> RunningFakePsp {
     config.api_key = FAKE_API_KEY.into();
@@ -377,11 +592,26 @@ impl From<Response<Body>> for Reply {
 }
 
 /// An API Gateway HTTP API (payload 2.0) event, as Lambda delivers it: `sub` goes into the JWT
-/// authorizer's claims (none: no authorizer context, as for a missing token).
+/// authorizer's claims (none: no authorizer context, as for a missing token); the token carries
+/// no scope.
 pub fn api_event(
     method: &str,
     path: &str,
     sub: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Request {
+    scoped_api_event(method, path, sub, &[], headers, body)
+}
+
+/// [`api_event`] for a token carrying `scopes`: API Gateway's JWT authorizer puts the token's
+/// `scope` claim, split on spaces, in `requestContext.authorizer.jwt.scopes` (and the claim
+/// itself among the claims).
+pub fn scoped_api_event(
+    method: &str,
+    path: &str,
+    sub: Option<&str>,
+    scopes: &[&str],
     headers: &[(&str, &str)],
     body: &str,
 ) -> Request {
@@ -403,7 +633,12 @@ pub fn api_event(
         "timeEpoch": 1_796_000_000_000_i64,
     });
     if let Some(sub) = sub {
-        context["authorizer"] = json!({"jwt": {"claims": {"sub": sub, "iss": "https://issuer.example.com"}, "scopes": null}});
+        let mut claims = json!({"sub": sub, "iss": "https://issuer.example.com"});
+        if !scopes.is_empty() {
+            claims["scope"] = json!(scopes.join(" "));
+        }
+        let scopes = (!scopes.is_empty()).then(|| scopes.to_vec());
+        context["authorizer"] = json!({"jwt": {"claims": claims, "scopes": scopes}});
     }
     let event = json!({
         "version": "2.0",

@@ -12,7 +12,7 @@ use payonce::adapters::faults::Faults;
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
 use payonce::clock::ManualClock;
 use payonce::idempotency::{IdempotencyRecord, IdempotencyStore, RecordKey};
-use payonce::ports::{ChargeStore, ExpiredSweep, InflightScan, OrderStore};
+use payonce::ports::{ChargeStore, ExpiredSweep, InflightScan, OrderStore, RefundStore};
 use std::sync::Arc;
 
 /// What the payment store suite needs from a backend: the two stores under test, sharing the
@@ -21,7 +21,7 @@ use std::sync::Arc;
 #[async_trait]
 pub trait PaymentStoreHarness: Send + Sync + 'static {
     /// The payment store under test.
-    type Payments: OrderStore + ChargeStore + InflightScan + Clone + 'static;
+    type Payments: OrderStore + ChargeStore + RefundStore + InflightScan + Clone + 'static;
     /// The idempotency store whose records the payment store shares.
     type Records: IdempotencyStore + ExpiredSweep + Clone + 'static;
     /// Backend name, for messages.

@@ -1,7 +1,9 @@
 //! Reads infra/template.yaml and asserts the deployment guarantees: least privilege, TTL and
-//! PITR, redrive, visibility, JWT on every order and payment route, no secret in the template.
+//! PITR, redrive, visibility, JWT on every order and payment route, the refund scope on the
+//! refund route, alarms, no secret in the template.
 
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 fn template() -> Value {
@@ -159,6 +161,7 @@ fn every_order_and_payment_route_requires_the_jwt_authorizer() {
         "/orders/{order_id}",
         "/payments",
         "/payments/{payment_id}",
+        "/payments/{payment_id}/refunds",
         "/webhooks/{provider}",
     ] {
         assert!(routes.iter().any(|r| r == expected), "{expected} is routed");
@@ -213,6 +216,7 @@ fn every_function_is_a_rust_bootstrap_with_a_sample_event() {
     let samples = [
         ("orders", "orders-create.json"),
         ("charge", "payments-create.json"),
+        ("refund", "refunds-create.json"),
         ("webhook-receiver", "webhook-stripe.json"),
         ("webhook-processor", "webhook-processor-sqs.json"),
         ("reconcile", "reconcile-schedule.json"),
@@ -234,10 +238,12 @@ fn every_function_is_a_rust_bootstrap_with_a_sample_event() {
             .unwrap_or_else(|| panic!("{name}: no sample for {binary}"));
         assert!(events.join(sample).exists(), "{sample}");
     }
-    let charge_timeout = resources(&t)["ChargeFunction"]["Properties"]["Timeout"]
-        .as_u64()
-        .unwrap();
-    assert!(charge_timeout <= 25, "API Gateway gives up at 30 s");
+    for function in ["ChargeFunction", "RefundFunction"] {
+        let timeout = resources(&t)[function]["Properties"]["Timeout"]
+            .as_u64()
+            .unwrap();
+        assert!(timeout <= 25, "{function}: API Gateway gives up at 30 s");
+    }
 }
 
 #[test]
@@ -287,4 +293,258 @@ fn a_late_duplicate_charge_alarms_from_every_path_that_settles_payments() {
         alarm.1["Properties"]["ComparisonOperator"],
         "GreaterThanThreshold"
     );
+}
+
+/// Each HttpApi route as (method, path) → (function, its `Auth`).
+fn routes(t: &Value) -> BTreeMap<(String, String), (String, Value)> {
+    let mut routes = BTreeMap::new();
+    for (name, function) in of_type(t, "AWS::Serverless::Function") {
+        let Some(events) = function["Properties"]["Events"].as_object() else {
+            continue;
+        };
+        for event in events.values().filter(|e| e["Type"] == "HttpApi") {
+            let props = &event["Properties"];
+            routes.insert(
+                (
+                    props["Method"].as_str().unwrap().to_uppercase(),
+                    props["Path"].as_str().unwrap().to_owned(),
+                ),
+                (name.clone(), props["Auth"].clone()),
+            );
+        }
+    }
+    routes
+}
+
+/// A function's allowed actions per resource (a logical id for `Fn::GetAtt: [X, Arn]` and
+/// `Ref: X`, else the resource as JSON).
+fn allowed(t: &Value, function: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let policies = resources(t)[function]["Properties"]["Policies"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{function}: inline policies"));
+    for statement in policies
+        .iter()
+        .flat_map(|p| p["Statement"].as_array().unwrap())
+    {
+        assert_eq!(statement["Effect"], "Allow", "{function}");
+        for resource in statement["Resource"].as_array().unwrap() {
+            let name = match (resource["Fn::GetAtt"][0].as_str(), resource["Ref"].as_str()) {
+                (Some(id), _) | (None, Some(id)) => id.to_owned(),
+                _ => resource.to_string(),
+            };
+            let actions = out.entry(name).or_default();
+            for action in statement["Action"].as_array().unwrap() {
+                actions.insert(action.as_str().unwrap().to_owned());
+            }
+        }
+    }
+    out
+}
+
+fn set(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|i| (*i).to_owned()).collect()
+}
+
+#[test]
+fn only_a_token_with_the_refund_scope_reaches_the_refund_function() {
+    // GIVEN the template's routes
+    let t = template();
+    let routes = routes(&t);
+    let scope = payonce::service::REFUND_OAUTH_SCOPE;
+    // THEN POST /payments/{payment_id}/refunds goes to the refund function, behind the JWT
+    // authorizer with the refund scope (API Gateway answers 403 to a token without it)
+    let (function, auth) = routes
+        .get(&(
+            "POST".to_owned(),
+            "/payments/{payment_id}/refunds".to_owned(),
+        ))
+        .expect("the refund route");
+    assert_eq!(function, "RefundFunction");
+    assert_eq!(
+        resources(&t)[function.as_str()]["Metadata"]["BuildProperties"]["Binary"],
+        "refund"
+    );
+    assert!(
+        auth["Authorizer"].is_null() || auth["Authorizer"] == "JwtAuthorizer",
+        "{auth}"
+    );
+    assert_eq!(
+        auth["AuthorizationScopes"],
+        serde_json::json!([scope]),
+        "exactly the refund scope"
+    );
+    // AND no other route asks for it (customers pay and read their payments without it), and
+    // no other route reaches the refund function
+    for ((method, path), (function, auth)) in &routes {
+        if path == "/payments/{payment_id}/refunds" {
+            continue;
+        }
+        assert!(
+            auth["AuthorizationScopes"].is_null(),
+            "{method} {path}: {auth}"
+        );
+        assert_ne!(function, "RefundFunction", "{method} {path}");
+    }
+}
+
+#[test]
+fn the_refund_function_may_do_only_what_a_refund_does() {
+    // GIVEN the template
+    let t = template();
+    // THEN the refund function reads the key's record with the payment (BatchGetItem), claims,
+    // completes or frees it (Put, Update, Delete), moves the payment's refund amounts and the
+    // refund (Put, Update, ConditionCheck, GetItem), and reads the PSP secret: nothing else
+    // (no Scan, no Query, no DeleteItem on payments, no queue)
+    let refund = allowed(&t, "RefundFunction");
+    assert_eq!(
+        refund,
+        BTreeMap::from([
+            (
+                "IdempotencyTable".to_owned(),
+                set(&[
+                    "dynamodb:BatchGetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:DeleteItem"
+                ])
+            ),
+            (
+                "PaymentsTable".to_owned(),
+                set(&[
+                    "dynamodb:BatchGetItem",
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:ConditionCheckItem"
+                ])
+            ),
+            (
+                "PspSecretArn".to_owned(),
+                set(&["secretsmanager:GetSecretValue"])
+            ),
+        ])
+    );
+    let env = &resources(&t)["RefundFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(env["PSP_SECRET_ARN"]["Ref"], "PspSecretArn");
+    assert_eq!(env["STRIPE_API_BASE"]["Ref"], "StripeApiBase");
+    // AND the paths that now read or write refunds may: GET /payments/{id} and the webhook
+    // processor read a payment's refunds in one BatchGetItem; the processor and reconcile
+    // update refunds (and their records) and defer their checks; reconcile calls the PSP
+    for (function, needs) in [
+        (
+            "ChargeFunction",
+            &[
+                "dynamodb:BatchGetItem",
+                "dynamodb:GetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+            ][..],
+        ),
+        (
+            "WebhookProcessorFunction",
+            &[
+                "dynamodb:BatchGetItem",
+                "dynamodb:GetItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:ConditionCheckItem",
+            ][..],
+        ),
+        (
+            "ReconcileFunction",
+            &[
+                "dynamodb:GetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:ConditionCheckItem",
+            ][..],
+        ),
+    ] {
+        let granted = &allowed(&t, function)["PaymentsTable"];
+        for action in needs {
+            assert!(granted.contains(*action), "{function} lacks {action}");
+        }
+        assert!(
+            !granted.contains("dynamodb:DeleteItem") && !granted.contains("dynamodb:Scan"),
+            "{function}: {granted:?}"
+        );
+    }
+    assert!(
+        allowed(&t, "ReconcileFunction")["PspSecretArn"].contains("secretsmanager:GetSecretValue")
+    );
+}
+
+/// The metric filters for `alarm` value `field`: (metric name, the function whose log group
+/// each one reads), checking each log group keeps its logs for a bounded time.
+fn alarm_filters(t: &Value, field: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for (name, filter) in of_type(t, "AWS::Logs::MetricFilter") {
+        let props = &filter["Properties"];
+        let pattern = props["FilterPattern"].as_str().unwrap_or("");
+        if !pattern.contains(&format!("$.fields.alarm = \"{field}\"")) {
+            continue;
+        }
+        let group = props["LogGroupName"]["Ref"].as_str().expect("a log group");
+        let group_props = &resources(t)[group]["Properties"];
+        assert!(group_props["RetentionInDays"].as_u64().is_some(), "{group}");
+        let function = group_props["LogGroupName"]["Fn::Sub"]
+            .as_str()
+            .and_then(|n| n.strip_prefix("/aws/lambda/${"))
+            .and_then(|n| n.strip_suffix('}'))
+            .unwrap_or_else(|| panic!("{name}: a function's log group"));
+        found.push((
+            props["MetricTransformations"][0]["MetricName"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+            function.to_owned(),
+        ));
+    }
+    found.sort();
+    found
+}
+
+fn assert_alarmed(t: &Value, metric: &str) {
+    let alarms = of_type(t, "AWS::CloudWatch::Alarm");
+    let (_, alarm) = alarms
+        .iter()
+        .find(|(_, a)| a["Properties"]["MetricName"] == metric)
+        .unwrap_or_else(|| panic!("an alarm on {metric}"));
+    let props = &alarm["Properties"];
+    assert_eq!(props["Namespace"], "payonce");
+    assert_eq!(props["Threshold"], 0, "{metric}: the first one alarms");
+    assert_eq!(props["ComparisonOperator"], "GreaterThanThreshold");
+    assert_eq!(props["TreatMissingData"], "notBreaching");
+    assert_eq!(props["AlarmActions"]["Fn::If"][0], "HasAlarmTopic");
+}
+
+#[test]
+fn refunds_that_reconcile_cannot_settle_or_that_fail_late_alarm() {
+    // GIVEN the template
+    let t = template();
+    // THEN reconcile's `refund-stuck` and `refund-unprovable` count as stuck refunds
+    for field in ["refund-stuck", "refund-unprovable"] {
+        assert_eq!(
+            alarm_filters(&t, field),
+            [("StuckRefunds".to_owned(), "ReconcileFunction".to_owned())],
+            "{field}"
+        );
+    }
+    assert_alarmed(&t, "StuckRefunds");
+    // AND a refund failing after it succeeded alarms from every path that settles refunds
+    let late = alarm_filters(&t, "refund-failed-late");
+    assert_eq!(
+        late.iter().map(|(_, f)| f.as_str()).collect::<Vec<_>>(),
+        [
+            "ReconcileFunction",
+            "RefundFunction",
+            "WebhookProcessorFunction"
+        ]
+    );
+    assert!(late
+        .iter()
+        .all(|(metric, _)| metric == "LateRefundFailures"));
+    assert_alarmed(&t, "LateRefundFailures");
+    assert_alarmed(&t, "LateDuplicateCharges");
+    assert_alarmed(&t, "StuckPayments");
 }

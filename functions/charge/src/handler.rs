@@ -4,11 +4,11 @@
 use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
 use payonce::http::{
-    authenticated_user, deadline_ms, idempotency_key, json_response, parse_json_body,
+    authenticated_user, deadline_ms, has_scope, idempotency_key, json_response, parse_json_body,
     payment_response, request_id, with_request_id, Problem, ProblemType, Route,
 };
-use payonce::ports::{ChargeStore, Psp};
-use payonce::service::{ChargeService, PayAnswer, PayRequest};
+use payonce::ports::{ChargeStore, Psp, RefundStore};
+use payonce::service::{ChargeError, ChargeService, PayAnswer, PayRequest, REFUND_OAUTH_SCOPE};
 use serde::Deserialize;
 
 /// The function's time budget when the event carries no Lambda context (sandbox, tests):
@@ -19,7 +19,7 @@ pub const FALLBACK_TIMEOUT_MS: i64 = 25_000;
 const MAX_ID_LEN: usize = 64;
 
 /// Handles one request.
-pub async fn handle<S: ChargeStore, P: Psp>(
+pub async fn handle<S: ChargeStore + RefundStore, P: Psp>(
     service: &ChargeService<S, P>,
     request: Request,
 ) -> Response<Body> {
@@ -143,7 +143,7 @@ async fn pay<S: ChargeStore, P: Psp>(
     }
 }
 
-async fn get<S: ChargeStore, P: Psp>(
+async fn get<S: ChargeStore + RefundStore, P: Psp>(
     service: &ChargeService<S, P>,
     request: &Request,
     payment_id: &str,
@@ -154,11 +154,28 @@ async fn get<S: ChargeStore, P: Psp>(
             "a valid bearer token is required",
         )
     })?;
-    let view = service
-        .get_payment(&user, payment_id)
-        .await?
+    // Staff who may refund may read any user's payment; anyone else only their own.
+    let staff = has_scope(request, REFUND_OAUTH_SCOPE);
+    let payment = service
+        .store()
+        .get_payment(payment_id)
+        .await
+        .map_err(ChargeError::from)?
+        .filter(|p| staff || p.owner == user)
         .ok_or_else(|| Problem::new(ProblemType::NotFound, "no such payment"))?;
-    Ok(json_response(lambda_http::http::StatusCode::OK, &view))
+    let refunds = if payment.refund_count > 0 || payment.duplicate_refund {
+        service
+            .store()
+            .refunds_of(&payment)
+            .await
+            .map_err(ChargeError::from)?
+    } else {
+        Vec::new()
+    };
+    Ok(json_response(
+        lambda_http::http::StatusCode::OK,
+        &payonce::domain::payment_details(&payment, &refunds),
+    ))
 }
 
 #[cfg(test)]

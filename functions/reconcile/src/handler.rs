@@ -1,7 +1,7 @@
 //! Scheduled event → one bounded reconcile run → its report (also logged).
 
 use payonce::idempotency::IdempotencyStore;
-use payonce::ports::{ChargeStore, InflightScan, Psp};
+use payonce::ports::{ChargeStore, InflightScan, Psp, RefundStore};
 use payonce::service::reconcile::{ReconcileReport, Reconciler};
 
 /// Time kept back from the invocation's deadline: one attempt may take a lookup, a fence, a
@@ -11,7 +11,7 @@ const DEADLINE_RESERVE_MS: i64 = 60_000;
 /// Handles one scheduled invocation; the event's content does not matter. With the invocation's
 /// deadline (epoch milliseconds) the run stops taking attempts in time to finish the last one;
 /// without a plausible one (local tools pass a duration) it runs for its configured bound.
-pub async fn handle<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp>(
+pub async fn handle<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp>(
     reconciler: &Reconciler<S, I, P>,
     _event: serde_json::Value,
     deadline_ms: Option<i64>,

@@ -2,11 +2,11 @@
 //! reported back (`ReportBatchItemFailures`) so only they are retried, then dead-lettered.
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
-use payonce::ports::ChargeStore;
+use payonce::ports::{ChargeStore, InflightScan, RefundStore};
 use payonce::service::webhooks::{QueuedEvent, WebhookProcessor, PROVIDER_ATTRIBUTE};
 
 /// Handles one batch.
-pub async fn handle<S: ChargeStore>(
+pub async fn handle<S: ChargeStore + RefundStore + InflightScan>(
     processor: &WebhookProcessor<S>,
     event: SqsEvent,
 ) -> SqsBatchResponse {

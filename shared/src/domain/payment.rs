@@ -91,6 +91,14 @@ pub struct Payment {
     /// once set, a call that cannot connect no longer proves nothing was charged, so the order
     /// is never released on it.
     pub psp_maybe_reached: bool,
+    /// Sum of the succeeded refunds, minor units.
+    pub amount_refunded: i64,
+    /// Sum of the pending refunds (reserved: a new refund fits only in what is left).
+    pub refund_pending: i64,
+    /// How many refunds the refund API has claimed on the payment (the next one is `n + 1`).
+    pub refund_count: i64,
+    /// Whether the automatic refund of a late duplicate charge was created for it.
+    pub duplicate_refund: bool,
     /// Epoch milliseconds.
     pub created_at_ms: i64,
     /// Epoch milliseconds of the last change.
@@ -164,14 +172,14 @@ impl Payment {
 }
 
 /// Logs a payment that settled while its order is held or paid by another attempt (or moved to
-/// another version). A success there is a late duplicate charge: the customer paid twice, and
-/// until refunds exist an operator must refund it, so it raises the `late-duplicate-charge`
-/// alarm.
+/// another version). A success there is a late duplicate charge: the customer paid twice. It is
+/// refunded automatically (the refund is created with the success), and it raises the
+/// `late-duplicate-charge` alarm.
 pub fn log_order_not_following(after: &Payment) {
     if after.status == PaymentStatus::Succeeded {
         tracing::error!(payment_id = %after.payment_id, order_id = %after.order_id,
             amount = after.amount, currency = after.currency.as_str(), alarm = "late-duplicate-charge",
-            "a charge succeeded for an order another attempt paid, or that moved on; refund it");
+            "a charge succeeded for an order another attempt paid, or that moved on; refunding it as a duplicate");
     } else {
         tracing::warn!(payment_id = %after.payment_id, order_id = %after.order_id,
             status = after.status.as_str(), "the order is held by another attempt; settling the payment alone");
@@ -300,6 +308,10 @@ mod tests {
             }),
             idempotency_pk: "payments.create#u#k".into(),
             psp_maybe_reached: false,
+            amount_refunded: 0,
+            refund_pending: 0,
+            refund_count: 0,
+            duplicate_refund: false,
             created_at_ms: 0,
             updated_at_ms: 0,
             check_at_ms: 0,

@@ -2,8 +2,8 @@
 
 use super::problem::{Problem, ProblemType};
 use super::request::json_response;
-use crate::domain::{FailureKind, PaymentStatus, PaymentView};
-use crate::service::{ChargeError, OrdersError};
+use crate::domain::{FailureKind, PaymentStatus, PaymentView, RefundStatus, RefundView};
+use crate::service::{ChargeError, OrdersError, RefundError};
 use lambda_http::http::{header, HeaderValue, StatusCode};
 use lambda_http::{Body, Response};
 use std::time::Duration;
@@ -36,6 +36,74 @@ impl From<ChargeError> for Problem {
             other => Problem::internal(&other),
         }
     }
+}
+
+impl From<RefundError> for Problem {
+    fn from(error: RefundError) -> Self {
+        match error {
+            RefundError::Mismatch => Problem::new(
+                ProblemType::IdempotencyKeyMismatch,
+                "this Idempotency-Key was used with a different payment, amount or reason; use a new key for a new refund",
+            ),
+            RefundError::KeyInUse { retry_after } => Problem::new(
+                ProblemType::IdempotencyKeyInUse,
+                "a request with this Idempotency-Key is still being processed; retry after the indicated delay",
+            )
+            .retry_after(retry_after),
+            RefundError::PaymentNotFound => Problem::new(ProblemType::NotFound, "no such payment"),
+            RefundError::NotRefundable(status) => Problem::new(
+                ProblemType::PaymentNotRefundable,
+                format!("the payment is {status}; only a succeeded payment can be refunded"),
+            )
+            .with("payment_status", status),
+            RefundError::ExceedsRemaining { remaining } => Problem::new(
+                ProblemType::RefundExceedsRemaining,
+                format!("at most {remaining} remains refundable (captured, less refunded and pending refunds)"),
+            )
+            .with("remaining_amount", remaining),
+            RefundError::Store(crate::idempotency::StoreError::Conflict { .. }) => {
+                Problem::new(ProblemType::IdempotencyKeyInUse, "the request is contended; retry shortly").retry_after(Duration::from_secs(1))
+            }
+            other => Problem::internal(&other),
+        }
+    }
+}
+
+/// A refund as the API answers it: 201 succeeded, 202 pending (with `Retry-After`), 402
+/// `refund-failed` once the PSP failed it. `replayed` adds `Idempotent-Replayed: true`.
+pub fn refund_response(
+    view: &RefundView,
+    replayed: bool,
+    pending_retry_after: Duration,
+) -> Response<Body> {
+    let mut response = match view.status {
+        RefundStatus::Succeeded => json_response(StatusCode::CREATED, view),
+        RefundStatus::Pending => {
+            let mut response = json_response(StatusCode::ACCEPTED, view);
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(pending_retry_after.as_secs().max(1)),
+            );
+            response
+        }
+        RefundStatus::Failed | RefundStatus::Canceled => Problem::new(
+            ProblemType::RefundFailed,
+            "the payment provider did not refund; nothing was refunded by this request",
+        )
+        .with("refund_id", view.refund_id.clone())
+        .with("payment_id", view.payment_id.clone())
+        .with(
+            "failure_code",
+            view.failure_code.clone().unwrap_or_default(),
+        )
+        .into_response(),
+    };
+    if replayed {
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    response
 }
 
 impl From<OrdersError> for Problem {

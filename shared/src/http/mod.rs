@@ -6,10 +6,10 @@ pub mod problem;
 pub mod request;
 pub mod routing;
 
-pub use errors::payment_response;
+pub use errors::{payment_response, refund_response};
 pub use problem::{Problem, ProblemType};
 pub use request::{
-    authenticated_user, deadline_ms, idempotency_key, json_response, parse_json_body, request_id,
-    with_request_id, MAX_BODY_BYTES,
+    authenticated_user, deadline_ms, has_scope, idempotency_key, json_response, parse_json_body,
+    request_id, with_request_id, MAX_BODY_BYTES,
 };
 pub use routing::Route;

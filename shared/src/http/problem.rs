@@ -52,6 +52,14 @@ pub enum ProblemType {
     PaymentFailed,
     /// 503: the PSP could not be reached.
     PspUnavailable,
+    /// 403: the token lacks the scope the route needs (`payments:refund`).
+    InsufficientScope,
+    /// 409: the payment is not succeeded (processing or failed), so nothing can be refunded.
+    PaymentNotRefundable,
+    /// 409: the refund is larger than what is neither refunded nor pending.
+    RefundExceedsRemaining,
+    /// 402: the PSP refused or failed the refund.
+    RefundFailed,
     /// 503: a dependency (DynamoDB, SQS) is unavailable; retry.
     ServiceUnavailable,
     /// 500: a bug or an unexpected failure; never carries detail.
@@ -164,6 +172,26 @@ impl ProblemType {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "psp-unavailable",
                 "The payment provider is unavailable",
+            ),
+            InsufficientScope => (
+                StatusCode::FORBIDDEN,
+                "insufficient-scope",
+                "The token lacks the required scope",
+            ),
+            PaymentNotRefundable => (
+                StatusCode::CONFLICT,
+                "payment-not-refundable",
+                "The payment cannot be refunded",
+            ),
+            RefundExceedsRemaining => (
+                StatusCode::CONFLICT,
+                "refund-exceeds-remaining",
+                "The refund exceeds what remains refundable",
+            ),
+            RefundFailed => (
+                StatusCode::PAYMENT_REQUIRED,
+                "refund-failed",
+                "The refund failed",
             ),
             ServiceUnavailable => (
                 StatusCode::SERVICE_UNAVAILABLE,

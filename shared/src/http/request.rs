@@ -37,6 +37,15 @@ pub fn authenticated_user(request: &Request) -> Option<String> {
     valid.then(|| sub.clone())
 }
 
+/// Whether the caller's token carries the OAuth `scope`: API Gateway puts the token's `scope`
+/// (or `scp`) claim, split on spaces, in `requestContext.authorizer.jwt.scopes`.
+pub fn has_scope(request: &Request, scope: &str) -> bool {
+    v2_context(request)
+        .and_then(|c| c.authorizer.as_ref())
+        .and_then(|a| a.jwt.as_ref())
+        .is_some_and(|jwt| jwt.scopes.iter().flatten().any(|s| s == scope))
+}
+
 /// API Gateway's request id, or a fresh one.
 pub fn request_id(request: &Request) -> String {
     v2_context(request)

@@ -32,6 +32,16 @@ impl<'a> Route<'a> {
         self.segments == literal
     }
 
+    /// The middle segment when the path is `prefix` + one segment + `suffix`
+    /// (`/payments/{id}/refunds`).
+    pub fn param_between(&self, prefix: &[&str], suffix: &[&str]) -> Option<&'a str> {
+        let n = prefix.len();
+        (self.segments.len() == n + 1 + suffix.len()
+            && self.segments[..n] == *prefix
+            && self.segments[n + 1..] == *suffix)
+            .then(|| self.segments[n])
+    }
+
     /// The last segment when the path is `prefix` + one more segment (`/payments/{id}`).
     pub fn param_after(&self, prefix: &[&str]) -> Option<&'a str> {
         (self.segments.len() == prefix.len() + 1 && self.segments[..prefix.len()] == *prefix)

@@ -347,6 +347,10 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             failure: None,
             idempotency_pk: record_key.as_str().to_owned(),
             psp_maybe_reached: false,
+            amount_refunded: 0,
+            refund_pending: 0,
+            refund_count: 0,
+            duplicate_refund: false,
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
             // Reconcile leaves it to its handler and webhooks for its minimum age past this.

@@ -4,6 +4,7 @@ pub mod charge;
 pub mod cleanup;
 pub mod orders;
 pub mod reconcile;
+pub mod refund;
 pub mod settle;
 pub mod webhooks;
 
@@ -11,4 +12,7 @@ pub mod webhooks;
 pub use charge::CrashPoint;
 pub use charge::{ChargeConfig, ChargeError, ChargeService, PayAnswer, PayRequest};
 pub use orders::{Created, OrderService, OrdersError};
+pub use refund::{
+    RefundAnswer, RefundCommand, RefundConfig, RefundError, RefundService, REFUND_OAUTH_SCOPE,
+};
 pub use settle::{apply_event, apply_settlement, settlement_of, Applied, EventApplied, EventError};

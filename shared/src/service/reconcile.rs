@@ -13,14 +13,17 @@
 //! (longer the older it is), so a head of attempts that never settle cannot hide newer ones.
 //! A run stops before its own deadline.
 
+use super::refund::{apply_refund_settlement, refund_settlement_of, RefundApplied};
 use super::settle::{settlement_of, settlement_of_outcome};
 use crate::clock::duration_ms;
+use crate::domain::{is_refund_id, Refund, RefundSettlement, RefundStatus};
 use crate::domain::{transition, Payment, PaymentStatus, Settlement, Transition};
 use crate::idempotency::{
     IdempotencyStore, Lease, LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome,
 };
 use crate::ports::{
-    ChargeRequest, ChargeStore, Fence, InflightScan, Psp, PspError, PspLookup, SettleOutcome,
+    ChargeRequest, ChargeStore, Fence, InflightScan, Psp, PspError, PspLookup, RefundRecordWrite,
+    RefundRequest, RefundStore, SettleOutcome,
 };
 use serde::Serialize;
 use std::time::Duration;
@@ -58,6 +61,11 @@ pub struct ReconcileConfig {
     pub lease: Duration,
     /// Idempotency record retention after a settlement.
     pub record_retention: Duration,
+    /// How long a succeeded refund is still looked up (it may fail later, and its webhook may
+    /// be lost).
+    pub refund_watch: Duration,
+    /// Longest pause between two looks at a succeeded refund.
+    pub refund_watch_recheck_max: Duration,
 }
 
 impl Default for ReconcileConfig {
@@ -75,6 +83,8 @@ impl Default for ReconcileConfig {
             max_pages: 10,
             lease: Duration::from_secs(60),
             record_retention: Duration::from_secs(24 * 3600),
+            refund_watch: Duration::from_secs(7 * 24 * 3600),
+            refund_watch_recheck_max: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -111,6 +121,10 @@ pub struct ReconcileReport {
     pub skipped: u32,
     /// Already settled when re-read (the index lags, or a webhook won).
     pub already_settled: u32,
+    /// Pending refunds settled to succeeded by this run.
+    pub refunds_succeeded: u32,
+    /// Pending refunds settled to failed by this run.
+    pub refunds_failed: u32,
     /// Attempts that failed this run (retried next run).
     pub errors: u32,
     /// Where the next page would start, if the run stopped at its bound.
@@ -132,8 +146,12 @@ pub enum Reconciled {
     Pending,
     /// Someone else holds it or moved it.
     Skipped,
-    /// Not processing any more.
+    /// Not processing (or pending) any more.
     AlreadySettled,
+    /// A pending refund is now succeeded.
+    RefundSucceeded,
+    /// A pending refund is now failed.
+    RefundFailed,
 }
 
 /// Errors of reconciling one attempt.
@@ -155,7 +173,7 @@ pub struct Reconciler<S, I, P> {
     config: ReconcileConfig,
 }
 
-impl<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I, P> {
+impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I, P> {
     /// The job over the payments store, the idempotency store (for leases) and the PSP.
     pub fn new(store: S, records: I, psp: P, config: ReconcileConfig) -> Self {
         Self {
@@ -191,7 +209,14 @@ impl<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I
                     break 'pages;
                 }
                 report.examined += 1;
-                match self.reconcile_one(&payment_id).await {
+                let reconciled = if is_refund_id(&payment_id) {
+                    self.reconcile_refund(&payment_id).await
+                } else {
+                    self.reconcile_one(&payment_id).await
+                };
+                match reconciled {
+                    Ok(Reconciled::RefundSucceeded) => report.refunds_succeeded += 1,
+                    Ok(Reconciled::RefundFailed) => report.refunds_failed += 1,
                     Ok(Reconciled::Succeeded) => report.succeeded += 1,
                     Ok(Reconciled::Declined) => report.declined += 1,
                     Ok(Reconciled::Abandoned) => report.abandoned += 1,
@@ -225,7 +250,14 @@ impl<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I
         if payment.status != PaymentStatus::Processing {
             return Ok(Reconciled::AlreadySettled);
         }
-        let lease = match self.take_lapsed_lease(&payment).await? {
+        let lease = match self
+            .take_lapsed_lease(
+                &payment.idempotency_pk,
+                &payment.payment_id,
+                payment.created_at_ms,
+            )
+            .await?
+        {
             LeaseTaken::HeldByOthers => return Ok(Reconciled::Skipped),
             LeaseTaken::Ours(token) => Some(token),
             LeaseTaken::NoneNeeded => None,
@@ -328,16 +360,161 @@ impl<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I
         }
     }
 
-    /// Pushes the next check of an attempt left pending back, by half its age within the
-    /// configured bounds.
+    /// Settles one pending refund: the PSP's list of the charge's refunds says what became of
+    /// it; one it does not show is re-sent, identical, under its key while the PSP remembers
+    /// keys (a refund has no fence: the re-send completes it exactly once). Past that window
+    /// it waits for an operator, its amount still reserved.
+    pub async fn reconcile_refund(&self, refund_id: &str) -> Result<Reconciled, ReconcileError> {
+        let Some(refund) = self.store.get_refund(refund_id).await? else {
+            return Ok(Reconciled::Skipped);
+        };
+        if refund.status == RefundStatus::Succeeded {
+            return self.watch_refund(&refund).await;
+        }
+        if refund.status != RefundStatus::Pending {
+            return Ok(Reconciled::AlreadySettled);
+        }
+        let lease = match &refund.idempotency_pk {
+            Some(pk) => match self
+                .take_lapsed_lease(pk, &refund.refund_id, refund.created_at_ms)
+                .await?
+            {
+                LeaseTaken::HeldByOthers => return Ok(Reconciled::Skipped),
+                LeaseTaken::Ours(token) => Some(token),
+                LeaseTaken::NoneNeeded => None,
+            },
+            None => None,
+        };
+        let Some(charge) = self
+            .store
+            .get_payment(&refund.payment_id)
+            .await?
+            .and_then(|p| p.provider_payment_id)
+        else {
+            return Err(StoreError::Corrupt {
+                key: refund.refund_id.clone(),
+                reason: "the refunded payment or its PSP id is missing".into(),
+            }
+            .into());
+        };
+        let age_ms = self.store.now_ms() - refund.created_at_ms;
+        let settlement = match self.psp.lookup_refund(&charge, refund_id).await? {
+            Some(settlement) => settlement,
+            None if age_ms > duration_ms(self.config.fence_window) => {
+                tracing::error!(
+                    refund_id,
+                    age_ms,
+                    alarm = "refund-unprovable",
+                    "refund not found at the PSP and too old to re-send; needs an operator"
+                );
+                return Ok(Reconciled::Pending);
+            }
+            None => {
+                let outcome = self
+                    .psp
+                    .create_refund(
+                        &RefundRequest::for_refund(&refund, &charge),
+                        self.config.lease / 2,
+                    )
+                    .await;
+                match refund_settlement_of(outcome) {
+                    Some(settlement) => settlement,
+                    None => return Ok(self.refund_still_pending(refund_id, age_ms)),
+                }
+            }
+        };
+        if matches!(settlement, RefundSettlement::Pending { .. }) {
+            return Ok(self.refund_still_pending(refund_id, age_ms));
+        }
+        let expires_at_s =
+            (self.store.now_ms() + duration_ms(self.config.record_retention)).div_euclid(1000);
+        let record = match &lease {
+            Some(token) => RefundRecordWrite::Complete {
+                lease: token,
+                expires_at_s,
+            },
+            None => RefundRecordWrite::Mirror { expires_at_s },
+        };
+        match apply_refund_settlement(&self.store, refund_id, &settlement, record, None).await {
+            Ok(RefundApplied::Moved(after)) if after.status == RefundStatus::Succeeded => {
+                Ok(Reconciled::RefundSucceeded)
+            }
+            Ok(RefundApplied::Moved(_)) => Ok(Reconciled::RefundFailed),
+            Ok(RefundApplied::Unchanged(_) | RefundApplied::Duplicate) => {
+                Ok(Reconciled::AlreadySettled)
+            }
+            Ok(RefundApplied::NotFound) | Err(StoreError::LeaseLost { .. }) => {
+                Ok(Reconciled::Skipped)
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// A succeeded refund can still fail: look it up again until the watch ends.
+    async fn watch_refund(&self, refund: &Refund) -> Result<Reconciled, ReconcileError> {
+        let age_ms = self.store.now_ms() - refund.created_at_ms;
+        if age_ms > duration_ms(self.config.refund_watch) {
+            self.store.stop_watching(refund).await?;
+            return Ok(Reconciled::AlreadySettled);
+        }
+        let Some(charge) = self
+            .store
+            .get_payment(&refund.payment_id)
+            .await?
+            .and_then(|p| p.provider_payment_id)
+        else {
+            return Ok(Reconciled::Skipped);
+        };
+        match self.psp.lookup_refund(&charge, &refund.refund_id).await? {
+            Some(failed @ RefundSettlement::Failed { .. }) => {
+                let expires_at_s = (self.store.now_ms()
+                    + duration_ms(self.config.record_retention))
+                .div_euclid(1000);
+                let record = RefundRecordWrite::Mirror { expires_at_s };
+                match apply_refund_settlement(&self.store, &refund.refund_id, &failed, record, None)
+                    .await?
+                {
+                    RefundApplied::Moved(_) => Ok(Reconciled::RefundFailed),
+                    _ => Ok(Reconciled::AlreadySettled),
+                }
+            }
+            _ => Ok(Reconciled::Pending),
+        }
+    }
+
+    fn refund_still_pending(&self, refund_id: &str, age_ms: i64) -> Reconciled {
+        if age_ms > duration_ms(self.config.stuck_alarm_after) {
+            tracing::error!(
+                refund_id,
+                age_ms,
+                alarm = "refund-stuck",
+                "refund still pending at the PSP"
+            );
+        }
+        Reconciled::Pending
+    }
+
+    /// Pushes the next check of an attempt (or refund) left pending back, by half its age
+    /// within the configured bounds.
     async fn recheck_later(&self, payment_id: &str) {
-        let Ok(Some(payment)) = self.store.get_payment(payment_id).await else {
-            return;
+        let (created_at_ms, recheck_max) = if is_refund_id(payment_id) {
+            match self.store.get_refund(payment_id).await {
+                Ok(Some(refund)) if refund.status == RefundStatus::Succeeded => {
+                    (refund.created_at_ms, self.config.refund_watch_recheck_max)
+                }
+                Ok(Some(refund)) => (refund.created_at_ms, self.config.recheck_max),
+                _ => return,
+            }
+        } else {
+            match self.store.get_payment(payment_id).await {
+                Ok(Some(payment)) => (payment.created_at_ms, self.config.recheck_max),
+                _ => return,
+            }
         };
         let now_ms = self.store.now_ms();
-        let pause_ms = ((now_ms - payment.created_at_ms) / 2).clamp(
+        let pause_ms = ((now_ms - created_at_ms) / 2).clamp(
             duration_ms(self.config.recheck_min),
-            duration_ms(self.config.recheck_max),
+            duration_ms(recheck_max),
         );
         if let Err(error) = self.store.defer_check(payment_id, now_ms + pause_ms).await {
             tracing::warn!(payment_id, error = %error, "could not defer the next check");
@@ -353,15 +530,20 @@ impl<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I
 
     /// Takes a lapsed lease on the attempt's idempotency record, so no client retry re-sends
     /// the charge while reconcile settles it; a live lease means a handler is at work.
-    async fn take_lapsed_lease(&self, payment: &Payment) -> Result<LeaseTaken, StoreError> {
-        let key = RecordKey::from_stored(payment.idempotency_pk.clone());
+    async fn take_lapsed_lease(
+        &self,
+        idempotency_pk: &str,
+        attempt_id: &str,
+        created_at_ms: i64,
+    ) -> Result<LeaseTaken, StoreError> {
+        let key = RecordKey::from_stored(idempotency_pk.to_owned());
         let Some(record) = self.records.get(&key).await? else {
             return Ok(LeaseTaken::NoneNeeded);
         };
         let RecordState::InProgress { lease } = &record.state else {
             return Ok(LeaseTaken::NoneNeeded);
         };
-        if record.attempt_id != payment.payment_id {
+        if record.attempt_id != attempt_id {
             return Ok(LeaseTaken::NoneNeeded);
         }
         let now_ms = self.records.now_ms();
@@ -372,8 +554,7 @@ impl<S: ChargeStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I
         // only looks the attempt up: taking it would make it a lapsed lease, and the client's
         // retry would then have to assume an earlier call reached the PSP. Only a fence (past
         // `abandon_after`) needs it held.
-        if lease.was_released()
-            && now_ms - payment.created_at_ms <= duration_ms(self.config.abandon_after)
+        if lease.was_released() && now_ms - created_at_ms <= duration_ms(self.config.abandon_after)
         {
             return Ok(LeaseTaken::NoneNeeded);
         }

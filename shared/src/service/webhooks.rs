@@ -1,10 +1,12 @@
 //! Webhooks: the receiver verifies the raw body and buffers it in a queue; the
 //! processor applies each event exactly once.
 
+use super::refund::{apply_refund_settlement, RefundApplied};
 use super::settle::{apply_event, EventApplied, EventError};
 use crate::clock::{duration_ms, SharedClock};
 use crate::ports::{
-    ChargeStore, EventMark, OutgoingMessage, QueueError, QueueSend, SignatureError, WebhookScheme,
+    ChargeStore, EventMark, InflightScan, OutgoingMessage, QueueError, QueueSend,
+    RefundRecordWrite, RefundStore, SignatureError, WebhookScheme,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -153,6 +155,11 @@ pub struct QueuedEvent<'a> {
 pub enum Processed {
     /// Applied (moved, unchanged or duplicate).
     Applied(EventApplied),
+    /// A refund event applied (moved, unchanged or duplicate).
+    Refund(RefundApplied),
+    /// The charge's refunds changed: this many pending refunds of ours were made due for
+    /// reconcile's lookup.
+    RefundsDue(usize),
     /// Not ours or not a type payonce applies: acknowledged and logged.
     Ignored(&'static str),
 }
@@ -178,7 +185,7 @@ pub struct WebhookProcessor<S> {
     config: ProcessorConfig,
 }
 
-impl<S: ChargeStore> WebhookProcessor<S> {
+impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
     /// The processor.
     pub fn new(store: S, providers: Providers, config: ProcessorConfig) -> Self {
         Self {
@@ -203,17 +210,27 @@ impl<S: ChargeStore> WebhookProcessor<S> {
         let parsed = scheme
             .parse(event.body.as_bytes())
             .map_err(|e| ProcessError::Unreadable(e.to_string()))?;
-        let (Some(payment_id), Some(settlement)) =
-            (parsed.payment_id.as_deref(), parsed.settlement.as_ref())
-        else {
-            tracing::info!(provider, event_id = %parsed.event_id, kind = %parsed.kind, "webhook ignored: not an attempt of ours, or a type payonce does not apply");
-            return Ok(Processed::Ignored("not applicable"));
-        };
         let mark = EventMark {
             provider: provider.to_owned(),
             event_id: parsed.event_id.clone(),
             expires_at_s: (self.store.now_ms() + duration_ms(self.config.dedup_retention))
                 .div_euclid(1000),
+        };
+        if let Some(refund) = &parsed.refund {
+            return self
+                .process_refund(provider, &parsed.event_id, refund, &mark)
+                .await;
+        }
+        if parsed.refunds_changed {
+            if let Some(payment_id) = parsed.payment_id.as_deref() {
+                return self.refunds_due(payment_id).await;
+            }
+        }
+        let (Some(payment_id), Some(settlement)) =
+            (parsed.payment_id.as_deref(), parsed.settlement.as_ref())
+        else {
+            tracing::info!(provider, event_id = %parsed.event_id, kind = %parsed.kind, "webhook ignored: not an attempt of ours, or a type payonce does not apply");
+            return Ok(Processed::Ignored("not applicable"));
         };
         let applied = apply_event(
             &self.store,
@@ -235,6 +252,73 @@ impl<S: ChargeStore> WebhookProcessor<S> {
             }
         }
         Ok(Processed::Applied(applied))
+    }
+
+    /// Applies a refund event exactly once (its dedup record written with its effect).
+    async fn process_refund(
+        &self,
+        provider: &str,
+        event_id: &str,
+        refund: &crate::ports::RefundEvent,
+        mark: &EventMark,
+    ) -> Result<Processed, ProcessError> {
+        let expires_at_s =
+            (self.store.now_ms() + duration_ms(self.config.record_retention)).div_euclid(1000);
+        let applied = apply_refund_settlement(
+            &self.store,
+            &refund.refund_id,
+            &refund.settlement,
+            RefundRecordWrite::Mirror { expires_at_s },
+            Some(mark),
+        )
+        .await
+        .map_err(EventError::from)?;
+        match &applied {
+            RefundApplied::NotFound => {
+                // Our id, but no such refund (yet): retry, then dead-letter.
+                return Err(EventError::PaymentNotFound(refund.refund_id.clone()).into());
+            }
+            RefundApplied::Moved(r) => {
+                tracing::info!(provider, event_id, refund_id = %r.refund_id, status = r.status.as_str(), "refund webhook applied")
+            }
+            RefundApplied::Unchanged(r) => {
+                tracing::info!(provider, event_id, refund_id = %r.refund_id, status = r.status.as_str(), "refund webhook changes nothing")
+            }
+            RefundApplied::Duplicate => {
+                tracing::info!(provider, event_id, refund_id = %refund.refund_id, "refund webhook already processed")
+            }
+        }
+        Ok(Processed::Refund(applied))
+    }
+
+    /// The charge's refunds changed at the PSP: every pending refund of ours on the payment is
+    /// made due, so reconcile's next run looks it up (the processor holds no PSP credentials).
+    async fn refunds_due(&self, payment_id: &str) -> Result<Processed, ProcessError> {
+        let Some(payment) = self
+            .store
+            .get_payment(payment_id)
+            .await
+            .map_err(EventError::from)?
+        else {
+            return Ok(Processed::Ignored("not applicable"));
+        };
+        let refunds = self
+            .store
+            .refunds_of(&payment)
+            .await
+            .map_err(EventError::from)?;
+        let mut due = 0;
+        for refund in refunds
+            .iter()
+            .filter(|r| r.status == crate::domain::RefundStatus::Pending)
+        {
+            self.store
+                .defer_check(&refund.refund_id, 0)
+                .await
+                .map_err(EventError::from)?;
+            due += 1;
+        }
+        Ok(Processed::RefundsDue(due))
     }
 
     /// Processes a batch; returns the message ids that failed (to be retried by the queue).

@@ -4,8 +4,11 @@
 
 use async_trait::async_trait;
 use payonce::clock::{Clock, ManualClock};
-use payonce::domain::PaymentStatus;
-use payonce::ports::{ChargeRequest, ChargeStore, Fence, Psp, PspError, PspLookup, PspOutcome};
+use payonce::domain::{PaymentStatus, RefundSettlement};
+use payonce::ports::{
+    ChargeRequest, ChargeStore, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome,
+    RefundRequest,
+};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce_fake_psp::FakePspConfig;
 use payonce_tests::stack::{stripe_for, PaymentStack};
@@ -136,6 +139,18 @@ impl<P: Psp> Psp for SlowLookups<P> {
     }
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError> {
         self.inner.cancel(provider_payment_id).await
+    }
+    async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {
+        self.inner.create_refund(request, timeout).await
+    }
+    async fn lookup_refund(
+        &self,
+        provider_payment_id: &str,
+        refund_id: &str,
+    ) -> Result<Option<RefundSettlement>, PspError> {
+        self.inner
+            .lookup_refund(provider_payment_id, refund_id)
+            .await
     }
 }
 

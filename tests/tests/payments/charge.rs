@@ -2,8 +2,11 @@
 
 use async_trait::async_trait;
 use payonce::adapters::faults::Faults;
-use payonce::domain::{Currency, FailureKind, PaymentStatus, PaymentView};
-use payonce::ports::{ChargeRequest, ChargeStore, Fence, Psp, PspError, PspLookup, PspOutcome};
+use payonce::domain::{Currency, FailureKind, PaymentStatus, PaymentView, RefundSettlement};
+use payonce::ports::{
+    ChargeRequest, ChargeStore, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome,
+    RefundRequest,
+};
 use payonce::service::reconcile::ReconcileConfig;
 use payonce::service::{ChargeService, CrashPoint};
 use payonce_tests::stack::{completed_view, stripe_for, PaymentStack};
@@ -785,6 +788,18 @@ impl<P: Psp> Psp for ConflictsAfterTheCharge<P> {
     }
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError> {
         self.inner.cancel(provider_payment_id).await
+    }
+    async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {
+        self.inner.create_refund(request, timeout).await
+    }
+    async fn lookup_refund(
+        &self,
+        provider_payment_id: &str,
+        refund_id: &str,
+    ) -> Result<Option<RefundSettlement>, PspError> {
+        self.inner
+            .lookup_refund(provider_payment_id, refund_id)
+            .await
     }
 }
 

@@ -4,6 +4,7 @@ mod attributes;
 mod counting;
 mod idempotency;
 mod payments;
+mod refunds;
 mod tables;
 
 pub use counting::RequestCounter;

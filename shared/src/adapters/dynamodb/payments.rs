@@ -13,13 +13,14 @@ use super::idempotency::{
     item_from_record, record_from_item, ATTEMPT_ID, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS, PK,
     RESULT, STATUS,
 };
+use super::refunds::{refund_pk, refund_put};
 use super::{backend, is_condition_failure};
 use crate::adapters::encode_view;
 use crate::adapters::faults::Faults;
 use crate::clock::{duration_ms, system_clock, SharedClock};
 use crate::domain::{
-    Currency, Failure, FailureKind, LineItem, Order, OrderPaymentState, Payment, PaymentStatus,
-    Transition,
+    is_refund_id, Currency, Failure, FailureKind, LineItem, Order, OrderPaymentState, Payment,
+    PaymentStatus, Transition,
 };
 use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError,
@@ -44,9 +45,17 @@ const TRANSACT_RETRIES: u32 = 3;
 /// Name of the sparse GSI over payments in `processing`.
 pub const INFLIGHT_INDEX: &str = "inflight";
 /// The in-flight index's sort key: when reconcile should next look at the attempt.
-const CHECK_AT: &str = "check_at_ms";
+pub(super) const CHECK_AT: &str = "check_at_ms";
 /// The payment attribute saying a call under its PSP key may have reached the PSP.
-const MAYBE_REACHED: &str = "psp_maybe_reached";
+pub(super) const MAYBE_REACHED: &str = "psp_maybe_reached";
+/// The payment's sum of succeeded refunds (absent: 0).
+pub(super) const REFUNDED: &str = "refunded";
+/// The payment's sum of pending refunds (absent: 0).
+pub(super) const REFUND_PENDING: &str = "refund_pending";
+/// How many refunds the refund API claimed on the payment (absent: 0).
+pub(super) const REFUND_COUNT: &str = "refund_count";
+/// Set once the automatic refund of a late duplicate was created.
+pub(super) const DUPLICATE_REFUND: &str = "duplicate_refund";
 /// Partition value of every in-flight payment in [`INFLIGHT_INDEX`].
 pub const INFLIGHT_PARTITION: &str = "processing";
 
@@ -62,9 +71,9 @@ pub struct Tables {
 /// [`OrderStore`] and [`ChargeStore`] on DynamoDB.
 #[derive(Debug, Clone)]
 pub struct DynamoPaymentStore {
-    client: Client,
-    tables: Tables,
-    clock: SharedClock,
+    pub(super) client: Client,
+    pub(super) tables: Tables,
+    pub(super) clock: SharedClock,
     faults: Faults,
 }
 
@@ -95,7 +104,64 @@ impl DynamoPaymentStore {
         &self.tables
     }
 
-    async fn get(&self, pk: String) -> Result<Option<Item>, StoreError> {
+    /// Reads an idempotency record (expired reads as absent) and one payments-table item
+    /// together, with consistent reads, in one BatchGetItem.
+    pub(super) async fn load_record_and(
+        &self,
+        record: &RecordKey,
+        item_pk: String,
+    ) -> Result<(Option<IdempotencyRecord>, Option<Item>), StoreError> {
+        let key = |pk: String| -> Result<KeysAndAttributes, StoreError> {
+            KeysAndAttributes::builder()
+                .keys(HashMap::from([(PK.to_owned(), s(pk))]))
+                .consistent_read(true)
+                .build()
+                .map_err(build_error)
+        };
+        let mut request = HashMap::from([
+            (
+                self.tables.idempotency.clone(),
+                key(record.as_str().to_owned())?,
+            ),
+            (self.tables.payments.clone(), key(item_pk)?),
+        ]);
+        let (mut record_item, mut other_item) = (None, None);
+        // DynamoDB may leave keys unprocessed under load; ask again for those only.
+        for _ in 0..5 {
+            let output = self
+                .client
+                .batch_get_item()
+                .set_request_items(Some(request))
+                .send()
+                .await
+                .map_err(|e| backend("load", record.as_str(), e))?;
+            for (table, items) in output.responses.unwrap_or_default() {
+                let slot = if table == self.tables.idempotency {
+                    &mut record_item
+                } else {
+                    &mut other_item
+                };
+                *slot = items.into_iter().next();
+            }
+            match output.unprocessed_keys {
+                Some(left) if !left.is_empty() => request = left,
+                _ => {
+                    let now_ms = self.clock.now_ms();
+                    let record = record_item
+                        .as_ref()
+                        .map(record_from_item)
+                        .transpose()?
+                        .filter(|r| !r.is_expired_at(now_ms));
+                    return Ok((record, other_item));
+                }
+            }
+        }
+        Err(StoreError::Conflict {
+            item: record.to_string(),
+        })
+    }
+
+    pub(super) async fn get(&self, pk: String) -> Result<Option<Item>, StoreError> {
         let output = self
             .client
             .get_item()
@@ -112,7 +178,7 @@ impl DynamoPaymentStore {
     /// transaction cancelled only by a conflict or by throttling wrote nothing, so it is sent
     /// again, identical, after a jittered pause; past the retries it is a
     /// [`StoreError::Conflict`] (retryable by the caller).
-    async fn transact(
+    pub(super) async fn transact(
         &self,
         operation: &'static str,
         items: Vec<TransactWriteItem>,
@@ -192,11 +258,12 @@ impl DynamoPaymentStore {
         extra_ops: impl Fn(&Payment) -> Result<Vec<(Op, TransactWriteItem)>, StoreError>,
     ) -> Result<TransitionWrite, StoreError> {
         let now_ms = self.clock.now_ms();
-        let after = payment.after(transition, now_ms);
+        let mut after = payment.after(transition, now_ms);
         let mut with_order = matches!(transition, Transition::Apply { .. });
+        let mut duplicate = None;
         loop {
-            let mut items = Vec::with_capacity(3);
-            let mut labels = Vec::with_capacity(3);
+            let mut items = Vec::with_capacity(4);
+            let mut labels = Vec::with_capacity(4);
             if let Transition::Apply { .. } = transition {
                 items.push(payment_update(&self.tables.payments, payment, &after)?);
                 labels.push(Op::Payment);
@@ -209,6 +276,10 @@ impl DynamoPaymentStore {
                 // it is: if a webhook or reconcile moved it since it was read, read again.
                 items.push(payment_unchanged(&self.tables.payments, payment)?);
                 labels.push(Op::Payment);
+            }
+            if let Some(refund) = &duplicate {
+                items.push(refund_put(&self.tables.payments, refund)?);
+                labels.push(Op::Refund);
             }
             for (label, op) in extra_ops(&after)? {
                 items.push(op);
@@ -236,8 +307,10 @@ impl DynamoPaymentStore {
                     if failed(Op::Order) && with_order {
                         // The order is held or paid by another attempt: the payment still moves,
                         // the order stays as it is.
-                        crate::domain::log_order_not_following(&after);
                         with_order = false;
+                        duplicate =
+                            crate::domain::duplicate_refund_for(payment, &mut after, now_ms);
+                        crate::domain::log_order_not_following(&after);
                         continue;
                     }
                     return Err(StoreError::Corrupt {
@@ -258,21 +331,22 @@ enum Op {
     Record,
     Order,
     Payment,
+    Refund,
 }
 
 #[derive(Debug)]
-struct Reason {
-    code: String,
-    item: Option<Item>,
+pub(super) struct Reason {
+    pub(super) code: String,
+    pub(super) item: Option<Item>,
 }
 
 impl Reason {
-    fn condition_failed(&self) -> bool {
+    pub(super) fn condition_failed(&self) -> bool {
         self.code == "ConditionalCheckFailed"
     }
 }
 
-enum TxFailure {
+pub(super) enum TxFailure {
     Cancelled(Vec<Reason>),
     Store(StoreError),
 }
@@ -284,7 +358,7 @@ enum TransitionWrite {
     RecordRefused,
 }
 
-fn build_error(error: aws_sdk_dynamodb::error::BuildError) -> StoreError {
+pub(super) fn build_error(error: aws_sdk_dynamodb::error::BuildError) -> StoreError {
     StoreError::Backend {
         operation: "build request",
         source: Box::new(error),
@@ -295,12 +369,12 @@ fn order_pk(order_id: &str) -> String {
     format!("order#{order_id}")
 }
 
-fn payment_pk(payment_id: &str) -> String {
+pub(super) fn payment_pk(payment_id: &str) -> String {
     format!("payment#{payment_id}")
 }
 
 /// Expression attribute names for every attribute these expressions use.
-fn names(pairs: &[&str]) -> Option<HashMap<String, String>> {
+pub(super) fn names(pairs: &[&str]) -> Option<HashMap<String, String>> {
     Some(
         pairs
             .iter()
@@ -309,11 +383,13 @@ fn names(pairs: &[&str]) -> Option<HashMap<String, String>> {
     )
 }
 
-fn values(pairs: Vec<(&str, AttributeValue)>) -> Option<HashMap<String, AttributeValue>> {
+pub(super) fn values(
+    pairs: Vec<(&str, AttributeValue)>,
+) -> Option<HashMap<String, AttributeValue>> {
     Some(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
 
-fn update_item(
+pub(super) fn update_item(
     table: &str,
     pk: &str,
     update: &str,
@@ -334,7 +410,7 @@ fn update_item(
     Ok(TransactWriteItem::builder().update(update).build())
 }
 
-fn put_item(
+pub(super) fn put_item(
     table: &str,
     item: Item,
     condition: &str,
@@ -389,6 +465,13 @@ fn payment_update(
         }
         None => remove.extend(["#failure_kind", "#decline_code"]),
     }
+    if after.duplicate_refund && !before.duplicate_refund {
+        // The automatic refund of a late duplicate is created with the success: its amount is
+        // reserved at once (a payment that was not succeeded has no other refund).
+        update.push_str(", #refund_pending = :refund_pending, #duplicate_refund = :yes");
+        vals.push((":refund_pending", n(after.refund_pending)));
+        vals.push((":yes", AttributeValue::Bool(true)));
+    }
     if after.status != PaymentStatus::Processing {
         // Leaving the sparse index takes only its partition key; `check_at_ms` stays, as read.
         remove.push("#inflight");
@@ -409,6 +492,8 @@ fn payment_update(
             "failure_kind",
             "decline_code",
             "inflight",
+            REFUND_PENDING,
+            DUPLICATE_REFUND,
         ]
         .into_iter()
         .filter(|name| update.contains(&format!("#{name}")) || *name == "status")
@@ -432,7 +517,11 @@ fn event_item(event: &EventMark, now_ms: i64) -> Item {
 }
 
 /// Inserts the event's dedup record, unless it is already there (and not expired).
-fn event_put(table: &str, event: &EventMark, now_ms: i64) -> Result<TransactWriteItem, StoreError> {
+pub(super) fn event_put(
+    table: &str,
+    event: &EventMark,
+    now_ms: i64,
+) -> Result<TransactWriteItem, StoreError> {
     put_item(
         table,
         event_item(event, now_ms),
@@ -443,7 +532,10 @@ fn event_put(table: &str, event: &EventMark, now_ms: i64) -> Result<TransactWrit
 }
 
 /// Asserts the payment is still in the status it was read in.
-fn payment_unchanged(table: &str, payment: &Payment) -> Result<TransactWriteItem, StoreError> {
+pub(super) fn payment_unchanged(
+    table: &str,
+    payment: &Payment,
+) -> Result<TransactWriteItem, StoreError> {
     let check = ConditionCheck::builder()
         .table_name(table)
         .key(PK, s(payment_pk(&payment.payment_id)))
@@ -520,11 +612,11 @@ fn parse_failure_kind(raw: &str) -> Option<FailureKind> {
     .find(|k| failure_kind_str(*k) == raw)
 }
 
-fn optional_string(item: &Item, name: &str) -> Option<String> {
+pub(super) fn optional_string(item: &Item, name: &str) -> Option<String> {
     string(item, name).ok()
 }
 
-fn currency(item: &Item) -> Result<Currency, String> {
+pub(super) fn currency(item: &Item) -> Result<Currency, String> {
     let code = string(item, "currency")?;
     Currency::parse(&code).ok_or_else(|| format!("unknown currency {code}"))
 }
@@ -606,6 +698,10 @@ pub(crate) fn payment_from_item(item: &Item) -> Result<Payment, StoreError> {
         failure,
         idempotency_pk: string(item, "idempotency_pk").map_err(corrupt)?,
         psp_maybe_reached: matches!(item.get(MAYBE_REACHED), Some(AttributeValue::Bool(true))),
+        amount_refunded: number(item, REFUNDED).unwrap_or(0),
+        refund_pending: number(item, REFUND_PENDING).unwrap_or(0),
+        refund_count: number(item, REFUND_COUNT).unwrap_or(0),
+        duplicate_refund: matches!(item.get(DUPLICATE_REFUND), Some(AttributeValue::Bool(true))),
         created_at_ms: number(item, "created_at_ms").map_err(corrupt)?,
         updated_at_ms: number(item, "updated_at_ms").map_err(corrupt)?,
         check_at_ms: number(item, CHECK_AT).unwrap_or(0),
@@ -647,7 +743,7 @@ fn payment_to_item(payment: &Payment) -> Item {
 }
 
 /// Completes the idempotency record held under `lease` with `view` as its result (fenced).
-fn complete_record(
+pub(super) fn complete_record(
     table: &str,
     record_pk: &str,
     lease: &LeaseToken,
@@ -752,55 +848,8 @@ impl ChargeStore for DynamoPaymentStore {
         record: &RecordKey,
         order_id: &str,
     ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError> {
-        let key = |pk: String| -> Result<KeysAndAttributes, StoreError> {
-            KeysAndAttributes::builder()
-                .keys(HashMap::from([(PK.to_owned(), s(pk))]))
-                .consistent_read(true)
-                .build()
-                .map_err(build_error)
-        };
-        let mut request = HashMap::from([
-            (
-                self.tables.idempotency.clone(),
-                key(record.as_str().to_owned())?,
-            ),
-            (self.tables.payments.clone(), key(order_pk(order_id))?),
-        ]);
-        let (mut record_item, mut order_item) = (None, None);
-        // DynamoDB may leave keys unprocessed under load; ask again for those only.
-        for _ in 0..5 {
-            let output = self
-                .client
-                .batch_get_item()
-                .set_request_items(Some(request))
-                .send()
-                .await
-                .map_err(|e| backend("load_for_charge", record.as_str(), e))?;
-            for (table, items) in output.responses.unwrap_or_default() {
-                let slot = if table == self.tables.idempotency {
-                    &mut record_item
-                } else {
-                    &mut order_item
-                };
-                *slot = items.into_iter().next();
-            }
-            match output.unprocessed_keys {
-                Some(left) if !left.is_empty() => request = left,
-                _ => {
-                    let now_ms = self.clock.now_ms();
-                    let record = record_item
-                        .as_ref()
-                        .map(record_from_item)
-                        .transpose()?
-                        .filter(|r| !r.is_expired_at(now_ms));
-                    let order = order_item.as_ref().map(order_from_item).transpose()?;
-                    return Ok((record, order));
-                }
-            }
-        }
-        Err(StoreError::Conflict {
-            item: record.to_string(),
-        })
+        let (record, order) = self.load_record_and(record, order_pk(order_id)).await?;
+        Ok((record, order.as_ref().map(order_from_item).transpose()?))
     }
 
     async fn begin_attempt(
@@ -1153,14 +1202,22 @@ impl InflightScan for DynamoPaymentStore {
             .items()
             .iter()
             .filter_map(|item| string(item, PK).ok())
-            .filter_map(|pk| pk.strip_prefix("payment#").map(str::to_owned))
+            .filter_map(|pk| {
+                pk.strip_prefix("payment#")
+                    .or_else(|| pk.strip_prefix("refund#"))
+                    .map(str::to_owned)
+            })
             .collect();
         let next = page.last_evaluated_key().map(encode_cursor);
         Ok((ids, next))
     }
 
     async fn defer_check(&self, payment_id: &str, check_at_ms: i64) -> Result<(), StoreError> {
-        let pk = payment_pk(payment_id);
+        let pk = if is_refund_id(payment_id) {
+            refund_pk(payment_id)
+        } else {
+            payment_pk(payment_id)
+        };
         let sent = self
             .client
             .update_item()

@@ -11,12 +11,16 @@ use super::idempotency::{MemoryIdempotencyStore, MemoryTables};
 use crate::adapters::encode_view;
 use crate::adapters::faults::Faults;
 use crate::clock::{duration_ms, SharedClock};
-use crate::domain::{Order, OrderPaymentState, Payment, PaymentStatus, Transition};
+use crate::domain::{
+    is_refund_id, refund_amounts_delta, Order, OrderPaymentState, Payment, PaymentStatus, Refund,
+    RefundStatus, RefundTransition, Transition,
+};
 use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError,
 };
 use crate::ports::{
-    BeginOutcome, ChargeStore, EventMark, InflightScan, OrderStore, ResumeOutcome, ReviseOutcome,
+    BeginOutcome, BeginRefundOutcome, ChargeStore, EventMark, InflightScan, OrderStore,
+    RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome, ReviseOutcome,
     SettleOutcome,
 };
 use async_trait::async_trait;
@@ -29,6 +33,14 @@ use std::time::Duration;
 pub(crate) struct PaymentTables {
     orders: BTreeMap<String, Order>,
     payments: BTreeMap<String, StoredPayment>,
+    refunds: BTreeMap<String, StoredRefund>,
+}
+
+/// A refund as the embedded table holds it; `inflight` as for payments, while pending.
+#[derive(Debug, Clone)]
+struct StoredRefund {
+    refund: Refund,
+    inflight: bool,
 }
 
 /// A payment as the embedded table holds it.
@@ -153,6 +165,8 @@ fn update_payment(stored: &mut StoredPayment, after: &Payment) {
         stored.payment.provider_payment_id = Some(id.clone());
     }
     stored.payment.failure = after.failure.clone();
+    stored.payment.refund_pending = after.refund_pending;
+    stored.payment.duplicate_refund = after.duplicate_refund;
     if after.status != PaymentStatus::Processing {
         stored.inflight = false;
     }
@@ -198,8 +212,7 @@ fn write_transition(
     record_write: RecordWrite<'_>,
     event: Option<&EventMark>,
 ) -> Result<TransitionWrite, StoreError> {
-    let after = payment.after(transition, now_ms);
-    let view = encode_view(&after)?;
+    let mut after = payment.after(transition, now_ms);
     let record_key = RecordKey::from_stored(payment.idempotency_pk.clone());
     let event = event.map(|e| (event_key(e), e.expires_at_s));
     if let Some((key, _)) = &event {
@@ -238,6 +251,10 @@ fn write_transition(
     let applies = matches!(transition, Transition::Apply { .. });
     let order_follows =
         applies && order_may_follow(tables.payments.orders.get(&payment.order_id), &after);
+    let duplicate = (applies && !order_follows)
+        .then(|| crate::domain::duplicate_refund_for(payment, &mut after, now_ms))
+        .flatten();
+    let view = encode_view(&after)?;
     if applies && !order_follows {
         // The order is held or paid by another attempt: the payment still moves, the order
         // stays as it is.
@@ -248,6 +265,16 @@ fn write_transition(
         if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
             update_payment(stored, &after);
         }
+    }
+    if let Some(refund) = duplicate {
+        tables
+            .payments
+            .refunds
+            .entry(refund.refund_id.clone())
+            .or_insert(StoredRefund {
+                refund,
+                inflight: true,
+            });
     }
     if order_follows {
         if let Some(order) = tables.payments.orders.get_mut(&payment.order_id) {
@@ -585,17 +612,26 @@ impl InflightScan for MemoryPaymentStore {
     ) -> Result<(Vec<String>, Option<String>), StoreError> {
         let after = cursor.as_deref().map(decode_cursor).transpose()?;
         let tables = self.lock();
-        let mut inflight: Vec<(i64, &str)> = tables
+        let payments = tables
             .payments
             .payments
             .values()
-            .filter(|stored| stored.inflight && stored.payment.check_at_ms <= due_at_ms)
+            .filter(|stored| stored.inflight)
             .map(|stored| {
                 (
                     stored.payment.check_at_ms,
                     stored.payment.payment_id.as_str(),
                 )
-            })
+            });
+        let refunds = tables
+            .payments
+            .refunds
+            .values()
+            .filter(|stored| stored.inflight)
+            .map(|stored| (stored.refund.check_at_ms, stored.refund.refund_id.as_str()));
+        let mut inflight: Vec<(i64, &str)> = payments
+            .chain(refunds)
+            .filter(|(check_at_ms, _)| *check_at_ms <= due_at_ms)
             .filter(|(check_at_ms, id)| {
                 after.as_ref().is_none_or(|(after_ms, after_id)| {
                     (*check_at_ms, *id) > (*after_ms, after_id.as_str())
@@ -621,10 +657,308 @@ impl InflightScan for MemoryPaymentStore {
 
     async fn defer_check(&self, payment_id: &str, check_at_ms: i64) -> Result<(), StoreError> {
         let mut tables = self.lock();
+        if is_refund_id(payment_id) {
+            if let Some(stored) = tables.payments.refunds.get_mut(payment_id) {
+                if stored.inflight {
+                    stored.refund.check_at_ms = check_at_ms;
+                }
+            }
+            return Ok(());
+        }
         if let Some(stored) = tables.payments.payments.get_mut(payment_id) {
             if stored.inflight {
                 stored.payment.check_at_ms = check_at_ms;
             }
+        }
+        Ok(())
+    }
+}
+
+/// The payment amounts a refund moving from `from` to `to` changes: (refunded, pending).
+fn apply_refund_amounts(payment: &mut Payment, from: RefundStatus, to: RefundStatus, amount: i64) {
+    let (refunded, pending) = refund_amounts_delta(from, to, amount);
+    payment.amount_refunded += refunded;
+    payment.refund_pending += pending;
+}
+
+#[async_trait]
+impl RefundStore for MemoryPaymentStore {
+    fn refund_now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    async fn load_for_refund(
+        &self,
+        record: &RecordKey,
+        payment_id: &str,
+    ) -> Result<(Option<IdempotencyRecord>, Option<Payment>), StoreError> {
+        let now_ms = self.clock.now_ms();
+        let tables = self.lock();
+        let record = tables
+            .records
+            .get(record)
+            .filter(|r| !r.is_expired_at(now_ms))
+            .cloned();
+        let payment = tables
+            .payments
+            .payments
+            .get(payment_id)
+            .map(|stored| stored.payment.clone());
+        Ok((record, payment))
+    }
+
+    async fn begin_refund(
+        &self,
+        claim: &Claim,
+        payment: &Payment,
+        refund: &Refund,
+    ) -> Result<BeginRefundOutcome, StoreError> {
+        self.transaction("begin_refund")?;
+        let now_ms = self.clock.now_ms();
+        let mut tables = self.lock();
+        if let Some(existing) = tables.records.get(&claim.key) {
+            if !existing.is_expired_at(now_ms) {
+                return Ok(BeginRefundOutcome::KeyTaken(existing.clone()));
+            }
+        }
+        let current = tables
+            .payments
+            .payments
+            .get(&payment.payment_id)
+            .map(|stored| stored.payment.clone());
+        // The payment's refund amounts exactly as read, so the sum checked when reading holds.
+        let as_read = current.as_ref().is_some_and(|now| {
+            now.status == PaymentStatus::Succeeded
+                && now.refund_count == payment.refund_count
+                && now.amount_refunded == payment.amount_refunded
+                && now.refund_pending == payment.refund_pending
+        });
+        let fits =
+            payment.amount_refunded + payment.refund_pending + refund.amount <= payment.amount;
+        if !(as_read && fits) {
+            return Ok(BeginRefundOutcome::PaymentChanged(current));
+        }
+        if tables.payments.refunds.contains_key(&refund.refund_id) {
+            return Err(StoreError::Corrupt {
+                key: refund.refund_id.clone(),
+                reason: "begin_refund cancelled: the refund already exists".into(),
+            });
+        }
+        tables.records.insert(
+            claim.key.clone(),
+            IdempotencyRecord {
+                key: claim.key.clone(),
+                state: RecordState::InProgress {
+                    lease: Lease {
+                        token: claim.lease_token.clone(),
+                        until_ms: claim.lease_until_ms,
+                    },
+                },
+                fingerprint: claim.fingerprint.clone(),
+                attempt_id: claim.attempt_id.clone(),
+                created_at_ms: now_ms,
+                expires_at_s: claim.expires_at_s,
+            },
+        );
+        if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
+            stored.payment.refund_count += 1;
+            stored.payment.refund_pending += refund.amount;
+        }
+        tables.payments.refunds.insert(
+            refund.refund_id.clone(),
+            StoredRefund {
+                refund: refund.clone(),
+                inflight: true,
+            },
+        );
+        Ok(BeginRefundOutcome::Begun)
+    }
+
+    async fn resume_refund(
+        &self,
+        record: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+        refund: &Refund,
+    ) -> Result<ResumeOutcome, StoreError> {
+        self.transaction("resume_refund")?;
+        let mut tables = self.lock();
+        let current = tables.records.get(record);
+        if !(leased_to(current, seen) && current.is_some_and(|r| r.attempt_id == refund.refund_id))
+        {
+            return Ok(ResumeOutcome::KeyMoved(current.cloned()));
+        }
+        let still_pending = tables
+            .payments
+            .refunds
+            .get(&refund.refund_id)
+            .is_some_and(|stored| stored.refund.status == RefundStatus::Pending);
+        if !still_pending {
+            return Ok(ResumeOutcome::KeyMoved(None));
+        }
+        if let Some(current) = tables.records.get_mut(record) {
+            current.state = RecordState::InProgress {
+                lease: lease.clone(),
+            };
+        }
+        if refund.psp_maybe_reached {
+            if let Some(stored) = tables.payments.refunds.get_mut(&refund.refund_id) {
+                stored.refund.psp_maybe_reached = true;
+            }
+        }
+        Ok(ResumeOutcome::Resumed)
+    }
+
+    async fn get_refund(&self, refund_id: &str) -> Result<Option<Refund>, StoreError> {
+        Ok(self
+            .lock()
+            .payments
+            .refunds
+            .get(refund_id)
+            .map(|stored| stored.refund.clone()))
+    }
+
+    async fn refunds_of(&self, payment: &Payment) -> Result<Vec<Refund>, StoreError> {
+        let tables = self.lock();
+        let numbers = (1..=payment.refund_count).map(|n| n.to_string()).chain(
+            payment
+                .duplicate_refund
+                .then(|| crate::domain::DUPLICATE_REFUND_NUMBER.to_owned()),
+        );
+        Ok(numbers
+            .filter_map(|number| {
+                let id = crate::domain::refund_id_for(&payment.payment_id, &number);
+                tables
+                    .payments
+                    .refunds
+                    .get(&id)
+                    .map(|stored| stored.refund.clone())
+            })
+            .collect())
+    }
+
+    async fn write_refund(
+        &self,
+        refund: &Refund,
+        step: &RefundTransition,
+        record: RefundRecordWrite<'_>,
+        event: Option<&EventMark>,
+    ) -> Result<RefundSettleOutcome, StoreError> {
+        self.transaction("write_refund")?;
+        let now_ms = self.clock.now_ms();
+        let after = refund.after(step, now_ms);
+        let view = serde_json::to_string(&after.view()).map_err(|e| StoreError::Backend {
+            operation: "encode refund view",
+            source: Box::new(e),
+        })?;
+        let mut tables = self.lock();
+        let event = event.map(|e| (event_key(e), e.expires_at_s));
+        if let Some((key, _)) = &event {
+            if event_live(&tables, key, now_ms) {
+                return Ok(RefundSettleOutcome::Duplicate);
+            }
+        }
+        let read_status_holds = tables
+            .payments
+            .refunds
+            .get(&refund.refund_id)
+            .is_some_and(|stored| stored.refund.status == refund.status);
+        if !read_status_holds {
+            return Ok(RefundSettleOutcome::Moved);
+        }
+        let record_key = refund.idempotency_pk.clone().map(RecordKey::from_stored);
+        let stored_record = record_key.as_ref().and_then(|key| tables.records.get(key));
+        let (write_record, expires_at_s) = match record {
+            RefundRecordWrite::Complete {
+                lease,
+                expires_at_s,
+            } => {
+                if !leased_to(stored_record, lease) {
+                    return Err(StoreError::LeaseLost {
+                        key: record_key
+                            .unwrap_or_else(|| RecordKey::from_stored(refund.refund_id.clone())),
+                    });
+                }
+                (true, expires_at_s)
+            }
+            RefundRecordWrite::Mirror { expires_at_s } => (
+                stored_record.is_some_and(|r| {
+                    r.status() == RecordStatus::Completed && r.attempt_id == refund.refund_id
+                }),
+                expires_at_s,
+            ),
+        };
+        if let RefundTransition::Apply { status, .. } = step {
+            if let Some(stored) = tables.payments.payments.get_mut(&refund.payment_id) {
+                apply_refund_amounts(&mut stored.payment, refund.status, *status, refund.amount);
+                stored.payment.updated_at_ms = now_ms;
+            }
+            if let Some(stored) = tables.payments.refunds.get_mut(&refund.refund_id) {
+                stored.refund = after.clone();
+                stored.inflight = stored.inflight && after.status.watched();
+            }
+        }
+        if write_record {
+            if let Some(key) = &record_key {
+                if let Some(record) = tables.records.get_mut(key) {
+                    record.state = RecordState::Completed { result: view };
+                    record.expires_at_s = expires_at_s;
+                }
+            }
+        }
+        if let Some((key, expires_at_s)) = event {
+            tables.events.insert(key, expires_at_s);
+        }
+        Ok(RefundSettleOutcome::Settled(Box::new(after)))
+    }
+
+    async fn stop_watching(&self, refund: &Refund) -> Result<(), StoreError> {
+        let mut tables = self.lock();
+        if let Some(stored) = tables.payments.refunds.get_mut(&refund.refund_id) {
+            if stored.refund.status == RefundStatus::Succeeded {
+                stored.inflight = false;
+            }
+        }
+        Ok(())
+    }
+
+    async fn cancel_unsent_refund(
+        &self,
+        refund: &Refund,
+        lease: &LeaseToken,
+    ) -> Result<(), StoreError> {
+        self.transaction("cancel_unsent_refund")?;
+        let now_ms = self.clock.now_ms();
+        let mut tables = self.lock();
+        let record_key = RecordKey::from_stored(refund.idempotency_pk.clone().unwrap_or_default());
+        if !leased_to(tables.records.get(&record_key), lease) {
+            return Err(StoreError::LeaseLost { key: record_key });
+        }
+        let pending = tables
+            .payments
+            .refunds
+            .get(&refund.refund_id)
+            .is_some_and(|stored| stored.refund.status == RefundStatus::Pending);
+        if !pending {
+            return Err(StoreError::Corrupt {
+                key: refund.refund_id.clone(),
+                reason: "cancel_unsent_refund cancelled: the refund is no longer pending".into(),
+            });
+        }
+        tables.records.remove(&record_key);
+        if let Some(stored) = tables.payments.payments.get_mut(&refund.payment_id) {
+            apply_refund_amounts(
+                &mut stored.payment,
+                RefundStatus::Pending,
+                RefundStatus::Canceled,
+                refund.amount,
+            );
+            stored.payment.updated_at_ms = now_ms;
+        }
+        if let Some(stored) = tables.payments.refunds.get_mut(&refund.refund_id) {
+            stored.refund.status = RefundStatus::Canceled;
+            stored.refund.updated_at_ms = now_ms;
+            stored.inflight = false;
         }
         Ok(())
     }

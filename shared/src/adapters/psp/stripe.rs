@@ -1,10 +1,13 @@
-//! Stripe PaymentIntents, classified into payonce's outcome classes (approved, declined,
-//! rejected, refused, not sent, unknown). The calls go through a [`StripeTransport`]: HTTPS in
-//! production and against the fake PSP, the in-process PSP model in the simulation, so the
-//! classification is the same code everywhere.
+//! Stripe PaymentIntents and Refunds, classified into payonce's outcome classes (approved,
+//! declined, rejected, refused, not sent, unknown; for refunds: answered, not sent, unknown).
+//! The calls go through a [`StripeTransport`]: HTTPS in production and against the fake PSP, the
+//! in-process PSP model in the simulation, so the classification is the same code everywhere.
 
+use crate::domain::RefundSettlement;
 use crate::mutations::{self, Mutation};
-use crate::ports::{ChargeRequest, Fence, Psp, PspError, PspLookup, PspOutcome};
+use crate::ports::{
+    ChargeRequest, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome, RefundRequest,
+};
 use async_trait::async_trait;
 use serde::Deserialize;
 use std::time::Duration;
@@ -162,6 +165,29 @@ const BUSY_RETRIES: u32 = 2;
 /// Pause before such a retry.
 const BUSY_PAUSE: Duration = Duration::from_millis(300);
 
+/// How many refunds one page of a refund list asks for ("List all refunds": 1 to 100).
+const REFUND_PAGE_LIMIT: u32 = 100;
+/// How many pages of a charge's refunds a lookup reads before it gives up (1000 refunds).
+const REFUND_PAGES_MAX: usize = 10;
+
+/// The last answer of a keyed create (a charge or a refund) once 409 and 429 were retried.
+#[derive(Debug)]
+struct Sent {
+    /// What Stripe answered last.
+    reply: StripeReply,
+    /// Whether an earlier call under the key was answered (a 409 or 429 that was retried).
+    retried: bool,
+}
+
+/// A keyed create whose last call got no answer.
+#[derive(Debug)]
+enum NoAnswer {
+    /// No call under the key can have reached Stripe: no connection, and no earlier answer.
+    NotSent(String),
+    /// A call may have reached Stripe.
+    Unknown(String),
+}
+
 impl StripePsp<HttpTransport> {
     /// Stripe (or the fake PSP) over HTTPS at `config.base_url`.
     pub fn new(config: StripeConfig) -> Result<Self, reqwest::Error> {
@@ -198,12 +224,7 @@ impl<T: StripeTransport> StripePsp<T> {
     /// for fencing, and then no confirm-only parameter is sent: Stripe refuses
     /// `error_on_requires_action` (and `off_session`, `return_url`, `mandate`...) without
     /// `confirm=true` (API reference, "Create a PaymentIntent").
-    async fn post_intent(
-        &self,
-        request: &ChargeRequest,
-        confirm: bool,
-        timeout: Duration,
-    ) -> Result<StripeReply, CallFailure> {
+    fn intent_call(request: &ChargeRequest, confirm: bool) -> StripeCall {
         let mut form = vec![
             ("amount".to_owned(), request.amount.to_string()),
             ("currency".to_owned(), request.currency.as_str().to_owned()),
@@ -227,16 +248,88 @@ impl<T: StripeTransport> StripePsp<T> {
                 request.payment_id.clone(),
             ),
         ]);
-        let call = StripeCall {
+        StripeCall {
             method: "POST",
             path: "/v1/payment_intents".to_owned(),
             query: Vec::new(),
             form,
             idempotency_key: Some(request.idempotency_key.clone()),
-        };
-        self.transport
-            .send(&call, timeout.min(self.request_timeout))
-            .await
+        }
+    }
+
+    /// `POST /v1/refunds` under the request's key: `payment_intent`, `amount`, `reason` (if
+    /// given) and our ids as metadata — a pure function of the request, so every re-send under
+    /// its key is byte-identical. Nothing else: Stripe refuses unknown parameters, and the
+    /// currency is the charge's.
+    fn refund_call(request: &RefundRequest) -> StripeCall {
+        let mut form = vec![
+            (
+                "payment_intent".to_owned(),
+                request.provider_payment_id.clone(),
+            ),
+            ("amount".to_owned(), request.amount.to_string()),
+        ];
+        if let Some(reason) = request.reason {
+            form.push(("reason".to_owned(), reason.as_str().to_owned()));
+        }
+        form.extend([
+            ("metadata[refund_id]".to_owned(), request.refund_id.clone()),
+            (
+                "metadata[payment_id]".to_owned(),
+                request.payment_id.clone(),
+            ),
+        ]);
+        StripeCall {
+            method: "POST",
+            path: "/v1/refunds".to_owned(),
+            query: Vec::new(),
+            form,
+            idempotency_key: Some(request.idempotency_key.clone()),
+        }
+    }
+
+    /// Sends a keyed create (`call` carries an `Idempotency-Key`), within `timeout` in all,
+    /// retrying a 409 `idempotency_key_in_use` or a 429 up to [`BUSY_RETRIES`] times while the
+    /// time allows. Once any call got an answer, a later connection failure no longer proves
+    /// Stripe never saw the key: it is [`NoAnswer::Unknown`], as is any failure after
+    /// connecting.
+    async fn send_with_busy_retries(
+        &self,
+        call: &StripeCall,
+        timeout: Duration,
+    ) -> Result<Sent, NoAnswer> {
+        let started = tokio::time::Instant::now();
+        let mut busy = 0;
+        let mut answered = false;
+        loop {
+            let left = timeout.saturating_sub(started.elapsed());
+            let reply = match self
+                .transport
+                .send(call, left.min(self.request_timeout))
+                .await
+            {
+                Ok(reply) => reply,
+                Err(CallFailure::NotConnected(reason)) if !answered => {
+                    return Err(NoAnswer::NotSent(reason))
+                }
+                Err(CallFailure::NotConnected(reason) | CallFailure::AfterConnect(reason)) => {
+                    return Err(NoAnswer::Unknown(reason))
+                }
+            };
+            answered = true;
+            if matches!(reply.status, 409 | 429)
+                && busy < BUSY_RETRIES
+                && started.elapsed() + BUSY_PAUSE * 2 < timeout
+            {
+                busy += 1;
+                tokio::time::sleep(BUSY_PAUSE).await;
+                continue;
+            }
+            return Ok(Sent {
+                reply,
+                retried: busy > 0,
+            });
+        }
     }
 
     /// A call that is not a charge: any failure is a [`PspError`].
@@ -284,6 +377,110 @@ struct ErrorDetail {
 #[derive(Debug, Deserialize)]
 struct SearchResult {
     data: Vec<PaymentIntent>,
+}
+
+/// The part of a Refund ("The Refund object") payonce reads.
+#[derive(Debug, Deserialize)]
+pub(crate) struct StripeRefund {
+    id: String,
+    /// `pending`, `requires_action`, `succeeded`, `failed` or `canceled` (nullable).
+    #[serde(default)]
+    status: Option<String>,
+    /// Why it failed, once it has.
+    #[serde(default)]
+    failure_reason: Option<String>,
+    /// Read field by field: a missing or odd metadata never makes a Refund unreadable.
+    #[serde(default)]
+    metadata: serde_json::Value,
+}
+
+/// A page of `GET /v1/refunds`.
+#[derive(Debug, Deserialize)]
+struct RefundList {
+    data: Vec<StripeRefund>,
+    #[serde(default)]
+    has_more: bool,
+}
+
+impl StripeRefund {
+    /// Our refund id, from `metadata.refund_id`.
+    pub(crate) fn refund_id(&self) -> Option<&str> {
+        self.metadata["refund_id"].as_str()
+    }
+
+    /// What the Refund says: `succeeded`; `failed` (with its `failure_reason`) and `canceled`
+    /// are failures; `pending`, `requires_action` and any status not known here (or none) leave
+    /// it not final yet.
+    pub(crate) fn settlement(self) -> RefundSettlement {
+        match self.status.as_deref() {
+            Some("succeeded") => RefundSettlement::Succeeded {
+                provider_refund_id: self.id,
+            },
+            Some("failed") => RefundSettlement::Failed {
+                provider_refund_id: Some(self.id),
+                code: self.failure_reason.unwrap_or_else(|| "failed".into()),
+            },
+            Some("canceled") => RefundSettlement::Failed {
+                provider_refund_id: Some(self.id),
+                code: "canceled".into(),
+            },
+            _ => RefundSettlement::Pending {
+                provider_refund_id: self.id,
+            },
+        }
+    }
+}
+
+/// How strong a word on a refund is, when more than one Refund carries our id.
+fn refund_rank(settlement: &RefundSettlement) -> u8 {
+    match settlement {
+        RefundSettlement::Succeeded { .. } => 3,
+        RefundSettlement::Pending { .. } => 2,
+        RefundSettlement::Failed { .. } => 1,
+        RefundSettlement::Canceled => 0,
+    }
+}
+
+/// Classifies the last answer to a refund create.
+fn classify_refund(Sent { reply, retried }: Sent) -> RefundOutcome {
+    if reply.status == 200 {
+        return match serde_json::from_slice::<StripeRefund>(&reply.body) {
+            Ok(refund) => RefundOutcome::Answered(refund.settlement()),
+            Err(error) => RefundOutcome::Unknown {
+                reason: format!("unreadable PSP answer: {error}"),
+            },
+        };
+    }
+    let detail = serde_json::from_slice::<ErrorBody>(&reply.body)
+        .map(|b| b.error)
+        .unwrap_or_default();
+    match (reply.status, detail.kind.as_str()) {
+        // Refused for good (`charge_already_refunded`, more than is left, `charge_not_refundable`,
+        // `resource_missing`...): nothing was refunded, and a byte-identical re-send under the
+        // key is refused alike or replays this answer.
+        (400, "invalid_request_error") => RefundOutcome::Answered(RefundSettlement::Failed {
+            provider_refund_id: None,
+            code: detail
+                .code
+                .unwrap_or_else(|| "invalid_request_error".into()),
+        }),
+        (401 | 403, _) => {
+            let reason = credentials_refused(reply.status);
+            if retried {
+                // An earlier call under the key was answered: it may be known.
+                RefundOutcome::Unknown { reason }
+            } else {
+                RefundOutcome::NotSent { reason }
+            }
+        }
+        // 400 idempotency_error, 409, 429 and 5xx: the outcome is unknown.
+        (status, kind) => RefundOutcome::Unknown {
+            reason: format!(
+                "PSP answered {status} {kind} {}",
+                detail.code.unwrap_or_default()
+            ),
+        },
+    }
 }
 
 /// Classifies a PaymentIntent the PSP returned with 200. Only `succeeded` and a declined
@@ -335,6 +532,16 @@ fn lookup_of(intent: PaymentIntent) -> PspLookup {
     }
 }
 
+/// Raises the credentials alarm for a 401 or 403 and says what happened.
+fn credentials_refused(status: u16) -> String {
+    tracing::error!(
+        status,
+        alarm = "psp-credentials",
+        "the PSP refused our credentials"
+    );
+    format!("the PSP refused our credentials ({status})")
+}
+
 /// Classifies an error answer by status and Stripe error type (API reference, "Errors").
 fn classify_error(status: u16, body: &[u8]) -> PspOutcome {
     let detail = serde_json::from_slice::<ErrorBody>(body)
@@ -364,16 +571,9 @@ fn classify_error(status: u16, body: &[u8]) -> PspOutcome {
                     .unwrap_or_else(|| "invalid_request_error".into()),
             }
         }
-        (401 | 403, _) => {
-            tracing::error!(
-                status,
-                alarm = "psp-credentials",
-                "the PSP refused our credentials"
-            );
-            PspOutcome::NotSent {
-                reason: format!("the PSP refused our credentials ({status})"),
-            }
-        }
+        (401 | 403, _) => PspOutcome::NotSent {
+            reason: credentials_refused(status),
+        },
         // 400 idempotency_error (the key was used with other parameters, e.g. after a fence),
         // 409, 429 and 5xx: the outcome is unknown.
         _ => PspOutcome::Unknown {
@@ -393,45 +593,90 @@ impl<T: StripeTransport> Psp for StripePsp<T> {
     }
 
     async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome {
-        let started = tokio::time::Instant::now();
-        let mut busy = 0;
-        // Once any call of this loop got an answer (a 409 or 429), a later connection failure
-        // no longer proves the PSP never saw the key.
-        let mut answered = false;
-        loop {
-            let left = timeout.saturating_sub(started.elapsed());
-            let reply = match self.post_intent(request, true, left).await {
-                Ok(reply) => reply,
-                Err(CallFailure::NotConnected(reason)) if !answered => {
-                    return PspOutcome::NotSent { reason }
-                }
-                Err(CallFailure::NotConnected(reason) | CallFailure::AfterConnect(reason)) => {
-                    return PspOutcome::Unknown { reason }
-                }
-            };
-            answered = true;
-            if reply.status == 200 {
-                return match serde_json::from_slice::<PaymentIntent>(&reply.body) {
-                    Ok(intent) => classify_intent(intent),
-                    Err(error) => PspOutcome::Unknown {
-                        reason: format!("unreadable PSP answer: {error}"),
-                    },
-                };
-            }
-            if matches!(reply.status, 409 | 429)
-                && busy < BUSY_RETRIES
-                && started.elapsed() + BUSY_PAUSE * 2 < timeout
-            {
-                busy += 1;
-                tokio::time::sleep(BUSY_PAUSE).await;
-                continue;
-            }
-            return match classify_error(reply.status, &reply.body) {
-                // Credentials refused after an earlier answer: the key may be known.
-                PspOutcome::NotSent { reason } if busy > 0 => PspOutcome::Unknown { reason },
-                outcome => outcome,
+        let call = Self::intent_call(request, true);
+        let Sent { reply, retried } = match self.send_with_busy_retries(&call, timeout).await {
+            Ok(sent) => sent,
+            Err(NoAnswer::NotSent(reason)) => return PspOutcome::NotSent { reason },
+            Err(NoAnswer::Unknown(reason)) => return PspOutcome::Unknown { reason },
+        };
+        if reply.status == 200 {
+            return match serde_json::from_slice::<PaymentIntent>(&reply.body) {
+                Ok(intent) => classify_intent(intent),
+                Err(error) => PspOutcome::Unknown {
+                    reason: format!("unreadable PSP answer: {error}"),
+                },
             };
         }
+        match classify_error(reply.status, &reply.body) {
+            // Credentials refused after an earlier answer: the key may be known.
+            PspOutcome::NotSent { reason } if retried => PspOutcome::Unknown { reason },
+            outcome => outcome,
+        }
+    }
+
+    async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {
+        let call = Self::refund_call(request);
+        match self.send_with_busy_retries(&call, timeout).await {
+            Ok(sent) => classify_refund(sent),
+            Err(NoAnswer::NotSent(reason)) => RefundOutcome::NotSent { reason },
+            Err(NoAnswer::Unknown(reason)) => RefundOutcome::Unknown { reason },
+        }
+    }
+
+    async fn lookup_refund(
+        &self,
+        provider_payment_id: &str,
+        refund_id: &str,
+    ) -> Result<Option<RefundSettlement>, PspError> {
+        let mut starting_after: Option<String> = None;
+        let mut ours: Vec<RefundSettlement> = Vec::new();
+        for _ in 0..REFUND_PAGES_MAX {
+            let mut query = vec![
+                ("payment_intent".to_owned(), provider_payment_id.to_owned()),
+                ("limit".to_owned(), REFUND_PAGE_LIMIT.to_string()),
+            ];
+            if let Some(last) = &starting_after {
+                query.push(("starting_after".to_owned(), last.clone()));
+            }
+            let reply = self
+                .plain(StripeCall {
+                    method: "GET",
+                    path: "/v1/refunds".to_owned(),
+                    query,
+                    form: Vec::new(),
+                    idempotency_key: None,
+                })
+                .await?;
+            if reply.status != 200 {
+                return Err(PspError {
+                    reason: format!("refund list answered {}", reply.status),
+                });
+            }
+            let page: RefundList = serde_json::from_slice(&reply.body).map_err(|e| PspError {
+                reason: e.to_string(),
+            })?;
+            let last = page.data.last().map(|refund| refund.id.clone());
+            ours.extend(
+                page.data
+                    .into_iter()
+                    .filter(|refund| refund.refund_id() == Some(refund_id))
+                    .map(StripeRefund::settlement),
+            );
+            match last {
+                Some(last) if page.has_more => starting_after = Some(last),
+                // One key per refund means one Refund; should there be more (a re-send after
+                // Stripe forgot the key), the strongest word wins: succeeded, then pending (may
+                // still succeed), then failed. Lists go newest first: the newest wins a tie.
+                _ => return Ok(ours.into_iter().rev().max_by_key(refund_rank)),
+            }
+        }
+        // Not found in the pages read is no proof that it is not there.
+        Err(PspError {
+            reason: format!(
+                "more than {} refunds of {provider_payment_id}: the lookup gave up",
+                REFUND_PAGES_MAX * REFUND_PAGE_LIMIT as usize
+            ),
+        })
     }
 
     async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError> {
@@ -474,7 +719,8 @@ impl<T: StripeTransport> Psp for StripePsp<T> {
 
     async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError> {
         let reply = self
-            .post_intent(request, false, self.request_timeout)
+            .transport
+            .send(&Self::intent_call(request, false), self.request_timeout)
             .await
             .map_err(|failure| PspError {
                 reason: format!("fencing failed: {failure:?}"),
@@ -552,6 +798,588 @@ impl<T: StripeTransport> Psp for StripePsp<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::{Currency, RefundReason};
+    use serde_json::json;
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    type Step = Result<StripeReply, CallFailure>;
+
+    /// Answers each call with the next step of its script and records every call.
+    #[derive(Default)]
+    struct Scripted {
+        steps: Mutex<VecDeque<Step>>,
+        calls: Mutex<Vec<StripeCall>>,
+    }
+
+    #[async_trait]
+    impl StripeTransport for Scripted {
+        async fn send(&self, call: &StripeCall, _timeout: Duration) -> Step {
+            self.calls.lock().unwrap().push(call.clone());
+            self.steps
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or_else(|| panic!("no scripted answer left for {call:?}"))
+        }
+    }
+
+    fn scripted(steps: impl IntoIterator<Item = Step>) -> StripePsp<Scripted> {
+        let transport = Scripted {
+            steps: Mutex::new(steps.into_iter().collect()),
+            calls: Mutex::default(),
+        };
+        StripePsp::with_transport(transport, "stripe", Duration::from_secs(10))
+    }
+
+    fn calls(psp: &StripePsp<Scripted>) -> Vec<StripeCall> {
+        psp.transport().calls.lock().unwrap().clone()
+    }
+
+    fn reply(status: u16, body: serde_json::Value) -> Step {
+        Ok(StripeReply {
+            status,
+            body: body.to_string().into_bytes(),
+        })
+    }
+
+    fn error(status: u16, kind: &str, code: Option<&str>, param: Option<&str>) -> Step {
+        reply(
+            status,
+            json!({"error": {"type": kind, "code": code, "param": param, "message": "scripted"}}),
+        )
+    }
+
+    fn key_in_use() -> Step {
+        error(
+            409,
+            "idempotency_error",
+            Some("idempotency_key_in_use"),
+            None,
+        )
+    }
+
+    fn rate_limited() -> Step {
+        error(429, "rate_limit_error", Some("rate_limit"), None)
+    }
+
+    fn not_connected() -> Step {
+        Err(CallFailure::NotConnected("scripted: refused".into()))
+    }
+
+    /// A Refund as Stripe serialises it ("The Refund object", as the fake PSP's model does).
+    fn refund_object(id: &str, status: &str, refund_id: Option<&str>) -> serde_json::Value {
+        let metadata = match refund_id {
+            Some(refund_id) => json!({"refund_id": refund_id, "payment_id": "pay_1"}),
+            None => json!({}),
+        };
+        let mut refund = json!({
+            "id": id,
+            "object": "refund",
+            "amount": 300,
+            "currency": "jpy",
+            "payment_intent": "pi_1",
+            "charge": "ch_1",
+            "status": status,
+            "reason": "requested_by_customer",
+            "metadata": metadata,
+            "created": 1_730_000_000,
+            "receipt_number": null,
+        });
+        if status == "failed" {
+            refund["failure_reason"] = "expired_or_canceled_card".into();
+        }
+        refund
+    }
+
+    fn refund_page(refunds: Vec<serde_json::Value>, has_more: bool) -> Step {
+        reply(
+            200,
+            json!({"object": "list", "data": refunds, "has_more": has_more, "url": "/v1/refunds"}),
+        )
+    }
+
+    fn refund_request(reason: Option<RefundReason>) -> RefundRequest {
+        RefundRequest {
+            refund_id: "rfd_1_1".into(),
+            payment_id: "pay_1".into(),
+            provider_payment_id: "pi_1".into(),
+            amount: 300,
+            currency: Currency::Jpy,
+            reason,
+            idempotency_key: "payonce-refund-pay_1-1".into(),
+        }
+    }
+
+    async fn refund_with(steps: Vec<Step>) -> (RefundOutcome, usize) {
+        let psp = scripted(steps);
+        let outcome = psp
+            .create_refund(
+                &refund_request(Some(RefundReason::RequestedByCustomer)),
+                Duration::from_secs(10),
+            )
+            .await;
+        (outcome, calls(&psp).len())
+    }
+
+    fn answered(provider_refund_id: Option<&str>, code: &str) -> RefundOutcome {
+        RefundOutcome::Answered(RefundSettlement::Failed {
+            provider_refund_id: provider_refund_id.map(str::to_owned),
+            code: code.into(),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_refund_sends_only_what_stripe_accepts_and_every_resend_is_identical() {
+        let psp = scripted([
+            key_in_use(),
+            reply(200, refund_object("re_1", "succeeded", Some("rfd_1_1"))),
+        ]);
+        let outcome = psp
+            .create_refund(
+                &refund_request(Some(RefundReason::Duplicate)),
+                Duration::from_secs(10),
+            )
+            .await;
+        assert_eq!(
+            outcome,
+            RefundOutcome::Answered(RefundSettlement::Succeeded {
+                provider_refund_id: "re_1".into()
+            })
+        );
+        let form = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let expected = StripeCall {
+            method: "POST",
+            path: "/v1/refunds".into(),
+            query: Vec::new(),
+            form: form(&[
+                ("payment_intent", "pi_1"),
+                ("amount", "300"),
+                ("reason", "duplicate"),
+                ("metadata[refund_id]", "rfd_1_1"),
+                ("metadata[payment_id]", "pay_1"),
+            ]),
+            idempotency_key: Some("payonce-refund-pay_1-1".into()),
+        };
+        assert_eq!(calls(&psp), vec![expected.clone(), expected]);
+
+        // Without a reason, no `reason` parameter at all.
+        let psp = scripted([reply(
+            200,
+            refund_object("re_1", "pending", Some("rfd_1_1")),
+        )]);
+        psp.create_refund(&refund_request(None), Duration::from_secs(10))
+            .await;
+        assert_eq!(
+            calls(&psp)[0].form,
+            form(&[
+                ("payment_intent", "pi_1"),
+                ("amount", "300"),
+                ("metadata[refund_id]", "rfd_1_1"),
+                ("metadata[payment_id]", "pay_1"),
+            ])
+        );
+    }
+
+    #[tokio::test]
+    async fn refund_objects_map_to_settlements() {
+        let object = |status: &str| reply(200, refund_object("re_7", status, Some("rfd_1_1")));
+        let pending = RefundOutcome::Answered(RefundSettlement::Pending {
+            provider_refund_id: "re_7".into(),
+        });
+        assert_eq!(
+            refund_with(vec![object("succeeded")]).await,
+            (
+                RefundOutcome::Answered(RefundSettlement::Succeeded {
+                    provider_refund_id: "re_7".into()
+                }),
+                1
+            )
+        );
+        assert_eq!(
+            refund_with(vec![object("pending")]).await,
+            (pending.clone(), 1)
+        );
+        assert_eq!(
+            refund_with(vec![object("requires_action")]).await,
+            (pending, 1)
+        );
+        assert_eq!(
+            refund_with(vec![object("failed")]).await,
+            (answered(Some("re_7"), "expired_or_canceled_card"), 1)
+        );
+        let mut no_reason = refund_object("re_7", "failed", Some("rfd_1_1"));
+        no_reason["failure_reason"] = serde_json::Value::Null;
+        assert_eq!(
+            refund_with(vec![reply(200, no_reason)]).await,
+            (answered(Some("re_7"), "failed"), 1)
+        );
+        assert_eq!(
+            refund_with(vec![object("canceled")]).await,
+            (answered(Some("re_7"), "canceled"), 1)
+        );
+    }
+
+    #[tokio::test]
+    async fn refund_error_answers_map_to_outcome_classes() {
+        // Refused for good: nothing was refunded.
+        let refused = [
+            (
+                Some("charge_already_refunded"),
+                None,
+                "charge_already_refunded",
+            ),
+            (Some("charge_not_refundable"), None, "charge_not_refundable"),
+            (
+                Some("resource_missing"),
+                Some("payment_intent"),
+                "resource_missing",
+            ),
+            // More than is left: Stripe names `amount` and sends no code.
+            (None, Some("amount"), "invalid_request_error"),
+        ];
+        for (code, param, expected) in refused {
+            assert_eq!(
+                refund_with(vec![error(400, "invalid_request_error", code, param)]).await,
+                (answered(None, expected), 1),
+                "{code:?}"
+            );
+        }
+        // Unknown: the key was used with other parameters, a server error, an unreadable 200.
+        assert_eq!(
+            refund_with(vec![error(400, "idempotency_error", None, None)]).await,
+            (
+                RefundOutcome::Unknown {
+                    reason: "PSP answered 400 idempotency_error ".into()
+                },
+                1
+            )
+        );
+        assert_eq!(
+            refund_with(vec![error(500, "api_error", Some("api_error"), None)]).await,
+            (
+                RefundOutcome::Unknown {
+                    reason: "PSP answered 500 api_error api_error".into()
+                },
+                1
+            )
+        );
+        assert_eq!(
+            refund_with(vec![Ok(StripeReply {
+                status: 200,
+                body: b"<html>".to_vec()
+            })])
+            .await,
+            (
+                RefundOutcome::Unknown {
+                    reason: "unreadable PSP answer: expected value at line 1 column 1".into()
+                },
+                1
+            )
+        );
+        // Our credentials refused before anything else answered: not sent.
+        for status in [401, 403] {
+            assert_eq!(
+                refund_with(vec![error(status, "invalid_request_error", None, None)]).await,
+                (
+                    RefundOutcome::NotSent {
+                        reason: format!("the PSP refused our credentials ({status})")
+                    },
+                    1
+                )
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn busy_refund_answers_are_retried_twice_then_unknown() {
+        let succeeded = RefundOutcome::Answered(RefundSettlement::Succeeded {
+            provider_refund_id: "re_1".into(),
+        });
+        let object = || reply(200, refund_object("re_1", "succeeded", Some("rfd_1_1")));
+        assert_eq!(
+            refund_with(vec![key_in_use(), rate_limited(), object()]).await,
+            (succeeded, 3)
+        );
+        assert_eq!(
+            refund_with(vec![key_in_use(), key_in_use(), key_in_use()]).await,
+            (
+                RefundOutcome::Unknown {
+                    reason: "PSP answered 409 idempotency_error idempotency_key_in_use".into()
+                },
+                3
+            )
+        );
+        assert_eq!(
+            refund_with(vec![rate_limited(), rate_limited(), rate_limited()]).await,
+            (
+                RefundOutcome::Unknown {
+                    reason: "PSP answered 429 rate_limit_error rate_limit".into()
+                },
+                3
+            )
+        );
+        // A refusal after a busy answer is still a refusal.
+        assert_eq!(
+            refund_with(vec![
+                key_in_use(),
+                error(
+                    400,
+                    "invalid_request_error",
+                    Some("charge_already_refunded"),
+                    None
+                )
+            ])
+            .await,
+            (answered(None, "charge_already_refunded"), 2)
+        );
+    }
+
+    #[tokio::test]
+    async fn credentials_refused_after_a_busy_refund_answer_are_unknown() {
+        assert_eq!(
+            refund_with(vec![
+                key_in_use(),
+                error(401, "invalid_request_error", None, None)
+            ])
+            .await,
+            (
+                RefundOutcome::Unknown {
+                    reason: "the PSP refused our credentials (401)".into()
+                },
+                2
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refund_that_never_connected_was_not_sent_unless_something_answered_before() {
+        assert_eq!(
+            refund_with(vec![not_connected()]).await,
+            (
+                RefundOutcome::NotSent {
+                    reason: "scripted: refused".into()
+                },
+                1
+            )
+        );
+        assert_eq!(
+            refund_with(vec![Err(CallFailure::AfterConnect("scripted: cut".into()))]).await,
+            (
+                RefundOutcome::Unknown {
+                    reason: "scripted: cut".into()
+                },
+                1
+            )
+        );
+        assert_eq!(
+            refund_with(vec![rate_limited(), not_connected()]).await,
+            (
+                RefundOutcome::Unknown {
+                    reason: "scripted: refused".into()
+                },
+                2
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn the_charge_path_keeps_its_busy_retries_and_answered_rule() {
+        let request = ChargeRequest {
+            payment_id: "pay_1".into(),
+            amount: 300,
+            currency: Currency::Jpy,
+            payment_method: "pm_card_visa".into(),
+            idempotency_key: "payonce-charge-pay_1".into(),
+        };
+        let charge = |steps: Vec<Step>| {
+            let request = request.clone();
+            async move {
+                let psp = scripted(steps);
+                let outcome = psp.create_charge(&request, Duration::from_secs(10)).await;
+                let calls = calls(&psp);
+                assert!(calls.windows(2).all(|pair| pair[0] == pair[1]), "{calls:?}");
+                (outcome, calls.len())
+            }
+        };
+        let intent = reply(200, json!({"id": "pi_1", "status": "succeeded"}));
+        assert_eq!(
+            charge(vec![key_in_use(), rate_limited(), intent]).await,
+            (
+                PspOutcome::Approved {
+                    provider_payment_id: "pi_1".into()
+                },
+                3
+            )
+        );
+        assert_eq!(
+            charge(vec![error(401, "invalid_request_error", None, None)]).await,
+            (
+                PspOutcome::NotSent {
+                    reason: "the PSP refused our credentials (401)".into()
+                },
+                1
+            )
+        );
+        assert_eq!(
+            charge(vec![
+                key_in_use(),
+                error(401, "invalid_request_error", None, None)
+            ])
+            .await,
+            (
+                PspOutcome::Unknown {
+                    reason: "the PSP refused our credentials (401)".into()
+                },
+                2
+            )
+        );
+        assert_eq!(
+            charge(vec![not_connected()]).await,
+            (
+                PspOutcome::NotSent {
+                    reason: "scripted: refused".into()
+                },
+                1
+            )
+        );
+        assert_eq!(
+            charge(vec![key_in_use(), not_connected()]).await,
+            (
+                PspOutcome::Unknown {
+                    reason: "scripted: refused".into()
+                },
+                2
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refund_lookup_lists_the_charge_refunds_page_by_page() {
+        let psp = scripted([
+            refund_page(
+                vec![
+                    refund_object("re_4", "succeeded", Some("rfd_1_2")),
+                    refund_object("re_3", "succeeded", None),
+                ],
+                true,
+            ),
+            refund_page(
+                vec![
+                    refund_object("re_2", "pending", Some("rfd_1_1")),
+                    refund_object("re_1", "succeeded", Some("rfd_1_0")),
+                ],
+                false,
+            ),
+        ]);
+        assert_eq!(
+            psp.lookup_refund("pi_1", "rfd_1_1").await.unwrap(),
+            Some(RefundSettlement::Pending {
+                provider_refund_id: "re_2".into()
+            })
+        );
+        let query = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let list = |q: Vec<(String, String)>| StripeCall {
+            method: "GET",
+            path: "/v1/refunds".into(),
+            query: q,
+            form: Vec::new(),
+            idempotency_key: None,
+        };
+        assert_eq!(
+            calls(&psp),
+            vec![
+                list(query(&[("payment_intent", "pi_1"), ("limit", "100")])),
+                list(query(&[
+                    ("payment_intent", "pi_1"),
+                    ("limit", "100"),
+                    ("starting_after", "re_3")
+                ])),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refund_lookup_reads_failures_and_prefers_the_strongest_word() {
+        let psp = scripted([refund_page(
+            vec![refund_object("re_2", "failed", Some("rfd_1_1"))],
+            false,
+        )]);
+        assert_eq!(
+            psp.lookup_refund("pi_1", "rfd_1_1").await.unwrap(),
+            Some(RefundSettlement::Failed {
+                provider_refund_id: Some("re_2".into()),
+                code: "expired_or_canceled_card".into()
+            })
+        );
+        // Two Refunds with our id (a re-send after Stripe forgot the key): one succeeded.
+        let psp = scripted([refund_page(
+            vec![
+                refund_object("re_2", "failed", Some("rfd_1_1")),
+                refund_object("re_1", "succeeded", Some("rfd_1_1")),
+            ],
+            false,
+        )]);
+        assert_eq!(
+            psp.lookup_refund("pi_1", "rfd_1_1").await.unwrap(),
+            Some(RefundSettlement::Succeeded {
+                provider_refund_id: "re_1".into()
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refund_lookup_finds_none_or_fails_but_never_guesses() {
+        let psp = scripted([refund_page(
+            vec![refund_object("re_1", "succeeded", Some("rfd_1_2"))],
+            false,
+        )]);
+        assert_eq!(psp.lookup_refund("pi_1", "rfd_1_1").await.unwrap(), None);
+        let psp = scripted([refund_page(Vec::new(), false)]);
+        assert_eq!(psp.lookup_refund("pi_1", "rfd_1_1").await.unwrap(), None);
+
+        let psp = scripted([error(500, "api_error", None, None)]);
+        assert_eq!(
+            psp.lookup_refund("pi_1", "rfd_1_1")
+                .await
+                .unwrap_err()
+                .reason,
+            "refund list answered 500"
+        );
+        let psp = scripted([not_connected()]);
+        assert_eq!(
+            psp.lookup_refund("pi_1", "rfd_1_1")
+                .await
+                .unwrap_err()
+                .reason,
+            "scripted: refused"
+        );
+        // Ten full pages without ours, and more to come: no proof it is not there.
+        let psp = scripted((0..10).map(|page| {
+            refund_page(
+                vec![refund_object(&format!("re_{page}"), "succeeded", None)],
+                true,
+            )
+        }));
+        assert_eq!(
+            psp.lookup_refund("pi_1", "rfd_1_1")
+                .await
+                .unwrap_err()
+                .reason,
+            "more than 1000 refunds of pi_1: the lookup gave up"
+        );
+        assert_eq!(calls(&psp).len(), 10);
+    }
 
     #[test]
     fn error_answers_map_to_outcome_classes() {

@@ -3,8 +3,9 @@
 //! (Stripe signs with old and new secrets while one rolls), compared in constant time. The fake
 //! PSP uses the same scheme.
 
+use super::stripe::StripeRefund;
 use crate::domain::Settlement;
-use crate::ports::{PspEvent, SignatureError, WebhookScheme};
+use crate::ports::{PspEvent, RefundEvent, SignatureError, WebhookScheme};
 use hmac::{Hmac, Mac};
 use lambda_http::http::HeaderMap;
 use serde::Deserialize;
@@ -130,8 +131,12 @@ struct EventData {
     object: serde_json::Value,
 }
 
-/// Reads a verified event: its id, and the settlement it implies for the attempt named in its
-/// `metadata.payment_id`, if any.
+/// Reads a verified event: its id, the settlement it implies for the attempt named in its
+/// `metadata.payment_id`, if any, and what it says about our refunds. `refund.created`,
+/// `refund.updated`, `refund.failed` and `charge.refund.updated` carry a Refund: its status is
+/// read as the refund lookup reads it, for the refund named in its `metadata.refund_id` (none for
+/// a refund payonce did not make). `charge.refunded` carries a Charge: it names no refund of
+/// ours, so it only says the charge's refunds changed.
 pub fn parse_event(body: &[u8]) -> Result<PspEvent, serde_json::Error> {
     let event: Event = serde_json::from_slice(body)?;
     let object = &event.data.object;
@@ -154,12 +159,32 @@ pub fn parse_event(body: &[u8]) -> Result<PspEvent, serde_json::Error> {
         }
         _ => None,
     };
+    let refund = match event.kind.as_str() {
+        "refund.created" | "refund.updated" | "refund.failed" | "charge.refund.updated" => {
+            refund_event(object)?
+        }
+        _ => None,
+    };
     Ok(PspEvent {
+        refunds_changed: event.kind == "charge.refunded",
         event_id: event.id,
         kind: event.kind,
         payment_id,
         settlement,
+        refund,
     })
+}
+
+/// Our refund a Refund object names in its `metadata.refund_id`, with what the object says.
+fn refund_event(object: &serde_json::Value) -> Result<Option<RefundEvent>, serde_json::Error> {
+    // A refund payonce did not make is none of its business, however it reads.
+    let Some(refund_id) = object["metadata"]["refund_id"].as_str().map(str::to_owned) else {
+        return Ok(None);
+    };
+    Ok(Some(RefundEvent {
+        refund_id,
+        settlement: StripeRefund::deserialize(object)?.settlement(),
+    }))
 }
 
 impl WebhookScheme for StripeWebhooks {
@@ -183,6 +208,8 @@ impl WebhookScheme for StripeWebhooks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::RefundSettlement;
+    use serde_json::{json, Value};
 
     /// Every vector of testdata/stripe-webhook-signatures.json, computed independently of this
     /// code (a copy of the steering repository's shared/testdata, checked against it when that
@@ -306,5 +333,212 @@ mod tests {
         .unwrap();
         assert_eq!((other.payment_id, other.settlement), (None, None));
         assert!(parse_event(b"not json").is_err());
+    }
+
+    /// An event as Stripe sends it (API version 2024-10-28.acacia) about `object`.
+    fn event(kind: &str, data: Value) -> Vec<u8> {
+        json!({
+            "id": "evt_1",
+            "object": "event",
+            "type": kind,
+            "created": 1_730_000_100,
+            "api_version": "2024-10-28.acacia",
+            "livemode": false,
+            "data": data,
+            "request": {"id": null, "idempotency_key": "payonce-refund-pay_1-1"},
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    /// A Refund as Stripe serialises it ("The Refund object"; the fake PSP's shape).
+    fn refund(status: &str, metadata: Value) -> Value {
+        let mut refund = json!({
+            "id": "re_1",
+            "object": "refund",
+            "amount": 300,
+            "currency": "jpy",
+            "payment_intent": "pi_1",
+            "charge": "ch_1",
+            "status": status,
+            "reason": "requested_by_customer",
+            "metadata": metadata,
+            "created": 1_730_000_000,
+            "receipt_number": null,
+        });
+        if status == "failed" {
+            refund["failure_reason"] = "expired_or_canceled_card".into();
+        }
+        refund
+    }
+
+    fn ours() -> Value {
+        json!({"refund_id": "rfd_1_1", "payment_id": "pay_1"})
+    }
+
+    fn refund_of(event: &PspEvent) -> (Option<&str>, Option<&RefundSettlement>) {
+        let refund = event.refund.as_ref();
+        (
+            refund.map(|r| r.refund_id.as_str()),
+            refund.map(|r| &r.settlement),
+        )
+    }
+
+    #[test]
+    fn refund_events_name_our_refund_and_what_it_says() {
+        let succeeded = RefundSettlement::Succeeded {
+            provider_refund_id: "re_1".into(),
+        };
+        let pending = RefundSettlement::Pending {
+            provider_refund_id: "re_1".into(),
+        };
+        let failed = RefundSettlement::Failed {
+            provider_refund_id: Some("re_1".into()),
+            code: "expired_or_canceled_card".into(),
+        };
+        let updated = |status: &str, previous: &str| json!({"object": refund(status, ours()), "previous_attributes": {"status": previous}});
+        let cases = [
+            (
+                "refund.created",
+                json!({"object": refund("succeeded", ours())}),
+                &succeeded,
+            ),
+            (
+                "refund.created",
+                json!({"object": refund("pending", ours())}),
+                &pending,
+            ),
+            (
+                "refund.updated",
+                updated("succeeded", "pending"),
+                &succeeded,
+            ),
+            ("refund.updated", updated("failed", "succeeded"), &failed),
+            (
+                "refund.updated",
+                updated("requires_action", "pending"),
+                &pending,
+            ),
+            (
+                "refund.failed",
+                json!({"object": refund("failed", ours())}),
+                &failed,
+            ),
+            (
+                "charge.refund.updated",
+                updated("failed", "succeeded"),
+                &failed,
+            ),
+        ];
+        for (kind, data, settlement) in cases {
+            let parsed = parse_event(&event(kind, data)).unwrap();
+            assert_eq!(
+                parsed,
+                PspEvent {
+                    event_id: "evt_1".into(),
+                    kind: kind.into(),
+                    payment_id: Some("pay_1".into()),
+                    settlement: None,
+                    refund: Some(RefundEvent {
+                        refund_id: "rfd_1_1".into(),
+                        settlement: settlement.clone(),
+                    }),
+                    refunds_changed: false,
+                },
+                "{kind}"
+            );
+        }
+        let canceled = parse_event(&event(
+            "refund.updated",
+            json!({"object": refund("canceled", ours())}),
+        ))
+        .unwrap();
+        assert_eq!(
+            refund_of(&canceled),
+            (
+                Some("rfd_1_1"),
+                Some(&RefundSettlement::Failed {
+                    provider_refund_id: Some("re_1".into()),
+                    code: "canceled".into()
+                })
+            )
+        );
+    }
+
+    #[test]
+    fn a_refund_payonce_did_not_make_names_none_of_ours() {
+        for metadata in [json!({}), json!({"payment_id": "pay_1"}), Value::Null] {
+            let parsed = parse_event(&event(
+                "refund.created",
+                json!({"object": refund("succeeded", metadata.clone())}),
+            ))
+            .unwrap();
+            assert_eq!(refund_of(&parsed), (None, None), "{metadata}");
+            assert_eq!(parsed.settlement, None);
+            assert!(!parsed.refunds_changed);
+        }
+    }
+
+    #[test]
+    fn charge_refunded_says_the_refunds_changed() {
+        // The Charge carries its PaymentIntent's metadata, and its refunds newest first.
+        let charge = json!({
+            "id": "ch_1",
+            "object": "charge",
+            "amount": 1000,
+            "amount_captured": 1000,
+            "amount_refunded": 300,
+            "captured": true,
+            "paid": true,
+            "refunded": false,
+            "status": "succeeded",
+            "currency": "jpy",
+            "payment_intent": "pi_1",
+            "payment_method": "pm_card_visa",
+            "metadata": {"payment_id": "pay_1"},
+            "created": 1_730_000_000,
+            "livemode": false,
+            "refunds": {
+                "object": "list",
+                "data": [refund("succeeded", ours())],
+                "has_more": false,
+                "total_count": 1,
+                "url": "/v1/charges/ch_1/refunds",
+            },
+        });
+        let parsed = parse_event(&event("charge.refunded", json!({ "object": charge }))).unwrap();
+        assert_eq!(
+            parsed,
+            PspEvent {
+                event_id: "evt_1".into(),
+                kind: "charge.refunded".into(),
+                payment_id: Some("pay_1".into()),
+                settlement: None,
+                refund: None,
+                refunds_changed: true,
+            }
+        );
+        let mut bare = charge.clone();
+        bare["metadata"] = json!({});
+        let parsed = parse_event(&event("charge.refunded", json!({ "object": bare }))).unwrap();
+        assert_eq!((parsed.payment_id, parsed.refunds_changed), (None, true));
+    }
+
+    #[test]
+    fn payment_intent_events_say_nothing_about_refunds() {
+        let parsed = parse_event(br#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","metadata":{"payment_id":"pay_1"}}}}"#).unwrap();
+        assert_eq!(
+            parsed,
+            PspEvent {
+                event_id: "evt_1".into(),
+                kind: "payment_intent.succeeded".into(),
+                payment_id: Some("pay_1".into()),
+                settlement: Some(Settlement::Succeeded {
+                    provider_payment_id: "pi_1".into()
+                }),
+                refund: None,
+                refunds_changed: false,
+            }
+        );
     }
 }

@@ -1,0 +1,131 @@
+//! API Gateway event → refund service → response. Every answer is JSON or problem+json and
+//! carries `x-request-id`.
+
+use lambda_http::http::Method;
+use lambda_http::{Body, Request, Response};
+use payonce::domain::RefundReason;
+use payonce::http::{
+    authenticated_user, deadline_ms, has_scope, idempotency_key, parse_json_body, refund_response,
+    request_id, with_request_id, Problem, ProblemType, Route,
+};
+use payonce::ports::{Psp, RefundStore};
+use payonce::service::{RefundAnswer, RefundCommand, RefundService, REFUND_OAUTH_SCOPE};
+use serde::Deserialize;
+
+/// The function's time budget when the event carries no Lambda context (sandbox, tests):
+/// the template's 25 s timeout.
+pub const FALLBACK_TIMEOUT_MS: i64 = 25_000;
+
+/// Longest accepted payment id.
+const MAX_ID_LEN: usize = 64;
+
+/// Handles one request.
+pub async fn handle<S: RefundStore, P: Psp>(
+    service: &RefundService<S, P>,
+    request: Request,
+) -> Response<Body> {
+    let id = request_id(&request);
+    let route = Route::of(&request);
+    let answer = match route.param_between(&["payments"], &["refunds"]) {
+        Some(payment_id) if *route.method == Method::POST => {
+            refund(service, &request, payment_id).await
+        }
+        Some(_) => Err(Problem::new(
+            ProblemType::MethodNotAllowed,
+            "use POST /payments/{payment_id}/refunds",
+        )),
+        None => Err(Problem::new(ProblemType::RouteNotFound, "no such route")),
+    };
+    let response = answer.unwrap_or_else(|problem| {
+        tracing::info!(request_id = %id, problem = %problem.kind.uri(), "request refused");
+        problem.into_response()
+    });
+    with_request_id(response, &id)
+}
+
+/// The refund body, exactly: unknown fields are refused; `amount` must be an integer.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefundBody {
+    #[serde(default)]
+    amount: Option<i64>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+impl RefundBody {
+    fn validate(self, payment_id: &str) -> Result<RefundCommand, Problem> {
+        let invalid = |detail: &str| Problem::new(ProblemType::InvalidRequest, detail);
+        let id_ok = !payment_id.is_empty()
+            && payment_id.len() <= MAX_ID_LEN
+            && payment_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !id_ok {
+            return Err(invalid(
+                "payment_id must be 1 to 64 characters of A-Z a-z 0-9 _ -",
+            ));
+        }
+        if let Some(amount) = self.amount {
+            if !(1..=payonce::domain::MAX_AMOUNT_MINOR).contains(&amount) {
+                return Err(invalid(
+                    "amount must be a positive integer number of minor units",
+                ));
+            }
+        }
+        let reason = match self.reason.as_deref() {
+            None => None,
+            Some(raw) => Some(RefundReason::parse(raw).ok_or_else(|| {
+                invalid("reason must be one of requested_by_customer, duplicate, fraudulent")
+            })?),
+        };
+        Ok(RefundCommand {
+            payment_id: payment_id.to_owned(),
+            amount: self.amount,
+            reason,
+        })
+    }
+}
+
+async fn refund<S: RefundStore, P: Psp>(
+    service: &RefundService<S, P>,
+    request: &Request,
+    payment_id: &str,
+) -> Result<Response<Body>, Problem> {
+    let user = authenticated_user(request).ok_or_else(|| {
+        Problem::new(
+            ProblemType::Unauthorized,
+            "a valid bearer token is required",
+        )
+    })?;
+    if !has_scope(request, REFUND_OAUTH_SCOPE) {
+        return Err(Problem::new(
+            ProblemType::InsufficientScope,
+            format!("refunds need a token with the {REFUND_OAUTH_SCOPE} scope"),
+        ));
+    }
+    let key = idempotency_key(request)?.ok_or_else(|| {
+        Problem::new(
+            ProblemType::IdempotencyKeyMissing,
+            "send an Idempotency-Key header (1 to 255 printable ASCII characters)",
+        )
+    })?;
+    let body: RefundBody = if request.body().is_empty() {
+        RefundBody::default()
+    } else {
+        parse_json_body(request)?
+    };
+    let command = body.validate(payment_id)?;
+    let now_ms = service.store().refund_now_ms();
+    let deadline = deadline_ms(request, now_ms, FALLBACK_TIMEOUT_MS);
+    let retry_after = service.config().pending_retry_after;
+    match service.refund(&user, &key, &command, deadline).await? {
+        RefundAnswer::Fresh(view) => Ok(refund_response(&view, false, retry_after)),
+        RefundAnswer::Replayed(view) => Ok(refund_response(&view, true, retry_after)),
+        RefundAnswer::PspUnavailable { retry_after } => Err(Problem::new(
+            ProblemType::PspUnavailable,
+            "the payment provider could not be reached; nothing was refunded; retry with the same Idempotency-Key",
+        )
+        .retry_after(retry_after)),
+    }
+}

@@ -1,0 +1,647 @@
+//! The DynamoDB side of refunds: refund items in the payments table and the transactions that
+//! move a refund, its payment's refunded and pending amounts and its idempotency record together.
+//!
+//! Refund items (`refund#<refund_id>`): `payment_id`, `number`, `amount`, `currency`, `reason`,
+//! `status`, `provider_refund_id`, `failure_code`, `idempotency_pk`, `psp_maybe_reached` (only
+//! once true), timestamps and — only while pending — `inflight` + `check_at_ms`, the key of the
+//! sparse GSI reconcile reads (shared with in-flight payments). The payment carries `refunded`,
+//! `refund_pending` and `refund_count` (absent: 0) and `duplicate_refund`.
+
+use super::attributes::{n, number, s, string, Item};
+use super::idempotency::{
+    item_from_record, record_from_item, ATTEMPT_ID, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS, PK,
+    RESULT, STATUS,
+};
+use super::payments::{
+    build_error, complete_record, currency, event_put, names, optional_string, payment_from_item,
+    payment_pk, put_item, update_item, values, DynamoPaymentStore, Reason, TxFailure, CHECK_AT,
+    MAYBE_REACHED, REFUNDED, REFUND_COUNT, REFUND_PENDING,
+};
+use super::{backend, is_condition_failure};
+use crate::domain::{
+    refund_amounts_delta, refund_id_for, Payment, PaymentStatus, Refund, RefundReason,
+    RefundStatus, RefundTransition, DUPLICATE_REFUND_NUMBER,
+};
+use crate::idempotency::{
+    Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError,
+};
+use crate::ports::{
+    BeginRefundOutcome, EventMark, RefundRecordWrite, RefundSettleOutcome, RefundStore,
+    ResumeOutcome,
+};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, KeysAndAttributes, TransactWriteItem,
+};
+use std::collections::HashMap;
+
+/// Partition value of every pending refund in the in-flight index.
+const INFLIGHT_PARTITION: &str = super::payments::INFLIGHT_PARTITION;
+
+pub(super) fn refund_pk(refund_id: &str) -> String {
+    format!("refund#{refund_id}")
+}
+
+fn refund_to_item(refund: &Refund) -> Item {
+    let mut item = Item::with_capacity(16);
+    item.insert(PK.into(), s(refund_pk(&refund.refund_id)));
+    item.insert("kind".into(), s("refund"));
+    item.insert("payment_id".into(), s(&refund.payment_id));
+    item.insert("number".into(), s(&refund.number));
+    item.insert("amount".into(), n(refund.amount));
+    item.insert("currency".into(), s(refund.currency.as_str()));
+    if let Some(reason) = refund.reason {
+        item.insert("reason".into(), s(reason.as_str()));
+    }
+    item.insert("status".into(), s(refund.status.as_str()));
+    if let Some(id) = &refund.provider_refund_id {
+        item.insert("provider_refund_id".into(), s(id));
+    }
+    if let Some(code) = &refund.failure_code {
+        item.insert("failure_code".into(), s(code));
+    }
+    if let Some(pk) = &refund.idempotency_pk {
+        item.insert("idempotency_pk".into(), s(pk));
+    }
+    if refund.psp_maybe_reached {
+        item.insert(MAYBE_REACHED.into(), AttributeValue::Bool(true));
+    }
+    item.insert("created_at_ms".into(), n(refund.created_at_ms));
+    item.insert("updated_at_ms".into(), n(refund.updated_at_ms));
+    if refund.status == RefundStatus::Pending {
+        item.insert("inflight".into(), s(INFLIGHT_PARTITION));
+        item.insert(CHECK_AT.into(), n(refund.check_at_ms));
+    }
+    item
+}
+
+fn refund_from_item(item: &Item) -> Result<Refund, StoreError> {
+    let pk = string(item, PK).unwrap_or_default();
+    let corrupt = |reason: String| StoreError::Corrupt {
+        key: pk.clone(),
+        reason,
+    };
+    let status = string(item, "status").map_err(corrupt)?;
+    let reason = match optional_string(item, "reason") {
+        Some(raw) => {
+            Some(RefundReason::parse(&raw).ok_or_else(|| corrupt(format!("reason {raw}")))?)
+        }
+        None => None,
+    };
+    Ok(Refund {
+        refund_id: pk.trim_start_matches("refund#").to_owned(),
+        payment_id: string(item, "payment_id").map_err(corrupt)?,
+        number: string(item, "number").map_err(corrupt)?,
+        amount: number(item, "amount").map_err(corrupt)?,
+        currency: currency(item).map_err(corrupt)?,
+        reason,
+        status: RefundStatus::parse(&status).ok_or_else(|| corrupt(format!("status {status}")))?,
+        provider_refund_id: optional_string(item, "provider_refund_id"),
+        failure_code: optional_string(item, "failure_code"),
+        idempotency_pk: optional_string(item, "idempotency_pk"),
+        psp_maybe_reached: matches!(item.get(MAYBE_REACHED), Some(AttributeValue::Bool(true))),
+        created_at_ms: number(item, "created_at_ms").map_err(corrupt)?,
+        updated_at_ms: number(item, "updated_at_ms").map_err(corrupt)?,
+        check_at_ms: number(item, CHECK_AT).unwrap_or(0),
+    })
+}
+
+/// Creates `refund` (conditional on its id being new).
+pub(super) fn refund_put(table: &str, refund: &Refund) -> Result<TransactWriteItem, StoreError> {
+    put_item(
+        table,
+        refund_to_item(refund),
+        "attribute_not_exists(#pk)",
+        &[PK],
+        vec![],
+    )
+}
+
+/// `#name = :placeholder`, where an absent attribute counts as 0.
+fn equals_counting_absent_as_zero(name: &str, placeholder: &str, value: i64) -> String {
+    if value == 0 {
+        format!("(attribute_not_exists(#{name}) OR #{name} = {placeholder})")
+    } else {
+        format!("#{name} = {placeholder}")
+    }
+}
+
+/// Asserts the refund is still in the status it was read in.
+fn refund_unchanged(table: &str, refund: &Refund) -> Result<TransactWriteItem, StoreError> {
+    let check = ConditionCheck::builder()
+        .table_name(table)
+        .key(PK, s(refund_pk(&refund.refund_id)))
+        .condition_expression("#status = :read_status")
+        .set_expression_attribute_names(names(&["status"]))
+        .set_expression_attribute_values(values(vec![(":read_status", s(refund.status.as_str()))]))
+        .build()
+        .map_err(build_error)?;
+    Ok(TransactWriteItem::builder().condition_check(check).build())
+}
+
+/// Moves the refund from the status it was read in to `after`'s; leaves the in-flight index
+/// once failed or canceled (a succeeded one is watched a while longer).
+fn refund_update(
+    table: &str,
+    before: &Refund,
+    after: &Refund,
+) -> Result<TransactWriteItem, StoreError> {
+    let mut update = String::from("SET #status = :status, #updated_at_ms = :now");
+    let mut attribute_names = vec!["status", "updated_at_ms"];
+    let mut vals = vec![
+        (":status", s(after.status.as_str())),
+        (":read_status", s(before.status.as_str())),
+        (":now", n(after.updated_at_ms)),
+    ];
+    if let Some(id) = &after.provider_refund_id {
+        update.push_str(", #provider_refund_id = :prid");
+        attribute_names.push("provider_refund_id");
+        vals.push((":prid", s(id)));
+    }
+    if let Some(code) = &after.failure_code {
+        update.push_str(", #failure_code = :code");
+        attribute_names.push("failure_code");
+        vals.push((":code", s(code)));
+    }
+    if after.check_at_ms != before.check_at_ms {
+        update.push_str(", #check_at_ms = :check_at");
+        attribute_names.push(CHECK_AT);
+        vals.push((":check_at", n(after.check_at_ms)));
+    }
+    if !after.status.watched() {
+        update.push_str(" REMOVE #inflight");
+        attribute_names.push("inflight");
+    }
+    update_item(
+        table,
+        &refund_pk(&before.refund_id),
+        &update,
+        "#status = :read_status",
+        &attribute_names,
+        vals,
+    )
+}
+
+/// Adds the refund amounts a status change moves to the payment (atomic `ADD`: the refund's own
+/// status condition in the same transaction makes it apply once).
+fn payment_amounts(
+    table: &str,
+    payment_id: &str,
+    delta: (i64, i64),
+    now_ms: i64,
+) -> Result<TransactWriteItem, StoreError> {
+    update_item(
+        table,
+        &payment_pk(payment_id),
+        "ADD #refunded :refunded, #refund_pending :pending SET #updated_at_ms = :now",
+        "attribute_exists(#pk)",
+        &[REFUNDED, REFUND_PENDING, "updated_at_ms", PK],
+        vec![
+            (":refunded", n(delta.0)),
+            (":pending", n(delta.1)),
+            (":now", n(now_ms)),
+        ],
+    )
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Refund,
+    Payment,
+    Record,
+    Event,
+}
+
+fn encode_refund_view(refund: &Refund) -> Result<String, StoreError> {
+    serde_json::to_string(&refund.view()).map_err(|e| StoreError::Backend {
+        operation: "encode refund view",
+        source: Box::new(e),
+    })
+}
+
+#[async_trait]
+impl RefundStore for DynamoPaymentStore {
+    fn refund_now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    async fn load_for_refund(
+        &self,
+        record: &RecordKey,
+        payment_id: &str,
+    ) -> Result<(Option<IdempotencyRecord>, Option<Payment>), StoreError> {
+        let (record, payment) = self.load_record_and(record, payment_pk(payment_id)).await?;
+        Ok((record, payment.as_ref().map(payment_from_item).transpose()?))
+    }
+
+    async fn begin_refund(
+        &self,
+        claim: &Claim,
+        payment: &Payment,
+        refund: &Refund,
+    ) -> Result<BeginRefundOutcome, StoreError> {
+        if payment.amount_refunded + payment.refund_pending + refund.amount > payment.amount {
+            return Ok(BeginRefundOutcome::PaymentChanged(Some(payment.clone())));
+        }
+        let now_ms = self.clock.now_ms();
+        let record = IdempotencyRecord {
+            key: claim.key.clone(),
+            state: RecordState::InProgress {
+                lease: Lease {
+                    token: claim.lease_token.clone(),
+                    until_ms: claim.lease_until_ms,
+                },
+            },
+            fingerprint: claim.fingerprint.clone(),
+            attempt_id: claim.attempt_id.clone(),
+            created_at_ms: now_ms,
+            expires_at_s: claim.expires_at_s,
+        };
+        // The payment's refund amounts exactly as read: the sum checked above holds when written.
+        let condition = [
+            "#status = :succeeded".to_owned(),
+            equals_counting_absent_as_zero(REFUND_COUNT, ":read_count", payment.refund_count),
+            equals_counting_absent_as_zero(REFUNDED, ":read_refunded", payment.amount_refunded),
+            equals_counting_absent_as_zero(REFUND_PENDING, ":read_pending", payment.refund_pending),
+        ]
+        .join(" AND ");
+        let items = vec![
+            put_item(
+                &self.tables.idempotency,
+                item_from_record(&record),
+                "attribute_not_exists(#pk) OR #expires_at < :now_s",
+                &[PK, EXPIRES_AT],
+                vec![(":now_s", n(now_ms.div_euclid(1000)))],
+            )?,
+            update_item(
+                &self.tables.payments,
+                &payment_pk(&payment.payment_id),
+                "SET #refund_count = :count, #refund_pending = :pending, #updated_at_ms = :now",
+                &condition,
+                &[
+                    "status",
+                    REFUND_COUNT,
+                    REFUNDED,
+                    REFUND_PENDING,
+                    "updated_at_ms",
+                ],
+                vec![
+                    (":succeeded", s(PaymentStatus::Succeeded.as_str())),
+                    (":read_count", n(payment.refund_count)),
+                    (":read_refunded", n(payment.amount_refunded)),
+                    (":read_pending", n(payment.refund_pending)),
+                    (":count", n(payment.refund_count + 1)),
+                    (":pending", n(payment.refund_pending + refund.amount)),
+                    (":now", n(now_ms)),
+                ],
+            )?,
+            refund_put(&self.tables.payments, refund)?,
+        ];
+        match self.transact("begin_refund", items).await {
+            Ok(()) => Ok(BeginRefundOutcome::Begun),
+            Err(TxFailure::Store(error)) => Err(error),
+            Err(TxFailure::Cancelled(reasons)) => {
+                if let Some(r) = reasons.first().filter(|r| r.condition_failed()) {
+                    return match &r.item {
+                        Some(item) => Ok(BeginRefundOutcome::KeyTaken(record_from_item(item)?)),
+                        None => Err(StoreError::Corrupt {
+                            key: claim.key.to_string(),
+                            reason: "claim refused without the existing record".into(),
+                        }),
+                    };
+                }
+                if let Some(r) = reasons.get(1).filter(|r| r.condition_failed()) {
+                    return Ok(BeginRefundOutcome::PaymentChanged(
+                        r.item.as_ref().map(payment_from_item).transpose()?,
+                    ));
+                }
+                Err(StoreError::Corrupt {
+                    key: refund.refund_id.clone(),
+                    reason: format!("begin_refund cancelled: {reasons:?}"),
+                })
+            }
+        }
+    }
+
+    async fn resume_refund(
+        &self,
+        record: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+        refund: &Refund,
+    ) -> Result<ResumeOutcome, StoreError> {
+        let mut items = vec![update_item(
+            &self.tables.idempotency,
+            record.as_str(),
+            "SET #lease_token = :new_token, #lease_until_ms = :until_ms",
+            "#lease_token = :seen AND #status = :in_progress AND #attempt_id = :rid",
+            &[LEASE_TOKEN, LEASE_UNTIL_MS, STATUS, ATTEMPT_ID],
+            vec![
+                (":new_token", s(lease.token.as_str())),
+                (":until_ms", n(lease.until_ms)),
+                (":seen", s(seen.as_str())),
+                (":in_progress", s(RecordStatus::InProgress.as_str())),
+                (":rid", s(&refund.refund_id)),
+            ],
+        )?];
+        if refund.psp_maybe_reached {
+            items.push(update_item(
+                &self.tables.payments,
+                &refund_pk(&refund.refund_id),
+                "SET #psp_maybe_reached = :yes",
+                "#status = :pending",
+                &[MAYBE_REACHED, "status"],
+                vec![
+                    (":yes", AttributeValue::Bool(true)),
+                    (":pending", s(RefundStatus::Pending.as_str())),
+                ],
+            )?);
+        } else {
+            items.push(refund_unchanged(&self.tables.payments, refund)?);
+        }
+        match self.transact("resume_refund", items).await {
+            Ok(()) => Ok(ResumeOutcome::Resumed),
+            Err(TxFailure::Store(error)) => Err(error),
+            Err(TxFailure::Cancelled(reasons)) => {
+                if let Some(r) = reasons.first().filter(|r| r.condition_failed()) {
+                    return Ok(ResumeOutcome::KeyMoved(
+                        r.item.as_ref().map(record_from_item).transpose()?,
+                    ));
+                }
+                if reasons.get(1).is_some_and(Reason::condition_failed) {
+                    return Ok(ResumeOutcome::KeyMoved(None));
+                }
+                Err(StoreError::Corrupt {
+                    key: refund.refund_id.clone(),
+                    reason: format!("resume_refund cancelled: {reasons:?}"),
+                })
+            }
+        }
+    }
+
+    async fn get_refund(&self, refund_id: &str) -> Result<Option<Refund>, StoreError> {
+        self.get(refund_pk(refund_id))
+            .await?
+            .as_ref()
+            .map(refund_from_item)
+            .transpose()
+    }
+
+    async fn refunds_of(&self, payment: &Payment) -> Result<Vec<Refund>, StoreError> {
+        let numbers: Vec<String> = (1..=payment.refund_count)
+            .map(|n| n.to_string())
+            .chain(
+                payment
+                    .duplicate_refund
+                    .then(|| DUPLICATE_REFUND_NUMBER.to_owned()),
+            )
+            .collect();
+        let mut found = Vec::with_capacity(numbers.len());
+        // BatchGetItem takes at most 100 keys.
+        for chunk in numbers.chunks(100) {
+            let keys = chunk
+                .iter()
+                .map(|number| {
+                    HashMap::from([(
+                        PK.to_owned(),
+                        s(refund_pk(&refund_id_for(&payment.payment_id, number))),
+                    )])
+                })
+                .collect::<Vec<_>>();
+            let mut request = HashMap::from([(
+                self.tables.payments.clone(),
+                KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(build_error)?,
+            )]);
+            let mut rounds = 0;
+            loop {
+                let output = self
+                    .client
+                    .batch_get_item()
+                    .set_request_items(Some(request))
+                    .send()
+                    .await
+                    .map_err(|e| backend("refunds_of", &payment.payment_id, e))?;
+                for items in output.responses.unwrap_or_default().into_values() {
+                    for item in &items {
+                        found.push(refund_from_item(item)?);
+                    }
+                }
+                match output.unprocessed_keys {
+                    Some(left) if !left.is_empty() && rounds < 5 => {
+                        rounds += 1;
+                        request = left;
+                    }
+                    Some(left) if !left.is_empty() => {
+                        return Err(StoreError::Conflict {
+                            item: payment.payment_id.clone(),
+                        })
+                    }
+                    _ => break,
+                }
+            }
+        }
+        let position = |refund: &Refund| {
+            numbers
+                .iter()
+                .position(|number| *number == refund.number)
+                .unwrap_or(usize::MAX)
+        };
+        found.sort_by_key(position);
+        Ok(found)
+    }
+
+    async fn write_refund(
+        &self,
+        refund: &Refund,
+        step: &RefundTransition,
+        record: RefundRecordWrite<'_>,
+        event: Option<&EventMark>,
+    ) -> Result<RefundSettleOutcome, StoreError> {
+        let now_ms = self.clock.now_ms();
+        let after = refund.after(step, now_ms);
+        let view = encode_refund_view(&after)?;
+        let mut with_mirror = true;
+        loop {
+            let mut items = Vec::with_capacity(4);
+            let mut labels = Vec::with_capacity(4);
+            match step {
+                RefundTransition::Apply { status, .. } => {
+                    items.push(refund_update(&self.tables.payments, refund, &after)?);
+                    labels.push(Op::Refund);
+                    let delta = refund_amounts_delta(refund.status, *status, refund.amount);
+                    if delta != (0, 0) {
+                        items.push(payment_amounts(
+                            &self.tables.payments,
+                            &refund.payment_id,
+                            delta,
+                            now_ms,
+                        )?);
+                        labels.push(Op::Payment);
+                    }
+                }
+                RefundTransition::Unchanged => {
+                    items.push(refund_unchanged(&self.tables.payments, refund)?);
+                    labels.push(Op::Refund);
+                }
+            }
+            match (record, &refund.idempotency_pk) {
+                (
+                    RefundRecordWrite::Complete {
+                        lease,
+                        expires_at_s,
+                    },
+                    Some(pk),
+                ) => {
+                    items.push(complete_record(
+                        &self.tables.idempotency,
+                        pk,
+                        lease,
+                        &view,
+                        expires_at_s,
+                    )?);
+                    labels.push(Op::Record);
+                }
+                (RefundRecordWrite::Complete { .. }, None) => {
+                    return Err(StoreError::LeaseLost {
+                        key: RecordKey::from_stored(refund.refund_id.clone()),
+                    })
+                }
+                (RefundRecordWrite::Mirror { expires_at_s }, Some(pk)) if with_mirror => {
+                    items.push(update_item(
+                        &self.tables.idempotency,
+                        pk,
+                        "SET #result = :result, #expires_at = :expires_at",
+                        "#status = :completed AND #attempt_id = :rid",
+                        &[RESULT, EXPIRES_AT, STATUS, ATTEMPT_ID],
+                        vec![
+                            (":result", s(&view)),
+                            (":expires_at", n(expires_at_s)),
+                            (":completed", s(RecordStatus::Completed.as_str())),
+                            (":rid", s(&refund.refund_id)),
+                        ],
+                    )?);
+                    labels.push(Op::Record);
+                }
+                (RefundRecordWrite::Mirror { .. }, _) => {}
+            }
+            if let Some(event) = event {
+                items.push(event_put(&self.tables.idempotency, event, now_ms)?);
+                labels.push(Op::Event);
+            }
+            if step == &RefundTransition::Unchanged && labels.len() == 1 {
+                // Nothing to write (no record to mirror onto, no event to mark).
+                return Ok(RefundSettleOutcome::Settled(Box::new(after)));
+            }
+            match self.transact("write_refund", items).await {
+                Ok(()) => return Ok(RefundSettleOutcome::Settled(Box::new(after))),
+                Err(TxFailure::Store(error)) => return Err(error),
+                Err(TxFailure::Cancelled(reasons)) => {
+                    let failed = |op: Op| {
+                        labels
+                            .iter()
+                            .position(|l| *l == op)
+                            .is_some_and(|i| reasons.get(i).is_some_and(Reason::condition_failed))
+                    };
+                    if failed(Op::Event) {
+                        return Ok(RefundSettleOutcome::Duplicate);
+                    }
+                    if failed(Op::Refund) {
+                        return Ok(RefundSettleOutcome::Moved);
+                    }
+                    if failed(Op::Record) {
+                        if let RefundRecordWrite::Mirror { .. } = record {
+                            // No completed record of this refund to mirror onto.
+                            with_mirror = false;
+                            continue;
+                        }
+                        return Err(StoreError::LeaseLost {
+                            key: RecordKey::from_stored(
+                                refund.idempotency_pk.clone().unwrap_or_default(),
+                            ),
+                        });
+                    }
+                    return Err(StoreError::Corrupt {
+                        key: refund.refund_id.clone(),
+                        reason: format!("write_refund cancelled: {reasons:?}"),
+                    });
+                }
+            }
+        }
+    }
+
+    async fn stop_watching(&self, refund: &Refund) -> Result<(), StoreError> {
+        let pk = refund_pk(&refund.refund_id);
+        let sent = self
+            .client
+            .update_item()
+            .table_name(&self.tables.payments)
+            .key(PK, s(&pk))
+            .update_expression("REMOVE #inflight")
+            .condition_expression("#status = :succeeded")
+            .expression_attribute_names("#inflight", "inflight")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":succeeded", s(RefundStatus::Succeeded.as_str()))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(error) if is_condition_failure(&error) => Ok(()),
+            Err(error) => Err(backend("stop_watching", &pk, error)),
+        }
+    }
+
+    async fn cancel_unsent_refund(
+        &self,
+        refund: &Refund,
+        lease: &LeaseToken,
+    ) -> Result<(), StoreError> {
+        let record_pk = refund.idempotency_pk.clone().unwrap_or_default();
+        let now_ms = self.clock.now_ms();
+        let canceled = Refund {
+            status: RefundStatus::Canceled,
+            updated_at_ms: now_ms,
+            ..refund.clone()
+        };
+        let delete = Delete::builder()
+            .table_name(&self.tables.idempotency)
+            .key(PK, s(&record_pk))
+            .condition_expression("#lease_token = :mine")
+            .set_expression_attribute_names(names(&[LEASE_TOKEN]))
+            .set_expression_attribute_values(values(vec![(":mine", s(lease.as_str()))]))
+            .build()
+            .map_err(build_error)?;
+        let pending = Refund {
+            status: RefundStatus::Pending,
+            ..refund.clone()
+        };
+        let items = vec![
+            TransactWriteItem::builder().delete(delete).build(),
+            refund_update(&self.tables.payments, &pending, &canceled)?,
+            payment_amounts(
+                &self.tables.payments,
+                &refund.payment_id,
+                refund_amounts_delta(RefundStatus::Pending, RefundStatus::Canceled, refund.amount),
+                now_ms,
+            )?,
+        ];
+        match self.transact("cancel_unsent_refund", items).await {
+            Ok(()) => Ok(()),
+            Err(TxFailure::Store(error)) => Err(error),
+            Err(TxFailure::Cancelled(reasons))
+                if reasons.first().is_some_and(Reason::condition_failed) =>
+            {
+                Err(StoreError::LeaseLost {
+                    key: RecordKey::from_stored(record_pk),
+                })
+            }
+            Err(TxFailure::Cancelled(reasons)) => Err(StoreError::Corrupt {
+                key: refund.refund_id.clone(),
+                reason: format!("cancel_unsent_refund cancelled: {reasons:?}"),
+            }),
+        }
+    }
+}
