@@ -15,16 +15,24 @@ pub enum Mutation {
     RefusalIsUnknown,
     /// The embedded store forgets which webhook events it processed (no dedup).
     ForgetWebhookEvents,
+    /// The refund path cancels a refund on any call that could not connect, even after a
+    /// takeover of a holder that may have refunded.
+    CancelRefundOnAnyNotSent,
+    /// Reconcile stops looking at a refund once it succeeded, so a later failure whose webhook
+    /// is lost is never seen.
+    UnwatchedRefunds,
 }
 
 #[cfg(feature = "faults")]
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 4] = [
+    pub const ALL: [Mutation; 6] = [
         Self::ReleaseOnAnyNotSent,
         Self::FenceWithConfirmOnlyParameter,
         Self::RefusalIsUnknown,
         Self::ForgetWebhookEvents,
+        Self::CancelRefundOnAnyNotSent,
+        Self::UnwatchedRefunds,
     ];
 
     /// The name used on the command line.
@@ -34,6 +42,8 @@ impl Mutation {
             Self::FenceWithConfirmOnlyParameter => "fence-with-confirm-only-parameter",
             Self::RefusalIsUnknown => "refusal-is-unknown",
             Self::ForgetWebhookEvents => "forget-webhook-events",
+            Self::CancelRefundOnAnyNotSent => "cancel-refund-on-any-not-sent",
+            Self::UnwatchedRefunds => "unwatched-refunds",
         }
     }
 

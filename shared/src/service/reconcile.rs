@@ -369,6 +369,10 @@ impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> R
             return Ok(Reconciled::Skipped);
         };
         if refund.status == RefundStatus::Succeeded {
+            if crate::mutations::active(crate::mutations::Mutation::UnwatchedRefunds) {
+                self.store.stop_watching(&refund).await?;
+                return Ok(Reconciled::AlreadySettled);
+            }
             return self.watch_refund(&refund).await;
         }
         if refund.status != RefundStatus::Pending {

@@ -18,6 +18,7 @@ use crate::idempotency::{
     decide, Claim, Decision, Fingerprint, IdempotencyKey, IdempotencyRecord, Lease, LeaseToken,
     RecordKey, RecordState, StoreError,
 };
+use crate::mutations::Mutation;
 use crate::ports::{
     BeginRefundOutcome, EventMark, Psp, RefundOutcome, RefundRecordWrite, RefundRequest,
     RefundSettleOutcome, RefundStore, ResumeOutcome,
@@ -374,7 +375,10 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 tracing::warn!(refund_id = %refund.refund_id, %reason, "refund outcome unknown; it stays pending");
                 None
             }
-            RefundOutcome::NotSent { reason } if refund.psp_maybe_reached => {
+            RefundOutcome::NotSent { reason }
+                if refund.psp_maybe_reached
+                    && !crate::mutations::active(Mutation::CancelRefundOnAnyNotSent) =>
+            {
                 tracing::warn!(refund_id = %refund.refund_id, %reason,
                     "the PSP was not reached by this call, but an earlier one may have been; the refund stays pending");
                 None
