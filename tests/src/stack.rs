@@ -168,15 +168,9 @@ impl PaymentStack {
     /// The charge function over this stack's store, but with a PSP it cannot connect to: the
     /// Stripe adapter pointed at a closed loopback port (an invocation cut off from the PSP).
     pub fn cut_off_charge(&self) -> ChargeService<DynamoPaymentStore, StripePsp> {
-        let closed = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-            listener.local_addr().expect("local address")
-        };
-        let mut stripe = StripeConfig::new(format!("http://{closed}"), FAKE_API_KEY);
-        stripe.connect_timeout = Duration::from_secs(1);
         ChargeService::new(
             self.charge.store().clone(),
-            StripePsp::new(stripe).expect("HTTP client"),
+            cut_off_psp(),
             self.charge.config().clone(),
         )
     }
@@ -521,6 +515,18 @@ pub async fn start_fake_psp(mut config: FakePspConfig) -> RunningFakePsp {
     FakePsp::start(config, "127.0.0.1:0".parse().expect("loopback address"))
         .await
         .expect("start the fake PSP")
+}
+
+/// The Stripe adapter pointed at a closed loopback port: every call fails to connect (an
+/// invocation cut off from the PSP).
+pub fn cut_off_psp() -> StripePsp {
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        listener.local_addr().expect("local address")
+    };
+    let mut stripe = StripeConfig::new(format!("http://{closed}"), FAKE_API_KEY);
+    stripe.connect_timeout = Duration::from_secs(1);
+    StripePsp::new(stripe).expect("HTTP client")
 }
 
 /// The Stripe adapter over HTTP to `psp` (1 s to connect, 5 s per request).

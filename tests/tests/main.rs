@@ -6,6 +6,7 @@ mod jobs;
 mod payments;
 mod psp;
 mod queue;
+mod refunds;
 mod stores;
 mod template;
 mod webhooks;

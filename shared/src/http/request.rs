@@ -99,9 +99,10 @@ pub fn idempotency_key(request: &Request) -> Result<Option<IdempotencyKey>, Prob
         .map_err(|e: InvalidKey| Problem::new(ProblemType::IdempotencyKeyInvalid, e.to_string()))
 }
 
-/// Parses the body as JSON into `T` (which should `deny_unknown_fields`): 413 over the limit,
-/// 415 when declared as something other than JSON, 400 `malformed-json` for bad syntax,
-/// 400 `invalid-request` for the wrong shape.
+/// Parses the body, a JSON object, into `T` (which should `deny_unknown_fields`): 413 over the
+/// limit, 415 when declared as something other than JSON, 400 `malformed-json` for bad syntax,
+/// 400 `invalid-request` for the wrong shape — a top-level array included, which serde would
+/// otherwise read into a struct field by field.
 pub fn parse_json_body<T: DeserializeOwned>(request: &Request) -> Result<T, Problem> {
     let bytes: &[u8] = request.body().as_ref();
     if bytes.len() > MAX_BODY_BYTES {
@@ -129,14 +130,22 @@ pub fn parse_json_body<T: DeserializeOwned>(request: &Request) -> Result<T, Prob
             ));
         }
     }
-    serde_json::from_slice(bytes).map_err(|e| {
+    let parsed = serde_json::from_slice(bytes).map_err(|e| {
         let kind = if e.is_data() {
             ProblemType::InvalidRequest
         } else {
             ProblemType::MalformedJson
         };
         Problem::new(kind, e.to_string())
-    })
+    })?;
+    // Well-formed JSON that is not an object (an array, a number...) is the wrong shape.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(Problem::new(
+            ProblemType::InvalidRequest,
+            "the body must be a JSON object",
+        ));
+    }
+    Ok(parsed)
 }
 
 /// A JSON response with `status`.

@@ -188,6 +188,7 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
             .store
             .load_for_refund(&record_key, &command.payment_id)
             .await?;
+        let mut key_rechecked = false;
         for round in 0..MAX_ROUNDS {
             if let Some(existing) = record.take() {
                 match decide(&existing, &fingerprint, self.store.refund_now_ms()) {
@@ -224,6 +225,18 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
             let remaining = refundable(read);
             let amount = command.amount.unwrap_or(remaining);
             if remaining == 0 || amount > remaining {
+                if !key_rechecked {
+                    // The load reads the record and the payment one after the other, not as of
+                    // one instant: a request with this very key may have claimed its refund (and
+                    // taken the room) between the two reads. Read again before refusing, so a
+                    // duplicate is answered as one (in use, or a replay).
+                    key_rechecked = true;
+                    (record, payment) = self
+                        .store
+                        .load_for_refund(&record_key, &command.payment_id)
+                        .await?;
+                    continue;
+                }
                 return Err(RefundError::ExceedsRemaining { remaining });
             }
             let now_ms = self.store.refund_now_ms();
@@ -406,7 +419,8 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 });
             match self.store.write_refund(&current, &step, write, None).await {
                 Ok(RefundSettleOutcome::Settled(now)) => {
-                    return Ok(RefundAnswer::Fresh(now.view()))
+                    log_late_failure(&current, &now);
+                    return Ok(RefundAnswer::Fresh(now.view()));
                 }
                 // A webhook or reconcile moved it first: decide again on what is stored now.
                 Ok(RefundSettleOutcome::Moved | RefundSettleOutcome::Duplicate)
@@ -426,6 +440,15 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
         Err(RefundError::KeyInUse {
             retry_after: Duration::from_secs(1),
         })
+    }
+}
+
+/// A refund that had succeeded and then failed at the PSP: the money is back with the shop,
+/// which must pay the customer another way; an alarm.
+fn log_late_failure(before: &Refund, after: &Refund) {
+    if before.status == RefundStatus::Succeeded && after.status == RefundStatus::Failed {
+        tracing::error!(refund_id = %after.refund_id, payment_id = %after.payment_id, alarm = "refund-failed-late",
+            "a refund that had succeeded failed at the PSP; its amount is refundable again");
     }
 }
 
@@ -507,11 +530,7 @@ pub async fn apply_refund_settlement<S: RefundStore + ?Sized>(
                 return Ok(RefundApplied::Unchanged(after))
             }
             RefundSettleOutcome::Settled(after) => {
-                if after.status == RefundStatus::Failed && refund.status == RefundStatus::Succeeded
-                {
-                    tracing::error!(refund_id, payment_id = %after.payment_id, alarm = "refund-failed-late",
-                        "a refund that had succeeded failed at the PSP; its amount is refundable again");
-                }
+                log_late_failure(&refund, &after);
                 return Ok(RefundApplied::Moved(after));
             }
             RefundSettleOutcome::Duplicate => return Ok(RefundApplied::Duplicate),

@@ -84,6 +84,8 @@ async fn every_bad_request_is_refused_precisely_and_writes_nothing() {
         case("payment_method with markup", Some("k-22"), good("payment_method", json!("pm_<script>")), 400, INVALID),
         case("payment_method as an object", Some("k-23"), good("payment_method", json!({"number": "4242424242424242"})), 400, INVALID),
         case("duplicate field", Some("k-24"), format!("{{\"order_id\":\"{order}\",\"order_id\":\"x\",\"order_version\":1,\"payment_method\":\"pm_card_visa\"}}"), 400, INVALID),
+        // serde reads a struct from an array too, field by field: an array must be refused.
+        case("array body", Some("k-40"), format!("[\"{order}\",1,\"pm_card_visa\"]"), 400, INVALID),
         case("body over 64 KiB", Some("k-25"), good("padding", json!("x".repeat(65 * 1024))), 413, "/problems/body-too-large"),
         case("unknown order", Some("k-26"), good("order_id", json!("ord_doesnotexist")), 404, "/problems/not-found"),
     ];

@@ -144,7 +144,13 @@ async fn get_payment_shows_refunded_amounts_and_refunds_to_its_owner_and_to_staf
         .iter()
         .map(|r| r["refund_id"].clone())
         .collect();
-    assert_eq!(ids, vec![first.json["refund_id"].clone(), rest.json["refund_id"].clone()]);
+    assert_eq!(
+        ids,
+        vec![
+            first.json["refund_id"].clone(),
+            rest.json["refund_id"].clone()
+        ]
+    );
     assert_eq!(full.json["refunds"][1]["reason"], serde_json::Value::Null);
     assert_eq!(
         stack.refund_attributes(&payment_id).await,

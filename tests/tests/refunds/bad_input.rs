@@ -12,17 +12,83 @@ async fn malformed_refund_requests_are_refused_with_their_problem_and_write_noth
     let seen = stack.psp.requests_seen();
 
     let cases: &[(&str, Option<&str>, &str, u16, &str)] = &[
-        ("zero", Some("k-zero"), r#"{"amount": 0}"#, 400, "invalid-request"),
-        ("negative", Some("k-neg"), r#"{"amount": -100}"#, 400, "invalid-request"),
-        ("float", Some("k-float"), r#"{"amount": 1.5}"#, 400, "invalid-request"),
-        ("string", Some("k-string"), r#"{"amount": "100"}"#, 400, "invalid-request"),
-        ("huge", Some("k-huge"), r#"{"amount": 100000000000000000}"#, 400, "invalid-request"),
-        ("unknown reason", Some("k-reason"), r#"{"amount": 100, "reason": "changed_mind"}"#, 400, "invalid-request"),
-        ("unknown field", Some("k-field"), r#"{"amount": 100, "currency": "jpy"}"#, 400, "invalid-request"),
-        ("not an object", Some("k-array"), r#"[100]"#, 400, "invalid-request"),
-        ("not JSON", Some("k-json"), r#"{"amount": 100"#, 400, "malformed-json"),
-        ("no key", None, r#"{"amount": 100}"#, 400, "idempotency-key-missing"),
-        ("above the captured amount", Some("k-above"), r#"{"amount": 3001}"#, 409, "refund-exceeds-remaining"),
+        (
+            "zero",
+            Some("k-zero"),
+            r#"{"amount": 0}"#,
+            400,
+            "invalid-request",
+        ),
+        (
+            "negative",
+            Some("k-neg"),
+            r#"{"amount": -100}"#,
+            400,
+            "invalid-request",
+        ),
+        (
+            "float",
+            Some("k-float"),
+            r#"{"amount": 1.5}"#,
+            400,
+            "invalid-request",
+        ),
+        (
+            "string",
+            Some("k-string"),
+            r#"{"amount": "100"}"#,
+            400,
+            "invalid-request",
+        ),
+        (
+            "huge",
+            Some("k-huge"),
+            r#"{"amount": 100000000000000000}"#,
+            400,
+            "invalid-request",
+        ),
+        (
+            "unknown reason",
+            Some("k-reason"),
+            r#"{"amount": 100, "reason": "changed_mind"}"#,
+            400,
+            "invalid-request",
+        ),
+        (
+            "unknown field",
+            Some("k-field"),
+            r#"{"amount": 100, "currency": "jpy"}"#,
+            400,
+            "invalid-request",
+        ),
+        (
+            "not an object",
+            Some("k-array"),
+            r#"[100]"#,
+            400,
+            "invalid-request",
+        ),
+        (
+            "not JSON",
+            Some("k-json"),
+            r#"{"amount": 100"#,
+            400,
+            "malformed-json",
+        ),
+        (
+            "no key",
+            None,
+            r#"{"amount": 100}"#,
+            400,
+            "idempotency-key-missing",
+        ),
+        (
+            "above the captured amount",
+            Some("k-above"),
+            r#"{"amount": 3001}"#,
+            409,
+            "refund-exceeds-remaining",
+        ),
     ];
     for (what, key, body, status, problem) in cases {
         let reply = stack
@@ -81,20 +147,25 @@ async fn refunds_of_unsucceeded_or_unknown_payments_are_refused_and_write_nothin
 
     // WHEN staff tries to refund them, and a payment that does not exist
     let cases = [
-        (declined_id.as_str(), 409, "payment-not-refundable", Some("failed")),
+        (
+            declined_id.as_str(),
+            409,
+            "payment-not-refundable",
+            Some("failed"),
+        ),
         (
             processing_id.as_str(),
             409,
             "payment-not-refundable",
             Some("processing"),
         ),
-        ("pay_00000000000000000000000000000000", 404, "not-found", None),
         (
-            "pay_with.a.dot",
-            400,
-            "invalid-request",
+            "pay_00000000000000000000000000000000",
+            404,
+            "not-found",
             None,
         ),
+        ("pay_with.a.dot", 400, "invalid-request", None),
     ];
     for (i, (payment_id, status, problem, payment_status)) in cases.into_iter().enumerate() {
         let reply = stack
@@ -166,7 +237,10 @@ async fn a_key_reused_for_another_refund_or_a_refund_past_what_is_left_writes_no
 
     // WHEN the rest is refunded, a further refund without amount finds nothing left
     let rest = stack.refund(&payment_id, "r3", json!({})).await;
-    assert_eq!((rest.status, rest.json["amount"].as_i64()), (201, Some(2000)));
+    assert_eq!(
+        (rest.status, rest.json["amount"].as_i64()),
+        (201, Some(2000))
+    );
     let before = stack.snapshot().await;
     let nothing = stack.refund(&payment_id, "r4", json!({})).await;
     assert_eq!(

@@ -3,22 +3,29 @@
 use super::{item_statuses, psp_key};
 use payonce::domain::Currency;
 use payonce_tests::stack::{string_attribute, PaymentStack, Reply, STAFF};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn thirty_identical_refunds_at_once_make_one_psp_refund() {
-    let stack = Arc::new(PaymentStack::start().await);
-    // GIVEN a succeeded payment of 3000 JPY
-    let payment_id = stack.paid_payment("alice", "pay", "pm_card_visa").await;
-    let body = json!({"amount": 1000, "reason": "requested_by_customer"});
+/// Sends `body` 30 times at once under one key to refund a new 3000 JPY payment, and checks
+/// that it was refunded once, of `amount`: every answer is the one fresh 201, a replay of it or
+/// 409 key-in-use; one PSP refund under the refund's key; the amounts moved once; one refund
+/// item; the record completed; a later retry replays.
+async fn thirty_identical(stack: &Arc<PaymentStack>, key: &str, body: Value, amount: i64) {
+    let payment_id = stack
+        .paid_payment("alice", &format!("pay-{key}"), "pm_card_visa")
+        .await;
 
     // WHEN staff sends the same refund 30 times at once, under one key
     let tasks: Vec<_> = (0..30)
         .map(|_| {
-            let (stack, payment_id, body) = (stack.clone(), payment_id.clone(), body.clone());
-            tokio::spawn(async move { stack.refund(&payment_id, "refund-once", body).await })
+            let (stack, payment_id, key, body) = (
+                stack.clone(),
+                payment_id.clone(),
+                key.to_owned(),
+                body.clone(),
+            );
+            tokio::spawn(async move { stack.refund(&payment_id, &key, body).await })
         })
         .collect();
     let mut replies: Vec<Reply> = Vec::new();
@@ -31,7 +38,7 @@ async fn thirty_identical_refunds_at_once_make_one_psp_refund() {
         .iter()
         .filter(|r| r.status == 201 && r.header("idempotent-replayed").is_none())
         .collect();
-    assert_eq!(fresh.len(), 1, "{replies:#?}");
+    assert_eq!(fresh.len(), 1, "{key}: {replies:#?}");
     let refund = fresh[0].json.clone();
     assert_eq!(
         (
@@ -39,7 +46,7 @@ async fn thirty_identical_refunds_at_once_make_one_psp_refund() {
             refund["amount"].as_i64(),
             refund["payment_id"].as_str()
         ),
-        (Some("succeeded"), Some(1000), Some(payment_id.as_str()))
+        (Some("succeeded"), Some(amount), Some(payment_id.as_str()))
     );
     for reply in &replies {
         match (reply.status, reply.header("idempotent-replayed")) {
@@ -49,18 +56,23 @@ async fn thirty_identical_refunds_at_once_make_one_psp_refund() {
                 assert_eq!(
                     reply.problem_type(),
                     "/problems/idempotency-key-in-use",
-                    "{}",
+                    "{key}: {}",
                     reply.body
                 );
                 assert!(reply.header("retry-after").is_some(), "{reply:?}");
             }
-            _ => panic!("unexpected answer: {reply:?}"),
+            _ => panic!("{key}: unexpected answer: {reply:?}"),
         }
     }
 
-    // AND the PSP made exactly one refund, under the refund's key
-    let psp_refunds = stack.psp.refunds();
-    assert_eq!(psp_refunds.len(), 1, "{psp_refunds:#?}");
+    // AND the PSP made exactly one refund of the payment, under the refund's key
+    let psp_refunds: Vec<_> = stack
+        .psp
+        .refunds()
+        .into_iter()
+        .filter(|r| r.payment_id.as_deref() == Some(payment_id.as_str()))
+        .collect();
+    assert_eq!(psp_refunds.len(), 1, "{key}: {psp_refunds:#?}");
     assert_eq!(
         (
             psp_refunds[0].idempotency_key.clone(),
@@ -70,7 +82,7 @@ async fn thirty_identical_refunds_at_once_make_one_psp_refund() {
         ),
         (
             Some(psp_key(&payment_id, "1")),
-            1000,
+            amount,
             "succeeded",
             refund["refund_id"].as_str()
         )
@@ -78,7 +90,7 @@ async fn thirty_identical_refunds_at_once_make_one_psp_refund() {
     // AND one refund is stored, the payment's amounts moved once, one record completed
     assert_eq!(
         stack.refund_attributes(&payment_id).await,
-        (Some(1000), Some(0), Some(1))
+        (Some(amount), Some(0), Some(1))
     );
     let items = stack.refund_items(&payment_id).await;
     assert_eq!(
@@ -89,18 +101,41 @@ async fn thirty_identical_refunds_at_once_make_one_psp_refund() {
         )]
     );
     let record = stack
-        .refund_record(STAFF, "refund-once")
+        .refund_record(STAFF, key)
         .await
         .expect("the key's record");
     assert_eq!(record.lease(), None, "completed");
     assert_eq!(record.attempt_id, refund["refund_id"].as_str().unwrap());
     // AND a later retry replays the same refund
-    let later = stack.refund(&payment_id, "refund-once", body).await;
+    let later = stack.refund(&payment_id, key, body).await;
     assert_eq!(
         (later.status, later.header("idempotent-replayed")),
         (201, Some("true"))
     );
     assert_eq!(later.json, refund);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thirty_identical_refunds_at_once_make_one_psp_refund() {
+    let stack = Arc::new(PaymentStack::start().await);
+    thirty_identical(
+        &stack,
+        "refund-once",
+        json!({"amount": 1000, "reason": "requested_by_customer"}),
+        1000,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thirty_identical_full_refunds_at_once_are_answered_as_duplicates_never_as_no_room_left() {
+    // A full refund leaves no room: a duplicate whose read of the key missed the first claim
+    // must still be answered as a duplicate (in use, or a replay), never 409
+    // refund-exceeds-remaining. The window is narrow; twenty rounds make it show.
+    let stack = Arc::new(PaymentStack::start().await);
+    for round in 0..20 {
+        thirty_identical(&stack, &format!("full-{round}"), json!({}), 3000).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -168,7 +203,10 @@ async fn twenty_partial_refunds_at_once_never_refund_past_the_captured_amount() 
     // AND the PSP refunded exactly the granted refunds, never past the capture
     let psp_refunds = stack.psp.refunds();
     assert_eq!(psp_refunds.len(), granted.len());
-    assert_eq!(psp_refunds.iter().map(|r| r.amount).sum::<i64>(), granted_sum);
+    assert_eq!(
+        psp_refunds.iter().map(|r| r.amount).sum::<i64>(),
+        granted_sum
+    );
     assert!(psp_refunds.iter().all(|r| r.status == "succeeded"));
     let psp_refund_ids: BTreeSet<_> = psp_refunds
         .iter()

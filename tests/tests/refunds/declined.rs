@@ -37,16 +37,16 @@ async fn a_refund_that_fails_after_succeeding_gives_its_amount_back_and_a_new_re
     assert_eq!(first.status, 201, "{}", first.body);
     assert_eq!(first.json["status"], "succeeded");
     let refund_id = first.json["refund_id"].as_str().unwrap().to_owned();
-    let psp_refund = first.json["provider_refund_id"].as_str().unwrap().to_owned();
+    let psp_refund = first.json["provider_refund_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert_eq!(
         stack.refund_attributes(&payment_id).await,
         (Some(1000), Some(0), Some(1))
     );
     assert_eq!(
-        stack
-            .get_payment("alice", &[], &payment_id)
-            .await
-            .json["status"],
+        stack.get_payment("alice", &[], &payment_id).await.json["status"],
         "partially_refunded"
     );
 

@@ -9,6 +9,8 @@ mod concurrency;
 mod declined;
 mod late_duplicate;
 mod lost_response;
+mod takeover;
+mod watch;
 
 use async_trait::async_trait;
 use payonce::domain::RefundSettlement;
@@ -47,17 +49,28 @@ fn item_statuses(items: &TableSnapshot) -> Vec<(String, String)> {
         .collect()
 }
 
-/// A PSP whose refund answers never come back: with `reaches_psp` the request gets to the real
-/// PSP (which refunds) and the answer is lost on the way back; without, the request is lost
-/// after the connection was made, before the PSP saw it. Either way the adapter can only say
-/// "unknown". Charges and lookups go through unchanged.
-struct RefundAnswerLost<P> {
+/// What goes wrong with a refund call (charges and lookups go through unchanged).
+#[derive(Clone, Copy, Debug)]
+enum RefundFault {
+    /// The request reaches the PSP, which refunds; the answer is lost on the way back, so the
+    /// adapter can only say "unknown".
+    AnswerLost,
+    /// The request is lost after the connection was made, before the PSP saw it: "unknown"
+    /// too, and the PSP has nothing.
+    RequestLost,
+    /// The PSP refunds and answers, then the invocation hangs until it is killed (the test
+    /// aborts its task): a Lambda that died between the PSP and its write.
+    HangAfterAnswer,
+}
+
+/// The PSP adapter with `fault` on every refund create.
+struct FaultyRefunds<P> {
     inner: P,
-    reaches_psp: bool,
+    fault: RefundFault,
 }
 
 #[async_trait]
-impl<P: Psp> Psp for RefundAnswerLost<P> {
+impl<P: Psp> Psp for FaultyRefunds<P> {
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -74,12 +87,18 @@ impl<P: Psp> Psp for RefundAnswerLost<P> {
         self.inner.cancel(provider_payment_id).await
     }
     async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {
-        if self.reaches_psp {
+        if matches!(
+            self.fault,
+            RefundFault::AnswerLost | RefundFault::HangAfterAnswer
+        ) {
             let answered = self.inner.create_refund(request, timeout).await;
             assert!(
                 matches!(answered, RefundOutcome::Answered(_)),
                 "the PSP answered the refund: {answered:?}"
             );
+        }
+        if matches!(self.fault, RefundFault::HangAfterAnswer) {
+            std::future::pending::<()>().await;
         }
         RefundOutcome::Unknown {
             reason: "the connection dropped before the answer arrived".into(),

@@ -42,6 +42,7 @@ mod attempts;
 mod finish;
 mod inflight;
 mod orders;
+mod refunds;
 mod settle;
 mod sweep;
 

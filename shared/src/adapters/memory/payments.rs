@@ -763,6 +763,8 @@ impl RefundStore for MemoryPaymentStore {
         if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
             stored.payment.refund_count += 1;
             stored.payment.refund_pending += refund.amount;
+            // As DynamoDB's update does: the claim is a change of the payment.
+            stored.payment.updated_at_ms = now_ms;
         }
         tables.payments.refunds.insert(
             refund.refund_id.clone(),
