@@ -169,6 +169,8 @@ pub enum RefundRecordWrite<'a> {
         /// The record's new expiry, epoch seconds.
         expires_at_s: i64,
     },
+    /// Leave the record alone.
+    Keep,
 }
 
 /// What writing a refund transition found.
@@ -574,6 +576,22 @@ pub struct PspEvent {
     /// The event says the charge's refunds changed without naming one of ours (Stripe's
     /// `charge.refunded`): the payment's pending refunds are looked up again.
     pub refunds_changed: bool,
+    /// What the event's object says was charged (or refunded, for a refund event), in minor
+    /// units, and in which currency (lowercase ISO code), where the PSP reports them: checked
+    /// against our payment (or refund) before anything is applied.
+    pub amount: Option<CheckedAmount>,
+    /// Whether the event comes from the PSP's live mode, where the PSP reports it: an event of
+    /// the other mode is never applied.
+    pub livemode: Option<bool>,
+}
+
+/// An amount an event reports, to be checked against ours.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedAmount {
+    /// Minor units.
+    pub minor: i64,
+    /// Lowercase ISO 4217 code.
+    pub currency: String,
 }
 
 /// A webhook's word on one of our refunds.

@@ -439,14 +439,15 @@ impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> R
             },
             None => RefundRecordWrite::Mirror { expires_at_s },
         };
-        match apply_refund_settlement(&self.store, refund_id, &settlement, record, None).await {
+        match apply_refund_settlement(&self.store, refund_id, &settlement, record, None, None).await
+        {
             Ok(RefundApplied::Moved(after)) if after.status == RefundStatus::Succeeded => {
                 Ok(Reconciled::RefundSucceeded)
             }
             Ok(RefundApplied::Moved(_)) => Ok(Reconciled::RefundFailed),
-            Ok(RefundApplied::Unchanged(_) | RefundApplied::Duplicate) => {
-                Ok(Reconciled::AlreadySettled)
-            }
+            Ok(
+                RefundApplied::Unchanged(_) | RefundApplied::Duplicate | RefundApplied::Rejected(_),
+            ) => Ok(Reconciled::AlreadySettled),
             Ok(RefundApplied::NotFound) | Err(StoreError::LeaseLost { .. }) => {
                 Ok(Reconciled::Skipped)
             }
@@ -475,8 +476,15 @@ impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> R
                     + duration_ms(self.config.record_retention))
                 .div_euclid(1000);
                 let record = RefundRecordWrite::Mirror { expires_at_s };
-                match apply_refund_settlement(&self.store, &refund.refund_id, &failed, record, None)
-                    .await?
+                match apply_refund_settlement(
+                    &self.store,
+                    &refund.refund_id,
+                    &failed,
+                    record,
+                    None,
+                    None,
+                )
+                .await?
                 {
                     RefundApplied::Moved(_) => Ok(Reconciled::RefundFailed),
                     _ => Ok(Reconciled::AlreadySettled),

@@ -20,8 +20,8 @@ use crate::idempotency::{
 };
 use crate::mutations::Mutation;
 use crate::ports::{
-    BeginRefundOutcome, EventMark, Psp, RefundOutcome, RefundRecordWrite, RefundRequest,
-    RefundSettleOutcome, RefundStore, ResumeOutcome,
+    BeginRefundOutcome, CheckedAmount, EventMark, Psp, RefundOutcome, RefundRecordWrite,
+    RefundRequest, RefundSettleOutcome, RefundStore, ResumeOutcome,
 };
 use std::time::Duration;
 
@@ -504,6 +504,9 @@ pub enum RefundApplied {
     Duplicate,
     /// No such refund.
     NotFound,
+    /// The event's amount or currency is not the refund's: nothing applied, the event recorded
+    /// as processed, an alarm raised.
+    Rejected(Box<Refund>),
 }
 
 /// Applies `settlement` to refund `refund_id` through [`refund_transition`], exactly once:
@@ -515,11 +518,36 @@ pub async fn apply_refund_settlement<S: RefundStore + ?Sized>(
     settlement: &RefundSettlement,
     record: RefundRecordWrite<'_>,
     event: Option<&EventMark>,
+    reported: Option<&CheckedAmount>,
 ) -> Result<RefundApplied, StoreError> {
     for _ in 0..MAX_ROUNDS {
         let Some(refund) = store.get_refund(refund_id).await? else {
             return Ok(RefundApplied::NotFound);
         };
+        if super::settle::amount_mismatch(reported, refund.amount, refund.currency) {
+            tracing::error!(refund_id, reported = ?reported, amount = refund.amount,
+                currency = refund.currency.as_str(), alarm = "webhook-mismatch",
+                "a refund event reports another amount or currency than the refund's; nothing applied");
+            // Recorded as processed (if it comes from a webhook), and nothing else.
+            if event.is_some() {
+                return match store
+                    .write_refund(
+                        &refund,
+                        &RefundTransition::Unchanged,
+                        RefundRecordWrite::Keep,
+                        event,
+                    )
+                    .await?
+                {
+                    RefundSettleOutcome::Duplicate => Ok(RefundApplied::Duplicate),
+                    RefundSettleOutcome::Moved => continue,
+                    RefundSettleOutcome::Settled(_) => {
+                        Ok(RefundApplied::Rejected(Box::new(refund)))
+                    }
+                };
+            }
+            return Ok(RefundApplied::Rejected(Box::new(refund)));
+        }
         let step = refund_transition(&refund, settlement);
         let completes = matches!(record, RefundRecordWrite::Complete { .. });
         if step == RefundTransition::Unchanged && event.is_none() && !completes {

@@ -3,7 +3,7 @@
 
 use crate::domain::{transition, Payment, Settlement, Transition};
 use crate::idempotency::StoreError;
-use crate::ports::{ChargeStore, EventMark, PspLookup, PspOutcome, SettleOutcome};
+use crate::ports::{ChargeStore, CheckedAmount, EventMark, PspLookup, PspOutcome, SettleOutcome};
 use std::time::Duration;
 
 /// How often a settlement re-reads a payment that moved under it before giving up (the caller
@@ -100,6 +100,19 @@ pub enum EventApplied {
     Unchanged(Box<Payment>),
     /// The event was processed before; nothing written.
     Duplicate,
+    /// The event's amount or currency is not the payment's: nothing applied, the event
+    /// recorded as processed, an alarm raised.
+    Rejected(Box<Payment>),
+}
+
+/// Whether what an event reports (if it reports it) is not the `amount` in `currency` payonce
+/// holds: such an event is never applied.
+pub fn amount_mismatch(
+    reported: Option<&CheckedAmount>,
+    amount: i64,
+    currency: crate::domain::Currency,
+) -> bool {
+    reported.is_some_and(|r| r.minor != amount || r.currency != currency.as_str())
 }
 
 /// Errors of [`apply_event`].
@@ -116,11 +129,13 @@ pub enum EventError {
 /// Applies a webhook event's settlement exactly once: the dedup record and the transition are
 /// written in one transaction, so a crash can never mark an event done without its effect, and
 /// a duplicate delivery — sequential or concurrent — finds the dedup record and writes nothing.
+/// An event whose `reported` amount or currency is not the payment's applies nothing.
 pub async fn apply_event<S: ChargeStore + ?Sized>(
     store: &S,
     payment_id: &str,
     settlement: &Settlement,
     event: &EventMark,
+    reported: Option<&CheckedAmount>,
     retention: Duration,
 ) -> Result<EventApplied, EventError> {
     for _ in 0..MAX_ROUNDS {
@@ -128,6 +143,16 @@ pub async fn apply_event<S: ChargeStore + ?Sized>(
             .get_payment(payment_id)
             .await?
             .ok_or_else(|| EventError::PaymentNotFound(payment_id.to_owned()))?;
+        if amount_mismatch(reported, payment.amount, payment.currency) {
+            tracing::error!(payment_id, event_id = %event.event_id, provider = %event.provider,
+                reported = ?reported, amount = payment.amount, currency = payment.currency.as_str(),
+                alarm = "webhook-mismatch", "a webhook reports another amount or currency than the payment's; nothing applied");
+            return Ok(if store.record_event(event).await? {
+                EventApplied::Rejected(Box::new(payment))
+            } else {
+                EventApplied::Duplicate
+            });
+        }
         let step = transition(&payment, settlement);
         if step == Transition::Unchanged {
             return Ok(if store.record_event(event).await? {

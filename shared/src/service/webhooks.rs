@@ -128,6 +128,30 @@ pub struct ProcessorConfig {
     pub dedup_retention: Duration,
     /// Idempotency record retention after a settlement (as the charge path's).
     pub record_retention: Duration,
+    /// The PSP mode this deployment runs in (`true`: live), where known: an event from the
+    /// other mode is never applied. `None`: not checked.
+    pub livemode: Option<bool>,
+}
+
+impl ProcessorConfig {
+    /// Defaults, with the PSP mode from `PSP_LIVEMODE` (`true` / `false`; unset: not checked).
+    pub fn from_env() -> Result<Self, crate::config::ConfigError> {
+        let livemode = match std::env::var("PSP_LIVEMODE").ok().as_deref() {
+            None | Some("") => None,
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            Some(other) => {
+                return Err(crate::config::ConfigError::Invalid {
+                    name: "PSP_LIVEMODE",
+                    reason: format!("expected true or false, got {other}"),
+                })
+            }
+        };
+        Ok(Self {
+            livemode,
+            ..Self::default()
+        })
+    }
 }
 
 impl Default for ProcessorConfig {
@@ -135,6 +159,7 @@ impl Default for ProcessorConfig {
         Self {
             dedup_retention: Duration::from_secs(30 * 24 * 3600),
             record_retention: Duration::from_secs(24 * 3600),
+            livemode: None,
         }
     }
 }
@@ -216,10 +241,19 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             expires_at_s: (self.store.now_ms() + duration_ms(self.config.dedup_retention))
                 .div_euclid(1000),
         };
+        if let (Some(expected), Some(reported)) = (self.config.livemode, parsed.livemode) {
+            if expected != reported {
+                tracing::error!(provider, event_id = %parsed.event_id, kind = %parsed.kind, livemode = reported,
+                    alarm = "webhook-mismatch", "a webhook from the PSP's other mode (live or test); nothing applied");
+                self.store
+                    .record_event(&mark)
+                    .await
+                    .map_err(EventError::from)?;
+                return Ok(Processed::Ignored("other mode"));
+            }
+        }
         if let Some(refund) = &parsed.refund {
-            return self
-                .process_refund(provider, &parsed.event_id, refund, &mark)
-                .await;
+            return self.process_refund(provider, &parsed, refund, &mark).await;
         }
         if parsed.refunds_changed {
             if let Some(payment_id) = parsed.payment_id.as_deref() {
@@ -237,6 +271,7 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             payment_id,
             settlement,
             &mark,
+            parsed.amount.as_ref(),
             self.config.record_retention,
         )
         .await?;
@@ -250,6 +285,8 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             EventApplied::Duplicate => {
                 tracing::info!(provider, event_id = %parsed.event_id, payment_id, "webhook already processed")
             }
+            // Logged with its alarm where it was found.
+            EventApplied::Rejected(_) => {}
         }
         Ok(Processed::Applied(applied))
     }
@@ -258,10 +295,11 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
     async fn process_refund(
         &self,
         provider: &str,
-        event_id: &str,
+        parsed: &crate::ports::PspEvent,
         refund: &crate::ports::RefundEvent,
         mark: &EventMark,
     ) -> Result<Processed, ProcessError> {
+        let event_id = parsed.event_id.as_str();
         let expires_at_s =
             (self.store.now_ms() + duration_ms(self.config.record_retention)).div_euclid(1000);
         let applied = apply_refund_settlement(
@@ -270,6 +308,7 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             &refund.settlement,
             RefundRecordWrite::Mirror { expires_at_s },
             Some(mark),
+            parsed.amount.as_ref(),
         )
         .await
         .map_err(EventError::from)?;
@@ -287,6 +326,7 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             RefundApplied::Duplicate => {
                 tracing::info!(provider, event_id, refund_id = %refund.refund_id, "refund webhook already processed")
             }
+            RefundApplied::Rejected(_) => {}
         }
         Ok(Processed::Refund(applied))
     }

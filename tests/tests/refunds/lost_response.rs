@@ -240,3 +240,40 @@ async fn a_refund_lost_before_the_psp_saw_it_is_sent_by_reconcile_once_under_its
     assert_eq!(again.examined, 0, "{again:?}");
     assert_settled_once(&stack, &payment_id, &refund_id).await;
 }
+
+#[tokio::test]
+async fn a_refund_event_with_another_amount_or_currency_applies_nothing() {
+    let stack = PaymentStack::start().await;
+    let (payment_id, reply) = lost_refund(&stack, RefundFault::AnswerLost).await;
+    let refund_id = reply.json["refund_id"].as_str().unwrap().to_owned();
+    for (event_id, amount, currency) in [
+        ("evt_r_amount", 1300, "jpy"),
+        ("evt_r_currency", 1200, "usd"),
+    ] {
+        let body = json!({
+            "id": event_id, "object": "event", "type": "refund.updated", "livemode": false,
+            "data": {"object": {
+                "id": "re_forged", "object": "refund", "amount": amount, "currency": currency,
+                "payment_intent": "pi_x", "status": "succeeded",
+                "metadata": {"refund_id": refund_id, "payment_id": payment_id},
+            }},
+        })
+        .to_string();
+        let processed = stack.deliver(&body).await.expect("processed");
+        assert!(
+            matches!(&processed, Processed::Refund(RefundApplied::Rejected(r)) if r.status == RefundStatus::Pending),
+            "{event_id}: {processed:?}"
+        );
+        // Still pending with its amount held; the event is recorded (a redelivery is a duplicate).
+        assert_eq!(
+            stack.refund_attributes(&payment_id).await,
+            (None, Some(1200), Some(1)),
+            "{event_id}"
+        );
+        assert_eq!(
+            stack.deliver(&body).await.expect("processed"),
+            Processed::Refund(RefundApplied::Duplicate),
+            "{event_id}"
+        );
+    }
+}

@@ -1,5 +1,6 @@
 //! Webhooks: signature-verified receiver, SQS buffer, exactly-once processor.
 
+mod cross_check;
 mod pipeline;
 mod processor;
 mod receiver;

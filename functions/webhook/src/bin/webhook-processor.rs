@@ -15,7 +15,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let processor = WebhookProcessor::new(
         DynamoPaymentStore::new(client, tables),
         providers,
-        ProcessorConfig::default(),
+        ProcessorConfig::from_env()?,
     );
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async {
         Ok::<_, std::convert::Infallible>(

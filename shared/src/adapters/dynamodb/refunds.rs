@@ -526,7 +526,7 @@ impl RefundStore for DynamoPaymentStore {
                     )?);
                     labels.push(Op::Record);
                 }
-                (RefundRecordWrite::Mirror { .. }, _) => {}
+                (RefundRecordWrite::Mirror { .. } | RefundRecordWrite::Keep, _) => {}
             }
             if let Some(event) = event {
                 items.push(event_put(&self.tables.idempotency, event, now_ms)?);

@@ -889,6 +889,7 @@ impl RefundStore for MemoryPaymentStore {
                 }),
                 expires_at_s,
             ),
+            RefundRecordWrite::Keep => (false, 0),
         };
         if let RefundTransition::Apply { status, .. } = step {
             if let Some(stored) = tables.payments.payments.get_mut(&refund.payment_id) {

@@ -5,7 +5,7 @@
 
 use super::stripe::StripeRefund;
 use crate::domain::Settlement;
-use crate::ports::{PspEvent, RefundEvent, SignatureError, WebhookScheme};
+use crate::ports::{CheckedAmount, PspEvent, RefundEvent, SignatureError, WebhookScheme};
 use hmac::{Hmac, Mac};
 use lambda_http::http::HeaderMap;
 use serde::Deserialize;
@@ -123,6 +123,8 @@ struct Event {
     id: String,
     #[serde(rename = "type")]
     kind: String,
+    #[serde(default)]
+    livemode: Option<bool>,
     data: EventData,
 }
 
@@ -165,7 +167,17 @@ pub fn parse_event(body: &[u8]) -> Result<PspEvent, serde_json::Error> {
         }
         _ => None,
     };
+    // The object's own amount: a PaymentIntent's, a Refund's or a Charge's.
+    let amount = match (object["amount"].as_i64(), object["currency"].as_str()) {
+        (Some(minor), Some(currency)) => Some(CheckedAmount {
+            minor,
+            currency: currency.to_ascii_lowercase(),
+        }),
+        _ => None,
+    };
     Ok(PspEvent {
+        amount,
+        livemode: event.livemode,
         refunds_changed: event.kind == "charge.refunded",
         event_id: event.id,
         kind: event.kind,
@@ -444,6 +456,11 @@ mod tests {
                         settlement: settlement.clone(),
                     }),
                     refunds_changed: false,
+                    amount: Some(CheckedAmount {
+                        minor: 300,
+                        currency: "jpy".into()
+                    }),
+                    livemode: Some(false),
                 },
                 "{kind}"
             );
@@ -516,6 +533,11 @@ mod tests {
                 settlement: None,
                 refund: None,
                 refunds_changed: true,
+                amount: Some(CheckedAmount {
+                    minor: 1000,
+                    currency: "jpy".into()
+                }),
+                livemode: Some(false),
             }
         );
         let mut bare = charge.clone();
@@ -538,7 +560,21 @@ mod tests {
                 }),
                 refund: None,
                 refunds_changed: false,
+                amount: None,
+                livemode: None,
             }
+        );
+        // An intent's own amount and the event's mode, when present, are read for the check.
+        let parsed = parse_event(br#"{"id":"evt_2","type":"payment_intent.succeeded","livemode":true,"data":{"object":{"id":"pi_1","amount":1500,"currency":"USD","metadata":{"payment_id":"pay_1"}}}}"#).unwrap();
+        assert_eq!(
+            (parsed.amount, parsed.livemode),
+            (
+                Some(CheckedAmount {
+                    minor: 1500,
+                    currency: "usd".into()
+                }),
+                Some(true)
+            )
         );
     }
 }

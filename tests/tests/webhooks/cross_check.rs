@@ -1,0 +1,134 @@
+//! A webhook's effect is checked against our payment before anything is applied: an event that
+//! reports another amount, another currency or the PSP's other mode changes nothing, is
+//! recorded as processed, and raises an alarm.
+
+use super::event;
+use payonce::ports::ChargeStore;
+use payonce::service::webhooks::{Processed, ProcessorConfig, QueuedEvent, WebhookProcessor};
+use payonce::service::EventApplied;
+use payonce_tests::stack::{webhook_providers, PaymentStack};
+use serde_json::{json, Value};
+
+/// GIVEN a payment left processing (the PSP charged 3000 JPY, the answer was lost).
+async fn processing_payment(stack: &PaymentStack) -> (String, String) {
+    let order = stack.create_order("alice").await;
+    let reply = stack
+        .pay(
+            "alice",
+            "k",
+            json!({"order_id": order, "order_version": 1, "payment_method": "pm_fake_lost_response"}),
+        )
+        .await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    (order, reply.json["payment_id"].as_str().unwrap().to_owned())
+}
+
+fn succeeded_event(event_id: &str, payment_id: &str, edit: impl FnOnce(&mut Value)) -> String {
+    let mut body: Value = serde_json::from_str(&event(
+        event_id,
+        "payment_intent.succeeded",
+        payment_id,
+        "pi_1",
+    ))
+    .unwrap();
+    edit(&mut body);
+    body.to_string()
+}
+
+async fn process(
+    processor: &WebhookProcessor<payonce::adapters::dynamodb::DynamoPaymentStore>,
+    body: &str,
+) -> Processed {
+    processor
+        .process(&QueuedEvent {
+            message_id: "m",
+            provider: Some("fake"),
+            body,
+        })
+        .await
+        .expect("processing succeeds")
+}
+
+#[tokio::test]
+async fn an_event_with_another_amount_or_currency_applies_nothing_and_is_recorded() {
+    let stack = PaymentStack::start().await;
+    let (order, payment_id) = processing_payment(&stack).await;
+    let cases = [
+        ("evt_amount", json!(2999), json!("jpy")),
+        ("evt_currency", json!(3000), json!("usd")),
+    ];
+    for (event_id, amount, currency) in cases {
+        let body = succeeded_event(event_id, &payment_id, |e| {
+            e["data"]["object"]["amount"] = amount.clone();
+            e["data"]["object"]["currency"] = currency.clone();
+        });
+        let first = process(&stack.processor, &body).await;
+        assert!(
+            matches!(&first, Processed::Applied(EventApplied::Rejected(p)) if p.status.as_str() == "processing"),
+            "{event_id}: {first:?}"
+        );
+        // Recorded as processed: a redelivery is a duplicate, and still nothing moves.
+        assert_eq!(
+            process(&stack.processor, &body).await,
+            Processed::Applied(EventApplied::Duplicate),
+            "{event_id}"
+        );
+        let payment = stack
+            .processor
+            .store()
+            .get_payment(&payment_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(payment.status.as_str(), "processing", "{event_id}");
+        assert_eq!(payment.provider_payment_id, None, "{event_id}");
+        let order_now = stack.get_order("alice", &order).await;
+        assert_eq!(order_now.json["payment_state"], "processing", "{event_id}");
+        let (idempotency, _) = stack.snapshot().await;
+        assert!(
+            idempotency.contains_key(&format!("webhook#fake#{event_id}")),
+            "{event_id}: the event is recorded"
+        );
+    }
+    // The PSP's own word, with the payment's amount and currency, applies.
+    let good = succeeded_event("evt_good", &payment_id, |_| {});
+    assert!(matches!(
+        process(&stack.processor, &good).await,
+        Processed::Applied(EventApplied::Moved(p)) if p.status.as_str() == "succeeded"
+    ));
+}
+
+#[tokio::test]
+async fn an_event_from_the_psps_other_mode_applies_nothing() {
+    let stack = PaymentStack::start().await;
+    let (_, payment_id) = processing_payment(&stack).await;
+    let test_mode = WebhookProcessor::new(
+        stack.processor.store().clone(),
+        webhook_providers(),
+        ProcessorConfig {
+            livemode: Some(false),
+            ..ProcessorConfig::default()
+        },
+    );
+    let live = succeeded_event("evt_live", &payment_id, |e| e["livemode"] = json!(true));
+    assert_eq!(
+        process(&test_mode, &live).await,
+        Processed::Ignored("other mode")
+    );
+    let payment = stack
+        .processor
+        .store()
+        .get_payment(&payment_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payment.status.as_str(), "processing");
+    let (idempotency, _) = stack.snapshot().await;
+    assert!(idempotency.contains_key("webhook#fake#evt_live"));
+    // Without a mode of its own, an event without one, or of the same mode, applies.
+    let same = succeeded_event("evt_test", &payment_id, |e| e["livemode"] = json!(false));
+    assert!(matches!(
+        process(&test_mode, &same).await,
+        Processed::Applied(EventApplied::Moved(_))
+    ));
+}
