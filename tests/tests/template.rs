@@ -548,3 +548,38 @@ fn refunds_that_reconcile_cannot_settle_or_that_fail_late_alarm() {
     assert_alarmed(&t, "LateDuplicateCharges");
     assert_alarmed(&t, "StuckPayments");
 }
+
+#[test]
+fn webhooks_that_disagree_with_our_books_and_refused_psp_credentials_alarm() {
+    // GIVEN the template
+    let t = template();
+    // THEN the processor's `webhook-mismatch` alarms
+    assert_eq!(
+        alarm_filters(&t, "webhook-mismatch"),
+        [(
+            "WebhookMismatches".to_owned(),
+            "WebhookProcessorFunction".to_owned()
+        )]
+    );
+    assert_alarmed(&t, "WebhookMismatches");
+    // AND every function that calls the PSP alarms on refused credentials
+    assert_eq!(
+        alarm_filters(&t, "psp-credentials")
+            .iter()
+            .map(|(m, f)| (m.as_str(), f.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("PspCredentialRefusals", "ChargeFunction"),
+            ("PspCredentialRefusals", "ReconcileFunction"),
+            ("PspCredentialRefusals", "RefundFunction"),
+        ]
+    );
+    assert_alarmed(&t, "PspCredentialRefusals");
+    // AND the processor knows the PSP mode it must accept (test unless the stack says live)
+    let globals = &t["Globals"]["Function"]["Environment"]["Variables"];
+    assert_eq!(
+        globals["PSP_LIVEMODE"]["Fn::If"],
+        serde_json::json!(["PspIsLive", "true", "false"])
+    );
+    assert_eq!(t["Parameters"]["PspMode"]["Default"], "test");
+}
