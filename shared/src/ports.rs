@@ -458,6 +458,9 @@ pub enum Fence {
         /// Whether the refusal names the payment method.
         payment_method: bool,
     },
+    /// The PSP offers no way to prove a key was never used (nothing can be created under it
+    /// that would block a late charge): the attempt waits for an operator.
+    Unprovable,
 }
 
 /// A message to put on a queue: a body and string attributes.

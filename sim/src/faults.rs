@@ -9,7 +9,7 @@
 use crate::world::{FaultKind, SharedWorld};
 use async_trait::async_trait;
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
-use payonce::adapters::psp::stripe::{CallFailure, StripeCall, StripeReply, StripeTransport};
+use payonce::adapters::psp::transport::{CallFailure, PspTransport, WireBody, WireCall, WireReply};
 use payonce::domain::{Order, Payment, Refund, RefundTransition, Transition};
 use payonce::idempotency::{
     Claim, ClaimOutcome, IdempotencyRecord, IdempotencyStore, Lease, LeaseToken, RecordKey,
@@ -413,7 +413,7 @@ impl IdempotencyStore for FaultyStore {
     }
 }
 
-/// The secret key the simulated PSP accepts.
+/// The secret key the simulated PSP accepts, and the adapter authenticates with.
 pub const API_KEY: &str = "sk_test_payonce_sim";
 
 /// The PSP model behind a network fault layer: the transport the real Stripe adapter uses in the
@@ -439,19 +439,23 @@ impl SimTransport {
         }
     }
 
-    /// The request reaches the model and takes effect.
-    fn apply(&self, call: &StripeCall) -> (u16, String, Delivery) {
+    /// The request reaches the model and takes effect. The model sees the call's own
+    /// `Authorization` and `Idempotency-Key` headers, as the fake PSP's server would.
+    fn apply(&self, call: &WireCall) -> (u16, String, Delivery) {
         let query = encode(&call.query);
-        let body = encode(&call.form);
-        let authorization = format!("Bearer {API_KEY}");
+        let body = match &call.body {
+            WireBody::Empty => String::new(),
+            WireBody::Form(form) => encode(form),
+            WireBody::Json(json) => json.clone(),
+        };
         let now_ms = payonce::clock::Clock::now_ms(self.world.clock());
         let answer = self.model.handle(
             &WireRequest {
                 method: call.method,
                 path: &call.path,
                 query: (!query.is_empty()).then_some(query.as_str()),
-                authorization: Some(&authorization),
-                idempotency_key: call.idempotency_key.as_deref(),
+                authorization: call.header("Authorization"),
+                idempotency_key: call.header("Idempotency-Key"),
                 body: body.as_bytes(),
             },
             now_ms,
@@ -470,8 +474,8 @@ fn encode(pairs: &[(String, String)]) -> String {
         .finish()
 }
 
-fn error_reply(status: u16, kind: &str, code: &str) -> StripeReply {
-    StripeReply {
+fn error_reply(status: u16, kind: &str, code: &str) -> WireReply {
+    WireReply {
         status,
         body: serde_json::json!({"error": {"type": kind, "code": code, "message": "simulated"}})
             .to_string()
@@ -480,8 +484,8 @@ fn error_reply(status: u16, kind: &str, code: &str) -> StripeReply {
 }
 
 #[async_trait]
-impl StripeTransport for SimTransport {
-    async fn send(&self, call: &StripeCall, timeout: Duration) -> Result<StripeReply, CallFailure> {
+impl PspTransport for SimTransport {
+    async fn send(&self, call: &WireCall, timeout: Duration) -> Result<WireReply, CallFailure> {
         let world = &self.world;
         tokio::time::sleep(world.millis(20, 400)).await;
         if world.strikes(FaultKind::Crash) {
@@ -498,11 +502,13 @@ impl StripeTransport for SimTransport {
             return Ok(error_reply(401, "invalid_request_error", "api_key_expired"));
         }
         if world.strikes(FaultKind::PspBusy) {
-            return Ok(if call.idempotency_key.is_some() && world.chance(0.5) {
-                error_reply(409, "idempotency_error", "idempotency_key_in_use")
-            } else {
-                error_reply(429, "rate_limit_error", "rate_limit")
-            });
+            return Ok(
+                if call.header("Idempotency-Key").is_some() && world.chance(0.5) {
+                    error_reply(409, "idempotency_error", "idempotency_key_in_use")
+                } else {
+                    error_reply(429, "rate_limit_error", "rate_limit")
+                },
+            );
         }
         if world.strikes(FaultKind::Psp5xx) {
             return Ok(error_reply(500, "api_error", "api_error"));
@@ -551,7 +557,7 @@ impl StripeTransport for SimTransport {
             }
             Delivery::After(delay) => tokio::time::sleep(delay).await,
         }
-        Ok(StripeReply {
+        Ok(WireReply {
             status,
             body: body.into_bytes(),
         })

@@ -130,6 +130,7 @@ async fn simulate(schedule: &Schedule) -> Outcome {
     let psp = StripePsp::with_transport(
         SimTransport::new(world.clone(), model.clone(), outbox.clone()),
         "stripe",
+        API_KEY,
         Duration::from_secs(10),
     );
     let system = Arc::new(System {

@@ -327,6 +327,15 @@ impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> R
                         }
                     }
                     Fence::InFlight => return Ok(self.still_pending(&payment, age_ms)),
+                    Fence::Unprovable => {
+                        tracing::error!(
+                            payment_id,
+                            age_ms,
+                            alarm = "payment-unprovable",
+                            "attempt not found at the PSP, which offers no proof that it never ran; needs an operator"
+                        );
+                        return Ok(Reconciled::Pending);
+                    }
                 }
             }
             None => return Ok(self.still_pending(&payment, age_ms)),

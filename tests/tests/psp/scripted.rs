@@ -1,20 +1,20 @@
-//! A [`StripeTransport`] that answers from a script, one entry per call, and records every call.
+//! A [`PspTransport`] that answers from a script, one entry per call, and records every call.
 
 use async_trait::async_trait;
-use payonce::adapters::psp::stripe::{CallFailure, StripeCall, StripeReply, StripeTransport};
+use payonce::adapters::psp::transport::{CallFailure, PspTransport, WireCall, WireReply};
 use serde_json::json;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
 /// What one call gets.
-pub type Step = Result<StripeReply, CallFailure>;
+pub type Step = Result<WireReply, CallFailure>;
 
 /// Answers each call with the next step of its script; a call past the end is a test bug.
 #[derive(Debug, Default)]
 pub struct ScriptedTransport {
     script: Mutex<VecDeque<Step>>,
-    calls: Mutex<Vec<StripeCall>>,
+    calls: Mutex<Vec<WireCall>>,
 }
 
 impl ScriptedTransport {
@@ -27,7 +27,7 @@ impl ScriptedTransport {
     }
 
     /// Every call made so far, in order.
-    pub fn calls(&self) -> Vec<StripeCall> {
+    pub fn calls(&self) -> Vec<WireCall> {
         self.calls.lock().unwrap().clone()
     }
 
@@ -38,12 +38,8 @@ impl ScriptedTransport {
 }
 
 #[async_trait]
-impl StripeTransport for ScriptedTransport {
-    async fn send(
-        &self,
-        call: &StripeCall,
-        _timeout: Duration,
-    ) -> Result<StripeReply, CallFailure> {
+impl PspTransport for ScriptedTransport {
+    async fn send(&self, call: &WireCall, _timeout: Duration) -> Result<WireReply, CallFailure> {
         self.calls.lock().unwrap().push(call.clone());
         self.script
             .lock()
@@ -57,7 +53,7 @@ impl StripeTransport for ScriptedTransport {
 pub fn error(status: u16, kind: &str, code: Option<&str>, param: Option<&str>) -> Step {
     let body =
         json!({"error": {"type": kind, "code": code, "param": param, "message": "scripted"}});
-    Ok(StripeReply {
+    Ok(WireReply {
         status,
         body: body.to_string().into_bytes(),
     })
@@ -92,7 +88,7 @@ pub fn refused_connection() -> Step {
 
 /// A PaymentIntent answered with 200.
 pub fn intent(id: &str, status: &str) -> Step {
-    Ok(StripeReply {
+    Ok(WireReply {
         status: 200,
         body: json!({"id": id, "object": "payment_intent", "status": status})
             .to_string()

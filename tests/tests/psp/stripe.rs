@@ -6,6 +6,7 @@ use super::scripted::{
     error, intent, key_in_use, rate_limited, refused_connection, unauthorized, ScriptedTransport,
 };
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
+use payonce::adapters::psp::transport::WireBody;
 use payonce::adapters::psp::StripePsp;
 use payonce::clock::{Clock, ManualClock};
 use payonce::domain::{Currency, LineItem, Order, OrderPaymentState, PaymentStatus};
@@ -20,10 +21,13 @@ use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The secret key the scripted adapters authenticate with.
+const API_KEY: &str = "sk_test_scripted";
+
 fn scripted(
     steps: impl IntoIterator<Item = super::scripted::Step>,
 ) -> StripePsp<ScriptedTransport> {
-    StripePsp::with_transport(ScriptedTransport::new(steps), "stripe", TIMEOUT)
+    StripePsp::with_transport(ScriptedTransport::new(steps), "stripe", API_KEY, TIMEOUT)
 }
 
 fn request(amount: i64, currency: Currency, payment_method: &str) -> ChargeRequest {
@@ -48,8 +52,12 @@ fn assert_identical_creates(psp: &StripePsp<ScriptedTransport>, request: &Charge
             ("POST", "/v1/payment_intents")
         );
         assert_eq!(
-            call.idempotency_key.as_ref(),
-            Some(&request.idempotency_key)
+            call.header("Idempotency-Key"),
+            Some(request.idempotency_key.as_str())
+        );
+        assert_eq!(
+            call.header("Authorization"),
+            Some(format!("Bearer {API_KEY}").as_str())
         );
     }
 }
@@ -348,7 +356,9 @@ async fn a_fence_refused_on_a_parameter_the_original_shared_proves_nothing_was_c
             "{param}"
         );
         // AND the fence sent no confirm-only parameter
-        let form = &psp.transport().calls()[0].form;
+        let WireBody::Form(form) = &psp.transport().calls()[0].body else {
+            panic!("the fence sent no form")
+        };
         assert!(form.contains(&("confirm".to_owned(), "false".to_owned())));
         assert!(!form.iter().any(|(k, _)| k == "error_on_requires_action"));
     }

@@ -1,7 +1,14 @@
 //! PSP adapters: the only code that knows a provider's wire format.
 
+pub mod b64;
+pub mod omise_webhook;
 pub mod stripe;
 pub mod stripe_webhook;
+pub mod transport;
+pub mod twoc2p_ids;
+pub mod twoc2p_webhook;
 
+pub use omise_webhook::OmiseWebhooks;
 pub use stripe::{StripeConfig, StripePsp};
 pub use stripe_webhook::StripeWebhooks;
+pub use twoc2p_webhook::TwoC2pNotifications;

@@ -1,8 +1,10 @@
 //! Stripe PaymentIntents and Refunds, classified into payonce's outcome classes (approved,
 //! declined, rejected, refused, not sent, unknown; for refunds: answered, not sent, unknown).
-//! The calls go through a [`StripeTransport`]: HTTPS in production and against the fake PSP, the
-//! in-process PSP model in the simulation, so the classification is the same code everywhere.
+//! The adapter builds each call whole — Stripe's bearer authentication and `Idempotency-Key`
+//! included — and a [`PspTransport`] carries it: HTTPS in production and against the fake PSP,
+//! the in-process PSP model in the simulation, so the classification is the same code everywhere.
 
+use super::transport::{CallFailure, HttpTransport, PspTransport, WireBody, WireCall, WireReply};
 use crate::domain::RefundSettlement;
 use crate::mutations::{self, Mutation};
 use crate::ports::{
@@ -52,112 +54,25 @@ impl StripeConfig {
     }
 }
 
-/// One request to Stripe's API, as the adapter builds it; a [`StripeTransport`] carries it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StripeCall {
-    /// `GET` or `POST`.
-    pub method: &'static str,
-    /// The path under the API base, e.g. `/v1/payment_intents`.
-    pub path: String,
-    /// Query parameters (search).
-    pub query: Vec<(String, String)>,
-    /// Form parameters of a `POST`.
-    pub form: Vec<(String, String)>,
-    /// The `Idempotency-Key` header.
-    pub idempotency_key: Option<String>,
-}
-
-/// What Stripe answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StripeReply {
-    /// HTTP status.
-    pub status: u16,
-    /// The body as received.
-    pub body: Vec<u8>,
-}
-
-/// Why a call got no answer. The difference decides whether a charge may have happened.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CallFailure {
-    /// No connection was made (DNS, refused, connect timeout, TLS handshake): this call cannot
-    /// have reached Stripe.
-    NotConnected(String),
-    /// The connection was made, then the call failed (timeout, reset, cut answer): Stripe may
-    /// have applied it.
-    AfterConnect(String),
-}
-
-/// Carries [`StripeCall`]s to Stripe: HTTPS in production ([`HttpTransport`]); the simulation
-/// carries them to its in-process PSP model through a network fault layer.
-#[async_trait]
-pub trait StripeTransport: Send + Sync {
-    /// Sends `call`, giving up after `timeout`.
-    async fn send(&self, call: &StripeCall, timeout: Duration) -> Result<StripeReply, CallFailure>;
-}
-
-/// Stripe over HTTPS (reqwest + rustls), authenticated with the secret key.
-#[derive(Debug, Clone)]
-pub struct HttpTransport {
-    http: reqwest::Client,
-    base_url: String,
-    api_key: String,
-}
-
-impl HttpTransport {
-    /// Builds the HTTP client once (at start-up, outside the handler).
-    pub fn new(config: &StripeConfig) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .timeout(config.request_timeout)
-            .build()?;
-        Ok(Self {
-            http,
-            base_url: config.base_url.clone(),
-            api_key: config.api_key.clone(),
-        })
-    }
-}
-
-#[async_trait]
-impl StripeTransport for HttpTransport {
-    async fn send(&self, call: &StripeCall, timeout: Duration) -> Result<StripeReply, CallFailure> {
-        let url = format!("{}{}", self.base_url, call.path);
-        let mut request = match call.method {
-            "GET" => self.http.get(url),
-            _ => self.http.post(url).form(&call.form),
-        }
-        .bearer_auth(&self.api_key)
-        .timeout(timeout);
-        if !call.query.is_empty() {
-            request = request.query(&call.query);
-        }
-        if let Some(key) = &call.idempotency_key {
-            request = request.header("Idempotency-Key", key);
-        }
-        let response = request.send().await.map_err(|error| {
-            if error.is_connect() {
-                CallFailure::NotConnected(format!("no connection to the PSP: {error}"))
-            } else {
-                CallFailure::AfterConnect(format!("the PSP call failed after connecting: {error}"))
-            }
-        })?;
-        let status = response.status().as_u16();
-        let body = response.bytes().await.map_err(|error| {
-            CallFailure::AfterConnect(format!("the PSP answer was cut: {error}"))
-        })?;
-        Ok(StripeReply {
-            status,
-            body: body.to_vec(),
-        })
-    }
-}
-
-/// The Stripe adapter: builds the PaymentIntents calls and classifies their answers.
-#[derive(Debug, Clone)]
+/// The Stripe adapter: builds the PaymentIntents and Refunds calls and classifies their answers.
+#[derive(Clone)]
 pub struct StripePsp<T = HttpTransport> {
     transport: T,
     provider_name: String,
+    /// `Bearer <secret key>`, sent on every call (never logged).
+    authorization: String,
     request_timeout: Duration,
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for StripePsp<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StripePsp")
+            .field("transport", &self.transport)
+            .field("provider_name", &self.provider_name)
+            .field("authorization", &"<redacted>")
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
 }
 
 /// How often a 409 `idempotency_key_in_use` or a 429 is retried before the outcome is unknown.
@@ -174,7 +89,7 @@ const REFUND_PAGES_MAX: usize = 10;
 #[derive(Debug)]
 struct Sent {
     /// What Stripe answered last.
-    reply: StripeReply,
+    reply: WireReply,
     /// Whether an earlier call under the key was answered (a 409 or 429 that was retried).
     retried: bool,
 }
@@ -191,25 +106,33 @@ enum NoAnswer {
 impl StripePsp<HttpTransport> {
     /// Stripe (or the fake PSP) over HTTPS at `config.base_url`.
     pub fn new(config: StripeConfig) -> Result<Self, reqwest::Error> {
-        let transport = HttpTransport::new(&config)?;
+        let transport = HttpTransport::new(
+            config.base_url,
+            config.connect_timeout,
+            config.request_timeout,
+        )?;
         Ok(Self::with_transport(
             transport,
             config.provider_name,
+            config.api_key,
             config.request_timeout,
         ))
     }
 }
 
-impl<T: StripeTransport> StripePsp<T> {
-    /// The adapter over any transport, storing `provider_name` on payments.
+impl<T: PspTransport> StripePsp<T> {
+    /// The adapter over any transport, storing `provider_name` on payments and authenticating
+    /// every call with the secret `api_key`.
     pub fn with_transport(
         transport: T,
         provider_name: impl Into<String>,
+        api_key: impl AsRef<str>,
         request_timeout: Duration,
     ) -> Self {
         Self {
             transport,
             provider_name: provider_name.into(),
+            authorization: format!("Bearer {}", api_key.as_ref()),
             request_timeout,
         }
     }
@@ -219,12 +142,35 @@ impl<T: StripeTransport> StripePsp<T> {
         &self.transport
     }
 
+    /// A call to Stripe's API: authenticated with the secret key, under `idempotency_key` if
+    /// given (creates only; Stripe ignores it on `GET`).
+    fn call(
+        &self,
+        method: &'static str,
+        path: String,
+        query: Vec<(String, String)>,
+        body: WireBody,
+        idempotency_key: Option<&str>,
+    ) -> WireCall {
+        let mut headers = vec![("Authorization".to_owned(), self.authorization.clone())];
+        if let Some(key) = idempotency_key {
+            headers.push(("Idempotency-Key".to_owned(), key.to_owned()));
+        }
+        WireCall {
+            method,
+            path,
+            query,
+            headers,
+            body,
+        }
+    }
+
     /// `POST /v1/payment_intents` under the request's key. The parameters are a pure function
     /// of the attempt, so every retry under a key is byte-identical. `confirm` is false only
     /// for fencing, and then no confirm-only parameter is sent: Stripe refuses
     /// `error_on_requires_action` (and `off_session`, `return_url`, `mandate`...) without
     /// `confirm=true` (API reference, "Create a PaymentIntent").
-    fn intent_call(request: &ChargeRequest, confirm: bool) -> StripeCall {
+    fn intent_call(&self, request: &ChargeRequest, confirm: bool) -> WireCall {
         let mut form = vec![
             ("amount".to_owned(), request.amount.to_string()),
             ("currency".to_owned(), request.currency.as_str().to_owned()),
@@ -248,20 +194,20 @@ impl<T: StripeTransport> StripePsp<T> {
                 request.payment_id.clone(),
             ),
         ]);
-        StripeCall {
-            method: "POST",
-            path: "/v1/payment_intents".to_owned(),
-            query: Vec::new(),
-            form,
-            idempotency_key: Some(request.idempotency_key.clone()),
-        }
+        self.call(
+            "POST",
+            "/v1/payment_intents".to_owned(),
+            Vec::new(),
+            WireBody::Form(form),
+            Some(&request.idempotency_key),
+        )
     }
 
     /// `POST /v1/refunds` under the request's key: `payment_intent`, `amount`, `reason` (if
     /// given) and our ids as metadata — a pure function of the request, so every re-send under
     /// its key is byte-identical. Nothing else: Stripe refuses unknown parameters, and the
     /// currency is the charge's.
-    fn refund_call(request: &RefundRequest) -> StripeCall {
+    fn refund_call(&self, request: &RefundRequest) -> WireCall {
         let mut form = vec![
             (
                 "payment_intent".to_owned(),
@@ -279,13 +225,13 @@ impl<T: StripeTransport> StripePsp<T> {
                 request.payment_id.clone(),
             ),
         ]);
-        StripeCall {
-            method: "POST",
-            path: "/v1/refunds".to_owned(),
-            query: Vec::new(),
-            form,
-            idempotency_key: Some(request.idempotency_key.clone()),
-        }
+        self.call(
+            "POST",
+            "/v1/refunds".to_owned(),
+            Vec::new(),
+            WireBody::Form(form),
+            Some(&request.idempotency_key),
+        )
     }
 
     /// Sends a keyed create (`call` carries an `Idempotency-Key`), within `timeout` in all,
@@ -295,7 +241,7 @@ impl<T: StripeTransport> StripePsp<T> {
     /// connecting.
     async fn send_with_busy_retries(
         &self,
-        call: &StripeCall,
+        call: &WireCall,
         timeout: Duration,
     ) -> Result<Sent, NoAnswer> {
         let started = tokio::time::Instant::now();
@@ -333,7 +279,7 @@ impl<T: StripeTransport> StripePsp<T> {
     }
 
     /// A call that is not a charge: any failure is a [`PspError`].
-    async fn plain(&self, call: StripeCall) -> Result<StripeReply, PspError> {
+    async fn plain(&self, call: WireCall) -> Result<WireReply, PspError> {
         self.transport
             .send(&call, self.request_timeout)
             .await
@@ -587,13 +533,13 @@ fn classify_error(status: u16, body: &[u8]) -> PspOutcome {
 }
 
 #[async_trait]
-impl<T: StripeTransport> Psp for StripePsp<T> {
+impl<T: PspTransport> Psp for StripePsp<T> {
     fn name(&self) -> &str {
         &self.provider_name
     }
 
     async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome {
-        let call = Self::intent_call(request, true);
+        let call = self.intent_call(request, true);
         let Sent { reply, retried } = match self.send_with_busy_retries(&call, timeout).await {
             Ok(sent) => sent,
             Err(NoAnswer::NotSent(reason)) => return PspOutcome::NotSent { reason },
@@ -615,7 +561,7 @@ impl<T: StripeTransport> Psp for StripePsp<T> {
     }
 
     async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {
-        let call = Self::refund_call(request);
+        let call = self.refund_call(request);
         match self.send_with_busy_retries(&call, timeout).await {
             Ok(sent) => classify_refund(sent),
             Err(NoAnswer::NotSent(reason)) => RefundOutcome::NotSent { reason },
@@ -639,13 +585,13 @@ impl<T: StripeTransport> Psp for StripePsp<T> {
                 query.push(("starting_after".to_owned(), last.clone()));
             }
             let reply = self
-                .plain(StripeCall {
-                    method: "GET",
-                    path: "/v1/refunds".to_owned(),
+                .plain(self.call(
+                    "GET",
+                    "/v1/refunds".to_owned(),
                     query,
-                    form: Vec::new(),
-                    idempotency_key: None,
-                })
+                    WireBody::Empty,
+                    None,
+                ))
                 .await?;
             if reply.status != 200 {
                 return Err(PspError {
@@ -681,16 +627,16 @@ impl<T: StripeTransport> Psp for StripePsp<T> {
 
     async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError> {
         let reply = self
-            .plain(StripeCall {
-                method: "GET",
-                path: "/v1/payment_intents/search".to_owned(),
-                query: vec![(
+            .plain(self.call(
+                "GET",
+                "/v1/payment_intents/search".to_owned(),
+                vec![(
                     "query".to_owned(),
                     format!("metadata['payment_id']:'{payment_id}'"),
                 )],
-                form: Vec::new(),
-                idempotency_key: None,
-            })
+                WireBody::Empty,
+                None,
+            ))
             .await?;
         if reply.status != 200 {
             return Err(PspError {
@@ -720,7 +666,7 @@ impl<T: StripeTransport> Psp for StripePsp<T> {
     async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError> {
         let reply = self
             .transport
-            .send(&Self::intent_call(request, false), self.request_timeout)
+            .send(&self.intent_call(request, false), self.request_timeout)
             .await
             .map_err(|failure| PspError {
                 reason: format!("fencing failed: {failure:?}"),
@@ -770,13 +716,16 @@ impl<T: StripeTransport> Psp for StripePsp<T> {
 
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError> {
         let reply = self
-            .plain(StripeCall {
-                method: "POST",
-                path: format!("/v1/payment_intents/{provider_payment_id}/cancel"),
-                query: Vec::new(),
-                form: vec![("cancellation_reason".to_owned(), "abandoned".to_owned())],
-                idempotency_key: None,
-            })
+            .plain(self.call(
+                "POST",
+                format!("/v1/payment_intents/{provider_payment_id}/cancel"),
+                Vec::new(),
+                WireBody::Form(vec![(
+                    "cancellation_reason".to_owned(),
+                    "abandoned".to_owned(),
+                )]),
+                None,
+            ))
             .await?;
         let intent_status = serde_json::from_slice::<serde_json::Value>(&reply.body)
             .ok()
@@ -803,18 +752,21 @@ mod tests {
     use std::collections::VecDeque;
     use std::sync::Mutex;
 
-    type Step = Result<StripeReply, CallFailure>;
+    type Step = Result<WireReply, CallFailure>;
+
+    /// The secret key the scripted adapters authenticate with.
+    const API_KEY: &str = "sk_test_scripted";
 
     /// Answers each call with the next step of its script and records every call.
-    #[derive(Default)]
+    #[derive(Debug, Default)]
     struct Scripted {
         steps: Mutex<VecDeque<Step>>,
-        calls: Mutex<Vec<StripeCall>>,
+        calls: Mutex<Vec<WireCall>>,
     }
 
     #[async_trait]
-    impl StripeTransport for Scripted {
-        async fn send(&self, call: &StripeCall, _timeout: Duration) -> Step {
+    impl PspTransport for Scripted {
+        async fn send(&self, call: &WireCall, _timeout: Duration) -> Step {
             self.calls.lock().unwrap().push(call.clone());
             self.steps
                 .lock()
@@ -829,15 +781,15 @@ mod tests {
             steps: Mutex::new(steps.into_iter().collect()),
             calls: Mutex::default(),
         };
-        StripePsp::with_transport(transport, "stripe", Duration::from_secs(10))
+        StripePsp::with_transport(transport, "stripe", API_KEY, Duration::from_secs(10))
     }
 
-    fn calls(psp: &StripePsp<Scripted>) -> Vec<StripeCall> {
+    fn calls(psp: &StripePsp<Scripted>) -> Vec<WireCall> {
         psp.transport().calls.lock().unwrap().clone()
     }
 
     fn reply(status: u16, body: serde_json::Value) -> Step {
-        Ok(StripeReply {
+        Ok(WireReply {
             status,
             body: body.to_string().into_bytes(),
         })
@@ -953,18 +905,21 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         };
-        let expected = StripeCall {
+        let expected = WireCall {
             method: "POST",
             path: "/v1/refunds".into(),
             query: Vec::new(),
-            form: form(&[
+            headers: form(&[
+                ("Authorization", "Bearer sk_test_scripted"),
+                ("Idempotency-Key", "payonce-refund-pay_1-1"),
+            ]),
+            body: WireBody::Form(form(&[
                 ("payment_intent", "pi_1"),
                 ("amount", "300"),
                 ("reason", "duplicate"),
                 ("metadata[refund_id]", "rfd_1_1"),
                 ("metadata[payment_id]", "pay_1"),
-            ]),
-            idempotency_key: Some("payonce-refund-pay_1-1".into()),
+            ])),
         };
         assert_eq!(calls(&psp), vec![expected.clone(), expected]);
 
@@ -976,13 +931,13 @@ mod tests {
         psp.create_refund(&refund_request(None), Duration::from_secs(10))
             .await;
         assert_eq!(
-            calls(&psp)[0].form,
-            form(&[
+            calls(&psp)[0].body,
+            WireBody::Form(form(&[
                 ("payment_intent", "pi_1"),
                 ("amount", "300"),
                 ("metadata[refund_id]", "rfd_1_1"),
                 ("metadata[payment_id]", "pay_1"),
-            ])
+            ]))
         );
     }
 
@@ -1070,7 +1025,7 @@ mod tests {
             )
         );
         assert_eq!(
-            refund_with(vec![Ok(StripeReply {
+            refund_with(vec![Ok(WireReply {
                 status: 200,
                 body: b"<html>".to_vec()
             })])
@@ -1289,12 +1244,15 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         };
-        let list = |q: Vec<(String, String)>| StripeCall {
+        let list = |q: Vec<(String, String)>| WireCall {
             method: "GET",
             path: "/v1/refunds".into(),
             query: q,
-            form: Vec::new(),
-            idempotency_key: None,
+            headers: vec![(
+                "Authorization".to_owned(),
+                "Bearer sk_test_scripted".to_owned(),
+            )],
+            body: WireBody::Empty,
         };
         assert_eq!(
             calls(&psp),
@@ -1379,6 +1337,60 @@ mod tests {
             "more than 1000 refunds of pi_1: the lookup gave up"
         );
         assert_eq!(calls(&psp).len(), 10);
+    }
+
+    #[tokio::test]
+    async fn every_call_carries_the_key_and_only_creates_carry_an_idempotency_key() {
+        let request = ChargeRequest {
+            payment_id: "pay_1".into(),
+            amount: 300,
+            currency: Currency::Jpy,
+            payment_method: "pm_card_visa".into(),
+            idempotency_key: "payonce-charge-pay_1".into(),
+        };
+        let psp = scripted([
+            reply(200, json!({"id": "pi_1", "status": "succeeded"})),
+            reply(
+                200,
+                json!({"id": "pi_1", "status": "requires_confirmation"}),
+            ),
+            reply(200, json!({"id": "pi_1", "status": "canceled"})),
+            reply(200, json!({"data": []})),
+            reply(200, refund_object("re_1", "succeeded", Some("rfd_1_1"))),
+            refund_page(Vec::new(), false),
+        ]);
+        psp.create_charge(&request, Duration::from_secs(10)).await;
+        psp.fence(&request).await.unwrap();
+        psp.cancel("pi_1").await.unwrap();
+        psp.lookup("pay_1").await.unwrap();
+        psp.create_refund(&refund_request(None), Duration::from_secs(10))
+            .await;
+        psp.lookup_refund("pi_1", "rfd_1_1").await.unwrap();
+        let headers: Vec<_> = calls(&psp)
+            .iter()
+            .map(|call| {
+                (
+                    call.method,
+                    call.header("authorization").map(str::to_owned),
+                    call.header("idempotency-key").map(str::to_owned),
+                )
+            })
+            .collect();
+        let bearer = || Some("Bearer sk_test_scripted".to_owned());
+        assert_eq!(
+            headers,
+            vec![
+                ("POST", bearer(), Some("payonce-charge-pay_1".to_owned())),
+                ("POST", bearer(), Some("payonce-charge-pay_1".to_owned())),
+                ("POST", bearer(), None),
+                ("GET", bearer(), None),
+                ("POST", bearer(), Some("payonce-refund-pay_1-1".to_owned())),
+                ("GET", bearer(), None),
+            ]
+        );
+        // The key shows neither in the adapter nor in its calls.
+        let shown = format!("{psp:?} {:?}", calls(&psp));
+        assert!(!shown.contains(API_KEY), "{shown}");
     }
 
     #[test]
