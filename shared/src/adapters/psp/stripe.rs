@@ -749,50 +749,25 @@ mod tests {
     use super::*;
     use crate::domain::{Currency, RefundReason};
     use serde_json::json;
-    use std::collections::VecDeque;
-    use std::sync::Mutex;
 
-    type Step = Result<WireReply, CallFailure>;
+    use crate::adapters::psp::transport::scripted::{
+        after_connect, not_connected, reply, Scripted, Step,
+    };
 
     /// The secret key the scripted adapters authenticate with.
     const API_KEY: &str = "sk_test_scripted";
 
-    /// Answers each call with the next step of its script and records every call.
-    #[derive(Debug, Default)]
-    struct Scripted {
-        steps: Mutex<VecDeque<Step>>,
-        calls: Mutex<Vec<WireCall>>,
-    }
-
-    #[async_trait]
-    impl PspTransport for Scripted {
-        async fn send(&self, call: &WireCall, _timeout: Duration) -> Step {
-            self.calls.lock().unwrap().push(call.clone());
-            self.steps
-                .lock()
-                .unwrap()
-                .pop_front()
-                .unwrap_or_else(|| panic!("no scripted answer left for {call:?}"))
-        }
-    }
-
     fn scripted(steps: impl IntoIterator<Item = Step>) -> StripePsp<Scripted> {
-        let transport = Scripted {
-            steps: Mutex::new(steps.into_iter().collect()),
-            calls: Mutex::default(),
-        };
-        StripePsp::with_transport(transport, "stripe", API_KEY, Duration::from_secs(10))
+        StripePsp::with_transport(
+            Scripted::new(steps),
+            "stripe",
+            API_KEY,
+            Duration::from_secs(10),
+        )
     }
 
     fn calls(psp: &StripePsp<Scripted>) -> Vec<WireCall> {
-        psp.transport().calls.lock().unwrap().clone()
-    }
-
-    fn reply(status: u16, body: serde_json::Value) -> Step {
-        Ok(WireReply {
-            status,
-            body: body.to_string().into_bytes(),
-        })
+        psp.transport().calls()
     }
 
     fn error(status: u16, kind: &str, code: Option<&str>, param: Option<&str>) -> Step {
@@ -813,10 +788,6 @@ mod tests {
 
     fn rate_limited() -> Step {
         error(429, "rate_limit_error", Some("rate_limit"), None)
-    }
-
-    fn not_connected() -> Step {
-        Err(CallFailure::NotConnected("scripted: refused".into()))
     }
 
     /// A Refund as Stripe serialises it ("The Refund object", as the fake PSP's model does).
@@ -1124,7 +1095,7 @@ mod tests {
             )
         );
         assert_eq!(
-            refund_with(vec![Err(CallFailure::AfterConnect("scripted: cut".into()))]).await,
+            refund_with(vec![after_connect()]).await,
             (
                 RefundOutcome::Unknown {
                     reason: "scripted: cut".into()

@@ -241,3 +241,69 @@ mod tests {
         );
     }
 }
+
+/// A transport that answers each call with the next step of a script and records every call:
+/// the unit tests of every adapter use it.
+#[cfg(test)]
+pub(crate) mod scripted {
+    use super::{CallFailure, PspTransport, WireCall, WireReply};
+    use async_trait::async_trait;
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    /// One scripted answer.
+    pub(crate) type Step = Result<WireReply, CallFailure>;
+
+    /// Answers each call with the next step and records every call.
+    #[derive(Debug, Default)]
+    pub(crate) struct Scripted {
+        steps: Mutex<VecDeque<Step>>,
+        calls: Mutex<Vec<WireCall>>,
+    }
+
+    impl Scripted {
+        /// A transport answering with `steps`, in order.
+        pub(crate) fn new(steps: impl IntoIterator<Item = Step>) -> Self {
+            Self {
+                steps: Mutex::new(steps.into_iter().collect()),
+                calls: Mutex::default(),
+            }
+        }
+
+        /// Every call sent so far.
+        pub(crate) fn calls(&self) -> Vec<WireCall> {
+            self.calls.lock().unwrap().clone()
+        }
+    }
+
+    #[async_trait]
+    impl PspTransport for Scripted {
+        async fn send(&self, call: &WireCall, _timeout: Duration) -> Step {
+            self.calls.lock().unwrap().push(call.clone());
+            self.steps
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or_else(|| panic!("no scripted answer left for {call:?}"))
+        }
+    }
+
+    /// An answer with `status` and a JSON body.
+    pub(crate) fn reply(status: u16, body: serde_json::Value) -> Step {
+        Ok(WireReply {
+            status,
+            body: body.to_string().into_bytes(),
+        })
+    }
+
+    /// No connection was made.
+    pub(crate) fn not_connected() -> Step {
+        Err(CallFailure::NotConnected("scripted: refused".into()))
+    }
+
+    /// The connection was made, then the answer was lost.
+    pub(crate) fn after_connect() -> Step {
+        Err(CallFailure::AfterConnect("scripted: cut".into()))
+    }
+}
