@@ -14,7 +14,7 @@ load = lambda name: json.load(open(os.path.join(out, name)))
 requests = load("requests.json")
 ours = [load(f"latency-{i}.json") for i in (1, 2)]
 theirs = [load(f"powertools-{i}.json") for i in (1, 2)]
-functions = ["orders", "charge", "webhook-receiver", "webhook-processor", "reconcile", "cleanup"]
+functions = ["orders", "charge", "refund", "webhook-receiver", "webhook-processor", "reconcile", "cleanup"]
 cold = {fn: load(f"coldstart-{fn}.json") for fn in functions}
 
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
@@ -29,11 +29,13 @@ w("")
 w("| operation | requests | target | capacity units | requests by API |")
 w("|---|---|---|---|---|")
 targets = {"generic_first": "2", "generic_replay": "1", "charge_first": "≤ 3", "charge_replay": "1",
-           "generic_inflight_duplicate": "1", "webhook_apply": "1 txn + 1 read", "webhook_confirm": "", "reconcile_per_attempt": ""}
+           "generic_inflight_duplicate": "1", "webhook_apply": "1 txn + 1 read", "webhook_confirm": "", "reconcile_per_attempt": "",
+           "refund_first": "≤ 3", "refund_replay": "1"}
 names = {"generic_first": "generic idempotency run (first)", "generic_replay": "generic run, replay",
          "generic_inflight_duplicate": "generic run, duplicate in flight", "charge_first": "first charge (POST /payments)",
          "charge_replay": "charge replay", "webhook_apply": "webhook that settles a payment",
-         "webhook_confirm": "webhook confirming a recorded payment", "reconcile_per_attempt": "reconcile, per stuck attempt"}
+         "webhook_confirm": "webhook confirming a recorded payment", "reconcile_per_attempt": "reconcile, per stuck attempt",
+         "refund_first": "first refund (POST /payments/{id}/refunds)", "refund_replay": "refund replay"}
 for key, label in names.items():
     r = requests[key]
     apis = ", ".join(f"{k} {v['requests']:g}" for k, v in r.get("by_operation", {}).items())

@@ -16,7 +16,10 @@ use payonce::idempotency::{
 use payonce::ports::OrderStore;
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{ProcessorConfig, QueuedEvent, WebhookProcessor};
-use payonce::service::{ChargeConfig, ChargeService, PayAnswer, PayRequest};
+use payonce::service::{
+    ChargeConfig, ChargeService, PayAnswer, PayRequest, RefundAnswer, RefundCommand, RefundConfig,
+    RefundService,
+};
 use payonce_fake_psp::{FakePsp, FakePspConfig};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -316,7 +319,41 @@ pub async fn requests() -> Value {
     })
     .await;
 
+    // Refunds of the charged payments: a first partial refund, then its replay.
+    let refunds = RefundService::new(
+        s.store.clone(),
+        s.charge.psp().clone(),
+        RefundConfig::default(),
+    );
+    let refund = |i: u32| {
+        let (refunds, payment_id) = (&refunds, &charged[i as usize]);
+        async move {
+            let key = IdempotencyKey::parse(&format!("refund-{i}")).expect("key");
+            let command = RefundCommand {
+                payment_id: payment_id.clone(),
+                amount: Some(1000),
+                reason: None,
+            };
+            refunds
+                .refund("staff", &key, &command, deadline())
+                .await
+                .expect("refunded")
+        }
+    };
+    let refund_first = per_op(&s.meter, |i| {
+        let refund = &refund;
+        async move { assert!(matches!(refund(i).await, RefundAnswer::Fresh(_))) }
+    })
+    .await;
+    let refund_replay = per_op(&s.meter, |i| {
+        let refund = &refund;
+        async move { assert!(matches!(refund(i).await, RefundAnswer::Replayed(_))) }
+    })
+    .await;
+
     json!({
+        "refund_first": refund_first,
+        "refund_replay": refund_replay,
         "generic_first": generic_first,
         "generic_replay": generic_replay,
         "generic_inflight_duplicate": inflight_dup,

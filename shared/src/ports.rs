@@ -417,6 +417,12 @@ pub struct PspError {
 pub trait Psp: Send + Sync {
     /// The provider's name as stored on payments (`stripe`, ...).
     fn name(&self) -> &str;
+    /// Whether refunds can go through this PSP at all. Without them the refund path answers
+    /// 409 `refund-not-supported` before claiming anything (2C2P: its refunds need the
+    /// Payment Maintenance API's exchanged RSA keys, which payonce does not have).
+    fn supports_refunds(&self) -> bool {
+        true
+    }
     /// Creates and confirms a charge under `request.idempotency_key`, giving up after `timeout`.
     async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome;
     /// Looks an attempt up by our payment id.

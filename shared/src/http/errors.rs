@@ -61,6 +61,10 @@ impl From<RefundError> for Problem {
                 format!("at most {remaining} remains refundable (captured, less refunded and pending refunds)"),
             )
             .with("remaining_amount", remaining),
+            RefundError::NotSupported(provider) => Problem::new(
+                ProblemType::RefundNotSupported,
+                format!("refunds through {provider} need its refund API, which this deployment cannot call; refund from the provider's portal"),
+            ),
             RefundError::Store(crate::idempotency::StoreError::Conflict { .. }) => {
                 Problem::new(ProblemType::IdempotencyKeyInUse, "the request is contended; retry shortly").retry_after(Duration::from_secs(1))
             }

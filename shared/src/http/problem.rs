@@ -60,6 +60,8 @@ pub enum ProblemType {
     RefundExceedsRemaining,
     /// 402: the PSP refused or failed the refund.
     RefundFailed,
+    /// 409: the deployment's PSP cannot refund from a server (2C2P without its key exchange).
+    RefundNotSupported,
     /// 503: a dependency (DynamoDB, SQS) is unavailable; retry.
     ServiceUnavailable,
     /// 500: a bug or an unexpected failure; never carries detail.
@@ -192,6 +194,11 @@ impl ProblemType {
                 StatusCode::PAYMENT_REQUIRED,
                 "refund-failed",
                 "The refund failed",
+            ),
+            RefundNotSupported => (
+                StatusCode::CONFLICT,
+                "refund-not-supported",
+                "The payment provider cannot refund from payonce",
             ),
             ServiceUnavailable => (
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -115,6 +115,9 @@ pub enum RefundError {
         /// What remains refundable.
         remaining: i64,
     },
+    /// The PSP offers no refund payonce can make (its refunds need an API it does not hold).
+    #[error("the payment provider {0} cannot refund from payonce")]
+    NotSupported(String),
     /// The stored state is unusable.
     #[error(transparent)]
     Store(StoreError),
@@ -182,6 +185,10 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
         command: &RefundCommand,
         deadline_ms: i64,
     ) -> Result<RefundAnswer, RefundError> {
+        if !self.psp.supports_refunds() {
+            // Answered before anything is claimed or sent: nothing pretends to refund.
+            return Err(RefundError::NotSupported(self.psp.name().to_owned()));
+        }
         let record_key = RecordKey::new(REFUND_SCOPE, user, key);
         let fingerprint = Self::fingerprint(command);
         let (mut record, mut payment) = self

@@ -10,6 +10,7 @@ mod declined;
 mod late_duplicate;
 mod lost_response;
 mod takeover;
+mod unsupported;
 mod watch;
 
 use async_trait::async_trait;

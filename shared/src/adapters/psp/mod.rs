@@ -1,14 +1,19 @@
 //! PSP adapters: the only code that knows a provider's wire format.
 
 pub mod b64;
+mod keyed;
+pub mod omise;
 pub mod omise_webhook;
 pub mod stripe;
 pub mod stripe_webhook;
 pub mod transport;
+pub mod twoc2p;
 pub mod twoc2p_ids;
 pub mod twoc2p_webhook;
 
+pub use omise::{OmiseConfig, OmisePsp};
 pub use omise_webhook::OmiseWebhooks;
 pub use stripe::{StripeConfig, StripePsp};
 pub use stripe_webhook::StripeWebhooks;
+pub use twoc2p::{TwoC2pConfig, TwoC2pPsp};
 pub use twoc2p_webhook::TwoC2pNotifications;

@@ -244,8 +244,12 @@ pub fn parse_event(body: &[u8]) -> Result<PspEvent, serde_json::Error> {
     })
 }
 
-/// What a charge's status says about the attempt.
-fn charge_settlement(charge: &Value, id: Option<String>) -> Option<Settlement> {
+/// What a charge's status says about the attempt (`id` is the charge's `chrg_…` id): the one
+/// reading of an Omise charge, shared by webhooks and the adapter's create and lookup
+/// ([`super::omise`]). `successful` → succeeded (needs the id); `failed` → declined with its
+/// `failure_code`; `expired` and `reversed` kept no money → PSP-confirmed declines (the
+/// `failure_code` if any, else `expired` / `reversed`); `pending` and any other status → none.
+pub(crate) fn charge_settlement(charge: &Value, id: Option<String>) -> Option<Settlement> {
     let failure_code = charge["failure_code"].as_str();
     let declined = |default: &str| Settlement::Declined {
         provider_payment_id: id.clone(),
@@ -265,15 +269,22 @@ fn charge_settlement(charge: &Value, id: Option<String>) -> Option<Settlement> {
 /// Our refund a refund object names in its `metadata.refund_id`, with what the object says.
 fn refund_event(refund: &Value, id: Option<String>) -> Option<RefundEvent> {
     let refund_id = refund["metadata"]["refund_id"].as_str()?.to_owned();
-    let provider_refund_id = id?;
-    let settlement = match refund["status"].as_str() {
-        None | Some("closed") => RefundSettlement::Succeeded { provider_refund_id },
-        Some(_) => RefundSettlement::Pending { provider_refund_id },
-    };
+    let settlement = refund_settlement(refund, id?);
     Some(RefundEvent {
         refund_id,
         settlement,
     })
+}
+
+/// What a refund object (`rfnd_…` id `provider_refund_id`) says, shared by webhooks and the
+/// adapter ([`super::omise`]): Omise refunds are final once created (the deprecated `status`
+/// reads `closed`), so succeeded — unless a `status` other than `closed` appears (undocumented),
+/// which is left pending for the refund lookup to settle.
+pub(crate) fn refund_settlement(refund: &Value, provider_refund_id: String) -> RefundSettlement {
+    match refund["status"].as_str() {
+        None | Some("closed") => RefundSettlement::Succeeded { provider_refund_id },
+        Some(_) => RefundSettlement::Pending { provider_refund_id },
+    }
 }
 
 /// The object's `amount` (smallest unit) and `currency` (lowercased), when both are there.

@@ -4,6 +4,7 @@
 //! included — and a [`PspTransport`] carries it: HTTPS in production and against the fake PSP,
 //! the in-process PSP model in the simulation, so the classification is the same code everywhere.
 
+use super::keyed::{self, credentials_refused, NoAnswer, Sent};
 use super::transport::{CallFailure, HttpTransport, PspTransport, WireBody, WireCall, WireReply};
 use crate::domain::RefundSettlement;
 use crate::mutations::{self, Mutation};
@@ -75,33 +76,10 @@ impl<T: std::fmt::Debug> std::fmt::Debug for StripePsp<T> {
     }
 }
 
-/// How often a 409 `idempotency_key_in_use` or a 429 is retried before the outcome is unknown.
-const BUSY_RETRIES: u32 = 2;
-/// Pause before such a retry.
-const BUSY_PAUSE: Duration = Duration::from_millis(300);
-
 /// How many refunds one page of a refund list asks for ("List all refunds": 1 to 100).
 const REFUND_PAGE_LIMIT: u32 = 100;
 /// How many pages of a charge's refunds a lookup reads before it gives up (1000 refunds).
 const REFUND_PAGES_MAX: usize = 10;
-
-/// The last answer of a keyed create (a charge or a refund) once 409 and 429 were retried.
-#[derive(Debug)]
-struct Sent {
-    /// What Stripe answered last.
-    reply: WireReply,
-    /// Whether an earlier call under the key was answered (a 409 or 429 that was retried).
-    retried: bool,
-}
-
-/// A keyed create whose last call got no answer.
-#[derive(Debug)]
-enum NoAnswer {
-    /// No call under the key can have reached Stripe: no connection, and no earlier answer.
-    NotSent(String),
-    /// A call may have reached Stripe.
-    Unknown(String),
-}
 
 impl StripePsp<HttpTransport> {
     /// Stripe (or the fake PSP) over HTTPS at `config.base_url`.
@@ -235,47 +213,16 @@ impl<T: PspTransport> StripePsp<T> {
     }
 
     /// Sends a keyed create (`call` carries an `Idempotency-Key`), within `timeout` in all,
-    /// retrying a 409 `idempotency_key_in_use` or a 429 up to [`BUSY_RETRIES`] times while the
-    /// time allows. Once any call got an answer, a later connection failure no longer proves
-    /// Stripe never saw the key: it is [`NoAnswer::Unknown`], as is any failure after
-    /// connecting.
+    /// retrying a 409 `idempotency_key_in_use` or a 429 up to [`keyed::BUSY_RETRIES`] times
+    /// while the time allows. Once any call got an answer, a later connection failure no longer
+    /// proves Stripe never saw the key: it is [`NoAnswer::Unknown`], as is any failure after
+    /// connecting. (Shared with the Omise adapter: [`keyed::send_with_busy_retries`].)
     async fn send_with_busy_retries(
         &self,
         call: &WireCall,
         timeout: Duration,
     ) -> Result<Sent, NoAnswer> {
-        let started = tokio::time::Instant::now();
-        let mut busy = 0;
-        let mut answered = false;
-        loop {
-            let left = timeout.saturating_sub(started.elapsed());
-            let reply = match self
-                .transport
-                .send(call, left.min(self.request_timeout))
-                .await
-            {
-                Ok(reply) => reply,
-                Err(CallFailure::NotConnected(reason)) if !answered => {
-                    return Err(NoAnswer::NotSent(reason))
-                }
-                Err(CallFailure::NotConnected(reason) | CallFailure::AfterConnect(reason)) => {
-                    return Err(NoAnswer::Unknown(reason))
-                }
-            };
-            answered = true;
-            if matches!(reply.status, 409 | 429)
-                && busy < BUSY_RETRIES
-                && started.elapsed() + BUSY_PAUSE * 2 < timeout
-            {
-                busy += 1;
-                tokio::time::sleep(BUSY_PAUSE).await;
-                continue;
-            }
-            return Ok(Sent {
-                reply,
-                retried: busy > 0,
-            });
-        }
+        keyed::send_with_busy_retries(&self.transport, call, timeout, self.request_timeout).await
     }
 
     /// A call that is not a charge: any failure is a [`PspError`].
@@ -476,16 +423,6 @@ fn lookup_of(intent: PaymentIntent) -> PspLookup {
             provider_payment_id: intent.id,
         },
     }
-}
-
-/// Raises the credentials alarm for a 401 or 403 and says what happened.
-fn credentials_refused(status: u16) -> String {
-    tracing::error!(
-        status,
-        alarm = "psp-credentials",
-        "the PSP refused our credentials"
-    );
-    format!("the PSP refused our credentials ({status})")
 }
 
 /// Classifies an error answer by status and Stripe error type (API reference, "Errors").

@@ -147,8 +147,14 @@ fn mac(key: &[u8], header: &str, claims: &str) -> Hmac<Sha256> {
 /// A compact JWS of `claims` with header `{"alg":"HS256","typ":"JWT"}`, signed with
 /// `secret_key`'s text, as 2C2P (and a fake PSP speaking its format) signs them.
 pub fn sign_token(secret_key: &str, claims: &Value) -> String {
+    sign_claims_json(secret_key, &claims.to_string())
+}
+
+/// [`sign_token`] over claims given as JSON text, signed as is: for claims whose exact text
+/// matters (2C2P's decimal `amount`, written without going through a float).
+pub(crate) fn sign_claims_json(secret_key: &str, claims_json: &str) -> String {
     let header = b64::encode(br#"{"alg":"HS256","typ":"JWT"}"#, Alphabet::UrlSafeNoPad);
-    let claims = b64::encode(claims.to_string().as_bytes(), Alphabet::UrlSafeNoPad);
+    let claims = b64::encode(claims_json.as_bytes(), Alphabet::UrlSafeNoPad);
     let signature = mac(secret_key.as_bytes(), &header, &claims)
         .finalize()
         .into_bytes();
@@ -216,7 +222,7 @@ pub fn classify(resp_code: &str) -> ResponseClass {
 }
 
 /// A claim as text: a string as is, a number in its JSON form; `None` otherwise.
-fn text(value: Option<&Value>) -> Option<String> {
+pub(crate) fn text(value: Option<&Value>) -> Option<String> {
     match value? {
         Value::String(s) => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
@@ -249,7 +255,7 @@ fn currency_of(code: &str) -> Option<Currency> {
 /// decimals: all are refused. What no reading of an `f64` can tell apart is a number sent with
 /// more digits than it keeps (`30.0000000000000001` reads as `30.0`); 2C2P's D(12,5) format
 /// never carries one. No arithmetic is done in floating point.
-fn checked_amount(claims: &Map<String, Value>) -> CheckedAmount {
+pub(crate) fn checked_amount(claims: &Map<String, Value>) -> CheckedAmount {
     let code = text(claims.get("currencyCode")).unwrap_or_default();
     let currency = currency_of(&code);
     let minor = currency
