@@ -1,6 +1,6 @@
 //! Reads infra/template.yaml and asserts the deployment guarantees: least privilege, TTL and
 //! PITR, redrive, visibility, JWT on every order and payment route, the refund scope on the
-//! refund route, alarms, no secret in the template.
+//! refund route, alarms, no secret in the template, one PSP per deployment.
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,6 +23,27 @@ fn of_type<'a>(t: &'a Value, kind: &str) -> Vec<(&'a String, &'a Value)> {
         .collect()
 }
 
+/// A function's inline policies, each with the condition it is granted under (`Fn::If` with
+/// `AWS::NoValue` as its other branch), or `None` for an unconditional one.
+fn policies<'a>(function_name: &str, function: &'a Value) -> Vec<(Option<&'a str>, &'a Value)> {
+    function["Properties"]["Policies"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{function_name}: explicit policies"))
+        .iter()
+        .map(|policy| match policy["Fn::If"].as_array() {
+            Some(branches) => {
+                assert_eq!(
+                    branches[2],
+                    serde_json::json!({"Ref": "AWS::NoValue"}),
+                    "{function_name}: a conditional policy is granted or absent"
+                );
+                (branches[0].as_str(), &branches[1])
+            }
+            None => (None, policy),
+        })
+        .collect()
+}
+
 fn strings(value: &Value, out: &mut Vec<String>) {
     match value {
         Value::String(s) => out.push(s.clone()),
@@ -40,10 +61,7 @@ fn no_wildcard_action_or_resource_on_dynamodb_or_sqs() {
     let t = template();
     let mut statements = 0;
     for (name, function) in of_type(&t, "AWS::Serverless::Function") {
-        for policy in function["Properties"]["Policies"]
-            .as_array()
-            .expect("explicit policies")
-        {
+        for (_, policy) in policies(name, function) {
             let policy_statements = policy["Statement"].as_array().unwrap_or_else(|| {
                 panic!("{name}: inline statements only, no managed policy templates")
             });
@@ -317,15 +335,22 @@ fn routes(t: &Value) -> BTreeMap<(String, String), (String, Value)> {
 }
 
 /// A function's allowed actions per resource (a logical id for `Fn::GetAtt: [X, Arn]` and
-/// `Ref: X`, else the resource as JSON).
+/// `Ref: X`, else the resource as JSON), whatever the parameters.
 fn allowed(t: &Value, function: &str) -> BTreeMap<String, BTreeSet<String>> {
+    allowed_under(t, function, None)
+}
+
+/// [`allowed`], from the policies granted only under `condition` (`None`: unconditionally).
+fn allowed_under(
+    t: &Value,
+    function: &str,
+    condition: Option<&str>,
+) -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let policies = resources(t)[function]["Properties"]["Policies"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{function}: inline policies"));
-    for statement in policies
-        .iter()
-        .flat_map(|p| p["Statement"].as_array().unwrap())
+    for statement in policies(function, &resources(t)[function])
+        .into_iter()
+        .filter(|(granted_under, _)| *granted_under == condition)
+        .flat_map(|(_, p)| p["Statement"].as_array().unwrap())
     {
         assert_eq!(statement["Effect"], "Allow", "{function}");
         for resource in statement["Resource"].as_array().unwrap() {
@@ -427,7 +452,7 @@ fn the_refund_function_may_do_only_what_a_refund_does() {
     );
     let env = &resources(&t)["RefundFunction"]["Properties"]["Environment"]["Variables"];
     assert_eq!(env["PSP_SECRET_ARN"]["Ref"], "PspSecretArn");
-    assert_eq!(env["STRIPE_API_BASE"]["Ref"], "StripeApiBase");
+    assert_eq!(env["PSP"]["Ref"], "Psp");
     // AND the paths that now read or write refunds may: GET /payments/{id} and the webhook
     // processor read a payment's refunds in one BatchGetItem; the processor and reconcile
     // update refunds (and their records) and defer their checks; reconcile calls the PSP
@@ -582,4 +607,320 @@ fn webhooks_that_disagree_with_our_books_and_refused_psp_credentials_alarm() {
         serde_json::json!(["PspIsLive", "true", "false"])
     );
     assert_eq!(t["Parameters"]["PspMode"]["Default"], "test");
+}
+
+/// The template's parameters, each at its default, then `overrides`.
+fn parameters(t: &Value, overrides: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut values: BTreeMap<String, String> = t["Parameters"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter_map(|(name, p)| Some((name.clone(), p["Default"].as_str()?.to_owned())))
+        .collect();
+    for (name, value) in overrides {
+        assert!(t["Parameters"][*name].is_object(), "no parameter {name}");
+        values.insert((*name).to_owned(), (*value).to_owned());
+    }
+    values
+}
+
+/// Whether the template's condition `name` holds under `params`.
+fn condition(t: &Value, name: &str, params: &BTreeMap<String, String>) -> bool {
+    let definition = &t["Conditions"][name];
+    assert!(definition.is_object(), "no condition {name}");
+    holds(t, definition, params)
+}
+
+fn holds(t: &Value, expression: &Value, params: &BTreeMap<String, String>) -> bool {
+    if let Some([a, b]) = expression["Fn::Equals"].as_array().map(Vec::as_slice) {
+        return resolve(t, a, params) == resolve(t, b, params);
+    }
+    if let Some([inner]) = expression["Fn::Not"].as_array().map(Vec::as_slice) {
+        return !holds(t, inner, params);
+    }
+    if let Some(name) = expression["Condition"].as_str() {
+        return condition(t, name, params);
+    }
+    panic!("a condition this test does not read: {expression}")
+}
+
+/// `value` with the parameters' intrinsics evaluated under `params` (`Ref` to a parameter,
+/// `Fn::If`, `Fn::FindInMap`); `None` for `AWS::NoValue`. Other references stay as they are.
+fn resolve(t: &Value, value: &Value, params: &BTreeMap<String, String>) -> Option<Value> {
+    match value {
+        Value::Object(map) if map.len() == 1 => {
+            if let Some(name) = map.get("Ref").and_then(Value::as_str) {
+                if name == "AWS::NoValue" {
+                    return None;
+                }
+                return Some(
+                    params
+                        .get(name)
+                        .map_or_else(|| value.clone(), |v| Value::String(v.clone())),
+                );
+            }
+            if let Some([test, then, otherwise]) = map
+                .get("Fn::If")
+                .and_then(|v| v.as_array().map(Vec::as_slice))
+            {
+                let chosen = if condition(t, test.as_str().unwrap(), params) {
+                    then
+                } else {
+                    otherwise
+                };
+                return resolve(t, chosen, params);
+            }
+            if let Some([mapping, top, second]) = map
+                .get("Fn::FindInMap")
+                .and_then(|v| v.as_array().map(Vec::as_slice))
+            {
+                let key = |v: &Value| resolve(t, v, params).unwrap().as_str().unwrap().to_owned();
+                let found = &t["Mappings"][mapping.as_str().unwrap()][key(top)][key(second)];
+                assert!(!found.is_null(), "no mapping entry for {value}");
+                return Some(found.clone());
+            }
+            Some(Value::Object(
+                map.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), resolve(t, v, params)?)))
+                    .collect(),
+            ))
+        }
+        Value::Object(map) => Some(Value::Object(
+            map.iter()
+                .filter_map(|(k, v)| Some((k.clone(), resolve(t, v, params)?)))
+                .collect(),
+        )),
+        Value::Array(items) => Some(Value::Array(
+            items.iter().filter_map(|i| resolve(t, i, params)).collect(),
+        )),
+        other => Some(other.clone()),
+    }
+}
+
+/// A function's own environment variables, resolved under `params`.
+fn env_under(t: &Value, function: &str, params: &BTreeMap<String, String>) -> Value {
+    resolve(
+        t,
+        &resources(t)[function]["Properties"]["Environment"]["Variables"],
+        params,
+    )
+    .unwrap_or(Value::Null)
+}
+
+/// Whether a function may read the PSP secret under `params`.
+fn reads_the_psp_secret(t: &Value, function: &str, params: &BTreeMap<String, String>) -> bool {
+    policies(function, &resources(t)[function])
+        .into_iter()
+        .filter(|(granted_under, _)| granted_under.is_none_or(|c| condition(t, c, params)))
+        .flat_map(|(_, p)| p["Statement"].as_array().unwrap().clone())
+        .any(|statement| {
+            statement["Action"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a == "secretsmanager:GetSecretValue")
+                && statement["Resource"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r["Ref"] == "PspSecretArn")
+        })
+}
+
+const PSP_FUNCTIONS: [&str; 3] = ["ChargeFunction", "RefundFunction", "ReconcileFunction"];
+const WEBHOOK_FUNCTIONS: [&str; 2] = ["WebhookReceiverFunction", "WebhookProcessorFunction"];
+
+#[test]
+fn one_psp_per_deployment_is_chosen_by_the_psp_parameter() {
+    // GIVEN the template
+    let t = template();
+    // THEN `Psp` picks stripe (the default), omise or 2c2p, the names payonce's config reads
+    let psp = &t["Parameters"]["Psp"];
+    assert_eq!(psp["Default"], "stripe");
+    let allowed_values: Vec<&str> = psp["AllowedValues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        allowed_values,
+        payonce::config::PspKind::ALL.map(payonce::config::PspKind::name)
+    );
+    // AND the secret's description gives each PSP's shape
+    let description = t["Parameters"]["PspSecretArn"]["Description"]
+        .as_str()
+        .unwrap();
+    for field in [
+        "api_key",
+        "webhook_secrets",
+        "secret_key",
+        "merchant_id",
+        "omise",
+        "2c2p",
+    ] {
+        assert!(description.contains(field), "{field}: {description}");
+    }
+    // AND the old Stripe-only parameter is gone, everywhere
+    assert!(t["Parameters"]["StripeApiBase"].is_null());
+    let mut all = Vec::new();
+    strings(&t, &mut all);
+    for text in &all {
+        assert!(
+            !text.contains("StripeApiBase") && !text.contains("STRIPE_API_BASE"),
+            "{text}"
+        );
+    }
+    // AND the webhook route stays /webhooks/{provider}, the output names the chosen provider's path
+    assert!(routes(&t).contains_key(&("POST".to_owned(), "/webhooks/{provider}".to_owned())));
+    assert_eq!(
+        t["Outputs"]["WebhookUrl"]["Value"]["Fn::Sub"]
+            .as_str()
+            .unwrap()
+            .rsplit_once("/webhooks/")
+            .unwrap()
+            .1,
+        "${Psp}"
+    );
+}
+
+#[test]
+fn each_function_that_calls_the_psp_or_reads_webhooks_knows_which_psp() {
+    let t = template();
+    for kind in payonce::config::PspKind::ALL {
+        for mode in ["test", "live"] {
+            // GIVEN a deployment of this PSP in this mode, with the default API base
+            let params = parameters(&t, &[("Psp", kind.name()), ("PspMode", mode)]);
+            // THEN charge, refund and reconcile get the PSP, its secret and the PSP's own API
+            // base, the one payonce's config would pick itself
+            for function in PSP_FUNCTIONS {
+                let env = env_under(&t, function, &params);
+                assert_eq!(env["PSP"], kind.name(), "{function}");
+                assert_eq!(env["PSP_SECRET_ARN"]["Ref"], "PspSecretArn", "{function}");
+                assert_eq!(
+                    env["PSP_API_BASE"],
+                    kind.default_api_base(mode == "live"),
+                    "{function} {kind:?} {mode}"
+                );
+                assert!(reads_the_psp_secret(&t, function, &params), "{function}");
+            }
+            // AND the receiver and the processor get the PSP (to register its scheme only)
+            for function in WEBHOOK_FUNCTIONS {
+                let env = env_under(&t, function, &params);
+                assert_eq!(env["PSP"], kind.name(), "{function}");
+                assert!(env.get("PSP_API_BASE").is_none(), "{function} calls no PSP");
+            }
+            // AND the receiver always reads the secret; the processor only for 2C2P, whose
+            // notifications it reads only once verified with the merchant's key
+            assert!(reads_the_psp_secret(&t, "WebhookReceiverFunction", &params));
+            let is_2c2p = kind == payonce::config::PspKind::TwoC2p;
+            let processor = env_under(&t, "WebhookProcessorFunction", &params);
+            assert_eq!(
+                processor.get("PSP_SECRET_ARN").is_some(),
+                is_2c2p,
+                "{processor}"
+            );
+            assert_eq!(
+                reads_the_psp_secret(&t, "WebhookProcessorFunction", &params),
+                is_2c2p
+            );
+            // AND nothing else touches the PSP
+            for function in ["OrdersFunction", "CleanupFunction"] {
+                let env = env_under(&t, function, &params);
+                assert!(env.get("PSP").is_none() && env.get("PSP_SECRET_ARN").is_none());
+                assert!(!reads_the_psp_secret(&t, function, &params), "{function}");
+            }
+        }
+    }
+    // AND an explicit PspApiBase wins whatever the PSP
+    let params = parameters(
+        &t,
+        &[("Psp", "omise"), ("PspApiBase", "https://psp.example")],
+    );
+    for function in PSP_FUNCTIONS {
+        assert_eq!(
+            env_under(&t, function, &params)["PSP_API_BASE"],
+            "https://psp.example"
+        );
+    }
+    // AND the processor's conditional grant is exactly the secret, under `PspIs2c2p` alone
+    assert_eq!(
+        allowed_under(&t, "WebhookProcessorFunction", Some("PspIs2c2p")),
+        BTreeMap::from([(
+            "PspSecretArn".to_owned(),
+            set(&["secretsmanager:GetSecretValue"])
+        )])
+    );
+    assert!(!allowed_under(&t, "WebhookProcessorFunction", None).contains_key("PspSecretArn"));
+}
+
+#[test]
+fn a_stripe_deployment_is_wired_as_before_the_psp_parameter() {
+    // GIVEN the template at its defaults (Psp stripe), in each mode
+    let t = template();
+    for mode in ["test", "live"] {
+        let params = parameters(&t, &[("PspMode", mode)]);
+        // THEN each function's own environment is what it was, plus `PSP` where the PSP is read,
+        // and the Stripe API base under its new name
+        let psp_env = serde_json::json!({
+            "PSP": "stripe",
+            "PSP_SECRET_ARN": {"Ref": "PspSecretArn"},
+            "PSP_API_BASE": "https://api.stripe.com",
+        });
+        for function in PSP_FUNCTIONS {
+            assert_eq!(env_under(&t, function, &params), psp_env, "{function}");
+        }
+        assert_eq!(
+            env_under(&t, "WebhookReceiverFunction", &params),
+            serde_json::json!({
+                "PSP": "stripe",
+                "PSP_SECRET_ARN": {"Ref": "PspSecretArn"},
+                "WEBHOOK_QUEUE_URL": {"Ref": "WebhookQueue"},
+            })
+        );
+        assert_eq!(
+            env_under(&t, "WebhookProcessorFunction", &params),
+            serde_json::json!({"PSP": "stripe"})
+        );
+        // AND each function's grants under these parameters are the ones it had
+        let processor = resolve(
+            &t,
+            &resources(&t)["WebhookProcessorFunction"]["Properties"]["Policies"],
+            &params,
+        )
+        .unwrap();
+        assert_eq!(
+            processor,
+            resources(&t)["WebhookProcessorFunction"]["Properties"]["Policies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["Fn::If"].is_null())
+                .cloned()
+                .collect::<Value>(),
+            "the processor's 2C2P grant is absent"
+        );
+        assert!(!reads_the_psp_secret(
+            &t,
+            "WebhookProcessorFunction",
+            &params
+        ));
+        assert_eq!(
+            allowed_under(&t, "WebhookProcessorFunction", None),
+            allowed(&t, "WebhookProcessorFunction")
+        );
+    }
+    // AND the globals are untouched (the PSP is set per function)
+    let globals = t["Globals"]["Function"]["Environment"]["Variables"]
+        .as_object()
+        .unwrap();
+    assert_eq!(
+        globals.keys().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "IDEMPOTENCY_TABLE",
+            "PAYMENTS_TABLE",
+            "PSP_LIVEMODE",
+            "RUST_LOG"
+        ]
+    );
 }

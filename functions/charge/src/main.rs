@@ -1,7 +1,6 @@
 //! Lambda entry point of the charge function: configuration and clients, built once.
 
 use payonce::adapters::dynamodb::DynamoPaymentStore;
-use payonce::adapters::psp::StripePsp;
 use payonce::service::{ChargeConfig, ChargeService};
 
 #[tokio::main]
@@ -9,9 +8,8 @@ async fn main() -> Result<(), lambda_http::Error> {
     payonce::config::init_lambda_tracing();
     let tables = payonce::config::tables()?;
     let aws = aws_config::load_from_env().await;
-    let psp = StripePsp::new(payonce::config::stripe(
-        &payonce::config::psp_secrets(&aws).await?,
-    )?)?;
+    // The PSP named by `PSP` (stripe, omise, 2c2p), from the secret's fields for it.
+    let psp = payonce::config::psp(&payonce::config::psp_secrets(&aws).await?)?;
     let store = DynamoPaymentStore::new(aws_sdk_dynamodb::Client::new(&aws), tables);
     let service = ChargeService::new(store, psp, ChargeConfig::default());
     lambda_http::run(lambda_http::service_fn(|request| async {

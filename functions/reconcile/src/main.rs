@@ -2,7 +2,6 @@
 
 use lambda_runtime::{service_fn, LambdaEvent};
 use payonce::adapters::dynamodb::{DynamoIdempotencyStore, DynamoPaymentStore};
-use payonce::adapters::psp::StripePsp;
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 
 #[tokio::main]
@@ -10,9 +9,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     payonce::config::init_lambda_tracing();
     let tables = payonce::config::tables()?;
     let aws = aws_config::load_from_env().await;
-    let psp = StripePsp::new(payonce::config::stripe(
-        &payonce::config::psp_secrets(&aws).await?,
-    )?)?;
+    // The PSP named by `PSP` (stripe, omise, 2c2p), from the secret's fields for it.
+    let psp = payonce::config::psp(&payonce::config::psp_secrets(&aws).await?)?;
     let client = aws_sdk_dynamodb::Client::new(&aws);
     let records = DynamoIdempotencyStore::new(client.clone(), &tables.idempotency);
     let reconciler = Reconciler::new(

@@ -9,9 +9,11 @@ use payonce::service::webhooks::{ProcessorConfig, WebhookProcessor};
 async fn main() -> Result<(), lambda_runtime::Error> {
     payonce::config::init_lambda_tracing();
     let tables = payonce::config::tables()?;
-    // The processor only parses events the receiver verified: it needs no secret.
-    let providers = payonce::config::webhook_providers(&payonce::config::PspSecrets::default());
-    let client = aws_sdk_dynamodb::Client::new(&aws_config::load_from_env().await);
+    let aws = aws_config::load_from_env().await;
+    // The configured PSP's events, as the receiver verified and queued them: read without a
+    // secret for Stripe and Omise; 2C2P's are JWTs read only once verified, so it loads the key.
+    let providers = payonce::config::webhook_parsers(&aws).await?;
+    let client = aws_sdk_dynamodb::Client::new(&aws);
     let processor = WebhookProcessor::new(
         DynamoPaymentStore::new(client, tables),
         providers,

@@ -8,7 +8,8 @@ use payonce::service::webhooks::{WebhookReceiver, MAX_WEBHOOK_BYTES};
 async fn main() -> Result<(), lambda_http::Error> {
     payonce::config::init_lambda_tracing();
     let aws = aws_config::load_from_env().await;
-    let providers = payonce::config::webhook_providers(&payonce::config::psp_secrets(&aws).await?);
+    // Only the configured PSP's scheme (`PSP`): webhooks for another provider are answered 404.
+    let providers = payonce::config::webhook_providers(&payonce::config::psp_secrets(&aws).await?)?;
     let queue_url = payonce::config::required("WEBHOOK_QUEUE_URL")?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let receiver = WebhookReceiver::new(

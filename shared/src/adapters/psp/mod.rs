@@ -1,6 +1,7 @@
 //! PSP adapters: the only code that knows a provider's wire format.
 
 pub mod b64;
+pub mod configured;
 mod keyed;
 pub mod omise;
 pub mod omise_webhook;
@@ -11,6 +12,7 @@ pub mod twoc2p;
 pub mod twoc2p_ids;
 pub mod twoc2p_webhook;
 
+pub use configured::{ConfiguredPsp, ParseOnlyWebhooks};
 pub use omise::{OmiseConfig, OmisePsp};
 pub use omise_webhook::OmiseWebhooks;
 pub use stripe::{StripeConfig, StripePsp};
