@@ -1,18 +1,29 @@
 //! The tables that map a `payment_method` token to what the fake PSP does with a confirmed
-//! PaymentIntent, and with refunds of its charge.
+//! PaymentIntent, and with refunds of its charge. Both faces use them: on the Omise face the
+//! same token comes as `card`.
 //!
 //! The card tokens are Stripe's own test tokens, so code written against the fake behaves the
 //! same against Stripe's test mode; the `pm_fake_*` tokens produce what Stripe's test cards
 //! cannot give with payonce's create parameters (a lost response, a 500, a hang, a PaymentIntent
 //! that stays `processing` or `requires_action` for a while, a refund that stays `pending`).
+//! Omise has no named test tokens at all (its `tokn_test_...` tokens are made from test card
+//! numbers), so its face borrows these names.
 
-/// A card decline: what ends up in `last_payment_error` and in the 402 body.
+/// A card decline: what ends up in `last_payment_error` and in the 402 body (Stripe), or in the
+/// failed charge's `failure_code` and `failure_message` (Omise).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Decline {
     /// Stripe's `decline_code`.
     pub(crate) decline_code: &'static str,
     /// The human-readable message Stripe sends with that decline code.
     pub(crate) message: &'static str,
+    /// Omise's `failure_code` for the same decline: one its test cards produce ("Testing" page,
+    /// docs.omise.co/api-testing: `insufficient_fund`, `stolen_or_lost_card`,
+    /// `failed_processing`, `payment_rejected`).
+    pub(crate) omise_failure_code: &'static str,
+    /// The `failure_message` sent with it: the fake's wording (the Omise pages seen do not
+    /// show the messages; payonce reads only the code).
+    pub(crate) omise_failure_message: &'static str,
 }
 
 /// What happens when a PaymentIntent is confirmed with a given token.
@@ -53,6 +64,9 @@ const TABLE: &[(&str, Behaviour)] = &[
         Behaviour::Decline(Decline {
             decline_code: "generic_decline",
             message: "Your card was declined.",
+            // Omise's Magento plugin mapping (omise_error_mapping.xml): "rejected by issuer".
+            omise_failure_code: "payment_rejected",
+            omise_failure_message: "payment was rejected by the issuer",
         }),
     ),
     (
@@ -60,6 +74,9 @@ const TABLE: &[(&str, Behaviour)] = &[
         Behaviour::Decline(Decline {
             decline_code: "insufficient_funds",
             message: "Your card has insufficient funds.",
+            omise_failure_code: "insufficient_fund",
+            omise_failure_message: "insufficient funds in the account or the card has reached \
+                                    the credit limit",
         }),
     ),
     ("pm_fake_lost_response", Behaviour::LostResponse),

@@ -54,6 +54,28 @@ pub(crate) fn minimum_charge_minor(currency: &str) -> Option<i64> {
         .map(|(_, minimum)| *minimum)
 }
 
+/// Omise's minimum and maximum charge per currency, in the currency's smallest unit, by the
+/// country the account is registered in ("Currency and amount", omise.co/en/currency-and-amount:
+/// Japan ¥100 to ¥6,000,000; Malaysia RM1.00 to RM100,000.00; Singapore S$1.00 to S$20,000.00;
+/// Thailand ฿20.00 to ฿150,000.00). As on the Stripe face, each currency is its own settlement
+/// currency (no exchange rates), and any other currency is refused: Omise's multi-currency
+/// limits are measured after conversion, which the fake cannot do.
+const OMISE_LIMITS_MINOR: &[(&str, i64, i64)] = &[
+    ("jpy", 100, 6_000_000),
+    ("myr", 100, 10_000_000),
+    ("sgd", 100, 2_000_000),
+    ("thb", 2_000, 15_000_000),
+];
+
+/// Omise's `(minimum, maximum)` charge for a lowercase currency code, or `None` if the Omise face
+/// does not charge in it.
+pub(crate) fn omise_limits_minor(currency: &str) -> Option<(i64, i64)> {
+    OMISE_LIMITS_MINOR
+        .iter()
+        .find(|(code, _, _)| *code == currency)
+        .map(|(_, minimum, maximum)| (*minimum, *maximum))
+}
+
 /// Whether a lowercase currency code has no minor unit.
 pub(crate) fn is_zero_decimal(currency: &str) -> bool {
     ZERO_DECIMAL.contains(&currency)
@@ -86,5 +108,17 @@ mod tests {
     #[test]
     fn table_is_sorted_and_without_duplicates() {
         assert!(MINIMUM_CHARGE_MINOR.windows(2).all(|w| w[0].0 < w[1].0));
+        assert!(OMISE_LIMITS_MINOR.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn omise_limits_are_the_account_country_ones() {
+        // Omise, "Currency and amount": by the country the account is registered in.
+        assert_eq!(omise_limits_minor("thb"), Some((2_000, 15_000_000)));
+        assert_eq!(omise_limits_minor("jpy"), Some((100, 6_000_000)));
+        assert_eq!(omise_limits_minor("sgd"), Some((100, 2_000_000)));
+        assert_eq!(omise_limits_minor("myr"), Some((100, 10_000_000)));
+        assert_eq!(omise_limits_minor("usd"), None);
+        assert_eq!(omise_limits_minor("THB"), None, "codes are lowercase here");
     }
 }

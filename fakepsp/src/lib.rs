@@ -1,5 +1,6 @@
 //! A local payment-service provider (PSP) that speaks a subset of Stripe's PaymentIntents and
-//! Refunds wire protocol over HTTP.
+//! Refunds wire protocol over HTTP — or, with [`Provider::Omise`], of Omise's Charges, Refunds and
+//! Search (one face per instance, [`FakePspConfig::provider`]).
 //!
 //! Integration tests and the local sandbox point payonce at it instead of Stripe, so that every
 //! failure mode payonce must survive — declines, a response lost after the charge was made, a
@@ -45,7 +46,21 @@
 //! | `pm_fake_refund_pending` | `pending` (`refund.created`); after [`FakePspConfig::refund_pending_for`] `succeeded` (`refund.updated`, `charge.refunded`) |
 //! | any other | `succeeded` (`refund.created`, `charge.refunded`) |
 //!
-//! `GET /_fake/charges` and `GET /_fake/refunds` (no auth, not counted) list everything created.
+//! **The Omise face** ([`FakePspConfig::omise`]) serves the same model at the API root, under
+//! HTTP Basic authentication with the secret key as the user name: `POST /charges` (`amount`,
+//! `currency`, `card=<token>`, `capture`, `description`, `metadata[...]`, under
+//! `Idempotency-Key`, which Omise does not document and the fake honours unless
+//! [`FakePspConfig::omise_honours_idempotency_key`] is off), `GET /charges/{id}`,
+//! `GET /search?scope=charge&query=…`, `POST|GET /charges/{id}/refunds`. The tokens above do the
+//! same there: a decline is a `failed` charge answered 200 with Omise's `failure_code`
+//! (`payment_rejected`, `insufficient_fund`), an unknown token 404 `not_found`, the processing and
+//! requires-action tokens `pending` charges that complete with `charge.complete`; webhooks
+//! (`charge.create`, `charge.complete`, `refund.create`) are signed with `Omise-Signature` (see
+//! [`sign_omise_webhook`]). The rules and their sources are in the `omise` module.
+//!
+//! `GET /_fake/charges` and `GET /_fake/refunds` (no auth, not counted) list everything created,
+//! with `provider`, `id`, `outcome`, `amount`, `currency`, `payment_id`, `idempotency_key` and,
+//! for refunds, `refund_id` on either face (SPEC §15).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -63,6 +78,7 @@ mod behaviour;
 mod conn;
 mod currency;
 pub mod model;
+mod omise;
 mod params;
 mod reply;
 mod running;
@@ -74,7 +90,7 @@ use std::time::Duration;
 
 pub use running::{FakePsp, RunningFakePsp};
 pub use state::{FakeCharge, FakeRefund};
-pub use webhooks::sign_webhook;
+pub use webhooks::{sign_omise_webhook, sign_webhook};
 
 /// The API key the fake PSP accepts unless told otherwise.
 pub const DEFAULT_API_KEY: &str = "sk_test_payonce_fake";
@@ -82,15 +98,52 @@ pub const DEFAULT_API_KEY: &str = "sk_test_payonce_fake";
 /// The webhook signing secret the fake PSP uses unless told otherwise.
 pub const DEFAULT_WEBHOOK_SECRET: &str = "whsec_payonce_fake";
 
+/// The webhook secret of the Omise face unless told otherwise: standard base64, as Omise shows
+/// its secrets (it decodes to the 32 bytes `payonce-fake-omise-webhook-key!!`).
+pub const DEFAULT_OMISE_WEBHOOK_SECRET: &str = "cGF5b25jZS1mYWtlLW9taXNlLXdlYmhvb2sta2V5ISE=";
+
+/// The wire format one fake PSP instance speaks. Whatever the face, the charges, refunds, test
+/// tokens, time-driven transitions, search lag and injected failures are those of the one
+/// [`model`]; only the requests understood and the objects, errors and webhooks written differ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Provider {
+    /// Stripe's PaymentIntents and Refunds under `/v1` (the default).
+    #[default]
+    Stripe,
+    /// Omise's Charges, Refunds and Search at the API root (see the `omise` module).
+    Omise,
+}
+
+impl Provider {
+    /// The provider's name as payonce stores it, and as `GET /_fake/charges` reports it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stripe => "stripe",
+            Self::Omise => "omise",
+        }
+    }
+}
+
 /// How the fake PSP is set up when it starts.
 #[derive(Clone, Debug)]
 pub struct FakePspConfig {
-    /// The only API key accepted as `Authorization: Bearer <api_key>` on `/v1/*`.
+    /// The wire format this instance speaks (one face per instance); Stripe by default.
+    pub provider: Provider,
+    /// The only secret key accepted: as `Authorization: Bearer <api_key>` on `/v1/*` (Stripe),
+    /// as the HTTP Basic user name (Omise).
     pub api_key: String,
     /// Where signed webhook events are POSTed; `None` sends no webhooks.
     pub webhook_url: Option<String>,
-    /// The secret webhook signatures are computed with (see [`sign_webhook`]).
+    /// The secret webhook signatures are computed with: used as it is for Stripe (see
+    /// [`sign_webhook`]); standard base64, decoded into the HMAC key, for Omise (see
+    /// [`sign_omise_webhook`]), so starting an Omise face with a secret that is not base64
+    /// fails.
     pub webhook_secret: String,
+    /// Omise face only: whether `Idempotency-Key` works as on the Stripe face (replay, 400 on
+    /// other parameters, 409 while in flight). Omise's documentation does not confirm that Omise
+    /// honours the header at all; `false` makes the face ignore it, so a re-sent create makes a
+    /// second charge (the fake's test tokens are reusable) and a re-sent refund refunds again.
+    pub omise_honours_idempotency_key: bool,
     /// How long a `pm_fake_slow` charge holds its answer back.
     pub slow_delay: Duration,
     /// How long a `pm_fake_processing` PaymentIntent stays `processing` before it succeeds.
@@ -113,6 +166,7 @@ impl Default for FakePspConfig {
     fn default() -> Self {
         let model = model::ModelConfig::default();
         Self {
+            provider: model.provider,
             api_key: DEFAULT_API_KEY.to_owned(),
             webhook_url: None,
             webhook_secret: DEFAULT_WEBHOOK_SECRET.to_owned(),
@@ -122,7 +176,19 @@ impl Default for FakePspConfig {
             search_lag_max: model.search_lag_max,
             refund_fail_after: model.refund_fail_after,
             refund_pending_for: model.refund_pending_for,
+            omise_honours_idempotency_key: model.omise_honours_idempotency_key,
             webhooks: WebhookKnobs::default(),
+        }
+    }
+}
+
+impl FakePspConfig {
+    /// The defaults with the Omise face and [`DEFAULT_OMISE_WEBHOOK_SECRET`].
+    pub fn omise() -> Self {
+        Self {
+            provider: Provider::Omise,
+            webhook_secret: DEFAULT_OMISE_WEBHOOK_SECRET.to_owned(),
+            ..Self::default()
         }
     }
 }

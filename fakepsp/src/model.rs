@@ -1,5 +1,15 @@
-//! The Stripe PaymentIntents and Refunds state machine: one synchronous, deterministic model that
-//! both the fake PSP's HTTP server and payonce's in-process simulation call.
+//! The PSP state machine: one synchronous, deterministic model of charges and refunds that both
+//! the fake PSP's HTTP server and payonce's in-process simulation call, speaking Stripe's
+//! PaymentIntents and Refunds (this module, the default face) or Omise's Charges, Refunds and
+//! Search (the `omise` module), as [`ModelConfig::provider`] says. One model speaks one face.
+//!
+//! What the faces share is everything but the wire: the charges and refunds themselves and their
+//! time-driven transitions, the test tokens and what each does (`behaviour`), the idempotency
+//! layer (stored answers replayed, other parameters or an answer still being computed refused,
+//! keys forgotten 24–48 h after), search lag, and the provider-neutral operations each face
+//! calls after validating a request in its own terms — `Inner::attempt_charge` and
+//! `Inner::attempt_refund`. Each face parses its requests, authenticates them, and writes its
+//! own objects, errors and webhook events.
 //!
 //! The model takes a request as it came off the wire ([`WireRequest`]) and the time, and returns
 //! the answer to write ([`WireAnswer`]): status, body, whether it is an idempotent replay, how to
@@ -9,8 +19,9 @@
 //! [`fastrand::Rng`] seeded in [`StripeModel::new`], so one seed and one call sequence give
 //! byte-identical answers. Maps whose order could reach an answer are `BTreeMap`s.
 //!
-//! It is as strict as Stripe wherever Stripe is strict, so code tested against it cannot rely on
-//! a kinder PSP than production. Each rule names the Stripe documentation it follows:
+//! The Stripe face is as strict as Stripe wherever Stripe is strict, so code tested against it
+//! cannot rely on a kinder PSP than production. Each rule names the Stripe documentation it
+//! follows (the Omise face's rules are in the `omise` module):
 //!
 //! - **Idempotency** ("Idempotent requests", docs.stripe.com/api/idempotent_requests): the first
 //!   answer under a key is replayed for the same endpoint and parameters; another endpoint or
@@ -59,10 +70,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::behaviour::{behaviour_for, refund_behaviour_for, Behaviour, Decline, RefundBehaviour};
+use crate::behaviour::{behaviour_for, refund_behaviour_for, Behaviour, RefundBehaviour};
 use crate::params::{optional_enum, parse_form, CreateParams, Params, RefundParams};
 use crate::reply::{self, Reply};
-use crate::state::{FakeCharge, FakeRefund, Intent, Refund, RefundStatus, Status};
+use crate::state::{Failure, FakeCharge, FakeRefund, Intent, Refund, RefundStatus, Status};
+use crate::Provider;
 
 /// The API version stamped on every event: from 2024-10-28 on, Stripe sends `refund.created`,
 /// `refund.updated` and `refund.failed` for charge refunds too ("Changelog", 2024-10-28.acacia).
@@ -73,7 +85,7 @@ const API_VERSION: &str = "2024-10-28.acacia";
 const REFUND_FAILURE_REASON: &str = "expired_or_canceled_card";
 
 /// Stripe's limit on `Idempotency-Key` length ("Idempotent requests": "up to 255 characters").
-const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+pub(crate) const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
 /// A stored idempotency key is kept at least this long ("Idempotent requests": keys may be
 /// removed once they are at least 24 hours old)...
@@ -100,7 +112,10 @@ const PAGE_CURSOR_PREFIX: &str = "fakepage_";
 /// How the model behaves where Stripe's behaviour depends on time or configuration.
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
-    /// The only secret key accepted as `Authorization: Bearer <api_key>`; anything else is 401.
+    /// The wire format the model speaks; Stripe by default.
+    pub provider: Provider,
+    /// The only secret key accepted, as `Authorization: Bearer <api_key>` (Stripe) or as the
+    /// HTTP Basic user name (Omise); anything else is 401.
     pub api_key: String,
     /// Each PaymentIntent, and each later change to it, becomes visible to search after a lag
     /// drawn at random in `[0, search_lag_max]`. Stripe: usually under a minute, up to about an
@@ -121,11 +136,15 @@ pub struct ModelConfig {
     pub refund_fail_after: Duration,
     /// How long a refund of a `pm_fake_refund_pending` charge stays `pending` before it succeeds.
     pub refund_pending_for: Duration,
+    /// Omise face only: whether `Idempotency-Key` works as on the Stripe face (the default) or is
+    /// ignored. Omise's documentation does not confirm the header; see the `omise` module.
+    pub omise_honours_idempotency_key: bool,
 }
 
 impl Default for ModelConfig {
     fn default() -> Self {
         Self {
+            provider: Provider::Stripe,
             api_key: crate::DEFAULT_API_KEY.to_owned(),
             search_lag_max: Duration::ZERO,
             processing_for: Duration::from_secs(5 * 60),
@@ -135,6 +154,7 @@ impl Default for ModelConfig {
             minimum_overrides: BTreeMap::new(),
             refund_fail_after: Duration::from_secs(60),
             refund_pending_for: Duration::from_secs(10 * 60),
+            omise_honours_idempotency_key: true,
         }
     }
 }
@@ -144,9 +164,10 @@ impl Default for ModelConfig {
 pub struct WireRequest<'a> {
     /// `GET` or `POST`.
     pub method: &'a str,
-    /// The path without the query, e.g. `/v1/payment_intents/pi_x/cancel`.
+    /// The path without the query, e.g. `/v1/payment_intents/pi_x/cancel` (Stripe) or
+    /// `/charges/chrg_test_x/refunds` (Omise).
     pub path: &'a str,
-    /// The raw query string, if any (search).
+    /// The raw query string, if any (search, lists).
     pub query: Option<&'a str>,
     /// The raw `Authorization` header value, if any.
     pub authorization: Option<&'a str>,
@@ -188,11 +209,13 @@ pub struct WireAnswer {
 /// One webhook event.
 #[derive(Clone, Debug)]
 pub struct ModelEvent {
-    /// `evt_...`, also the de-duplication key receivers use.
+    /// `evt_...` (Stripe) or `evnt_test_...` (Omise), also the de-duplication key receivers use.
     pub id: String,
-    /// E.g. `payment_intent.succeeded`, `refund.created`, `charge.refunded`.
+    /// E.g. `payment_intent.succeeded`, `refund.created`, `charge.refunded` (Stripe's `type`) or
+    /// `charge.create`, `charge.complete`, `refund.create` (Omise's `key`).
     pub kind: String,
-    /// The Stripe event JSON, serialised once so that every copy and retry sends the same bytes.
+    /// The event JSON in the face's format, serialised once so that every copy and retry sends
+    /// the same bytes.
     pub body: String,
 }
 
@@ -229,7 +252,10 @@ impl StripeModel {
     pub fn handle(&self, request: &WireRequest<'_>, now_ms: i64) -> WireAnswer {
         let mut inner = self.lock();
         let now_ms = inner.observe(&self.config, now_ms);
-        let handled = inner.dispatch(&self.config, request, now_ms);
+        let handled = match self.config.provider {
+            Provider::Stripe => inner.dispatch(&self.config, request, now_ms),
+            Provider::Omise => inner.omise_dispatch(&self.config, request, now_ms),
+        };
         let mut events = std::mem::take(&mut inner.due_events);
         events.extend(handled.events);
         WireAnswer {
@@ -263,17 +289,31 @@ impl StripeModel {
         intents.chain(refunds).min()
     }
 
-    /// Every PaymentIntent in creation order, as it is now.
+    /// Every PaymentIntent (charge) in creation order, as it is now, in the face's words.
     pub fn charges(&self) -> Vec<FakeCharge> {
-        self.lock().intents.iter().map(Intent::to_charge).collect()
+        let provider = self.config.provider;
+        let inner = self.lock();
+        inner
+            .intents
+            .iter()
+            .map(|c| c.to_charge(provider))
+            .collect()
     }
 
-    /// Every Refund in creation order, as it is now.
+    /// Every Refund in creation order, as it is now, in the face's words.
     pub fn refunds(&self) -> Vec<FakeRefund> {
-        self.lock().refunds.iter().map(Refund::to_fake).collect()
+        let provider = self.config.provider;
+        let inner = self.lock();
+        inner.refunds.iter().map(|r| r.to_fake(provider)).collect()
     }
 
-    /// Requests seen on `/v1/*` so far, whatever their answer (401s included).
+    /// The wire format this model speaks.
+    pub fn provider(&self) -> Provider {
+        self.config.provider
+    }
+
+    /// Requests seen so far, whatever their answer (401s included): those on `/v1/*` (Stripe),
+    /// every request the model is handed (Omise).
     pub fn requests_seen(&self) -> u64 {
         self.lock().requests_seen
     }
@@ -314,13 +354,28 @@ impl StripeModel {
 
 /// What an idempotency key is compared on: the endpoint and its parsed parameter set.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Fingerprint {
+pub(crate) struct Fingerprint {
     /// Method and concrete path, e.g. `POST /v1/payment_intents/pi_1/cancel`: Stripe refuses a
     /// key reused on another endpoint just like one reused with other parameters.
-    route: String,
+    pub(crate) route: String,
     /// The parsed parameters (order and percent-encoding do not matter).
-    params: Params,
+    pub(crate) params: Params,
 }
+
+/// How a face words the idempotency layer's two refusals; the layer itself is shared.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyRefusals {
+    /// The key was first used with other parameters or on another endpoint.
+    pub(crate) mismatch: fn(&str) -> Reply,
+    /// A request holding the key is still running.
+    pub(crate) in_use: fn(&str) -> Reply,
+}
+
+/// The Stripe face's refusals: 400 `idempotency_error` and 409 `idempotency_key_in_use`.
+const STRIPE_KEY_REFUSALS: KeyRefusals = KeyRefusals {
+    mismatch: reply::idempotency_mismatch,
+    in_use: reply::idempotency_in_use,
+};
 
 /// What the model holds for a key.
 #[derive(Debug)]
@@ -351,16 +406,16 @@ enum Claim {
 
 /// A request's answer before it becomes a [`WireAnswer`].
 #[derive(Debug)]
-struct Handled {
-    reply: Reply,
-    replayed: bool,
-    delivery: Delivery,
-    events: Vec<ModelEvent>,
+pub(crate) struct Handled {
+    pub(crate) reply: Reply,
+    pub(crate) replayed: bool,
+    pub(crate) delivery: Delivery,
+    pub(crate) events: Vec<ModelEvent>,
 }
 
 impl Handled {
     /// An answer written at once that caused no events.
-    fn plain(reply: Reply) -> Self {
+    pub(crate) fn plain(reply: Reply) -> Self {
         Self {
             reply,
             replayed: false,
@@ -380,26 +435,77 @@ enum Due {
     Refund(usize),
 }
 
-/// Everything the model remembers.
+/// Everything the model remembers, whatever its face.
 #[derive(Debug)]
-struct Inner {
-    rng: fastrand::Rng,
+pub(crate) struct Inner {
+    pub(crate) rng: fastrand::Rng,
     /// The latest time seen, epoch ms; time never runs backwards inside the model.
     clock_ms: i64,
-    requests_seen: u64,
+    pub(crate) requests_seen: u64,
     /// In creation order, which is the order `charges()` and search report.
-    intents: Vec<Intent>,
+    pub(crate) intents: Vec<Intent>,
     /// id → position in `intents`.
-    by_id: BTreeMap<String, usize>,
+    pub(crate) by_id: BTreeMap<String, usize>,
     /// In creation order, which is the order `refunds()` reports (lists go newest first).
-    refunds: Vec<Refund>,
+    pub(crate) refunds: Vec<Refund>,
     /// id → position in `refunds`.
-    refund_by_id: BTreeMap<String, usize>,
+    pub(crate) refund_by_id: BTreeMap<String, usize>,
     /// PaymentIntent id → positions in `refunds` of its refunds, oldest first.
-    refunds_of: BTreeMap<String, Vec<usize>>,
+    pub(crate) refunds_of: BTreeMap<String, Vec<usize>>,
     keys: BTreeMap<String, KeyEntry>,
     /// Events of time-driven transitions not yet handed out.
     due_events: Vec<ModelEvent>,
+}
+
+/// A charge request a face has validated, in the model's own terms.
+#[derive(Clone, Debug)]
+pub(crate) struct NewCharge {
+    /// Minor units, within the face's limits for the currency.
+    pub(crate) amount: i64,
+    /// Lowercase ISO code.
+    pub(crate) currency: String,
+    /// The test token, which picks the behaviour.
+    pub(crate) payment_method: String,
+    /// Kept for faces that show it (Omise).
+    pub(crate) description: Option<String>,
+    pub(crate) metadata: BTreeMap<String, String>,
+    /// Attempt the charge now; `false` only creates it (Stripe's `confirm=false`).
+    pub(crate) confirm: bool,
+}
+
+/// What attempting a charge came to, before a face writes it.
+#[derive(Debug)]
+pub(crate) enum Attempt {
+    /// The token names no payment method: nothing was created.
+    UnknownMethod,
+    /// `pm_fake_error_before_charge`: the PSP failed before charging; nothing was created, and
+    /// the face's 5xx answer is not stored under the key.
+    FailedBeforeCharge,
+    /// The charge, not yet recorded: the face writes its answer and events from it, then hands
+    /// it to [`Inner::insert`] (in that order, so that one seed draws ids in one order).
+    Made {
+        intent: Box<Intent>,
+        delivery: Delivery,
+    },
+}
+
+/// What attempting a refund came to, before a face writes it.
+#[derive(Debug)]
+pub(crate) enum RefundAttempt {
+    /// No charge with that id.
+    NoSuchCharge,
+    /// The charge did not succeed, so there is nothing to refund.
+    NotRefundable,
+    /// Pending and succeeded refunds already hold the whole amount.
+    AlreadyRefunded { charge: String },
+    /// More than is left to refund was asked for.
+    Exceeds {
+        amount: i64,
+        unrefunded: i64,
+        currency: String,
+    },
+    /// The refund, recorded at this position of `refunds`.
+    Made(usize),
 }
 
 impl Inner {
@@ -433,7 +539,7 @@ impl Inner {
         for (at_ms, what) in due {
             match what {
                 Due::Intent(index) => self.advance_intent(config, index, at_ms),
-                Due::Refund(index) => self.advance_refund(index, at_ms),
+                Due::Refund(index) => self.advance_refund(config, index, at_ms),
             }
         }
     }
@@ -450,17 +556,17 @@ impl Inner {
             }
             Status::RequiresAction => {
                 intent.status = Status::RequiresPaymentMethod;
-                intent.last_payment_error = Some(json!({
-                    "type": "card_error",
-                    "code": "authentication_required",
-                    "decline_code": "authentication_required",
-                    "message": "Your card was declined. This transaction requires authentication.",
-                }));
+                intent.failure = Some(Failure::AuthenticationRequired);
                 "payment_intent.payment_failed"
             }
             _ => return,
         };
         self.record_search_version(config, index, at_ms);
+        if config.provider == Provider::Omise {
+            let event = self.omise_charge_complete(index, at_ms);
+            self.due_events.push(event);
+            return;
+        }
         let object = self.intents[index].to_json();
         // Not caused by an API request, so the event names none.
         let event = self.event(kind, object, at_ms, None);
@@ -469,8 +575,9 @@ impl Inner {
 
     /// A refund's status change at `at_ms`: `pending` → `succeeded` (`pm_fake_refund_pending`),
     /// or `succeeded` → `failed` with `expired_or_canceled_card` (`pm_card_refundFail`), which
-    /// makes its amount refundable again.
-    fn advance_refund(&mut self, index: usize, at_ms: i64) {
+    /// makes its amount refundable again. The Omise face sends no event for it: Omise documents
+    /// no event for a refund's later change.
+    fn advance_refund(&mut self, config: &ModelConfig, index: usize, at_ms: i64) {
         let refund = &mut self.refunds[index];
         refund.due_ms = None;
         let previous_attributes = match refund.status {
@@ -485,6 +592,9 @@ impl Inner {
             }
             RefundStatus::Failed => return,
         };
+        if config.provider == Provider::Omise {
+            return;
+        }
         let status = refund.status;
         let payment_intent = refund.payment_intent.clone();
         let object = refund.to_json();
@@ -556,10 +666,12 @@ impl Inner {
         }
     }
 
-    /// Runs `run` under the idempotency key, if there is one: replays or refuses instead when
-    /// the key is known, stores the answer afterwards unless it is a server error.
-    fn idempotent(
+    /// Runs `run` under the idempotency key, if there is one: replays or refuses (in the words of
+    /// `refusals`) instead when the key is known, stores the answer afterwards unless it is a
+    /// server error.
+    pub(crate) fn idempotent(
         &mut self,
+        refusals: KeyRefusals,
         key: Option<String>,
         fingerprint: Fingerprint,
         now_ms: i64,
@@ -579,8 +691,8 @@ impl Inner {
                     events: Vec::new(),
                 };
             }
-            Claim::Mismatch => return Handled::plain(reply::idempotency_mismatch(&key)),
-            Claim::InUse => return Handled::plain(reply::idempotency_in_use(&key)),
+            Claim::Mismatch => return Handled::plain((refusals.mismatch)(&key)),
+            Claim::InUse => return Handled::plain((refusals.in_use)(&key)),
         }
         let handled = run(self);
         if handled.reply.is_storable() {
@@ -601,7 +713,12 @@ impl Inner {
     /// Stripe's idempotency layer sits in front of the endpoints, replays a saved result for the
     /// same parameters, refuses other parameters with `idempotency_error` and a key whose request
     /// is still running with 409 ("Idempotent requests"). `None` for a key it does not hold.
-    fn known_key(&self, key: Option<&str>, fingerprint: &Fingerprint) -> Option<Handled> {
+    pub(crate) fn known_key(
+        &self,
+        refusals: KeyRefusals,
+        key: Option<&str>,
+        fingerprint: &Fingerprint,
+    ) -> Option<Handled> {
         let key = key?;
         match self.claim(key, fingerprint) {
             Claim::Fresh => None,
@@ -611,8 +728,8 @@ impl Inner {
                 delivery: Delivery::Now,
                 events: Vec::new(),
             }),
-            Claim::Mismatch => Some(Handled::plain(reply::idempotency_mismatch(key))),
-            Claim::InUse => Some(Handled::plain(reply::idempotency_in_use(key))),
+            Claim::Mismatch => Some(Handled::plain((refusals.mismatch)(key))),
+            Claim::InUse => Some(Handled::plain((refusals.in_use)(key))),
         }
     }
 
@@ -646,7 +763,7 @@ impl Inner {
             route: "POST /v1/payment_intents".to_owned(),
             params: params.clone(),
         };
-        if let Some(answer) = self.known_key(key.as_deref(), &fingerprint) {
+        if let Some(answer) = self.known_key(STRIPE_KEY_REFUSALS, key.as_deref(), &fingerprint) {
             return answer;
         }
         // Validation comes before a new key is saved: Stripe saves nothing for a request that
@@ -663,7 +780,7 @@ impl Inner {
             }
         }
         let creation_key = key.clone();
-        self.idempotent(key, fingerprint, now_ms, |model| {
+        self.idempotent(STRIPE_KEY_REFUSALS, key, fingerprint, now_ms, |model| {
             model.run_create(config, create, creation_key, now_ms)
         })
     }
@@ -676,34 +793,29 @@ impl Inner {
         key: Option<String>,
         now_ms: i64,
     ) -> Handled {
-        let behaviour = behaviour_for(&create.payment_method);
-        // The PaymentMethod is looked up whether or not it is confirmed: Stripe attaches it at
-        // creation, and an id that names nothing is `resource_missing` either way.
-        if behaviour == Behaviour::Unknown {
-            return Handled::plain(no_such_payment_method(&create.payment_method));
-        }
-        if create.confirm && behaviour == Behaviour::ErrorBeforeCharge {
-            return Handled::plain(reply::api_error(
-                "An unexpected error occurred before the charge was attempted (fake PSP: \
-                 pm_fake_error_before_charge). Nothing was charged; the request can be retried.",
-            ));
-        }
-        let mut intent = Intent {
-            id: self.new_id("pi"),
+        let confirm = create.confirm;
+        let charge = NewCharge {
             amount: create.amount,
             currency: create.currency,
-            status: Status::RequiresConfirmation,
             payment_method: create.payment_method,
+            description: None,
             metadata: create.metadata,
-            idempotency_key: key,
-            created: now_ms.div_euclid(1000),
-            latest_charge: None,
-            last_payment_error: None,
-            cancellation_reason: None,
-            due_ms: None,
-            search_versions: Vec::new(),
+            confirm,
         };
-        if !create.confirm {
+        let token = charge.payment_method.clone();
+        let (intent, delivery) = match self.attempt_charge(config, charge, key, now_ms) {
+            // Stripe attaches the PaymentMethod at creation, so an id that names nothing is
+            // `resource_missing` whether or not it is confirmed.
+            Attempt::UnknownMethod => return Handled::plain(no_such_payment_method(&token)),
+            Attempt::FailedBeforeCharge => {
+                return Handled::plain(reply::api_error(
+                    "An unexpected error occurred before the charge was attempted (fake PSP: \
+                     pm_fake_error_before_charge). Nothing was charged; the request can be retried.",
+                ))
+            }
+            Attempt::Made { intent, delivery } => (*intent, delivery),
+        };
+        if !confirm {
             // Nothing attempted, so the token's behaviour does not matter yet, and Stripe sends
             // no event a receiver would act on.
             let reply = Reply::json(200, &intent.to_json());
@@ -711,43 +823,32 @@ impl Inner {
             return Handled::plain(reply);
         }
 
-        let mut delivery = Delivery::Now;
-        let (reply, kind) = match behaviour {
-            Behaviour::Approve | Behaviour::LostResponse | Behaviour::Slow => {
-                if behaviour == Behaviour::LostResponse {
-                    delivery = Delivery::Sever;
-                } else if behaviour == Behaviour::Slow {
-                    delivery = Delivery::After(config.slow_delay);
-                }
-                intent.status = Status::Succeeded;
-                intent.latest_charge = Some(self.new_id("ch"));
-                (
-                    Reply::json(200, &intent.to_json()),
-                    "payment_intent.succeeded",
-                )
-            }
-            Behaviour::Decline(decline) => self.decline(&mut intent, decline),
-            Behaviour::Processing => {
-                intent.status = Status::Processing;
-                intent.latest_charge = Some(self.new_id("ch"));
-                intent.due_ms = Some(now_ms.saturating_add(millis(config.processing_for)));
-                (
-                    Reply::json(200, &intent.to_json()),
-                    "payment_intent.processing",
-                )
-            }
-            Behaviour::RequiresAction => {
-                intent.status = Status::RequiresAction;
-                intent.due_ms = Some(now_ms.saturating_add(millis(config.requires_action_for)));
-                (
-                    Reply::json(200, &intent.to_json()),
-                    "payment_intent.requires_action",
-                )
-            }
-            // Both answered above; kept total rather than panicking.
-            Behaviour::ErrorBeforeCharge | Behaviour::Unknown => {
-                return Handled::plain(no_such_payment_method(&intent.payment_method));
-            }
+        let (reply, kind) = match (intent.status, intent.failure) {
+            (Status::Succeeded, _) => (
+                Reply::json(200, &intent.to_json()),
+                "payment_intent.succeeded",
+            ),
+            // A failed attempt: back to `requires_payment_method`, answered with a 402 carrying
+            // the PaymentIntent, as Stripe answers a declined confirm.
+            (Status::RequiresPaymentMethod, Some(Failure::Declined(decline))) => (
+                reply::card_declined(
+                    decline.decline_code,
+                    decline.message,
+                    intent.latest_charge.as_deref(),
+                    intent.to_json(),
+                ),
+                "payment_intent.payment_failed",
+            ),
+            (Status::Processing, _) => (
+                Reply::json(200, &intent.to_json()),
+                "payment_intent.processing",
+            ),
+            (Status::RequiresAction, _) => (
+                Reply::json(200, &intent.to_json()),
+                "payment_intent.requires_action",
+            ),
+            // A confirmed attempt ends in one of the above; kept total rather than panicking.
+            _ => return Handled::plain(no_such_payment_method(&intent.payment_method)),
         };
         let event = self.event(
             kind,
@@ -764,26 +865,104 @@ impl Inner {
         }
     }
 
-    /// Fails the charge attempt: the PaymentIntent goes back to `requires_payment_method` and
-    /// the answer is a 402 carrying it, as Stripe answers a declined confirm.
-    fn decline(&mut self, intent: &mut Intent, decline: Decline) -> (Reply, &'static str) {
-        let charge = self.new_id("ch");
-        intent.status = Status::RequiresPaymentMethod;
-        intent.latest_charge = Some(charge.clone());
-        intent.last_payment_error = Some(json!({
-            "type": "card_error",
-            "code": "card_declined",
-            "decline_code": decline.decline_code,
-            "message": decline.message,
-            "charge": charge,
-        }));
-        let reply = reply::card_declined(
-            decline.decline_code,
-            decline.message,
-            Some(&charge),
-            intent.to_json(),
-        );
-        (reply, "payment_intent.payment_failed")
+    /// Attempts a charge a face has validated, as its token says (`behaviour`), without
+    /// recording it: the provider-neutral half of a create. Ids are drawn in a fixed order (the
+    /// charge's, then its attempt's), so one seed and one call sequence give the same ids.
+    ///
+    /// - An unknown token creates nothing ([`Attempt::UnknownMethod`]).
+    /// - `pm_fake_error_before_charge`, confirmed, creates nothing
+    ///   ([`Attempt::FailedBeforeCharge`]).
+    /// - Unconfirmed, any known token creates a charge waiting in `requires_confirmation`.
+    /// - Confirmed: approvals (and the lost-response and slow tokens, which tell the server how
+    ///   to misdeliver the answer) succeed; declines fail with their [`Failure`]; the processing
+    ///   and requires-action tokens wait, due to move on after `processing_for` and
+    ///   `requires_action_for`.
+    pub(crate) fn attempt_charge(
+        &mut self,
+        config: &ModelConfig,
+        charge: NewCharge,
+        key: Option<String>,
+        now_ms: i64,
+    ) -> Attempt {
+        let behaviour = behaviour_for(&charge.payment_method);
+        if behaviour == Behaviour::Unknown {
+            return Attempt::UnknownMethod;
+        }
+        if charge.confirm && behaviour == Behaviour::ErrorBeforeCharge {
+            return Attempt::FailedBeforeCharge;
+        }
+        let id = self.charge_id(config);
+        let mut intent = Intent {
+            id,
+            amount: charge.amount,
+            currency: charge.currency,
+            status: Status::RequiresConfirmation,
+            payment_method: charge.payment_method,
+            description: charge.description,
+            metadata: charge.metadata,
+            idempotency_key: key,
+            created: now_ms.div_euclid(1000),
+            latest_charge: None,
+            failure: None,
+            cancellation_reason: None,
+            due_ms: None,
+            search_versions: Vec::new(),
+        };
+        let mut delivery = Delivery::Now;
+        if !charge.confirm {
+            return Attempt::Made {
+                intent: Box::new(intent),
+                delivery,
+            };
+        }
+        match behaviour {
+            Behaviour::Approve | Behaviour::LostResponse | Behaviour::Slow => {
+                if behaviour == Behaviour::LostResponse {
+                    delivery = Delivery::Sever;
+                } else if behaviour == Behaviour::Slow {
+                    delivery = Delivery::After(config.slow_delay);
+                }
+                intent.status = Status::Succeeded;
+                intent.latest_charge = Some(self.attempt_id(config, &intent.id));
+            }
+            Behaviour::Decline(decline) => {
+                intent.status = Status::RequiresPaymentMethod;
+                intent.latest_charge = Some(self.attempt_id(config, &intent.id));
+                intent.failure = Some(Failure::Declined(decline));
+            }
+            Behaviour::Processing => {
+                intent.status = Status::Processing;
+                intent.latest_charge = Some(self.attempt_id(config, &intent.id));
+                intent.due_ms = Some(now_ms.saturating_add(millis(config.processing_for)));
+            }
+            Behaviour::RequiresAction => {
+                intent.status = Status::RequiresAction;
+                intent.due_ms = Some(now_ms.saturating_add(millis(config.requires_action_for)));
+            }
+            // Both answered above; kept total rather than panicking.
+            Behaviour::ErrorBeforeCharge | Behaviour::Unknown => return Attempt::UnknownMethod,
+        }
+        Attempt::Made {
+            intent: Box::new(intent),
+            delivery,
+        }
+    }
+
+    /// A new charge's id: `pi_...` (Stripe) or `chrg_test_...` (Omise).
+    fn charge_id(&mut self, config: &ModelConfig) -> String {
+        match config.provider {
+            Provider::Stripe => self.new_id("pi"),
+            Provider::Omise => self.new_omise_id("chrg"),
+        }
+    }
+
+    /// The id of a charge attempt on charge `id`: a new `ch_...` (Stripe: a PaymentIntent's
+    /// Charge), or the charge itself (Omise, whose charge is the attempt).
+    fn attempt_id(&mut self, config: &ModelConfig, id: &str) -> String {
+        match config.provider {
+            Provider::Stripe => self.new_id("ch"),
+            Provider::Omise => id.to_owned(),
+        }
     }
 
     /// `GET /v1/payment_intents/{id}`: read-after-write.
@@ -905,7 +1084,7 @@ impl Inner {
             params,
         };
         let request_key = key.clone();
-        self.idempotent(key, fingerprint, now_ms, |model| {
+        self.idempotent(STRIPE_KEY_REFUSALS, key, fingerprint, now_ms, |model| {
             model.run_cancel(config, id, reason, request_key, now_ms)
         })
     }
@@ -964,7 +1143,7 @@ impl Inner {
             route: "POST /v1/refunds".to_owned(),
             params: params.clone(),
         };
-        if let Some(answer) = self.known_key(key.as_deref(), &fingerprint) {
+        if let Some(answer) = self.known_key(STRIPE_KEY_REFUSALS, key.as_deref(), &fingerprint) {
             return answer;
         }
         // Validation comes before a new key is saved: Stripe saves nothing for a request that
@@ -974,7 +1153,7 @@ impl Inner {
             Err(reply) => return Handled::plain(reply),
         };
         let creation_key = key.clone();
-        self.idempotent(key, fingerprint, now_ms, |model| {
+        self.idempotent(STRIPE_KEY_REFUSALS, key, fingerprint, now_ms, |model| {
             model.run_refund(config, refund, creation_key, now_ms)
         })
     }
@@ -987,64 +1166,43 @@ impl Inner {
         key: Option<String>,
         now_ms: i64,
     ) -> Handled {
-        let Some(&index) = self.by_id.get(&request.payment_intent) else {
-            return Handled::plain(reply::invalid_request(
-                Some("resource_missing"),
-                Some("payment_intent"),
-                &format!("No such payment_intent: '{}'", request.payment_intent),
-            ));
+        let payment_intent = request.payment_intent;
+        let attempt = self.attempt_refund(
+            config,
+            &payment_intent,
+            request.amount,
+            request.reason,
+            request.metadata,
+            key.clone(),
+            now_ms,
+        );
+        let position = match attempt {
+            RefundAttempt::NoSuchCharge => {
+                return Handled::plain(reply::invalid_request(
+                    Some("resource_missing"),
+                    Some("payment_intent"),
+                    &format!("No such payment_intent: '{payment_intent}'"),
+                ))
+            }
+            RefundAttempt::NotRefundable => {
+                return Handled::plain(reply::charge_not_refundable(&payment_intent))
+            }
+            RefundAttempt::AlreadyRefunded { charge } => {
+                return Handled::plain(reply::charge_already_refunded(&charge))
+            }
+            RefundAttempt::Exceeds {
+                amount,
+                unrefunded,
+                currency,
+            } => {
+                return Handled::plain(reply::refund_exceeds_unrefunded(
+                    amount, unrefunded, &currency,
+                ))
+            }
+            RefundAttempt::Made(position) => position,
         };
-        let intent = &self.intents[index];
-        if intent.status != Status::Succeeded {
-            return Handled::plain(reply::charge_not_refundable(&intent.id));
-        }
-        let (payment_intent, charge) = (intent.id.clone(), intent.latest_charge.clone());
-        let (currency, payment_method) = (intent.currency.clone(), intent.payment_method.clone());
-        // Pending refunds hold their amount as succeeded ones do; failed ones gave it back.
-        let unrefunded = intent.amount - self.amount_held(&payment_intent);
-        if unrefunded <= 0 {
-            let charge = charge.as_deref().unwrap_or(&payment_intent);
-            return Handled::plain(reply::charge_already_refunded(charge));
-        }
-        let amount = request.amount.unwrap_or(unrefunded);
-        if amount > unrefunded {
-            return Handled::plain(reply::refund_exceeds_unrefunded(
-                amount, unrefunded, &currency,
-            ));
-        }
-        let (status, due_ms) = match refund_behaviour_for(&payment_method) {
-            RefundBehaviour::Succeed => (RefundStatus::Succeeded, None),
-            RefundBehaviour::FailLater => (
-                RefundStatus::Succeeded,
-                Some(now_ms.saturating_add(millis(config.refund_fail_after))),
-            ),
-            RefundBehaviour::PendingThenSucceed => (
-                RefundStatus::Pending,
-                Some(now_ms.saturating_add(millis(config.refund_pending_for))),
-            ),
-        };
-        let refund = Refund {
-            id: self.new_id("re"),
-            amount,
-            currency,
-            payment_intent: payment_intent.clone(),
-            charge,
-            status,
-            reason: request.reason,
-            failure_reason: None,
-            metadata: request.metadata,
-            idempotency_key: key.clone(),
-            created: now_ms.div_euclid(1000),
-            due_ms,
-        };
-        let object = refund.to_json();
-        let position = self.refunds.len();
-        self.refund_by_id.insert(refund.id.clone(), position);
-        self.refunds_of
-            .entry(payment_intent.clone())
-            .or_default()
-            .push(position);
-        self.refunds.push(refund);
+        let refund = &self.refunds[position];
+        let (object, status) = (refund.to_json(), refund.status);
         let mut events = vec![self.event("refund.created", object.clone(), now_ms, key.clone())];
         if status == RefundStatus::Succeeded {
             if let Some(charge) = self.charge_json(&payment_intent) {
@@ -1059,8 +1217,87 @@ impl Inner {
         }
     }
 
+    /// Refunds `amount` (default: what is left) of the succeeded charge `charge_id` if that much
+    /// is left, and records the refund: the provider-neutral half of a refund create. Pending and
+    /// succeeded refunds hold their amount, failed ones gave it back. The refund's fate follows
+    /// the charge's token (`refund_behaviour_for`): succeeded for good, succeeded until it fails
+    /// after `refund_fail_after`, or pending until it succeeds after `refund_pending_for`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn attempt_refund(
+        &mut self,
+        config: &ModelConfig,
+        charge_id: &str,
+        amount: Option<i64>,
+        reason: Option<String>,
+        metadata: BTreeMap<String, String>,
+        key: Option<String>,
+        now_ms: i64,
+    ) -> RefundAttempt {
+        let Some(&index) = self.by_id.get(charge_id) else {
+            return RefundAttempt::NoSuchCharge;
+        };
+        let intent = &self.intents[index];
+        if intent.status != Status::Succeeded {
+            return RefundAttempt::NotRefundable;
+        }
+        let (payment_intent, charge) = (intent.id.clone(), intent.latest_charge.clone());
+        let (currency, payment_method) = (intent.currency.clone(), intent.payment_method.clone());
+        // Pending refunds hold their amount as succeeded ones do; failed ones gave it back.
+        let unrefunded = intent.amount - self.amount_held(&payment_intent);
+        if unrefunded <= 0 {
+            return RefundAttempt::AlreadyRefunded {
+                charge: charge.unwrap_or(payment_intent),
+            };
+        }
+        let amount = amount.unwrap_or(unrefunded);
+        if amount > unrefunded {
+            return RefundAttempt::Exceeds {
+                amount,
+                unrefunded,
+                currency,
+            };
+        }
+        let (status, due_ms) = match refund_behaviour_for(&payment_method) {
+            RefundBehaviour::Succeed => (RefundStatus::Succeeded, None),
+            RefundBehaviour::FailLater => (
+                RefundStatus::Succeeded,
+                Some(now_ms.saturating_add(millis(config.refund_fail_after))),
+            ),
+            RefundBehaviour::PendingThenSucceed => (
+                RefundStatus::Pending,
+                Some(now_ms.saturating_add(millis(config.refund_pending_for))),
+            ),
+        };
+        let id = match config.provider {
+            Provider::Stripe => self.new_id("re"),
+            Provider::Omise => self.new_omise_id("rfnd"),
+        };
+        let refund = Refund {
+            id,
+            amount,
+            currency,
+            payment_intent: payment_intent.clone(),
+            charge,
+            status,
+            reason,
+            failure_reason: None,
+            metadata,
+            idempotency_key: key,
+            created: now_ms.div_euclid(1000),
+            due_ms,
+        };
+        let position = self.refunds.len();
+        self.refund_by_id.insert(refund.id.clone(), position);
+        self.refunds_of
+            .entry(payment_intent)
+            .or_default()
+            .push(position);
+        self.refunds.push(refund);
+        RefundAttempt::Made(position)
+    }
+
     /// What the refunds of a PaymentIntent hold of its amount now (pending and succeeded ones).
-    fn amount_held(&self, payment_intent: &str) -> i64 {
+    pub(crate) fn amount_held(&self, payment_intent: &str) -> i64 {
         self.refunds_of.get(payment_intent).map_or(0, |positions| {
             positions
                 .iter()
@@ -1170,22 +1407,26 @@ impl Inner {
         )
     }
 
-    /// Records a new PaymentIntent.
-    fn insert(&mut self, config: &ModelConfig, intent: Intent, now_ms: i64) {
+    /// Records a new PaymentIntent (charge).
+    pub(crate) fn insert(&mut self, config: &ModelConfig, intent: Intent, now_ms: i64) {
         let index = self.intents.len();
         self.by_id.insert(intent.id.clone(), index);
         self.intents.push(intent);
         self.record_search_version(config, index, now_ms);
     }
 
-    /// Queues the PaymentIntent as it is now for the search index, visible after a random lag
-    /// and never before an earlier version.
-    fn record_search_version(&mut self, config: &ModelConfig, index: usize, at_ms: i64) {
+    /// Queues the PaymentIntent (charge) as it is now, in the face's format, for the search
+    /// index, visible after a random lag and never before an earlier version.
+    pub(crate) fn record_search_version(&mut self, config: &ModelConfig, index: usize, at_ms: i64) {
         let lag_max_ms = millis(config.search_lag_max);
         let lag_ms = if lag_max_ms == 0 {
             0
         } else {
             self.rng.i64(0..=lag_max_ms)
+        };
+        let snapshot = match config.provider {
+            Provider::Stripe => self.intents[index].to_json(),
+            Provider::Omise => self.omise_charge_json(index),
         };
         let intent = &mut self.intents[index];
         let earliest = intent
@@ -1193,7 +1434,6 @@ impl Inner {
             .last()
             .map_or(i64::MIN, |(visible_from_ms, _)| *visible_from_ms);
         let visible_from_ms = at_ms.saturating_add(lag_ms).max(earliest);
-        let snapshot = intent.to_json();
         intent.search_versions.push((visible_from_ms, snapshot));
     }
 
@@ -1241,13 +1481,19 @@ impl Inner {
     }
 }
 
+/// Whether an `Idempotency-Key` value is one the fake accepts: 1 to 255 visible ASCII characters
+/// (Stripe, "Idempotent requests": up to 255 characters).
+pub(crate) fn is_valid_idempotency_key(key: &str) -> bool {
+    let visible = key.bytes().all(|b| (0x20..0x7f).contains(&b));
+    !key.is_empty() && key.len() <= MAX_IDEMPOTENCY_KEY_LEN && visible
+}
+
 /// The `Idempotency-Key` header, validated ("Idempotent requests": up to 255 characters).
 fn idempotency_key(raw: Option<&str>) -> Result<Option<String>, Reply> {
     let Some(key) = raw else {
         return Ok(None);
     };
-    let visible = key.bytes().all(|b| (0x20..0x7f).contains(&b));
-    if !key.is_empty() && key.len() <= MAX_IDEMPOTENCY_KEY_LEN && visible {
+    if is_valid_idempotency_key(key) {
         Ok(Some(key.to_owned()))
     } else {
         Err(reply::invalid_request(
@@ -1286,7 +1532,7 @@ fn unrecognized(request: &WireRequest<'_>) -> Reply {
 }
 
 /// A duration in whole milliseconds, saturating.
-fn millis(duration: Duration) -> i64 {
+pub(crate) fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 

@@ -271,8 +271,20 @@ pub(crate) fn optional_enum<'p>(
     }
 }
 
-/// Collects `metadata[<k>]=<v>` into a map.
+/// Collects `metadata[<k>]=<v>` into a map, answering like Stripe on a malformed name.
 fn metadata(params: &Params) -> Result<BTreeMap<String, String>, Reply> {
+    collect_metadata(params).map_err(|name| {
+        reply::invalid_request(
+            Some("parameter_invalid"),
+            Some(name),
+            &format!("Invalid metadata parameter: {name}"),
+        )
+    })
+}
+
+/// Collects `metadata[<k>]=<v>` into a map (the bracket syntax both faces take); `Err` names
+/// the first `metadata...` parameter that is not of that form.
+pub(crate) fn collect_metadata(params: &Params) -> Result<BTreeMap<String, String>, &str> {
     let mut metadata = BTreeMap::new();
     for (name, value) in params {
         let Some(rest) = name.strip_prefix("metadata") else {
@@ -286,13 +298,7 @@ fn metadata(params: &Params) -> Result<BTreeMap<String, String>, Reply> {
             Some(key) if !key.is_empty() && !key.contains(['[', ']']) => {
                 metadata.insert(key.to_owned(), value.clone());
             }
-            _ => {
-                return Err(reply::invalid_request(
-                    Some("parameter_invalid"),
-                    Some(name),
-                    &format!("Invalid metadata parameter: {name}"),
-                ))
-            }
+            _ => return Err(name),
         }
     }
     Ok(metadata)

@@ -12,8 +12,8 @@ use crate::conn::{ConnHandle, SeverableListener};
 use crate::model::{ModelConfig, StripeModel};
 use crate::server::{self, now_ms, App};
 use crate::state::{FakeCharge, FakeRefund};
-use crate::webhooks::Webhooks;
-use crate::{FakePspConfig, WebhookKnobs};
+use crate::webhooks::{Signer, Webhooks};
+use crate::{FakePspConfig, Provider, WebhookKnobs};
 
 /// How long [`RunningFakePsp::shutdown`] lets in-flight requests finish before cutting them off.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -29,11 +29,15 @@ const TICKER_IDLE: Duration = Duration::from_secs(60);
 pub struct FakePsp;
 
 impl FakePsp {
-    /// Binds `addr` (usually `127.0.0.1:0`, i.e. any free port) and serves the fake PSP from a
-    /// background task until the returned handle is shut down or dropped.
+    /// Binds `addr` (usually `127.0.0.1:0`, i.e. any free port) and serves the fake PSP, with
+    /// the face `config.provider`, from a background task until the returned handle is shut down
+    /// or dropped.
     ///
-    /// Must be called within a Tokio runtime.
+    /// Fails with [`InvalidInput`](std::io::ErrorKind::InvalidInput) for an Omise face whose
+    /// webhook secret is not base64. Must be called within a Tokio runtime.
     pub async fn start(config: FakePspConfig, addr: SocketAddr) -> std::io::Result<RunningFakePsp> {
+        let signer = Signer::new(config.provider, config.webhook_secret)
+            .map_err(|reason| std::io::Error::new(std::io::ErrorKind::InvalidInput, reason))?;
         let listener = TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
 
@@ -41,15 +45,13 @@ impl FakePsp {
             .timeout(WEBHOOK_TIMEOUT)
             .build()
             .map_err(std::io::Error::other)?;
-        let (webhooks, webhook_task) = Webhooks::start(
-            client,
-            config.webhook_secret,
-            config.webhook_url,
-            config.webhooks,
-        );
+        let (webhooks, webhook_task) =
+            Webhooks::start(client, signer, config.webhook_url, config.webhooks);
 
         let (stop, stopping) = watch::channel(false);
         let model_config = ModelConfig {
+            provider: config.provider,
+            omise_honours_idempotency_key: config.omise_honours_idempotency_key,
             api_key: config.api_key,
             search_lag_max: config.search_lag_max,
             processing_for: config.processing_for,
@@ -87,7 +89,7 @@ impl FakePsp {
                 tracing::error!(%error, "fake PSP server stopped with an error");
             }
         });
-        tracing::info!(%local_addr, "fake PSP started");
+        tracing::info!(%local_addr, provider = config.provider.as_str(), "fake PSP started");
 
         Ok(RunningFakePsp {
             local_addr,
@@ -130,10 +132,15 @@ pub struct RunningFakePsp {
 }
 
 impl RunningFakePsp {
-    /// The base URL to point a Stripe client at, e.g. `http://127.0.0.1:PORT` (no trailing
-    /// slash).
+    /// The base URL to point a Stripe (or, for an Omise face, Omise) client at, e.g.
+    /// `http://127.0.0.1:PORT` (no trailing slash).
     pub fn base_url(&self) -> String {
         format!("http://{}", self.local_addr)
+    }
+
+    /// The wire format this instance speaks.
+    pub fn provider(&self) -> Provider {
+        self.app.model.provider()
     }
 
     /// The address the server is bound to.
@@ -153,13 +160,13 @@ impl RunningFakePsp {
         self.app.model.refunds()
     }
 
-    /// How many PaymentIntents have status `succeeded` and `metadata.payment_id == payment_id`:
+    /// How many PaymentIntents (charges) succeeded with `metadata.payment_id == payment_id`:
     /// the number exactly-once tests assert to be 1.
     pub fn succeeded_charges_for(&self, payment_id: &str) -> usize {
         self.charges()
             .iter()
             .filter(|charge| {
-                charge.status == "succeeded"
+                charge.outcome == "succeeded"
                     && charge.metadata.get("payment_id").map(String::as_str) == Some(payment_id)
             })
             .count()
@@ -181,8 +188,9 @@ impl RunningFakePsp {
         self.app.webhooks.set_url(url);
     }
 
-    /// Every HTTP request received on `/v1/*` so far, whatever its outcome (including 401s and
-    /// requests whose response was dropped), for "the PSP saw nothing" assertions.
+    /// Every HTTP request received on `/v1/*` (Stripe; on the Omise face, every request but
+    /// `/_fake/*`) so far, whatever its outcome (including 401s and requests whose response was
+    /// dropped), for "the PSP saw nothing" assertions.
     pub fn requests_seen(&self) -> u64 {
         self.app.model.requests_seen()
     }

@@ -1,31 +1,37 @@
-//! PaymentIntents and Refunds as the model keeps them, and the views of them it hands out:
-//! Stripe's JSON shapes and the test-inspection [`FakeCharge`] and [`FakeRefund`].
+//! Charges (PaymentIntents) and Refunds as the model keeps them, whatever the face, and the views
+//! of them it hands out: Stripe's JSON shapes (Omise's are in the `omise` module) and the
+//! test-inspection [`FakeCharge`] and [`FakeRefund`].
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::behaviour::Decline;
+use crate::Provider;
+
 /// One PaymentIntent as the test-inspection API (`GET /_fake/charges`,
 /// [`RunningFakePsp::charges`](crate::RunningFakePsp::charges),
 /// [`StripeModel::charges`](crate::model::StripeModel::charges)) reports it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FakeCharge {
-    /// Always `stripe`: the wire format the fake spoke.
+    /// `stripe` or `omise`: the wire format the fake spoke.
     pub provider: String,
-    /// The PaymentIntent id, `pi_...`.
+    /// The PaymentIntent id, `pi_...` (Stripe), or the charge id, `chrg_test_...` (Omise).
     pub id: String,
     /// Amount in the currency's minor unit.
     pub amount: i64,
     /// Lowercase ISO currency code.
     pub currency: String,
-    /// The PaymentIntent status now (`succeeded`, `requires_payment_method`, `canceled`, ...).
+    /// The status now, in the face's words: Stripe's (`succeeded`, `requires_payment_method`,
+    /// `canceled`, ...) or Omise's (`successful`, `failed`, `pending`, `expired`, `reversed`).
     pub status: String,
     /// What the status means for the money: `succeeded`; `failed` (back to
-    /// `requires_payment_method` after a failed attempt); `canceled`; or `pending` (every other
-    /// non-final status: `requires_confirmation`, `requires_action`, `processing`).
+    /// `requires_payment_method` after a failed attempt; Omise `failed` and `expired`);
+    /// `canceled` (Omise `reversed`); or `pending` (every other non-final status:
+    /// `requires_confirmation`, `requires_action`, `processing`; Omise `pending`).
     pub outcome: String,
-    /// The `payment_method` token it was created with.
+    /// The `payment_method` (Stripe) or `card` (Omise) token it was created with.
     pub payment_method: String,
     /// Its metadata.
     pub metadata: BTreeMap<String, String>,
@@ -42,27 +48,29 @@ pub struct FakeCharge {
 /// [`StripeModel::refunds`](crate::model::StripeModel::refunds)) reports it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FakeRefund {
-    /// Always `stripe`: the wire format the fake spoke.
+    /// `stripe` or `omise`: the wire format the fake spoke.
     pub provider: String,
-    /// The Refund id, `re_...`.
+    /// The Refund id, `re_...` (Stripe) or `rfnd_test_...` (Omise).
     pub id: String,
     /// What the status means for the money: `succeeded`, `failed`, `canceled`, or `pending`
     /// (Stripe's `pending` and `requires_action`).
     pub outcome: String,
     /// The Refund status now: `pending`, `succeeded` or `failed` (the fake never produces
-    /// Stripe's `requires_action` or `canceled`, which card refunds do not reach).
+    /// Stripe's `requires_action` or `canceled`, which card refunds do not reach); on the Omise
+    /// face `closed` (succeeded), `pending` or `failed`.
     pub status: String,
     /// Amount in the currency's minor unit.
     pub amount: i64,
     /// Lowercase ISO currency code (the PaymentIntent's).
     pub currency: String,
-    /// The refunded PaymentIntent, `pi_...`.
+    /// The refunded PaymentIntent, `pi_...` (Stripe), or charge, `chrg_test_...` (Omise).
     pub payment_intent: String,
-    /// The refunded charge, `ch_...` (the PaymentIntent's `latest_charge`).
+    /// The refunded charge, `ch_...` (the PaymentIntent's `latest_charge`; Omise: the charge).
     pub charge: Option<String>,
     /// `duplicate`, `fraudulent` or `requested_by_customer`, if given.
     pub reason: Option<String>,
-    /// Why it failed (`expired_or_canceled_card`), once it has.
+    /// Why it failed (`expired_or_canceled_card`), once it has (the model's reason, on either
+    /// face).
     pub failure_reason: Option<String>,
     /// Its metadata.
     pub metadata: BTreeMap<String, String>,
@@ -121,22 +129,38 @@ impl Status {
     }
 }
 
-/// A PaymentIntent.
+/// Why a charge attempt failed, as the model keeps it; each face words it its own way (Stripe's
+/// `last_payment_error`, Omise's `failure_code` and `failure_message`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The card was declined (by its token).
+    Declined(Decline),
+    /// Authentication was asked for and never happened (`pm_fake_requires_action`, once
+    /// `requires_action_for` has passed).
+    AuthenticationRequired,
+}
+
+/// A charge: a PaymentIntent on the Stripe face, a charge on the Omise face. The state machine
+/// is the same for both; `to_json` is Stripe's view of it.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Intent {
+    /// `pi_...` (Stripe) or `chrg_test_...` (Omise).
     pub(crate) id: String,
     pub(crate) amount: i64,
     pub(crate) currency: String,
     pub(crate) status: Status,
     pub(crate) payment_method: String,
+    /// The `description` given (Omise face; the Stripe face keeps none).
+    pub(crate) description: Option<String>,
     pub(crate) metadata: BTreeMap<String, String>,
     pub(crate) idempotency_key: Option<String>,
     /// Creation time, epoch seconds.
     pub(crate) created: i64,
-    /// The charge attempt (`ch_...`), set once a charge was attempted, declined or not.
+    /// The charge attempt (`ch_...`; on the Omise face the charge itself), set once a charge was
+    /// attempted, declined or not.
     pub(crate) latest_charge: Option<String>,
-    /// Stripe's `last_payment_error` object after a failed attempt.
-    pub(crate) last_payment_error: Option<Value>,
+    /// Why the last attempt failed, if it did.
+    pub(crate) failure: Option<Failure>,
     pub(crate) cancellation_reason: Option<String>,
     /// When the pending time-driven transition (`processing` → `succeeded`, `requires_action`
     /// → `requires_payment_method`) falls due, epoch ms.
@@ -170,11 +194,32 @@ impl Intent {
             "metadata": self.metadata,
             "created": self.created,
             "latest_charge": self.latest_charge,
-            "last_payment_error": self.last_payment_error,
+            "last_payment_error": self.last_payment_error(),
             "next_action": next_action,
             "cancellation_reason": self.cancellation_reason,
             "livemode": false,
         })
+    }
+
+    /// Stripe's `last_payment_error` object after a failed attempt: a decline carries the
+    /// charge that was declined, as Stripe's does.
+    fn last_payment_error(&self) -> Value {
+        match self.failure {
+            None => Value::Null,
+            Some(Failure::Declined(decline)) => json!({
+                "type": "card_error",
+                "code": "card_declined",
+                "decline_code": decline.decline_code,
+                "message": decline.message,
+                "charge": self.latest_charge,
+            }),
+            Some(Failure::AuthenticationRequired) => json!({
+                "type": "card_error",
+                "code": "authentication_required",
+                "decline_code": "authentication_required",
+                "message": "Your card was declined. This transaction requires authentication.",
+            }),
+        }
     }
 
     /// `succeeded`, `failed`, `canceled` or `pending`: see [`FakeCharge::outcome`].
@@ -182,7 +227,7 @@ impl Intent {
         match self.status {
             Status::Succeeded => "succeeded",
             Status::Canceled => "canceled",
-            Status::RequiresPaymentMethod if self.last_payment_error.is_some() => "failed",
+            Status::RequiresPaymentMethod if self.failure.is_some() => "failed",
             Status::RequiresPaymentMethod
             | Status::RequiresConfirmation
             | Status::RequiresAction
@@ -190,14 +235,18 @@ impl Intent {
         }
     }
 
-    /// The test-inspection view.
-    pub(crate) fn to_charge(&self) -> FakeCharge {
+    /// The test-inspection view, in the words of the face `provider`.
+    pub(crate) fn to_charge(&self, provider: Provider) -> FakeCharge {
+        let status = match provider {
+            Provider::Stripe => self.status.as_str(),
+            Provider::Omise => crate::omise::charge_status(self),
+        };
         FakeCharge {
-            provider: "stripe".to_owned(),
+            provider: provider.as_str().to_owned(),
             id: self.id.clone(),
             amount: self.amount,
             currency: self.currency.clone(),
-            status: self.status.as_str().to_owned(),
+            status: status.to_owned(),
             outcome: self.outcome().to_owned(),
             payment_method: self.payment_method.clone(),
             metadata: self.metadata.clone(),
@@ -326,10 +375,14 @@ impl Refund {
         refund
     }
 
-    /// The test-inspection view.
-    pub(crate) fn to_fake(&self) -> FakeRefund {
+    /// The test-inspection view, in the words of the face `provider`.
+    pub(crate) fn to_fake(&self, provider: Provider) -> FakeRefund {
+        let status = match provider {
+            Provider::Stripe => self.status.as_str(),
+            Provider::Omise => crate::omise::refund_status(self.status),
+        };
         FakeRefund {
-            provider: "stripe".to_owned(),
+            provider: provider.as_str().to_owned(),
             id: self.id.clone(),
             outcome: match self.status {
                 RefundStatus::Pending => "pending",
@@ -337,7 +390,7 @@ impl Refund {
                 RefundStatus::Failed => "failed",
             }
             .to_owned(),
-            status: self.status.as_str().to_owned(),
+            status: status.to_owned(),
             amount: self.amount,
             currency: self.currency.clone(),
             payment_intent: self.payment_intent.clone(),

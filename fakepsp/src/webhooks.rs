@@ -1,6 +1,6 @@
-//! Webhook delivery: signing events the way Stripe does and sending them from a background task,
-//! so that an API answer is never held up by a webhook receiver. The events themselves come from
-//! the [model](crate::model).
+//! Webhook delivery: signing events the way the face's PSP does (Stripe or Omise) and sending them
+//! from a background task, so that an API answer is never held up by a webhook receiver. The
+//! events themselves come from the [model](crate::model), already in the face's format.
 //!
 //! Events go through one queue and one delivery task, so with the default knobs they arrive in
 //! the order they happened. The [`WebhookKnobs`] make delivery misbehave on purpose: extra
@@ -43,6 +43,75 @@ pub fn sign_webhook(secret: &str, timestamp: i64, payload: &[u8]) -> String {
     format!("t={timestamp},v1={signature}")
 }
 
+/// Computes the `Omise-Signature` value for a webhook body sent with
+/// `Omise-Signature-Timestamp: <timestamp>`: the lowercase hex HMAC-SHA256 of
+/// `<timestamp>.<payload>`, keyed with `key`, the **base64-decoded** webhook secret (SPEC §15; the
+/// scheme of payonce's `omise_webhook::signature`, which reproduces the independent vectors of
+/// `shared/testdata/omise-webhook-signatures.json`). The fake sends one signature, no rotation.
+pub fn sign_omise_webhook(key: &[u8], timestamp: &str, payload: &[u8]) -> String {
+    // HMAC accepts keys of any length, so this cannot fail; the fallback only keeps the
+    // function total without an unwrap.
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
+        return String::new();
+    };
+    mac.update(timestamp.as_bytes());
+    mac.update(b".");
+    mac.update(payload);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// How deliveries are signed: the face's scheme with its secret.
+#[derive(Clone)]
+pub(crate) enum Signer {
+    /// `Stripe-Signature: t=...,v1=...` with the secret as it is.
+    Stripe(String),
+    /// `Omise-Signature` and `Omise-Signature-Timestamp`, with the decoded secret.
+    Omise(Vec<u8>),
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Stripe(_) => "Signer::Stripe(<secret>)",
+            Self::Omise(_) => "Signer::Omise(<secret>)",
+        })
+    }
+}
+
+impl Signer {
+    /// The signer of `provider`'s face with `secret` as configured; for Omise the secret must be
+    /// standard, padded base64 of a non-empty key, as Omise shows its secrets.
+    pub(crate) fn new(provider: crate::Provider, secret: String) -> Result<Self, String> {
+        match provider {
+            crate::Provider::Stripe => Ok(Self::Stripe(secret)),
+            crate::Provider::Omise => {
+                use base64::Engine as _;
+                match base64::engine::general_purpose::STANDARD.decode(secret.as_bytes()) {
+                    Ok(key) if !key.is_empty() => Ok(Self::Omise(key)),
+                    _ => Err(
+                        "the Omise webhook secret must be standard base64 of a non-empty key"
+                            .to_owned(),
+                    ),
+                }
+            }
+        }
+    }
+
+    /// The signature headers for `body` sent at `now_s`.
+    fn headers(&self, now_s: i64, body: &[u8]) -> Vec<(&'static str, String)> {
+        match self {
+            Self::Stripe(secret) => vec![("Stripe-Signature", sign_webhook(secret, now_s, body))],
+            Self::Omise(key) => {
+                let timestamp = now_s.to_string();
+                vec![
+                    ("Omise-Signature", sign_omise_webhook(key, &timestamp, body)),
+                    ("Omise-Signature-Timestamp", timestamp),
+                ]
+            }
+        }
+    }
+}
+
 /// The events produced by one API request, with the knobs in force when it was made.
 #[derive(Debug)]
 struct Batch {
@@ -65,12 +134,12 @@ impl Webhooks {
     /// Starts the delivery task; the handle lets the owner stop it.
     pub(crate) fn start(
         client: reqwest::Client,
-        secret: String,
+        signer: Signer,
         url: Option<String>,
         knobs: WebhookKnobs,
     ) -> (Arc<Self>, JoinHandle<()>) {
         let (queue, batches) = mpsc::unbounded_channel();
-        let worker = tokio::spawn(deliver_all(batches, client, secret));
+        let worker = tokio::spawn(deliver_all(batches, client, signer));
         let webhooks = Self {
             queue,
             url: Mutex::new(url),
@@ -127,7 +196,7 @@ impl Webhooks {
 async fn deliver_all(
     mut batches: mpsc::UnboundedReceiver<Batch>,
     client: reqwest::Client,
-    secret: String,
+    signer: Signer,
 ) {
     while let Some(first) = batches.recv().await {
         tokio::time::sleep_until(first.due).await;
@@ -154,14 +223,14 @@ async fn deliver_all(
         }
         for (url, event, copies) in deliveries {
             for _ in 0..copies {
-                deliver(&client, &secret, url, event).await;
+                deliver(&client, &signer, url, event).await;
             }
         }
     }
 }
 
 /// Sends one copy of an event, retrying with backoff on a connection error or non-2xx answer.
-async fn deliver(client: &reqwest::Client, secret: &str, url: &str, event: &ModelEvent) {
+async fn deliver(client: &reqwest::Client, signer: &Signer, url: &str, event: &ModelEvent) {
     let mut backoff = FIRST_BACKOFF;
     for attempt in 0..=RETRIES {
         if attempt > 0 {
@@ -169,14 +238,13 @@ async fn deliver(client: &reqwest::Client, secret: &str, url: &str, event: &Mode
             backoff *= 2;
         }
         // Signed at each attempt, as Stripe does: the timestamp is the time of sending.
-        let signature = sign_webhook(secret, now_epoch_s(), event.body.as_bytes());
-        let sent = client
+        let mut request = client
             .post(url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header("Stripe-Signature", signature)
-            .body(event.body.clone())
-            .send()
-            .await;
+            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        for (name, value) in signer.headers(now_epoch_s(), event.body.as_bytes()) {
+            request = request.header(name, value);
+        }
+        let sent = request.body(event.body.clone()).send().await;
         match sent {
             Ok(response) if response.status().is_success() => {
                 tracing::debug!(event = %event.id, kind = %event.kind, attempt, "webhook delivered");
@@ -211,6 +279,63 @@ mod tests {
             sign_webhook("whsec_test_payonce_vectors_5f1c", 1_796_000_000, payload),
             "t=1796000000,v1=05fe02612a1be95f1b5dfcb6c80485c86703acd6ef077bbc34643b481efe6071"
         );
+    }
+
+    /// The Omise scheme reproduces the "valid" case of the independent vectors
+    /// (`shared/testdata/omise-webhook-signatures.json`, SPEC §15), read from the repository.
+    #[test]
+    fn omise_signature_matches_the_independent_vector() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/testdata/omise-webhook-signatures.json"
+        );
+        let text = std::fs::read_to_string(path).expect("the shared test vectors");
+        let vectors: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let secret = vectors["secret_base64"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let Ok(Signer::Omise(key)) = Signer::new(crate::Provider::Omise, secret) else {
+            panic!("the vector secret is base64");
+        };
+        let payload = vectors["payload"].as_str().unwrap_or_default();
+        let valid = vectors["cases"]
+            .as_array()
+            .and_then(|cases| cases.iter().find(|case| case["name"] == "valid"))
+            .expect("a valid case");
+        let timestamp = valid["timestamp"].as_str().unwrap_or_default();
+        assert_eq!(
+            sign_omise_webhook(&key, timestamp, payload.as_bytes()),
+            valid["signature"].as_str().unwrap_or_default()
+        );
+        // The headers the fake sends carry it with the timestamp.
+        let now: i64 = timestamp.parse().unwrap_or_default();
+        let headers = Signer::Omise(key).headers(now, payload.as_bytes());
+        assert_eq!(
+            headers,
+            vec![
+                (
+                    "Omise-Signature",
+                    valid["signature"].as_str().unwrap_or_default().to_owned()
+                ),
+                ("Omise-Signature-Timestamp", timestamp.to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_omise_secret_must_be_base64_of_a_key() {
+        for bad in ["whsec_payonce_fake", "", "c2VjcmV0"] {
+            let signer = Signer::new(crate::Provider::Omise, bad.to_owned());
+            // "c2VjcmV0" is valid base64 ("secret") and accepted; the others are not.
+            assert_eq!(signer.is_ok(), bad == "c2VjcmV0", "{bad:?}");
+        }
+        assert!(Signer::new(
+            crate::Provider::Omise,
+            crate::DEFAULT_OMISE_WEBHOOK_SECRET.into()
+        )
+        .is_ok());
+        assert!(Signer::new(crate::Provider::Stripe, "anything".into()).is_ok());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use payonce::adapters::dynamodb::{
     RequestCounter, Tables,
 };
 use payonce::adapters::psp::StripeWebhooks;
-use payonce::adapters::psp::{StripeConfig, StripePsp};
+use payonce::adapters::psp::{OmiseConfig, OmisePsp, StripeConfig, StripePsp};
 use payonce::clock::{Clock, ManualClock};
 use payonce::domain::{Currency, LineItem, Order, OrderPaymentState, PaymentView};
 use payonce::idempotency::{
@@ -25,7 +25,10 @@ use payonce::service::webhooks::{
 use payonce::service::{
     ChargeConfig, ChargeService, OrderService, RefundConfig, RefundService, REFUND_OAUTH_SCOPE,
 };
-use payonce_fake_psp::{FakePsp, FakePspConfig, RunningFakePsp, DEFAULT_WEBHOOK_SECRET};
+use payonce_fake_psp::{
+    FakePsp, FakePspConfig, Provider, RunningFakePsp, DEFAULT_OMISE_WEBHOOK_SECRET,
+    DEFAULT_WEBHOOK_SECRET,
+};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -508,10 +511,14 @@ pub fn refund_event(
     )
 }
 
-/// A fake PSP on a free loopback port, with the API key and webhook secret the tests share.
+/// A fake PSP on a free loopback port, with the API key and webhook secret the tests share (the
+/// face's default secret: an Omise face signs with a base64 one).
 pub async fn start_fake_psp(mut config: FakePspConfig) -> RunningFakePsp {
     config.api_key = FAKE_API_KEY.into();
-    config.webhook_secret = DEFAULT_WEBHOOK_SECRET.into();
+    config.webhook_secret = match config.provider {
+        Provider::Stripe => DEFAULT_WEBHOOK_SECRET.into(),
+        Provider::Omise => DEFAULT_OMISE_WEBHOOK_SECRET.into(),
+    };
     FakePsp::start(config, "127.0.0.1:0".parse().expect("loopback address"))
         .await
         .expect("start the fake PSP")
@@ -535,6 +542,15 @@ pub fn stripe_for(psp: &RunningFakePsp) -> StripePsp {
     stripe.connect_timeout = Duration::from_secs(1);
     stripe.request_timeout = Duration::from_secs(5);
     StripePsp::new(stripe).expect("HTTP client")
+}
+
+/// The Omise adapter over HTTP to `psp`, which must speak the Omise face (1 s to connect, 5 s
+/// per request).
+pub fn omise_for(psp: &RunningFakePsp) -> OmisePsp {
+    let mut omise = OmiseConfig::new(FAKE_API_KEY).with_base_url(psp.base_url());
+    omise.connect_timeout = Duration::from_secs(1);
+    omise.request_timeout = Duration::from_secs(5);
+    OmisePsp::new(omise).expect("HTTP client")
 }
 
 /// The webhook secret of the `stripe` provider in tests.

@@ -9,5 +9,6 @@ mod api;
 mod binary;
 mod faults;
 mod idempotency;
+mod omise;
 mod refunds;
 mod webhooks;
