@@ -6,7 +6,7 @@ use crate::jwt;
 use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
-use payonce::adapters::psp::StripePsp;
+use payonce::adapters::psp::ConfiguredPsp;
 use payonce::clock::{Clock, SystemClock};
 use payonce::idempotency::IdempotencyStore;
 use payonce::ports::{
@@ -36,15 +36,15 @@ pub struct Sandbox<S, I, Q> {
     /// The orders function's service.
     pub orders: OrderService<S, I>,
     /// The charge function's service.
-    pub charge: ChargeService<S, StripePsp>,
+    pub charge: ChargeService<S, ConfiguredPsp>,
     /// The refund function's service.
-    pub refund: RefundService<S, StripePsp>,
+    pub refund: RefundService<S, ConfiguredPsp>,
     /// The webhook receiver.
     pub receiver: WebhookReceiver<Q>,
     /// The webhook processor.
     pub processor: WebhookProcessor<S>,
     /// The reconcile job.
-    pub reconciler: Reconciler<S, I, StripePsp>,
+    pub reconciler: Reconciler<S, I, ConfiguredPsp>,
     /// The store the cleanup job sweeps.
     pub records: I,
     /// The queue the processor polls.
@@ -55,6 +55,8 @@ pub struct Sandbox<S, I, Q> {
     pub page: &'static str,
     /// The fake PSP's base URL (shown to the demo page).
     pub psp_url: String,
+    /// The PSP the sandbox runs (`stripe`, `omise`), shown to the demo page.
+    pub psp_name: &'static str,
 }
 
 impl<S, I, Q> Sandbox<S, I, Q>
@@ -128,8 +130,8 @@ where
     }
 }
 
-/// The sandbox's own endpoints: `/_sandbox/health`, `/_sandbox/config` (the fake PSP's URL and
-/// test tokens, for the demo page) and `/_sandbox/token?user=<id>` (a development token — only
+/// The sandbox's own endpoints: `/_sandbox/health`, `/_sandbox/config` (the PSP, the fake PSP's
+/// URL and test tokens, the same on every PSP, for the demo page) and `/_sandbox/token?user=<id>` (a development token — only
 /// the sandbox hands out tokens; in AWS they come from your identity provider).
 fn sandbox_endpoint<S, I, Q>(
     sandbox: &Sandbox<S, I, Q>,
@@ -138,6 +140,7 @@ fn sandbox_endpoint<S, I, Q>(
     match parts.uri.path() {
         "/_sandbox/health" => axum::Json(serde_json::json!({"status": "ok"})).into_response(),
         "/_sandbox/config" => axum::Json(serde_json::json!({
+            "psp": sandbox.psp_name,
             "psp_url": sandbox.psp_url,
             "payment_methods": ["pm_card_visa", "pm_card_mastercard", "pm_card_visa_chargeDeclined",
                 "pm_card_chargeDeclinedInsufficientFunds", "pm_fake_lost_response", "pm_fake_slow"],

@@ -1,13 +1,13 @@
 //! Options, stores and start-up: the embedded store and queue by default, or DynamoDB / SQS
 //! (DynamoDB Local, moto, or AWS) when asked, created when absent.
 
+use crate::psp::SandboxPsp;
 use crate::sandbox::Sandbox;
 use payonce::adapters::dynamodb::{
     create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore,
     Tables,
 };
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore, MemoryQueue};
-use payonce::adapters::psp::{StripeConfig, StripePsp, StripeWebhooks};
 use payonce::adapters::sqs::{create_queue_with_dlq, SqsQueue};
 use payonce::clock::{system_clock, Clock, SystemClock};
 use payonce::idempotency::{Idempotency, IdempotencyConfig, IdempotencyStore};
@@ -19,7 +19,7 @@ use payonce::service::webhooks::{
     ProcessorConfig, Providers, WebhookProcessor, WebhookReceiver, MAX_WEBHOOK_BYTES,
 };
 use payonce::service::{ChargeConfig, ChargeService, OrderService, RefundConfig, RefundService};
-use payonce_fake_psp::{FakePsp, FakePspConfig, DEFAULT_API_KEY};
+use payonce_fake_psp::FakePsp;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,8 @@ pub struct Options {
     pub sqs: Option<String>,
     /// How often reconcile runs.
     pub reconcile_every: Duration,
+    /// The PSP: payonce's adapter and the fake PSP's wire format.
+    pub psp: SandboxPsp,
 }
 
 /// The value following `name` in `args`.
@@ -51,13 +53,14 @@ pub fn flag(args: &[String], name: &str) -> Option<String> {
 }
 
 impl Options {
-    /// Parses `--port`, `--host`, `--psp-port`, `--dynamodb-endpoint`, `--sqs-endpoint`,
+    /// Parses `--port`, `--host`, `--psp`, `--psp-port`, `--dynamodb-endpoint`, `--sqs-endpoint`,
     /// `--reconcile-every-seconds`; the endpoints also come from `AWS_ENDPOINT_URL_DYNAMODB` /
-    /// `AWS_ENDPOINT_URL_SQS`.
+    /// `AWS_ENDPOINT_URL_SQS`, the PSP from `PAYONCE_LOCAL_PSP` (default `stripe`).
     pub fn parse(args: &[String]) -> Result<Self, Error> {
         let known = [
             "--port",
             "--host",
+            "--psp",
             "--psp-port",
             "--dynamodb-endpoint",
             "--sqs-endpoint",
@@ -76,6 +79,11 @@ impl Options {
             i += 2;
         }
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let psp = flag(args, "--psp")
+            .or_else(|| env("PAYONCE_LOCAL_PSP"))
+            .map(|name| SandboxPsp::from_name(&name))
+            .transpose()?
+            .unwrap_or_default();
         Ok(Self {
             host: flag(args, "--host").unwrap_or_else(|| "127.0.0.1".into()),
             port: flag(args, "--port")
@@ -95,6 +103,7 @@ impl Options {
                     .transpose()?
                     .unwrap_or(30),
             ),
+            psp,
         })
     }
 }
@@ -145,24 +154,24 @@ pub async fn run(options: Options, jwt_secret: String) -> Result<(), Error> {
     let started = Instant::now();
     let listener = tokio::net::TcpListener::bind((options.host.as_str(), options.port)).await?;
     let api_url = format!("http://{}", listener.local_addr()?);
-    let webhook_secret = std::env::var("PAYONCE_LOCAL_STRIPE_WEBHOOK_SECRET")
+    let kind = options.psp;
+    let webhook_secret = std::env::var(kind.webhook_secret_var())
         .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "whsec_payonce_local".into());
+        .filter(|s| !s.is_empty());
+    let webhook_secret_is_default = webhook_secret.is_none();
+    let webhook_secret = webhook_secret.unwrap_or_else(|| kind.default_webhook_secret().to_owned());
+    // Checked before the fake PSP starts: an unusable secret names its variable.
+    let webhooks = kind.webhooks(&webhook_secret)?;
     let psp = FakePsp::start(
-        FakePspConfig {
-            api_key: DEFAULT_API_KEY.into(),
-            webhook_url: Some(format!("{api_url}/webhooks/fake")),
-            webhook_secret: webhook_secret.clone(),
-            ..FakePspConfig::default()
-        },
+        kind.fake_config(&api_url, &webhook_secret),
         format!("127.0.0.1:{}", options.psp_port).parse()?,
     )
     .await?;
     let context = Context {
         options: options.clone(),
         jwt_secret,
-        webhook_secret,
+        webhooks,
+        webhook_secret_is_default,
         psp_url: psp.base_url(),
         api_url,
         started,
@@ -231,7 +240,10 @@ async fn sqs_queue(endpoint: &str) -> Result<SqsQueue, Error> {
 struct Context {
     options: Options,
     jwt_secret: String,
-    webhook_secret: String,
+    /// The one webhook scheme accepted (the PSP's).
+    webhooks: Providers,
+    /// Whether the webhook secret is the printed development default.
+    webhook_secret_is_default: bool,
     psp_url: String,
     api_url: String,
     started: Instant,
@@ -249,31 +261,22 @@ where
     I: IdempotencyStore + ExpiredSweep + Clone + 'static,
     Q: QueueSend + QueueReceive + Clone + 'static,
 {
-    let mut stripe = StripeConfig::new(&context.psp_url, DEFAULT_API_KEY);
-    stripe.provider_name = "fake".into();
-    let psp = StripePsp::new(stripe)?;
-    let providers = Providers::new()
-        .with(StripeWebhooks::new(
-            "fake",
-            vec![context.webhook_secret.clone()],
-        ))
-        .with(StripeWebhooks::new(
-            "stripe",
-            vec![context.webhook_secret.clone()],
-        ));
+    // One adapter per service (as each Lambda has its own), all of the one configured PSP.
+    let adapter = || context.options.psp.adapter(&context.psp_url);
+    let providers = context.webhooks.clone();
     let sandbox = Arc::new(Sandbox {
         orders: OrderService::new(
             store.clone(),
             Idempotency::new(records.clone(), IdempotencyConfig::default()),
         ),
-        charge: ChargeService::new(store.clone(), psp.clone(), ChargeConfig::default()),
-        refund: RefundService::new(store.clone(), psp.clone(), RefundConfig::default()),
+        charge: ChargeService::new(store.clone(), adapter()?, ChargeConfig::default()),
+        refund: RefundService::new(store.clone(), adapter()?, RefundConfig::default()),
         receiver: WebhookReceiver::new(providers.clone(), queue.clone(), system_clock()),
         processor: WebhookProcessor::new(store.clone(), providers, ProcessorConfig::default()),
         reconciler: Reconciler::new(
             store,
             records.clone(),
-            psp,
+            adapter()?,
             ReconcileConfig {
                 min_age: Duration::from_secs(30),
                 ..ReconcileConfig::default()
@@ -284,6 +287,7 @@ where
         jwt_secret: context.jwt_secret.clone(),
         page: crate::sandbox_page(),
         psp_url: context.psp_url.clone(),
+        psp_name: context.options.psp.name(),
     });
     let tasks = [
         tokio::spawn(sandbox.clone().process_queue_forever()),
@@ -325,15 +329,34 @@ fn banner(context: &Context) {
         |e| format!("SQS at {e}"),
     );
     let api = &context.api_url;
+    let kind = context.options.psp;
+    // Only the development default is ever printed, never a secret that was set.
+    let secret = if context.webhook_secret_is_default {
+        format!(
+            "{}{}, default {}",
+            kind.webhook_secret_var(),
+            match kind {
+                SandboxPsp::Stripe => "",
+                SandboxPsp::Omise => " in base64",
+            },
+            kind.default_webhook_secret()
+        )
+    } else {
+        format!("{}, set", kind.webhook_secret_var())
+    };
     println!(
         "payonce sandbox ready in {} ms\n\
-         \n  API          {api}\n  checkout     {api}/\n  fake PSP     {psp}  (its charges: {psp}/_fake/charges)\n  store        {store}\n  queue        {queue}\n  JWT secret   PAYONCE_LOCAL_JWT_SECRET (HS256)\n  token        {token}  (user demo-user, 24 h; more: payonce-local token <user> [--scope payments:refund])\n\
+         \n  API          {api}\n  checkout     {api}/\n  PSP          {psp_name}  (the fake PSP speaks {wire}; --psp {names} or PAYONCE_LOCAL_PSP)\n  fake PSP     {psp}  (its charges: {psp}/_fake/charges)\n  webhooks     {api}/webhooks/{provider}  (signed with {secret})\n  store        {store}\n  queue        {queue}\n  JWT secret   PAYONCE_LOCAL_JWT_SECRET (HS256)\n  token        {token}  (user demo-user, 24 h; more: payonce-local token <user> [--scope payments:refund])\n\
          \nTry it:\n  TOKEN={token}\n  \
          curl -s -X POST {api}/orders -H \"authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n      -d '{{\"currency\":\"jpy\",\"items\":[{{\"sku\":\"A1\",\"quantity\":2,\"unit_amount\":1500}}]}}'\n  \
          curl -s -X POST {api}/payments -H \"authorization: Bearer $TOKEN\" -H 'idempotency-key: demo-1' -H 'content-type: application/json' \\\n      -d '{{\"order_id\":\"<order_id>\",\"order_version\":1,\"payment_method\":\"pm_card_visa\"}}'\n\
          \nPress Ctrl-C to stop.",
         context.started.elapsed().as_millis(),
         psp = context.psp_url,
+        psp_name = kind.name(),
+        wire = kind.wire_format(),
+        names = crate::psp::PSP_NAMES.replace(", ", "|"),
+        provider = kind.provider(),
     );
     use std::io::Write;
     let _ = std::io::stdout().flush();

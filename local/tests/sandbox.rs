@@ -1,8 +1,11 @@
 //! Starts `payonce-local` as a process and runs the README walkthrough over HTTP: create an
-//! order, pay, a double-click storm, a lost response settled by the webhook, a decline and a
-//! retry, the refund route's scope gate — checking statuses, bodies and the fake PSP's
-//! charges. Once on the embedded store, once on DynamoDB Local.
+//! order, pay, a double-click storm, a lost response settled by the webhook, a duplicate
+//! webhook, a decline and a retry, the refund route's scope gate — checking statuses, bodies and
+//! the fake PSP's charges (one per payment). Once per PSP (`--psp stripe|omise`), each on the
+//! embedded store and on DynamoDB Local; webhooks for another provider are answered 404.
 
+use base64::Engine as _;
+use payonce_fake_psp::{sign_omise_webhook, sign_webhook, DEFAULT_API_KEY};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -11,8 +14,52 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_payonce-local");
 
+/// The PSPs the sandbox runs, as `--psp` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Psp {
+    Stripe,
+    Omise,
+}
+
+/// The webhook secret the test sets for the Stripe sandbox.
+const STRIPE_SECRET: &str = "whsec_sandbox_test";
+/// The (decoded) webhook key the test sets, base64-encoded, for the Omise sandbox.
+const OMISE_KEY: &[u8] = b"payonce-local-sandbox-test-key";
+
+impl Psp {
+    fn name(self) -> &'static str {
+        match self {
+            Psp::Stripe => "stripe",
+            Psp::Omise => "omise",
+        }
+    }
+
+    /// The webhook route of the sandbox running this PSP.
+    fn provider(self) -> &'static str {
+        match self {
+            Psp::Stripe => "fake",
+            Psp::Omise => "omise",
+        }
+    }
+
+    /// The webhook secret variable and the value the test gives it.
+    fn secret_env(self) -> (&'static str, String) {
+        match self {
+            Psp::Stripe => (
+                "PAYONCE_LOCAL_STRIPE_WEBHOOK_SECRET",
+                STRIPE_SECRET.to_owned(),
+            ),
+            Psp::Omise => (
+                "PAYONCE_LOCAL_OMISE_WEBHOOK_SECRET",
+                base64::engine::general_purpose::STANDARD.encode(OMISE_KEY),
+            ),
+        }
+    }
+}
+
 struct Sandbox {
     child: Child,
+    kind: Psp,
     api: String,
     psp: String,
     http: reqwest::Client,
@@ -27,13 +74,15 @@ fn free_port() -> u16 {
 }
 
 impl Sandbox {
-    fn start(extra: &[&str], env: &[(&str, String)]) -> Self {
+    fn start(kind: Psp, extra: &[&str], env: &[(&str, String)]) -> Self {
         let port = free_port().to_string();
         let started = Instant::now();
+        let (secret_var, secret) = kind.secret_env();
         let mut child = Command::new(BIN)
-            .args(["--port", &port])
+            .args(["--port", &port, "--psp", kind.name()])
             .args(extra)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .env(secret_var, &secret)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -59,7 +108,8 @@ impl Sandbox {
             }
         }
         println!(
-            "payonce-local ready in {} ms (process start to banner){}",
+            "payonce-local --psp {} ready in {} ms (process start to banner){}",
+            kind.name(),
             started.elapsed().as_millis(),
             if extra.is_empty() {
                 ""
@@ -78,8 +128,24 @@ impl Sandbox {
                 .unwrap()
         };
         assert!(banner[0].starts_with("payonce sandbox ready"), "{banner:?}");
+        // The banner names the PSP and the secret's variable, and never prints a secret set.
+        assert_eq!(field("PSP"), kind.name(), "{banner:?}");
+        let webhooks = banner
+            .iter()
+            .find(|l| l.trim_start().starts_with("webhooks"))
+            .unwrap();
+        assert!(
+            webhooks.contains(&format!("/webhooks/{}", kind.provider()))
+                && webhooks.contains(secret_var),
+            "{webhooks}"
+        );
+        assert!(
+            !banner.iter().any(|l| l.contains(&secret)),
+            "a secret that was set is never printed: {banner:?}"
+        );
         Self {
             child,
+            kind,
             api: field("API"),
             psp: field("fake PSP"),
             http: reqwest::Client::new(),
@@ -243,7 +309,7 @@ async fn walkthrough(sandbox: &Sandbox) {
     let count = |charges: &[Value], pid: &str| {
         charges
             .iter()
-            .filter(|c| c["metadata"]["payment_id"] == pid && c["status"] == "succeeded")
+            .filter(|c| c["payment_id"] == pid && c["outcome"] == "succeeded")
             .count()
     };
     assert_eq!(count(&sandbox.charges().await, payment_id), 1);
@@ -287,13 +353,12 @@ async fn walkthrough(sandbox: &Sandbox) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(settled["status"], "succeeded");
-    assert_eq!(
-        count(
-            &sandbox.charges().await,
-            settled["payment_id"].as_str().unwrap()
-        ),
-        1
-    );
+    let settled_id = settled["payment_id"].as_str().unwrap();
+    assert_eq!(count(&sandbox.charges().await, settled_id), 1);
+
+    // 3b. The PSP delivers the settling event twice more: acknowledged each time, applied once.
+    duplicate_webhook(sandbox, &token, settled_id).await;
+    assert_eq!(count(&sandbox.charges().await, settled_id), 1);
 
     // 4. A decline, then another card.
     let (_, third, _) = sandbox.post("/orders", &token, None, order_body).await;
@@ -319,17 +384,138 @@ async fn walkthrough(sandbox: &Sandbox) {
         )
         .await;
     assert_eq!(status, 201, "{retried}");
-    let succeeded = sandbox
-        .charges()
-        .await
+    let charges = sandbox.charges().await;
+    assert!(
+        charges.iter().all(|c| c["provider"] == sandbox.kind.name()),
+        "the fake PSP speaks the sandbox's PSP: {charges:?}"
+    );
+    let succeeded = charges
         .iter()
-        .filter(|c| c["status"] == "succeeded")
+        .filter(|c| c["outcome"] == "succeeded")
         .count();
     assert_eq!(succeeded, 3, "three orders, three charges");
+    for pid in [
+        payment_id,
+        settled_id,
+        retried["payment_id"].as_str().unwrap(),
+    ] {
+        assert_eq!(count(&charges, pid), 1, "one charge for {pid}: {charges:?}");
+    }
+    let failed = charges.iter().filter(|c| c["outcome"] == "failed").count();
+    assert_eq!(
+        (failed, charges.len()),
+        (1, 4),
+        "one declined charge, nothing else: {charges:?}"
+    );
 
     // 5. Refunds need the payments:refund scope: a customer's token is refused at the gateway,
     // before the refund function runs; a staff token passes the gate.
     refund_gate(sandbox, &token, payment_id).await;
+}
+
+/// The charge `payment_id` was settled by, as the fake PSP's own API returns it (a Stripe
+/// PaymentIntent or an Omise charge).
+async fn provider_object(sandbox: &Sandbox, payment_id: &str) -> Value {
+    let charges = sandbox.charges().await;
+    let charge = charges
+        .iter()
+        .find(|c| c["payment_id"] == payment_id && c["outcome"] == "succeeded")
+        .unwrap_or_else(|| panic!("a succeeded charge for {payment_id}: {charges:?}"));
+    let id = charge["id"].as_str().unwrap();
+    let request = match sandbox.kind {
+        Psp::Stripe => sandbox
+            .http
+            .get(format!("{}/v1/payment_intents/{id}", sandbox.psp))
+            .bearer_auth(DEFAULT_API_KEY),
+        Psp::Omise => sandbox
+            .http
+            .get(format!("{}/charges/{id}", sandbox.psp))
+            .basic_auth(DEFAULT_API_KEY, Some("")),
+    };
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
+/// A signed event of `kind`'s format about `object` (a success), with its signature headers.
+fn signed_event(
+    kind: Psp,
+    event_id: &str,
+    object: &Value,
+) -> (String, Vec<(&'static str, String)>) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    match kind {
+        Psp::Stripe => {
+            let body =
+                json!({"id": event_id, "object": "event", "type": "payment_intent.succeeded",
+                "livemode": false, "created": now, "data": {"object": object}})
+                .to_string();
+            let signature = sign_webhook(STRIPE_SECRET, now as i64, body.as_bytes());
+            (body, vec![("stripe-signature", signature)])
+        }
+        Psp::Omise => {
+            let body = json!({"object": "event", "id": event_id, "key": "charge.complete",
+                "livemode": false, "data": object})
+            .to_string();
+            let timestamp = now.to_string();
+            let signature = sign_omise_webhook(OMISE_KEY, &timestamp, body.as_bytes());
+            (
+                body,
+                vec![
+                    ("omise-signature", signature),
+                    ("omise-signature-timestamp", timestamp),
+                ],
+            )
+        }
+    }
+}
+
+async fn post_webhook(
+    sandbox: &Sandbox,
+    provider: &str,
+    (body, headers): &(String, Vec<(&'static str, String)>),
+) -> u16 {
+    let mut request = sandbox
+        .http
+        .post(format!("{}/webhooks/{provider}", sandbox.api))
+        .header("content-type", "application/json")
+        .body(body.clone());
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+/// Delivers the success of `payment_id` twice more under one event id: both acknowledged, the
+/// payment still succeeded once, and no new charge.
+async fn duplicate_webhook(sandbox: &Sandbox, token: &str, payment_id: &str) {
+    let object = provider_object(sandbox, payment_id).await;
+    let event_id = match sandbox.kind {
+        Psp::Stripe => "evt_sandbox_duplicate_1",
+        Psp::Omise => "evnt_test_sandbox_duplicate_1",
+    };
+    let event = signed_event(sandbox.kind, event_id, &object);
+    for _ in 0..2 {
+        assert_eq!(
+            post_webhook(sandbox, sandbox.kind.provider(), &event).await,
+            200
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let details: Value = sandbox
+        .http
+        .get(format!("{}/payments/{payment_id}", sandbox.api))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(details["status"], "succeeded", "{details}");
 }
 
 async fn refund_gate(sandbox: &Sandbox, customer: &str, payment_id: &str) {
@@ -433,20 +619,19 @@ async fn refund_gate(sandbox: &Sandbox, customer: &str, payment_id: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_walkthrough_on_the_embedded_store() {
-    let sandbox = Sandbox::start(&[], &[]);
+async fn on_the_embedded_store(kind: Psp) {
+    let sandbox = Sandbox::start(kind, &[], &[]);
     walkthrough(&sandbox).await;
     sandbox.stop();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_walkthrough_on_dynamodb_local_and_moto() {
+async fn on_dynamodb_local_and_moto(kind: Psp) {
     let endpoint = std::env::var("PAYONCE_TEST_DYNAMODB_ENDPOINT")
         .expect("run through scripts/test (DynamoDB Local)");
     let sqs = std::env::var("PAYONCE_TEST_SQS_ENDPOINT").expect("run through scripts/test (moto)");
     let suffix = uuid_suffix();
     let sandbox = Sandbox::start(
+        kind,
         &["--dynamodb-endpoint", &endpoint, "--sqs-endpoint", &sqs],
         &[
             ("PAYONCE_IDEMPOTENCY_TABLE", format!("local-idem-{suffix}")),
@@ -456,6 +641,79 @@ async fn the_walkthrough_on_dynamodb_local_and_moto() {
     );
     walkthrough(&sandbox).await;
     sandbox.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walkthrough_on_the_embedded_store() {
+    on_the_embedded_store(Psp::Stripe).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walkthrough_on_omise_on_the_embedded_store() {
+    on_the_embedded_store(Psp::Omise).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walkthrough_on_dynamodb_local_and_moto() {
+    on_dynamodb_local_and_moto(Psp::Stripe).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walkthrough_on_omise_on_dynamodb_local_and_moto() {
+    on_dynamodb_local_and_moto(Psp::Omise).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_for_another_provider_get_404() {
+    for kind in [Psp::Stripe, Psp::Omise] {
+        let sandbox = Sandbox::start(kind, &[], &[]);
+        let (own, others): (&[&str], &[&str]) = match kind {
+            Psp::Stripe => (&["fake", "stripe"], &["omise", "2c2p", "paypal"]),
+            Psp::Omise => (&["omise"], &["fake", "stripe", "2c2p", "paypal"]),
+        };
+        // Each format's correctly signed event, about no payment of ours.
+        let object = |id: &str| match kind {
+            Psp::Stripe => json!({"id": id, "object": "payment_intent", "amount": 3000,
+                "currency": "jpy", "status": "succeeded", "livemode": false, "metadata": {}}),
+            Psp::Omise => json!({"id": id, "object": "charge", "amount": 3000,
+                "currency": "JPY", "status": "successful", "livemode": false, "metadata": {}}),
+        };
+        let mine = signed_event(kind, "evt_other_1", &object("pi_other_1"));
+        let theirs = signed_event(
+            match kind {
+                Psp::Stripe => Psp::Omise,
+                Psp::Omise => Psp::Stripe,
+            },
+            "evt_other_2",
+            &json!({"id": "x", "object": "charge", "metadata": {}}),
+        );
+        for provider in others {
+            for event in [&mine, &theirs] {
+                assert_eq!(
+                    post_webhook(&sandbox, provider, event).await,
+                    404,
+                    "--psp {}: /webhooks/{provider}",
+                    kind.name()
+                );
+            }
+        }
+        for provider in own {
+            // The route exists: the other format's signature is refused, its own accepted.
+            assert_eq!(
+                post_webhook(&sandbox, provider, &theirs).await,
+                400,
+                "--psp {}: /webhooks/{provider}",
+                kind.name()
+            );
+            assert_eq!(
+                post_webhook(&sandbox, provider, &mine).await,
+                200,
+                "--psp {}: /webhooks/{provider}",
+                kind.name()
+            );
+        }
+        sandbox.stop();
+    }
 }
 
 fn uuid_suffix() -> String {
