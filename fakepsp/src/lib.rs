@@ -58,9 +58,17 @@
 //! (`charge.create`, `charge.complete`, `refund.create`) are signed with `Omise-Signature` (see
 //! [`sign_omise_webhook`]). The rules and their sources are in the `omise` module.
 //!
+//! **The 2C2P face** ([`FakePspConfig::twoc2p`]) serves the same model under `/payment/4.3`:
+//! `paymentToken` and `paymentInquiry` take and answer `{"payload":"<JWT>"}` signed HS256 with
+//! the merchant's secret key, `payment` (Do Payment) takes plain JSON with the payment token and
+//! the test token as `securePayToken`. The invoice number is the idempotency key (`9015` for one
+//! used before), a payment token is single use (`9041`), declines read as 2C2P's issuer codes
+//! (`4005`, `4051`) in the inquiry, and final charges are notified with a signed backend
+//! notification. There are no refunds. The rules and their sources are in the `twoc2p` module.
+//!
 //! `GET /_fake/charges` and `GET /_fake/refunds` (no auth, not counted) list everything created,
 //! with `provider`, `id`, `outcome`, `amount`, `currency`, `payment_id`, `idempotency_key` and,
-//! for refunds, `refund_id` on either face (SPEC §15).
+//! for refunds, `refund_id` on every face, and `invoice_no` on the 2C2P face (SPEC §15).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -84,6 +92,7 @@ mod reply;
 mod running;
 mod server;
 mod state;
+mod twoc2p;
 mod webhooks;
 
 use std::time::Duration;
@@ -102,6 +111,14 @@ pub const DEFAULT_WEBHOOK_SECRET: &str = "whsec_payonce_fake";
 /// its secrets (it decodes to the 32 bytes `payonce-fake-omise-webhook-key!!`).
 pub const DEFAULT_OMISE_WEBHOOK_SECRET: &str = "cGF5b25jZS1mYWtlLW9taXNlLXdlYmhvb2sta2V5ISE=";
 
+/// The merchant id (`merchantID`) the 2C2P face knows unless told otherwise.
+pub const DEFAULT_TWOC2P_MERCHANT_ID: &str = "PAYONCEFAKE01";
+
+/// The merchant secret key of the 2C2P face unless told otherwise ([`FakePspConfig::twoc2p`]):
+/// 64 characters, used as text for HS256, like the keys 2C2P issues.
+pub const DEFAULT_TWOC2P_SECRET_KEY: &str =
+    "C2P0000000000000000000000000FAKEPSPKEY00000000000000000000000000";
+
 /// The wire format one fake PSP instance speaks. Whatever the face, the charges, refunds, test
 /// tokens, time-driven transitions, search lag and injected failures are those of the one
 /// [`model`]; only the requests understood and the objects, errors and webhooks written differ.
@@ -112,6 +129,9 @@ pub enum Provider {
     Stripe,
     /// Omise's Charges, Refunds and Search at the API root (see the `omise` module).
     Omise,
+    /// 2C2P PGW v4.3's Payment Token, Do Payment and Payment Inquiry under `/payment/4.3`, and
+    /// its backend notification; no refunds (see the `twoc2p` module).
+    TwoC2p,
 }
 
 impl Provider {
@@ -120,6 +140,7 @@ impl Provider {
         match self {
             Self::Stripe => "stripe",
             Self::Omise => "omise",
+            Self::TwoC2p => "2c2p",
         }
     }
 }
@@ -144,6 +165,9 @@ pub struct FakePspConfig {
     /// honours the header at all; `false` makes the face ignore it, so a re-sent create makes a
     /// second charge (the fake's test tokens are reusable) and a re-sent refund refunds again.
     pub omise_honours_idempotency_key: bool,
+    /// 2C2P face only: the merchant id it knows; the merchant's secret key is
+    /// [`api_key`](Self::api_key), which verifies requests and signs answers and notifications.
+    pub twoc2p_merchant_id: String,
     /// How long a `pm_fake_slow` charge holds its answer back.
     pub slow_delay: Duration,
     /// How long a `pm_fake_processing` PaymentIntent stays `processing` before it succeeds.
@@ -177,6 +201,7 @@ impl Default for FakePspConfig {
             refund_fail_after: model.refund_fail_after,
             refund_pending_for: model.refund_pending_for,
             omise_honours_idempotency_key: model.omise_honours_idempotency_key,
+            twoc2p_merchant_id: model.twoc2p_merchant_id,
             webhooks: WebhookKnobs::default(),
         }
     }
@@ -188,6 +213,18 @@ impl FakePspConfig {
         Self {
             provider: Provider::Omise,
             webhook_secret: DEFAULT_OMISE_WEBHOOK_SECRET.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// The defaults with the 2C2P face, merchant [`DEFAULT_TWOC2P_MERCHANT_ID`] and secret key
+    /// [`DEFAULT_TWOC2P_SECRET_KEY`] (as `api_key`). Notifications are signed with the secret key
+    /// inside their body; `webhook_secret` is not used.
+    pub fn twoc2p() -> Self {
+        Self {
+            provider: Provider::TwoC2p,
+            api_key: DEFAULT_TWOC2P_SECRET_KEY.to_owned(),
+            twoc2p_merchant_id: DEFAULT_TWOC2P_MERCHANT_ID.to_owned(),
             ..Self::default()
         }
     }

@@ -1,14 +1,16 @@
-//! `payonce-fake-psp [--provider stripe|omise] [--addr A] [--api-key K] [--webhook-url URL]
-//! [--webhook-secret S]`: runs the fake PSP with the given face (Stripe by default) until Ctrl-C,
-//! announcing its base URL as the only line on stdout. Without `--webhook-secret`, an Omise face
-//! signs with `DEFAULT_OMISE_WEBHOOK_SECRET`.
+//! `payonce-fake-psp [--provider stripe|omise|2c2p] [--addr A] [--api-key K] [--webhook-url URL]
+//! [--webhook-secret S] [--merchant-id M]`: runs the fake PSP with the given face (Stripe by
+//! default) until Ctrl-C, announcing its base URL as the only line on stdout. Without
+//! `--webhook-secret`, an Omise face signs with `DEFAULT_OMISE_WEBHOOK_SECRET`. A 2C2P face's
+//! secret key is `--api-key` (default `DEFAULT_TWOC2P_SECRET_KEY`), its merchant `--merchant-id`
+//! (default `DEFAULT_TWOC2P_MERCHANT_ID`).
 
 use std::io::Write;
 
 use payonce_fake_psp::{FakePsp, FakePspConfig, Provider};
 
-const USAGE: &str =
-    "flags: --provider stripe|omise --addr A --api-key K --webhook-url URL --webhook-secret S";
+const USAGE: &str = "flags: --provider stripe|omise|2c2p --addr A --api-key K --webhook-url URL \
+     --webhook-secret S --merchant-id M";
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -20,7 +22,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_writer(std::io::stderr)
         .init();
     let (mut config, mut addr) = (FakePspConfig::default(), "127.0.0.1:0".parse()?);
-    let mut secret = None;
+    let (mut secret, mut api_key) = (None, None);
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -29,11 +31,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 config.provider = match value.as_str() {
                     "stripe" => Provider::Stripe,
                     "omise" => Provider::Omise,
+                    "2c2p" => Provider::TwoC2p,
                     other => return Err(format!("unknown provider {other}; {USAGE}").into()),
                 }
             }
             "--addr" => addr = value.parse()?,
-            "--api-key" => config.api_key = value,
+            "--api-key" => api_key = Some(value),
+            "--merchant-id" => config.twoc2p_merchant_id = value,
             "--webhook-url" => config.webhook_url = Some(value),
             "--webhook-secret" => secret = Some(value),
             _ => return Err(format!("unknown argument {flag}; {USAGE}").into()),
@@ -42,7 +46,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.webhook_secret = match (secret, config.provider) {
         (Some(secret), _) => secret,
         (None, Provider::Omise) => FakePspConfig::omise().webhook_secret,
-        (None, Provider::Stripe) => config.webhook_secret,
+        (None, Provider::Stripe | Provider::TwoC2p) => config.webhook_secret,
+    };
+    config.api_key = match (api_key, config.provider) {
+        (Some(key), _) => key,
+        (None, Provider::TwoC2p) => FakePspConfig::twoc2p().api_key,
+        (None, Provider::Stripe | Provider::Omise) => config.api_key,
     };
     let psp = FakePsp::start(config, addr).await?;
     let mut stdout = std::io::stdout();

@@ -1,7 +1,8 @@
 //! The PSP state machine: one synchronous, deterministic model of charges and refunds that both
 //! the fake PSP's HTTP server and payonce's in-process simulation call, speaking Stripe's
-//! PaymentIntents and Refunds (this module, the default face) or Omise's Charges, Refunds and
-//! Search (the `omise` module), as [`ModelConfig::provider`] says. One model speaks one face.
+//! PaymentIntents and Refunds (this module, the default face), Omise's Charges, Refunds and
+//! Search (the `omise` module) or 2C2P's Payment Token, Do Payment and Payment Inquiry (the
+//! `twoc2p` module), as [`ModelConfig::provider`] says. One model speaks one face.
 //!
 //! What the faces share is everything but the wire: the charges and refunds themselves and their
 //! time-driven transitions, the test tokens and what each does (`behaviour`), the idempotency
@@ -139,6 +140,8 @@ pub struct ModelConfig {
     /// Omise face only: whether `Idempotency-Key` works as on the Stripe face (the default) or is
     /// ignored. Omise's documentation does not confirm the header; see the `omise` module.
     pub omise_honours_idempotency_key: bool,
+    /// 2C2P face only: the one merchant (`merchantID`) it knows; its secret key is `api_key`.
+    pub twoc2p_merchant_id: String,
 }
 
 impl Default for ModelConfig {
@@ -155,6 +158,7 @@ impl Default for ModelConfig {
             refund_fail_after: Duration::from_secs(60),
             refund_pending_for: Duration::from_secs(10 * 60),
             omise_honours_idempotency_key: true,
+            twoc2p_merchant_id: crate::DEFAULT_TWOC2P_MERCHANT_ID.to_owned(),
         }
     }
 }
@@ -243,6 +247,7 @@ impl StripeModel {
                 refunds_of: BTreeMap::new(),
                 keys: BTreeMap::new(),
                 due_events: Vec::new(),
+                twoc2p: crate::twoc2p::Invoices::default(),
             }),
         }
     }
@@ -255,6 +260,7 @@ impl StripeModel {
         let handled = match self.config.provider {
             Provider::Stripe => inner.dispatch(&self.config, request, now_ms),
             Provider::Omise => inner.omise_dispatch(&self.config, request, now_ms),
+            Provider::TwoC2p => inner.twoc2p_dispatch(&self.config, request, now_ms),
         };
         let mut events = std::mem::take(&mut inner.due_events);
         events.extend(handled.events);
@@ -455,6 +461,8 @@ pub(crate) struct Inner {
     keys: BTreeMap<String, KeyEntry>,
     /// Events of time-driven transitions not yet handed out.
     due_events: Vec<ModelEvent>,
+    /// The 2C2P face's invoices and payment tokens (empty on the other faces).
+    pub(crate) twoc2p: crate::twoc2p::Invoices,
 }
 
 /// A charge request a face has validated, in the model's own terms.
@@ -567,6 +575,11 @@ impl Inner {
             self.due_events.push(event);
             return;
         }
+        if config.provider == Provider::TwoC2p {
+            let event = self.twoc2p_notification(config, &self.intents[index]);
+            self.due_events.extend(event);
+            return;
+        }
         let object = self.intents[index].to_json();
         // Not caused by an API request, so the event names none.
         let event = self.event(kind, object, at_ms, None);
@@ -592,7 +605,7 @@ impl Inner {
             }
             RefundStatus::Failed => return,
         };
-        if config.provider == Provider::Omise {
+        if config.provider != Provider::Stripe {
             return;
         }
         let status = refund.status;
@@ -953,6 +966,7 @@ impl Inner {
         match config.provider {
             Provider::Stripe => self.new_id("pi"),
             Provider::Omise => self.new_omise_id("chrg"),
+            Provider::TwoC2p => self.new_tran_ref(),
         }
     }
 
@@ -961,7 +975,7 @@ impl Inner {
     fn attempt_id(&mut self, config: &ModelConfig, id: &str) -> String {
         match config.provider {
             Provider::Stripe => self.new_id("ch"),
-            Provider::Omise => id.to_owned(),
+            Provider::Omise | Provider::TwoC2p => id.to_owned(),
         }
     }
 
@@ -1271,6 +1285,8 @@ impl Inner {
         let id = match config.provider {
             Provider::Stripe => self.new_id("re"),
             Provider::Omise => self.new_omise_id("rfnd"),
+            // The 2C2P face has no refund route; kept total.
+            Provider::TwoC2p => self.new_id("rfnd"),
         };
         let refund = Refund {
             id,
@@ -1427,6 +1443,8 @@ impl Inner {
         let snapshot = match config.provider {
             Provider::Stripe => self.intents[index].to_json(),
             Provider::Omise => self.omise_charge_json(index),
+            // 2C2P has no search; the snapshot is never read.
+            Provider::TwoC2p => Value::Null,
         };
         let intent = &mut self.intents[index];
         let earliest = intent

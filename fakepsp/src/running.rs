@@ -52,6 +52,7 @@ impl FakePsp {
         let model_config = ModelConfig {
             provider: config.provider,
             omise_honours_idempotency_key: config.omise_honours_idempotency_key,
+            twoc2p_merchant_id: config.twoc2p_merchant_id,
             api_key: config.api_key,
             search_lag_max: config.search_lag_max,
             processing_for: config.processing_for,
@@ -166,8 +167,7 @@ impl RunningFakePsp {
         self.charges()
             .iter()
             .filter(|charge| {
-                charge.outcome == "succeeded"
-                    && charge.metadata.get("payment_id").map(String::as_str) == Some(payment_id)
+                charge.outcome == "succeeded" && charge.payment_id.as_deref() == Some(payment_id)
             })
             .count()
     }

@@ -15,7 +15,7 @@ use crate::Provider;
 /// [`StripeModel::charges`](crate::model::StripeModel::charges)) reports it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FakeCharge {
-    /// `stripe` or `omise`: the wire format the fake spoke.
+    /// `stripe`, `omise` or `2c2p`: the wire format the fake spoke.
     pub provider: String,
     /// The PaymentIntent id, `pi_...` (Stripe), or the charge id, `chrg_test_...` (Omise).
     pub id: String,
@@ -24,7 +24,8 @@ pub struct FakeCharge {
     /// Lowercase ISO currency code.
     pub currency: String,
     /// The status now, in the face's words: Stripe's (`succeeded`, `requires_payment_method`,
-    /// `canceled`, ...) or Omise's (`successful`, `failed`, `pending`, `expired`, `reversed`).
+    /// `canceled`, ...), Omise's (`successful`, `failed`, `pending`, `expired`, `reversed`) or
+    /// 2C2P's (the Payment Inquiry's `respCode`: `0000`, `4005`, `4051`, `0004`, `0001`).
     pub status: String,
     /// What the status means for the money: `succeeded`; `failed` (back to
     /// `requires_payment_method` after a failed attempt; Omise `failed` and `expired`);
@@ -37,10 +38,15 @@ pub struct FakeCharge {
     pub metadata: BTreeMap<String, String>,
     /// `metadata.payment_id`, if it has one: the payonce payment it was made for.
     pub payment_id: Option<String>,
-    /// The `Idempotency-Key` of the request that created it, if any.
+    /// The `Idempotency-Key` of the request that created it, if any; on the 2C2P face the
+    /// invoice number.
     pub idempotency_key: Option<String>,
     /// Creation time, epoch seconds.
     pub created: i64,
+    /// 2C2P face only: the `invoiceNo` it was paid under (absent on the other faces, and left
+    /// out of their JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoice_no: Option<String>,
 }
 
 /// One Refund as the test-inspection API (`GET /_fake/refunds`,
@@ -240,6 +246,16 @@ impl Intent {
         let status = match provider {
             Provider::Stripe => self.status.as_str(),
             Provider::Omise => crate::omise::charge_status(self),
+            Provider::TwoC2p => crate::twoc2p::resp_code(self).0,
+        };
+        let (payment_id, invoice_no) = match provider {
+            Provider::TwoC2p => (
+                self.idempotency_key
+                    .as_deref()
+                    .and_then(crate::twoc2p::payment_id_for_invoice),
+                self.idempotency_key.clone(),
+            ),
+            Provider::Stripe | Provider::Omise => (self.metadata.get("payment_id").cloned(), None),
         };
         FakeCharge {
             provider: provider.as_str().to_owned(),
@@ -250,9 +266,10 @@ impl Intent {
             outcome: self.outcome().to_owned(),
             payment_method: self.payment_method.clone(),
             metadata: self.metadata.clone(),
-            payment_id: self.metadata.get("payment_id").cloned(),
+            payment_id,
             idempotency_key: self.idempotency_key.clone(),
             created: self.created,
+            invoice_no,
         }
     }
 
@@ -380,6 +397,8 @@ impl Refund {
         let status = match provider {
             Provider::Stripe => self.status.as_str(),
             Provider::Omise => crate::omise::refund_status(self.status),
+            // The 2C2P face makes no refunds.
+            Provider::TwoC2p => self.status.as_str(),
         };
         FakeRefund {
             provider: provider.as_str().to_owned(),

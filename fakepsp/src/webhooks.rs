@@ -67,6 +67,8 @@ pub(crate) enum Signer {
     Stripe(String),
     /// `Omise-Signature` and `Omise-Signature-Timestamp`, with the decoded secret.
     Omise(Vec<u8>),
+    /// No header: a 2C2P notification's body is a JWT the model signed with the merchant key.
+    TwoC2p,
 }
 
 impl std::fmt::Debug for Signer {
@@ -74,6 +76,7 @@ impl std::fmt::Debug for Signer {
         f.write_str(match self {
             Self::Stripe(_) => "Signer::Stripe(<secret>)",
             Self::Omise(_) => "Signer::Omise(<secret>)",
+            Self::TwoC2p => "Signer::TwoC2p",
         })
     }
 }
@@ -84,6 +87,7 @@ impl Signer {
     pub(crate) fn new(provider: crate::Provider, secret: String) -> Result<Self, String> {
         match provider {
             crate::Provider::Stripe => Ok(Self::Stripe(secret)),
+            crate::Provider::TwoC2p => Ok(Self::TwoC2p),
             crate::Provider::Omise => {
                 use base64::Engine as _;
                 match base64::engine::general_purpose::STANDARD.decode(secret.as_bytes()) {
@@ -108,6 +112,7 @@ impl Signer {
                     ("Omise-Signature-Timestamp", timestamp),
                 ]
             }
+            Self::TwoC2p => Vec::new(),
         }
     }
 }

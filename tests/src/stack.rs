@@ -11,7 +11,9 @@ use payonce::adapters::dynamodb::{
     RequestCounter, Tables,
 };
 use payonce::adapters::psp::StripeWebhooks;
-use payonce::adapters::psp::{OmiseConfig, OmisePsp, StripeConfig, StripePsp};
+use payonce::adapters::psp::{
+    OmiseConfig, OmisePsp, StripeConfig, StripePsp, TwoC2pConfig, TwoC2pPsp,
+};
 use payonce::clock::{Clock, ManualClock};
 use payonce::domain::{Currency, LineItem, Order, OrderPaymentState, PaymentView};
 use payonce::idempotency::{
@@ -27,7 +29,7 @@ use payonce::service::{
 };
 use payonce_fake_psp::{
     FakePsp, FakePspConfig, Provider, RunningFakePsp, DEFAULT_OMISE_WEBHOOK_SECRET,
-    DEFAULT_WEBHOOK_SECRET,
+    DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_WEBHOOK_SECRET,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -512,11 +514,12 @@ pub fn refund_event(
 }
 
 /// A fake PSP on a free loopback port, with the API key and webhook secret the tests share (the
-/// face's default secret: an Omise face signs with a base64 one).
+/// face's default secret: an Omise face signs with a base64 one; a 2C2P face's merchant secret
+/// key is the API key, and it signs its notifications with it).
 pub async fn start_fake_psp(mut config: FakePspConfig) -> RunningFakePsp {
     config.api_key = FAKE_API_KEY.into();
     config.webhook_secret = match config.provider {
-        Provider::Stripe => DEFAULT_WEBHOOK_SECRET.into(),
+        Provider::Stripe | Provider::TwoC2p => DEFAULT_WEBHOOK_SECRET.into(),
         Provider::Omise => DEFAULT_OMISE_WEBHOOK_SECRET.into(),
     };
     FakePsp::start(config, "127.0.0.1:0".parse().expect("loopback address"))
@@ -551,6 +554,16 @@ pub fn omise_for(psp: &RunningFakePsp) -> OmisePsp {
     omise.connect_timeout = Duration::from_secs(1);
     omise.request_timeout = Duration::from_secs(5);
     OmisePsp::new(omise).expect("HTTP client")
+}
+
+/// The 2C2P adapter over HTTP to `psp`, which must speak the 2C2P face as [`start_fake_psp`]
+/// starts it (merchant `DEFAULT_TWOC2P_MERCHANT_ID`, secret key `FAKE_API_KEY`; 1 s to connect,
+/// 5 s per request).
+pub fn twoc2p_for(psp: &RunningFakePsp) -> TwoC2pPsp {
+    let mut twoc2p = TwoC2pConfig::new(psp.base_url(), DEFAULT_TWOC2P_MERCHANT_ID, FAKE_API_KEY);
+    twoc2p.connect_timeout = Duration::from_secs(1);
+    twoc2p.request_timeout = Duration::from_secs(5);
+    TwoC2pPsp::new(twoc2p).expect("HTTP client")
 }
 
 /// The webhook secret of the `stripe` provider in tests.

@@ -1,7 +1,8 @@
 //! The PSP adapters' outcome classes: Stripe's over a transport scripted call by call (what a
 //! real network may do between two calls) and over HTTP against the strict fake PSP; Omise's over
-//! HTTP against the fake PSP's Omise face.
+//! HTTP against the fake PSP's Omise face; 2C2P's over HTTP against its 2C2P face.
 
 mod omise;
 mod scripted;
 mod stripe;
+mod twoc2p;

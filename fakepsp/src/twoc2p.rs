@@ -1,0 +1,1257 @@
+//! The 2C2P face: 2C2P PGW v4.3's Payment Token, Do Payment and Payment Inquiry, and its backend
+//! notification, over the one [model] (`ModelConfig::provider = Provider::TwoC2p`). The charges,
+//! test tokens, time-driven transitions and injected failures are the model's, exactly as on the
+//! Stripe and Omise faces; this module only reads 2C2P's requests and writes 2C2P's answers and
+//! notifications. It calls the model's provider-neutral `Inner::attempt_charge` and
+//! `Inner::insert` after validating a request in 2C2P's terms.
+//!
+//! Sources are `notes/psp-research.md` (2C2P §8–§13, and §0.2 for the notification vectors) and
+//! the developer.2c2p.com pages it cites; SPEC §15 for the envelope and the inspection fields.
+//! Each rule names what it follows; where 2C2P's documentation says nothing, the rule says so
+//! (UNCONFIRMED) and what the fake does instead:
+//!
+//! - **JWT envelope** (notes §8, "JSON Web Tokens (JWT)"): Payment Token and Payment Inquiry take
+//!   `{"payload":"<JWT>"}`, a compact JWS signed HS256 with the merchant's secret key used as
+//!   text (`ModelConfig::api_key`), and answer the same way, signed with the same key. Only
+//!   `HS256` is accepted (a header with another `alg` or with `crit` does not verify); every
+//!   segment must be strict unpadded base64url; the signature is compared in constant time.
+//! - **Merchant and signature** (API response codes, notes §8): the claims are read first only
+//!   to find `merchantID` (as 2C2P must, to know whose key to verify with). No `payload` → `9005`
+//!   (mandatory field missing); no `merchantID` → `9005`; another merchant than
+//!   `ModelConfig::twoc2p_merchant_id` → `9007` "invalid merchant"; a token that does not verify
+//!   with the key (or is not a JWS) → `9042` "hash value mismatch".
+//! - **Error answers are plain**: whether 2C2P signs its error answers is UNCONFIRMED (notes §8);
+//!   third-party clients handle a body without `payload` but with a `respCode`, so every API
+//!   error (`9xxx`) is answered HTTP 200 `{"respCode":…,"respDesc":…}`, unsigned. What the
+//!   Payment Inquiry says about a payment (including `2002`) is signed, since it is the payment
+//!   response, not an API error.
+//! - **Payment Token** (`POST /payment/4.3/paymentToken`, "Payment Token API" request and
+//!   response parameters): claims `merchantID`, `invoiceNo` (M, AN 50), `description` (M, C 250),
+//!   `amount` (M, D(12,5): decimal major units, a JSON number or a string), `currencyCode` (M,
+//!   A 3), `paymentChannel` (O), `request3DS` (O: `Y`, `F`, `N`). Validation comes before the
+//!   invoice is looked at and stores nothing: a missing or empty mandatory claim → `9005`; an
+//!   `invoiceNo` with other than ASCII letters and digits → `9004` (the fake's reading of "AN");
+//!   `invoiceNo` over 50 or `description` over 250 characters → `9006`; an `amount` that is not a
+//!   decimal of at most 12 integer and 5 fractional digits, is not positive, carries non-zero
+//!   digits beyond the currency's exponent, exceeds eight digits of minor units or is below a
+//!   `ModelConfig::minimum_overrides` minimum → `9009` (2C2P documents no limits: UNCONFIRMED);
+//!   a `currencyCode` that is not an upper-case ISO 4217 code the fake charges in → `9010`; a
+//!   `paymentChannel` other than `["CC"]` → `9057` (which of `9057`–`9060` is UNCONFIRMED); a bad
+//!   `request3DS` → `9004`; any claim the fake does not model (`idempotencyID`, whose semantics
+//!   2C2P does not document, included) → `9004` (refusing what it does not model is the fake's
+//!   choice, as on the other faces). Then a new `invoiceNo` → `0000` with a `paymentToken` drawn
+//!   from the seed and a `webPaymentUrl` (on a host that does not exist: the fake has no hosted
+//!   page), signed; an `invoiceNo` the merchant used before — with a paid, declined, pending or
+//!   never used token alike — → `9015` "Existing Invoice Number" (notes §11; that it fires for an
+//!   unused token too is UNCONFIRMED, and it is what payonce's fence relies on). `request3DS` is
+//!   recorded nowhere: tokens behave as on the other faces.
+//! - **Do Payment** (`POST /payment/4.3/payment`, plain JSON, "Do Payment API"): `paymentToken`,
+//!   `payment.code.channelCode` (`CC` only, else `9057`) and `payment.data.securePayToken` (the
+//!   test token: the same tokens as the other faces); other fields are accepted and ignored. Not
+//!   JSON → `9004`; a missing field → `9005`. An unknown payment token → `9040` "the token is
+//!   invalid"; one older than 30 minutes ("Valid for 30 minutes") → `9040` as well (the code for
+//!   an expired token is UNCONFIRMED); a token already used → `9041` "Payment token already used"
+//!   (single use, notes §11). Then the charge runs through the model: an unknown
+//!   `securePayToken` → `9004` and nothing happens (the token stays unused, the inquiry keeps
+//!   answering `2002`); `pm_fake_error_before_charge` → `9993` "An unknown error has occurred",
+//!   nothing created, the token unused; anything that reached the charge step uses the token and
+//!   is answered `2000` "Transaction is completed, please do payment inquiry request for full
+//!   payment information." (approvals, declines, and the lost-response and slow tokens, whose
+//!   answer is cut or held back as on the other faces), except a charge still in progress:
+//!   `pm_fake_processing` → `2001` "Transaction in progress", `pm_fake_requires_action` → `1001`
+//!   with a redirect URL in `data` ("Payment flow response code": full redirect for 3-D Secure;
+//!   the fake keeps the token's behaviour even under `request3DS: "N"`, where 2C2P would
+//!   presumably soft-decline `0004` at once: UNCONFIRMED).
+//! - **Payment Inquiry** (`POST /payment/4.3/paymentInquiry`, "Payment Inquiry API"): claims
+//!   `merchantID` and either `invoiceNo` or `paymentToken` (neither → `9005`), `locale`
+//!   (optional); others → `9004`. Answered signed: an invoice the merchant never used, or one
+//!   whose token never paid → `2002` "Transaction not found" (for a minted but unused token
+//!   2C2P might answer `0001` instead: UNCONFIRMED, notes §11; `2002` is what payonce's adapter
+//!   reads as "not found"). A charge → `merchantID`, `invoiceNo`, `amount` (decimal string in
+//!   major units with the currency's exponent, as in the notification), `currencyCode`
+//!   (upper case), `tranRef` (the charge's id, seven digits from the seed), `channelCode` `CC`,
+//!   `transactionDateTime` (`yyyyMMddHHmmss`, UTC), `respCode`, `respDesc`, where `respCode` is
+//!   ("Payment response codes"): `0000` approved; a decline by its Stripe decline code —
+//!   `insufficient_funds` → `4051` "Insufficient Funds", any other (`generic_decline`) → `4005`
+//!   "Do not honor" (the 40xx block mirrors ISO 8583 issuer codes, notes §9); authentication
+//!   never done → `0004` (soft decline, 3-D Secure required); waiting → `0001` "Transaction is
+//!   pending"; cancelled → `0003` (no request of this face cancels).
+//! - **Backend notification** ("Payment response – backend", notes §10 and the vectors of §0.2):
+//!   when a charge becomes final (at once for approvals and declines, when the time-driven
+//!   transition falls due for the processing and requires-action tokens), the body
+//!   `{"payload":"<JWT>"}` with the inquiry's claims, signed HS256 with the merchant's secret
+//!   key, is sent to the webhook URL (no header: the body carries its signature; the webhook
+//!   secret is not used). Its id, for the fake's own bookkeeping, is payonce's dedup key: SHA-256
+//!   of (invoiceNo, respCode, tranRef). 2C2P documents no retry schedule or event id.
+//! - **No refunds** (notes §12: refunds need the Payment Maintenance API with exchanged RSA keys):
+//!   no refund route exists; every other path → 404 (a fake's body, 2C2P's is undocumented).
+//! - **Inspection** (SPEC §15): `_fake/charges` entries carry `provider: "2c2p"`, `status` (the
+//!   inquiry's `respCode`), `outcome`, `amount` (minor units), `currency`, `idempotency_key` and
+//!   `invoice_no` (the invoiceNo), and `payment_id`, read from the invoice number the way payonce
+//!   makes it (`pay_` + the 32 hex digits; none for another invoice number). 2C2P has no
+//!   metadata; the fake keeps none.
+//!
+//! [model]: crate::model
+
+use std::collections::BTreeMap;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::currency::{is_zero_decimal, minimum_charge_minor, MAXIMUM_CHARGE_MINOR};
+use crate::model::{Attempt, Handled, Inner, ModelConfig, ModelEvent, NewCharge, WireRequest};
+use crate::reply::Reply;
+use crate::state::{Failure, Intent, Status};
+
+/// `POST` Payment Token.
+const PAYMENT_TOKEN_PATH: &str = "/payment/4.3/paymentToken";
+/// `POST` Do Payment.
+const DO_PAYMENT_PATH: &str = "/payment/4.3/payment";
+/// `POST` Payment Inquiry.
+const INQUIRY_PATH: &str = "/payment/4.3/paymentInquiry";
+
+/// The only JWS algorithm accepted.
+const ALG: &str = "HS256";
+
+/// The only payment channel modelled (cards).
+const CHANNEL: &str = "CC";
+
+/// "Valid for 30 minutes" (Payment Token response parameters).
+const TOKEN_LIFETIME_MS: i64 = 30 * 60 * 1000;
+
+/// `invoiceNo` is AN 50.
+const INVOICE_NO_MAX: usize = 50;
+
+/// `description` is C 250 (C 255 on one page version: the stricter one).
+const DESCRIPTION_MAX: usize = 250;
+
+/// D(12,5): at most 12 integer and 5 fractional digits.
+const AMOUNT_INTEGER_DIGITS: usize = 12;
+const AMOUNT_FRACTION_DIGITS: usize = 5;
+
+/// The Payment Token claims the face models.
+const TOKEN_CLAIMS: &[&str] = &[
+    "merchantID",
+    "invoiceNo",
+    "description",
+    "amount",
+    "currencyCode",
+    "paymentChannel",
+    "request3DS",
+];
+
+/// The Payment Inquiry claims the face models.
+const INQUIRY_CLAIMS: &[&str] = &["merchantID", "invoiceNo", "paymentToken", "locale"];
+
+/// The notification's event kind (2C2P gives it no type; payonce's name for it).
+pub(crate) const NOTIFICATION_KIND: &str = "backend_notification";
+
+/// What the face remembers besides the charges: the invoices and their tokens.
+#[derive(Debug, Default)]
+pub(crate) struct Invoices {
+    /// invoiceNo → the invoice.
+    by_invoice: BTreeMap<String, Invoice>,
+    /// paymentToken → invoiceNo.
+    by_token: BTreeMap<String, String>,
+}
+
+/// One invoice: the one token issued for it, and the charge made with it, if any.
+#[derive(Debug)]
+struct Invoice {
+    amount: i64,
+    /// Lowercase ISO code.
+    currency: String,
+    description: String,
+    issued_ms: i64,
+    /// Position in `intents` of the charge its token paid (or tried to), once it reached the
+    /// charge step: the token is used.
+    charge: Option<usize>,
+}
+
+/// A plain (unsigned) API answer.
+fn plain(code: &str, desc: &str) -> Reply {
+    Reply::json(200, &json!({"respCode": code, "respDesc": desc}))
+}
+
+/// A signed answer: `{"payload":"<JWT of claims>"}`.
+fn signed(config: &ModelConfig, claims: &Value) -> Reply {
+    Reply::json(200, &json!({ "payload": sign(&config.api_key, claims) }))
+}
+
+/// HMAC-SHA256 of `<header>.<claims>` under `key`.
+fn mac(key: &str, header: &str, claims: &str) -> Hmac<Sha256> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key.as_bytes()).expect("HMAC takes any key");
+    mac.update(header.as_bytes());
+    mac.update(b".");
+    mac.update(claims.as_bytes());
+    mac
+}
+
+/// A compact JWS of `claims`, header `{"alg":"HS256","typ":"JWT"}`, signed with `key` as text.
+pub(crate) fn sign(key: &str, claims: &Value) -> String {
+    let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let claims = URL_SAFE_NO_PAD.encode(claims.to_string().as_bytes());
+    let signature = mac(key, &header, &claims).finalize().into_bytes();
+    format!("{header}.{claims}.{}", URL_SAFE_NO_PAD.encode(signature))
+}
+
+/// The claims of a `{"payload":"<JWT>"}` body, verified with the merchant's key, or the plain
+/// error answer (see the module docs: `9005`, `9007`, `9042`).
+fn verified(config: &ModelConfig, body: &[u8]) -> Result<Map<String, Value>, Reply> {
+    let envelope: Option<Map<String, Value>> = serde_json::from_slice(body).ok();
+    let Some(token) = envelope
+        .as_ref()
+        .and_then(|envelope| envelope.get("payload"))
+        .and_then(Value::as_str)
+    else {
+        return Err(plain("9005", "Mandatory fields are missing: payload."));
+    };
+    let mismatch = || plain("9042", "Hash value mismatch.");
+    let segments: Vec<&str> = token.split('.').collect();
+    let [header, claims, signature] = segments.as_slice() else {
+        return Err(mismatch());
+    };
+    let decode = |segment: &str| URL_SAFE_NO_PAD.decode(segment).ok();
+    // Read, not yet trusted: only to find whose key verifies it.
+    let Some(claims_json) =
+        decode(claims).and_then(|bytes| serde_json::from_slice::<Map<String, Value>>(&bytes).ok())
+    else {
+        return Err(mismatch());
+    };
+    match claims_json.get("merchantID").and_then(Value::as_str) {
+        None | Some("") => return Err(plain("9005", "Mandatory fields are missing: merchantID.")),
+        Some(merchant) if merchant != config.twoc2p_merchant_id => {
+            return Err(plain("9007", "Invalid merchant."))
+        }
+        Some(_) => {}
+    }
+    let header_json =
+        decode(header).and_then(|bytes| serde_json::from_slice::<Map<String, Value>>(&bytes).ok());
+    let alg_ok = header_json.is_some_and(|header| {
+        header.get("alg").and_then(Value::as_str) == Some(ALG) && !header.contains_key("crit")
+    });
+    let signature_ok = decode(signature).is_some_and(|signature| {
+        mac(&config.api_key, header, claims)
+            .verify_slice(&signature)
+            .is_ok()
+    });
+    if alg_ok && signature_ok {
+        Ok(claims_json)
+    } else {
+        Err(mismatch())
+    }
+}
+
+/// A claim as text: a string as is, a number in its JSON form.
+fn text(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// The currency's exponent (the fake's tables: zero-decimal currencies 0, the rest 2).
+fn exponent(currency: &str) -> u32 {
+    if is_zero_decimal(currency) {
+        0
+    } else {
+        2
+    }
+}
+
+/// Minor units of a D(12,5) decimal in `currency`, if it is one with no non-zero digits beyond
+/// the currency's exponent. A JSON number is read through its text (serde_json's shortest form
+/// of the `f64`, exact for the amounts in question).
+fn minor_from_decimal(text: &str, currency: &str) -> Option<i64> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty()
+        || whole.len() > AMOUNT_INTEGER_DIGITS
+        || !digits(whole)
+        || (text.contains('.') && fraction.is_empty())
+        || fraction.len() > AMOUNT_FRACTION_DIGITS
+        || !digits(fraction)
+    {
+        return None;
+    }
+    let places = usize::try_from(exponent(currency)).unwrap_or(0);
+    let (kept, beyond) = fraction.split_at(fraction.len().min(places));
+    if beyond.bytes().any(|b| b != b'0') {
+        return None;
+    }
+    let mut minor: i64 = whole.parse().ok()?;
+    for _ in 0..places {
+        minor = minor.checked_mul(10)?;
+    }
+    let kept_value: i64 = if kept.is_empty() {
+        0
+    } else {
+        kept.parse().ok()?
+    };
+    let pad = 10_i64.checked_pow(u32::try_from(places - kept.len()).ok()?)?;
+    minor.checked_add(kept_value.checked_mul(pad)?)
+}
+
+/// Minor units as the decimal string 2C2P writes (`"30.00"`, JPY `"1500"`).
+fn decimal_from_minor(minor: i64, currency: &str) -> String {
+    match exponent(currency) {
+        0 => minor.to_string(),
+        places => {
+            let scale = 10_i64.pow(places);
+            let width = usize::try_from(places).unwrap_or(2);
+            format!("{}.{:0width$}", minor / scale, minor % scale)
+        }
+    }
+}
+
+/// The payonce payment an invoice number stands for (`pay_` + its 32 lowercase hex digits), as
+/// payonce makes them; `None` for any other invoice number.
+pub(crate) fn payment_id_for_invoice(invoice_no: &str) -> Option<String> {
+    let ours = invoice_no.len() == 32
+        && invoice_no
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    ours.then(|| format!("pay_{invoice_no}"))
+}
+
+/// The inquiry's `respCode` and `respDesc` for a charge as it is now.
+pub(crate) fn resp_code(intent: &Intent) -> (&'static str, &'static str) {
+    match (intent.status, intent.failure) {
+        (Status::Succeeded, _) => ("0000", "Success"),
+        (Status::RequiresPaymentMethod, Some(Failure::Declined(decline))) => {
+            match decline.decline_code {
+                "insufficient_funds" => ("4051", "Insufficient Funds"),
+                _ => ("4005", "Do not honor"),
+            }
+        }
+        (Status::RequiresPaymentMethod, Some(Failure::AuthenticationRequired)) => (
+            "0004",
+            "Transaction is soft-declined, please resubmit after 3DS authentication.",
+        ),
+        (Status::Canceled, _) => ("0003", "Transaction is cancelled."),
+        _ => ("0001", "Transaction is pending."),
+    }
+}
+
+/// Epoch seconds as `yyyyMMddHHmmss` (UTC; 2C2P writes no offset).
+fn transaction_date_time(epoch_s: i64) -> String {
+    crate::omise::iso8601(epoch_s)
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect()
+}
+
+/// payonce's dedup key of a notification: lowercase hex SHA-256 of `<len>:<value>;` for
+/// invoiceNo, respCode, tranRef.
+fn notification_id(invoice_no: &str, resp_code: &str, tran_ref: &str) -> String {
+    let mut hash = Sha256::new();
+    for value in [invoice_no, resp_code, tran_ref] {
+        hash.update(format!("{}:", value.len()).as_bytes());
+        hash.update(value.as_bytes());
+        hash.update(b";");
+    }
+    hex::encode(hash.finalize())
+}
+
+impl Inner {
+    /// Routes a request of the 2C2P face; every request is counted.
+    pub(crate) fn twoc2p_dispatch(
+        &mut self,
+        config: &ModelConfig,
+        request: &WireRequest<'_>,
+        now_ms: i64,
+    ) -> Handled {
+        self.requests_seen += 1;
+        match (request.method, request.path) {
+            ("POST", PAYMENT_TOKEN_PATH) => {
+                Handled::plain(self.twoc2p_payment_token(config, request.body, now_ms))
+            }
+            ("POST", DO_PAYMENT_PATH) => self.twoc2p_do_payment(config, request.body, now_ms),
+            ("POST", INQUIRY_PATH) => Handled::plain(self.twoc2p_inquiry(config, request.body)),
+            _ => Handled::plain(Reply::json(
+                404,
+                &json!({
+                    "error": "not_found",
+                    "message": format!(
+                        "the fake PSP's 2C2P face does not serve {} {}",
+                        request.method, request.path
+                    ),
+                }),
+            )),
+        }
+    }
+
+    /// `POST /payment/4.3/paymentToken`.
+    fn twoc2p_payment_token(&mut self, config: &ModelConfig, body: &[u8], now_ms: i64) -> Reply {
+        let claims = match verified(config, body) {
+            Ok(claims) => claims,
+            Err(reply) => return reply,
+        };
+        let (invoice_no, invoice) = match token_request(config, &claims, now_ms) {
+            Ok(request) => request,
+            Err(reply) => return reply,
+        };
+        if self.twoc2p.by_invoice.contains_key(&invoice_no) {
+            return plain("9015", "Existing Invoice Number.");
+        }
+        let token = loop {
+            let rng = &mut self.rng;
+            let token: String = std::iter::repeat_with(|| rng.alphanumeric())
+                .take(80)
+                .collect();
+            if !self.twoc2p.by_token.contains_key(&token) {
+                break token;
+            }
+        };
+        self.twoc2p
+            .by_token
+            .insert(token.clone(), invoice_no.clone());
+        self.twoc2p.by_invoice.insert(invoice_no, invoice);
+        signed(
+            config,
+            &json!({
+                "webPaymentUrl": format!(
+                    "https://pgw-ui.fake-psp.invalid/payment/4.3/#/token/{token}"
+                ),
+                "paymentToken": token,
+                "respCode": "0000",
+                "respDesc": "Success",
+            }),
+        )
+    }
+
+    /// `POST /payment/4.3/payment`.
+    fn twoc2p_do_payment(&mut self, config: &ModelConfig, body: &[u8], now_ms: i64) -> Handled {
+        let Ok(body) = serde_json::from_slice::<Value>(body) else {
+            return Handled::plain(plain("9004", "Invalid request: not JSON."));
+        };
+        let field = |pointer: &str| {
+            body.pointer(pointer)
+                .and_then(Value::as_str)
+                .filter(|value| !value.is_empty())
+                .map(str::to_owned)
+        };
+        let (Some(token), Some(channel), Some(method)) = (
+            field("/paymentToken"),
+            field("/payment/code/channelCode"),
+            field("/payment/data/securePayToken"),
+        ) else {
+            return Handled::plain(plain("9005", "Mandatory fields are missing."));
+        };
+        if channel != CHANNEL {
+            return Handled::plain(plain("9057", "Payment channel is invalid."));
+        }
+        let Some(invoice_no) = self.twoc2p.by_token.get(&token).cloned() else {
+            return Handled::plain(plain("9040", "The token is invalid."));
+        };
+        let Some(invoice) = self.twoc2p.by_invoice.get(&invoice_no) else {
+            return Handled::plain(plain("9040", "The token is invalid."));
+        };
+        if invoice.charge.is_some() {
+            return Handled::plain(plain("9041", "Payment token already used."));
+        }
+        if now_ms.saturating_sub(invoice.issued_ms) > TOKEN_LIFETIME_MS {
+            return Handled::plain(plain("9040", "The token is invalid."));
+        }
+        let charge = NewCharge {
+            amount: invoice.amount,
+            currency: invoice.currency.clone(),
+            payment_method: method,
+            description: Some(invoice.description.clone()),
+            metadata: BTreeMap::new(),
+            confirm: true,
+        };
+        match self.attempt_charge(config, charge, Some(invoice_no.clone()), now_ms) {
+            Attempt::UnknownMethod => {
+                Handled::plain(plain("9004", "Invalid value: securePayToken."))
+            }
+            Attempt::FailedBeforeCharge => {
+                Handled::plain(plain("9993", "An unknown error has occurred."))
+            }
+            Attempt::Made { intent, delivery } => {
+                let mut answer = json!({"channelCode": CHANNEL, "invoiceNo": invoice_no});
+                let (code, desc) = match intent.status {
+                    Status::Processing => ("2001", "Transaction in progress."),
+                    Status::RequiresAction => {
+                        answer["data"] = json!(format!(
+                            "https://pgw-ui.fake-psp.invalid/authenticate/{}",
+                            intent.id
+                        ));
+                        ("1001", "Redirect to authenticate ACS bank page.")
+                    }
+                    _ => (
+                        "2000",
+                        "Transaction is completed, please do payment inquiry request for full \
+                         payment information.",
+                    ),
+                };
+                answer["respCode"] = json!(code);
+                answer["respDesc"] = json!(desc);
+                let events = self
+                    .twoc2p_notification(config, &intent)
+                    .into_iter()
+                    .collect();
+                let index = self.intents.len();
+                self.insert(config, *intent, now_ms);
+                if let Some(invoice) = self.twoc2p.by_invoice.get_mut(&invoice_no) {
+                    invoice.charge = Some(index);
+                }
+                Handled {
+                    reply: Reply::json(200, &answer),
+                    replayed: false,
+                    delivery,
+                    events,
+                }
+            }
+        }
+    }
+
+    /// `POST /payment/4.3/paymentInquiry`.
+    fn twoc2p_inquiry(&self, config: &ModelConfig, body: &[u8]) -> Reply {
+        let claims = match verified(config, body) {
+            Ok(claims) => claims,
+            Err(reply) => return reply,
+        };
+        if claims
+            .keys()
+            .any(|name| !INQUIRY_CLAIMS.contains(&name.as_str()))
+        {
+            return plain("9004", "Invalid value: a field the fake does not model.");
+        }
+        let invoice_no = match (
+            text(claims.get("invoiceNo")).filter(|s| !s.is_empty()),
+            text(claims.get("paymentToken")).filter(|s| !s.is_empty()),
+        ) {
+            (Some(invoice_no), _) => invoice_no,
+            (None, Some(token)) => self
+                .twoc2p
+                .by_token
+                .get(&token)
+                .cloned()
+                .unwrap_or_default(),
+            (None, None) => {
+                return plain(
+                    "9005",
+                    "Mandatory fields are missing: invoiceNo or paymentToken.",
+                )
+            }
+        };
+        let charge = self
+            .twoc2p
+            .by_invoice
+            .get(&invoice_no)
+            .and_then(|invoice| invoice.charge)
+            .and_then(|index| self.intents.get(index));
+        let answer = match charge {
+            Some(intent) => inquiry_claims(config, intent),
+            None => json!({
+                "merchantID": config.twoc2p_merchant_id,
+                "invoiceNo": invoice_no,
+                "respCode": "2002",
+                "respDesc": "Transaction not found.",
+            }),
+        };
+        signed(config, &answer)
+    }
+
+    /// The backend notification for `intent` if it is final now; `None` while it waits.
+    pub(crate) fn twoc2p_notification(
+        &self,
+        config: &ModelConfig,
+        intent: &Intent,
+    ) -> Option<ModelEvent> {
+        let final_now = matches!(
+            (intent.status, intent.failure),
+            (Status::Succeeded | Status::Canceled, _) | (Status::RequiresPaymentMethod, Some(_))
+        );
+        if !final_now {
+            return None;
+        }
+        let claims = inquiry_claims(config, intent);
+        let (code, _) = resp_code(intent);
+        let invoice_no = intent.idempotency_key.clone().unwrap_or_default();
+        Some(ModelEvent {
+            id: notification_id(&invoice_no, code, &intent.id),
+            kind: NOTIFICATION_KIND.to_owned(),
+            body: json!({ "payload": sign(&config.api_key, &claims) }).to_string(),
+        })
+    }
+
+    /// A new `tranRef`: seven digits from the seed, unused so far.
+    pub(crate) fn new_tran_ref(&mut self) -> String {
+        loop {
+            let tran_ref = self.rng.u32(1_000_000..10_000_000).to_string();
+            if !self.by_id.contains_key(&tran_ref) {
+                return tran_ref;
+            }
+        }
+    }
+}
+
+/// The inquiry's (and the notification's) claims about a charge.
+fn inquiry_claims(config: &ModelConfig, intent: &Intent) -> Value {
+    let (code, desc) = resp_code(intent);
+    json!({
+        "merchantID": config.twoc2p_merchant_id,
+        "invoiceNo": intent.idempotency_key,
+        "amount": decimal_from_minor(intent.amount, &intent.currency),
+        "currencyCode": intent.currency.to_ascii_uppercase(),
+        "tranRef": intent.id,
+        "channelCode": CHANNEL,
+        "transactionDateTime": transaction_date_time(intent.created),
+        "respCode": code,
+        "respDesc": desc,
+    })
+}
+
+/// A verified Payment Token request's invoice number and invoice, validated (see the module
+/// docs), or the plain refusal.
+fn token_request(
+    config: &ModelConfig,
+    claims: &Map<String, Value>,
+    now_ms: i64,
+) -> Result<(String, Invoice), Reply> {
+    if claims
+        .keys()
+        .any(|name| !TOKEN_CLAIMS.contains(&name.as_str()))
+    {
+        return Err(plain(
+            "9004",
+            "Invalid value: a field the fake does not model.",
+        ));
+    }
+    let mandatory = |name: &str| text(claims.get(name)).filter(|value| !value.is_empty());
+    let (Some(invoice_no), Some(description), Some(amount), Some(currency_code)) = (
+        mandatory("invoiceNo"),
+        mandatory("description"),
+        mandatory("amount"),
+        mandatory("currencyCode"),
+    ) else {
+        return Err(plain("9005", "Mandatory fields are missing."));
+    };
+    if !invoice_no.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(plain("9004", "Invalid value: invoiceNo."));
+    }
+    if invoice_no.len() > INVOICE_NO_MAX {
+        return Err(plain("9006", "Field exceeded length: invoiceNo."));
+    }
+    if description.chars().count() > DESCRIPTION_MAX {
+        return Err(plain("9006", "Field exceeded length: description."));
+    }
+    let currency = currency_code.to_ascii_lowercase();
+    let known = currency_code.len() == 3
+        && currency_code.bytes().all(|b| b.is_ascii_uppercase())
+        && minimum_charge_minor(&currency).is_some();
+    if !known {
+        return Err(plain("9010", "Invalid currency code."));
+    }
+    let minimum = config
+        .minimum_overrides
+        .get(&currency)
+        .copied()
+        .unwrap_or(1);
+    match minor_from_decimal(&amount, &currency) {
+        Some(minor) if (minimum.max(1)..=MAXIMUM_CHARGE_MINOR).contains(&minor) => {
+            if let Some(channels) = claims.get("paymentChannel") {
+                if channels != &json!([CHANNEL]) {
+                    return Err(plain("9057", "Payment option is invalid."));
+                }
+            }
+            if let Some(three_ds) = claims.get("request3DS") {
+                if !["Y", "F", "N"].contains(&three_ds.as_str().unwrap_or_default()) {
+                    return Err(plain("9004", "Invalid value: request3DS."));
+                }
+            }
+            Ok((
+                invoice_no,
+                Invoice {
+                    amount: minor,
+                    currency,
+                    description,
+                    issued_ms: now_ms,
+                    charge: None,
+                },
+            ))
+        }
+        _ => Err(plain("9009", "Amount is invalid.")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::model::{StripeModel, WireAnswer};
+    use crate::Provider;
+
+    /// Some moment in 2027, epoch ms.
+    const T0: i64 = 1_800_000_000_000;
+    const MERCHANT: &str = crate::DEFAULT_TWOC2P_MERCHANT_ID;
+    const KEY: &str = crate::DEFAULT_TWOC2P_SECRET_KEY;
+    const INVOICE: &str = "0123456789abcdef0123456789abcdef";
+
+    fn config() -> ModelConfig {
+        ModelConfig {
+            provider: Provider::TwoC2p,
+            api_key: KEY.to_owned(),
+            ..ModelConfig::default()
+        }
+    }
+
+    fn model() -> StripeModel {
+        StripeModel::new(config(), 7)
+    }
+
+    fn post(model: &StripeModel, path: &str, body: &str, now_ms: i64) -> WireAnswer {
+        model.handle(
+            &WireRequest {
+                method: "POST",
+                path,
+                query: None,
+                authorization: None,
+                idempotency_key: None,
+                body: body.as_bytes(),
+            },
+            now_ms,
+        )
+    }
+
+    fn envelope(key: &str, claims: &Value) -> String {
+        json!({ "payload": sign(key, claims) }).to_string()
+    }
+
+    fn json(answer: &WireAnswer) -> Value {
+        serde_json::from_str(&answer.body).unwrap_or(Value::Null)
+    }
+
+    /// The claims of a signed answer, verified with the default key (Null if it does not verify).
+    fn claims(answer: &WireAnswer) -> Value {
+        answer_claims(KEY, &answer.body)
+    }
+
+    /// The claims of a `{"payload":"<JWT>"}` body if it is HS256 under `key` (Null otherwise):
+    /// what payonce's adapter checks of an answer.
+    fn answer_claims(key: &str, body: &str) -> Value {
+        let body: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+        let token = body["payload"].as_str().unwrap_or_default();
+        let segments: Vec<&str> = token.split('.').collect();
+        let [header, claims, signature] = segments.as_slice() else {
+            return Value::Null;
+        };
+        let decode = |segment: &str| URL_SAFE_NO_PAD.decode(segment).unwrap_or_default();
+        let header: Value = serde_json::from_slice(&decode(header)).unwrap_or(Value::Null);
+        let good = header["alg"] == ALG
+            && mac(key, segments[0], claims)
+                .verify_slice(&decode(signature))
+                .is_ok();
+        if good {
+            serde_json::from_slice(&decode(claims)).unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        }
+    }
+
+    /// A plain answer's `respCode`, or a signed one's.
+    fn resp(answer: &WireAnswer) -> String {
+        let plain = json(answer)["respCode"].clone();
+        let code = if plain.is_null() {
+            claims(answer)["respCode"].clone()
+        } else {
+            plain
+        };
+        code.as_str().unwrap_or_default().to_owned()
+    }
+
+    /// The Payment Token claims payonce's adapter sends (`token_claims`), SGD 30.00.
+    fn token_claims(invoice: &str) -> Value {
+        json!({
+            "merchantID": MERCHANT, "invoiceNo": invoice, "description": "payonce order",
+            "amount": 30.00, "currencyCode": "SGD", "paymentChannel": ["CC"], "request3DS": "N",
+        })
+    }
+
+    fn token(model: &StripeModel, invoice: &str, now_ms: i64) -> WireAnswer {
+        post(
+            model,
+            PAYMENT_TOKEN_PATH,
+            &envelope(KEY, &token_claims(invoice)),
+            now_ms,
+        )
+    }
+
+    fn payment_token(model: &StripeModel, invoice: &str, now_ms: i64) -> String {
+        let answer = token(model, invoice, now_ms);
+        let claims = claims(&answer);
+        assert_eq!(claims["respCode"], "0000", "{}", answer.body);
+        claims["paymentToken"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    fn pay(model: &StripeModel, token: &str, method: &str, now_ms: i64) -> WireAnswer {
+        let body = json!({
+            "paymentToken": token,
+            "payment": {"code": {"channelCode": "CC"}, "data": {"securePayToken": method}},
+        });
+        post(model, DO_PAYMENT_PATH, &body.to_string(), now_ms)
+    }
+
+    fn inquire(model: &StripeModel, invoice: &str, now_ms: i64) -> WireAnswer {
+        let claims = json!({"merchantID": MERCHANT, "invoiceNo": invoice, "locale": "en"});
+        post(model, INQUIRY_PATH, &envelope(KEY, &claims), now_ms)
+    }
+
+    /// Token, Do Payment with `method`, inquiry: the three answers.
+    fn charge(model: &StripeModel, invoice: &str, method: &str) -> (WireAnswer, WireAnswer) {
+        let token = payment_token(model, invoice, T0);
+        let paid = pay(model, &token, method, T0 + 1);
+        (paid, inquire(model, invoice, T0 + 2))
+    }
+
+    // Envelope, merchant and signature ("JSON Web Tokens (JWT)", "API response code").
+
+    #[test]
+    fn jwts_verify_only_hs256_with_the_merchant_key_and_answers_are_signed_with_it() {
+        let model = model();
+        let answer = token(&model, INVOICE, T0);
+        // The answer verifies with the merchant key, and claims webPaymentUrl, paymentToken,
+        // respCode, respDesc ("Payment Token API" response parameters).
+        let claims = claims(&answer);
+        assert_eq!(
+            (claims["respCode"].clone(), claims["respDesc"].clone()),
+            (json!("0000"), json!("Success"))
+        );
+        let issued = claims["paymentToken"].as_str().unwrap_or_default();
+        assert!(issued.len() >= 32, "{issued}");
+        assert!(claims["webPaymentUrl"]
+            .as_str()
+            .is_some_and(|url| url.ends_with(issued)));
+        // Another key, another merchant, another alg, no payload: plain errors, nothing stored.
+        let wrong_key = envelope("another key", &token_claims("a1"));
+        let mut other = token_claims("a2");
+        other["merchantID"] = json!("JT01");
+        let hs512 = {
+            let jwt = sign(KEY, &token_claims("a3"));
+            let (_, rest) = jwt.split_once('.').unwrap_or_default();
+            let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS512","typ":"JWT"}"#);
+            json!({ "payload": format!("{header}.{rest}") }).to_string()
+        };
+        for (body, code) in [
+            (wrong_key, "9042"),
+            (envelope(KEY, &other), "9007"),
+            (hs512, "9042"),
+            (json!({"payload": "a.b"}).to_string(), "9042"),
+            ("{}".to_owned(), "9005"),
+            ("not json".to_owned(), "9005"),
+        ] {
+            let refused = post(&model, PAYMENT_TOKEN_PATH, &body, T0);
+            assert_eq!(
+                (refused.status, json(&refused)["respCode"].clone()),
+                (200, json!(code)),
+                "{body}"
+            );
+            assert!(json(&refused).get("payload").is_none(), "plain: {body}");
+        }
+        // None of them stored its invoice.
+        for invoice in ["a1", "a2", "a3"] {
+            assert_eq!(resp(&token(&model, invoice, T0)), "0000", "{invoice}");
+        }
+    }
+
+    #[test]
+    fn the_vectors_verify_as_2c2p_signs_them() {
+        // shared/testdata/2c2p-notification-jwts.json: the face verifies as payonce does.
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/testdata/2c2p-notification-jwts.json"
+        );
+        let text = std::fs::read_to_string(path).expect("the shared test vectors");
+        let vectors: Value = serde_json::from_str(&text).expect("JSON");
+        let config = ModelConfig {
+            api_key: vectors["secret_key"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            twoc2p_merchant_id: "JT01".to_owned(),
+            ..config()
+        };
+        let cases = vectors["cases"].as_array().cloned().unwrap_or_default();
+        assert!(cases.len() >= 9);
+        for case in cases {
+            let body = json!({"payload": case["payload"]}).to_string();
+            let result = verified(&config, body.as_bytes());
+            assert_eq!(result.is_ok(), case["valid"] == true, "{}", case["name"]);
+            if let Ok(claims) = result {
+                assert_eq!(Value::Object(claims), case["claims"], "{}", case["name"]);
+            }
+        }
+    }
+
+    // Payment Token ("Payment Token API" request parameters, "API response code").
+
+    #[test]
+    fn an_existing_invoice_is_9015_whatever_became_of_its_token() {
+        let model = model();
+        // Never used.
+        payment_token(&model, "unused1", T0);
+        assert_eq!(resp(&token(&model, "unused1", T0 + 1)), "9015");
+        // Paid, and declined.
+        charge(&model, "paid1", "pm_card_visa");
+        charge(&model, "declined1", "pm_card_visa_chargeDeclined");
+        for invoice in ["paid1", "declined1"] {
+            let again = token(&model, invoice, T0 + 3);
+            assert_eq!(resp(&again), "9015", "{invoice}");
+            assert!(json(&again).get("payload").is_none(), "plain");
+        }
+        assert_eq!(model.charges().len(), 2);
+    }
+
+    #[test]
+    fn token_validation_refuses_with_the_documented_codes_and_stores_nothing() {
+        let model = StripeModel::new(
+            ModelConfig {
+                minimum_overrides: [("sgd".to_owned(), 2_000)].into_iter().collect(),
+                ..config()
+            },
+            7,
+        );
+        let with = |field: &str, value: Value| {
+            let mut claims = token_claims("v1");
+            if value.is_null() {
+                claims.as_object_mut().map(|c| c.remove(field));
+            } else {
+                claims[field] = value;
+            }
+            claims
+        };
+        for (claims, code) in [
+            (with("invoiceNo", Value::Null), "9005"),
+            (with("description", json!("")), "9005"),
+            (with("amount", Value::Null), "9005"),
+            (with("currencyCode", Value::Null), "9005"),
+            (with("invoiceNo", json!("inv-1")), "9004"),
+            (with("invoiceNo", json!("x".repeat(51))), "9006"),
+            (with("description", json!("d".repeat(251))), "9006"),
+            (with("amount", json!(0)), "9009"),
+            (with("amount", json!(-5)), "9009"),
+            (with("amount", json!("30.001")), "9009"),
+            (with("amount", json!("1e3")), "9009"),
+            (with("amount", json!("30.")), "9009"),
+            (with("amount", json!("1000000.00")), "9009"),
+            (with("amount", json!(19.99)), "9009"),
+            (with("currencyCode", json!("sgd")), "9010"),
+            (with("currencyCode", json!("XYZ")), "9010"),
+            (with("paymentChannel", json!(["QR"])), "9057"),
+            (with("request3DS", json!("X")), "9004"),
+            (with("idempotencyID", json!("k1")), "9004"),
+        ] {
+            let refused = post(&model, PAYMENT_TOKEN_PATH, &envelope(KEY, &claims), T0);
+            assert_eq!(resp(&refused), code, "{claims}");
+        }
+        // Nothing was stored under v1; the five-decimal D(12,5) form and a string are accepted.
+        for (invoice, amount) in [("v1", json!("000000000030.00000")), ("v2", json!("20"))] {
+            let mut claims = token_claims(invoice);
+            claims["amount"] = amount;
+            let answer = post(&model, PAYMENT_TOKEN_PATH, &envelope(KEY, &claims), T0);
+            assert_eq!(resp(&answer), "0000", "{invoice}");
+        }
+    }
+
+    #[test]
+    fn amounts_read_exactly_by_the_currency_exponent() {
+        assert_eq!(minor_from_decimal("30.0", "sgd"), Some(3000));
+        assert_eq!(minor_from_decimal("230.87", "thb"), Some(23087));
+        assert_eq!(minor_from_decimal("1500", "jpy"), Some(1500));
+        assert_eq!(minor_from_decimal("1500.0", "jpy"), Some(1500));
+        assert_eq!(minor_from_decimal("1500.5", "jpy"), None);
+        assert_eq!(minor_from_decimal("1.2345", "usd"), None);
+        assert_eq!(minor_from_decimal("0000000000001.00", "usd"), None);
+        assert_eq!(decimal_from_minor(3000, "sgd"), "30.00");
+        assert_eq!(decimal_from_minor(5, "usd"), "0.05");
+        assert_eq!(decimal_from_minor(1500, "jpy"), "1500");
+    }
+
+    // Do Payment ("Do Payment API", "Payment flow response code", "API response code").
+
+    #[test]
+    fn do_payment_answers_2000_and_the_inquiry_tells_approval_and_declines() {
+        let model = model();
+        for (invoice, method, code, outcome) in [
+            ("i1", "pm_card_visa", "0000", "succeeded"),
+            ("i2", "pm_card_visa_chargeDeclined", "4005", "failed"),
+            (
+                "i3",
+                "pm_card_chargeDeclinedInsufficientFunds",
+                "4051",
+                "failed",
+            ),
+        ] {
+            let (paid, inquiry) = charge(&model, invoice, method);
+            assert_eq!(
+                (paid.status, json(&paid)["respCode"].clone()),
+                (200, json!("2000")),
+                "{method}"
+            );
+            assert_eq!(json(&paid)["invoiceNo"], invoice);
+            // One notification, when the charge is final.
+            assert_eq!(paid.events.len(), 1, "{method}");
+            assert_eq!(paid.events[0].kind, NOTIFICATION_KIND);
+            let claims = claims(&inquiry);
+            let tran_ref = claims["tranRef"].as_str().unwrap_or_default().to_owned();
+            assert_eq!(tran_ref.len(), 7, "{claims}");
+            assert_eq!(
+                claims,
+                json!({
+                    "merchantID": MERCHANT, "invoiceNo": invoice, "amount": "30.00",
+                    "currencyCode": "SGD", "tranRef": tran_ref, "channelCode": "CC",
+                    "transactionDateTime": "20270115080000", "respCode": code,
+                    "respDesc": claims["respDesc"],
+                }),
+                "{method}"
+            );
+            let charge = model.charges().pop().expect("a charge");
+            assert_eq!(
+                (
+                    charge.provider.as_str(),
+                    charge.id.as_str(),
+                    charge.status.as_str(),
+                    charge.outcome.as_str(),
+                    charge.amount,
+                    charge.currency.as_str(),
+                    charge.idempotency_key.as_deref(),
+                    charge.invoice_no.as_deref(),
+                ),
+                (
+                    "2c2p",
+                    tran_ref.as_str(),
+                    code,
+                    outcome,
+                    3000,
+                    "sgd",
+                    Some(invoice),
+                    Some(invoice)
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn a_payment_token_is_single_use_and_unknown_or_expired_ones_are_invalid() {
+        let model = model();
+        let token = payment_token(&model, "t1", T0);
+        assert_eq!(resp(&pay(&model, &token, "pm_card_visa", T0)), "2000");
+        // "Payment token already used".
+        let again = pay(&model, &token, "pm_card_visa", T0 + 1);
+        assert_eq!(resp(&again), "9041");
+        assert!(again.events.is_empty());
+        assert_eq!(
+            resp(&pay(&model, "nosuchtoken", "pm_card_visa", T0)),
+            "9040"
+        );
+        // "Valid for 30 minutes".
+        let old = payment_token(&model, "t2", T0);
+        let late = pay(&model, &old, "pm_card_visa", T0 + TOKEN_LIFETIME_MS + 10);
+        assert_eq!(resp(&late), "9040");
+        assert_eq!(model.charges().len(), 1);
+    }
+
+    #[test]
+    fn an_unknown_method_or_an_error_before_the_charge_leaves_the_token_unused() {
+        let model = model();
+        let token = payment_token(&model, "u1", T0);
+        assert_eq!(resp(&pay(&model, &token, "pm_card_nope", T0)), "9004");
+        assert_eq!(resp(&inquire(&model, "u1", T0)), "2002");
+        assert_eq!(
+            resp(&pay(&model, &token, "pm_fake_error_before_charge", T0)),
+            "9993"
+        );
+        assert_eq!(resp(&inquire(&model, "u1", T0)), "2002");
+        assert!(model.charges().is_empty());
+        // The token still pays once.
+        assert_eq!(resp(&pay(&model, &token, "pm_card_visa", T0)), "2000");
+        assert_eq!(resp(&inquire(&model, "u1", T0)), "0000");
+    }
+
+    #[test]
+    fn do_payment_validation() {
+        let model = model();
+        let token = payment_token(&model, "d1", T0);
+        for (body, code) in [
+            ("nope".to_owned(), "9004"),
+            (json!({"paymentToken": token}).to_string(), "9005"),
+            (
+                json!({"paymentToken": token, "payment": {"code": {"channelCode": "QR"},
+                    "data": {"securePayToken": "pm_card_visa"}}})
+                .to_string(),
+                "9057",
+            ),
+        ] {
+            assert_eq!(
+                resp(&post(&model, DO_PAYMENT_PATH, &body, T0)),
+                code,
+                "{body}"
+            );
+        }
+        assert!(model.charges().is_empty());
+    }
+
+    #[test]
+    fn lost_and_slow_answers_are_delivered_as_on_the_other_faces() {
+        let model = model();
+        let (lost, inquiry) = charge(&model, "l1", "pm_fake_lost_response");
+        assert_eq!(lost.delivery, crate::model::Delivery::Sever);
+        assert_eq!(resp(&inquiry), "0000");
+        let (slow, _) = charge(&model, "s1", "pm_fake_slow");
+        assert!(matches!(slow.delivery, crate::model::Delivery::After(_)));
+    }
+
+    #[test]
+    fn waiting_charges_are_pending_then_final_with_a_notification() {
+        let model = StripeModel::new(
+            ModelConfig {
+                processing_for: Duration::from_secs(60),
+                requires_action_for: Duration::from_secs(120),
+                ..config()
+            },
+            7,
+        );
+        let (processing, inquiry) = charge(&model, "p1", "pm_fake_processing");
+        assert_eq!(resp(&processing), "2001");
+        assert!(processing.events.is_empty());
+        assert_eq!(resp(&inquiry), "0001");
+        let (action, inquiry) = charge(&model, "r1", "pm_fake_requires_action");
+        assert_eq!(resp(&action), "1001");
+        assert!(json(&action)["data"].as_str().is_some());
+        assert_eq!(resp(&inquiry), "0001");
+        assert_eq!(model.charges()[0].outcome, "pending");
+        // When their time comes: notifications, then 0000 and 0004.
+        let events = model.tick(T0 + 200_000);
+        assert_eq!(events.len(), 2);
+        let notified: Vec<String> = events
+            .iter()
+            .map(|event| {
+                let claims = answer_claims(KEY, &event.body);
+                format!("{}:{}", claims["invoiceNo"], claims["respCode"])
+            })
+            .collect();
+        assert_eq!(notified, [r#""p1":"0000""#, r#""r1":"0004""#]);
+        assert_eq!(resp(&inquire(&model, "p1", T0 + 200_001)), "0000");
+        assert_eq!(resp(&inquire(&model, "r1", T0 + 200_001)), "0004");
+    }
+
+    // Payment Inquiry ("Payment Inquiry API", "Payment response code").
+
+    #[test]
+    fn an_inquiry_for_an_unknown_or_unpaid_invoice_is_a_signed_2002() {
+        let model = model();
+        for invoice in ["never1", INVOICE] {
+            if invoice == INVOICE {
+                payment_token(&model, invoice, T0);
+            }
+            let answer = inquire(&model, invoice, T0);
+            let claims = claims(&answer);
+            assert_eq!(
+                (claims["respCode"].clone(), claims["invoiceNo"].clone()),
+                (json!("2002"), json!(invoice))
+            );
+        }
+        // By payment token too; neither → 9005; unmodelled claims → 9004; bad key → 9042.
+        let token = payment_token(&model, "k1", T0);
+        pay(&model, &token, "pm_card_visa", T0);
+        let by_token = json!({"merchantID": MERCHANT, "paymentToken": token});
+        let answer = post(&model, INQUIRY_PATH, &envelope(KEY, &by_token), T0);
+        assert_eq!(claims(&answer)["respCode"], "0000");
+        for (claims, key, code) in [
+            (json!({"merchantID": MERCHANT}), KEY, "9005"),
+            (
+                json!({"merchantID": MERCHANT, "invoiceNo": "k1", "x": 1}),
+                KEY,
+                "9004",
+            ),
+            (
+                json!({"merchantID": MERCHANT, "invoiceNo": "k1"}),
+                "bad",
+                "9042",
+            ),
+        ] {
+            let answer = post(&model, INQUIRY_PATH, &envelope(key, &claims), T0);
+            assert_eq!(json(&answer)["respCode"], code, "{claims}");
+        }
+    }
+
+    // Notifications ("Payment response – backend", the vectors' shape).
+
+    #[test]
+    fn the_notification_is_the_signed_inquiry_with_payonces_dedup_id() {
+        let model = model();
+        let (paid, inquiry) = charge(&model, INVOICE, "pm_card_visa");
+        let event = &paid.events[0];
+        let notified = answer_claims(KEY, &event.body);
+        assert_eq!(notified, claims(&inquiry));
+        let tran_ref = notified["tranRef"].as_str().unwrap_or_default();
+        assert_eq!(event.id, notification_id(INVOICE, "0000", tran_ref));
+        // payonce's payment id is read back from its invoice number.
+        let charge = &model.charges()[0];
+        assert_eq!(
+            charge.payment_id.as_deref(),
+            Some(format!("pay_{INVOICE}").as_str())
+        );
+    }
+
+    // No refunds (Payment Maintenance API, notes §12).
+
+    #[test]
+    fn there_are_no_refund_routes() {
+        let model = model();
+        for (method, path) in [
+            ("POST", "/v1/refunds"),
+            ("POST", "/charges/1234567/refunds"),
+            ("POST", "/PaymentAction/2.0/action"),
+            ("GET", "/payment/4.3/paymentInquiry"),
+        ] {
+            let answer = model.handle(
+                &WireRequest {
+                    method,
+                    path,
+                    query: None,
+                    authorization: None,
+                    idempotency_key: None,
+                    body: b"",
+                },
+                T0,
+            );
+            assert_eq!(answer.status, 404, "{method} {path}");
+        }
+        assert_eq!(model.requests_seen(), 4);
+    }
+
+    #[test]
+    fn one_seed_and_one_call_sequence_give_byte_identical_answers() {
+        let script = |seed: u64| -> Vec<String> {
+            let model = StripeModel::new(config(), seed);
+            let mut trace = Vec::new();
+            for (invoice, method) in [
+                ("a1", "pm_card_visa"),
+                ("a2", "pm_card_visa_chargeDeclined"),
+            ] {
+                let (paid, inquiry) = charge(&model, invoice, method);
+                trace.push(paid.body);
+                trace.extend(paid.events.into_iter().map(|e| e.body));
+                trace.push(inquiry.body);
+            }
+            trace
+        };
+        assert_eq!(script(42), script(42));
+        assert_ne!(
+            script(42),
+            script(43),
+            "the seed decides tokens and tranRefs"
+        );
+    }
+}
