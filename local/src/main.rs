@@ -1,13 +1,13 @@
 //! `payonce-local`: the whole payonce system on one machine with no AWS account.
 //!
 //! ```text
-//! payonce-local [--port 3000] [--psp stripe|omise] [--psp-port 0]
+//! payonce-local [--port 3000] [--psp stripe|omise|2c2p] [--psp-port 0]
 //!               [--dynamodb-endpoint URL|aws] [--sqs-endpoint URL|aws]
 //! payonce-local token <user> [--scope SCOPE]... [--ttl-seconds 3600]
 //! ```
 //!
 //! `--psp` (or `PAYONCE_LOCAL_PSP`; default `stripe`) picks payonce's PSP adapter and the wire
-//! format of the fake PSP it runs (2C2P comes when the fake speaks it).
+//! format of the fake PSP it runs.
 //!
 //! `token` prints an HS256 token for `<user>`; each `--scope` adds an OAuth scope to its
 //! space-separated `scope` claim (`--scope payments:refund` for a token that may refund).

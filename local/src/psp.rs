@@ -1,17 +1,42 @@
 //! Which PSP the sandbox runs (`--psp` or `PAYONCE_LOCAL_PSP`): it picks both payonce's adapter
-//! and the wire format the in-process fake PSP speaks, the fake's webhook signing secret, and the
-//! one webhook scheme the receiver accepts. Webhooks for any other provider are answered 404.
+//! and the wire format the in-process fake PSP speaks, the fake's webhook signing secret (2C2P:
+//! the merchant secret key and merchant id), and the one webhook scheme the receiver accepts.
+//! Webhooks for any other provider are answered 404.
 
 use payonce::adapters::psp::{
     ConfiguredPsp, OmiseConfig, OmisePsp, OmiseWebhooks, StripeConfig, StripePsp, StripeWebhooks,
+    TwoC2pConfig, TwoC2pNotifications, TwoC2pPsp,
 };
 use payonce::service::webhooks::Providers;
-use payonce_fake_psp::{FakePspConfig, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET};
+use payonce_fake_psp::{
+    FakePspConfig, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_TWOC2P_MERCHANT_ID,
+    DEFAULT_TWOC2P_SECRET_KEY,
+};
 
 type Error = Box<dyn std::error::Error>;
 
 /// The PSP names `--psp` takes, for messages.
-pub const PSP_NAMES: &str = "stripe, omise";
+pub const PSP_NAMES: &str = "stripe, omise, 2c2p";
+
+/// The secrets the sandbox's PSP runs with, shared by the fake PSP and payonce's adapter and
+/// webhook scheme.
+#[derive(Clone)]
+pub struct PspSecrets {
+    /// The webhook signing secret (Stripe, Omise), or the merchant secret key (2C2P), which
+    /// signs requests, answers and notifications alike.
+    pub secret: String,
+    /// 2C2P's merchant id (unused by the other PSPs).
+    pub merchant_id: String,
+}
+
+impl std::fmt::Debug for PspSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PspSecrets")
+            .field("secret", &"<secret>")
+            .field("merchant_id", &self.merchant_id)
+            .finish()
+    }
+}
 
 /// The sandbox's PSP: payonce's adapter and the fake PSP's face.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -21,17 +46,17 @@ pub enum SandboxPsp {
     Stripe,
     /// Omise's Charges.
     Omise,
+    /// 2C2P PGW v4.3 (no refunds: they are answered 409 `refund-not-supported`).
+    TwoC2p,
 }
 
 impl SandboxPsp {
-    /// The PSP named `name` (`stripe`, `omise`); `2c2p` is refused until the fake PSP speaks it.
+    /// The PSP named `name` (`stripe`, `omise`, `2c2p`).
     pub fn from_name(name: &str) -> Result<Self, String> {
         match name.trim().to_ascii_lowercase().as_str() {
             "stripe" => Ok(Self::Stripe),
             "omise" => Ok(Self::Omise),
-            "2c2p" => Err(format!(
-                "--psp 2c2p: the fake PSP's 2C2P face is not available yet; use one of {PSP_NAMES}"
-            )),
+            "2c2p" => Ok(Self::TwoC2p),
             _ => Err(format!(
                 "--psp {name:?} is not a PSP the sandbox speaks; expected one of {PSP_NAMES}"
             )),
@@ -43,6 +68,7 @@ impl SandboxPsp {
         match self {
             Self::Stripe => "stripe",
             Self::Omise => "omise",
+            Self::TwoC2p => "2c2p",
         }
     }
 
@@ -51,6 +77,7 @@ impl SandboxPsp {
         match self {
             Self::Stripe => "Stripe's PaymentIntents",
             Self::Omise => "Omise's Charges",
+            Self::TwoC2p => "2C2P's PGW v4.3",
         }
     }
 
@@ -61,14 +88,17 @@ impl SandboxPsp {
         match self {
             Self::Stripe => "fake",
             Self::Omise => "omise",
+            Self::TwoC2p => "2c2p",
         }
     }
 
-    /// The environment variable holding the webhook signing secret.
+    /// The environment variable holding the webhook signing secret (2C2P: the merchant secret
+    /// key, which signs its notifications).
     pub fn webhook_secret_var(self) -> &'static str {
         match self {
             Self::Stripe => "PAYONCE_LOCAL_STRIPE_WEBHOOK_SECRET",
             Self::Omise => "PAYONCE_LOCAL_OMISE_WEBHOOK_SECRET",
+            Self::TwoC2p => "PAYONCE_LOCAL_2C2P_SECRET_KEY",
         }
     }
 
@@ -77,26 +107,66 @@ impl SandboxPsp {
         match self {
             Self::Stripe => "whsec_payonce_local",
             Self::Omise => DEFAULT_OMISE_WEBHOOK_SECRET,
+            Self::TwoC2p => DEFAULT_TWOC2P_SECRET_KEY,
         }
     }
 
-    /// The fake PSP's settings: this face, `DEFAULT_API_KEY`, signing with `webhook_secret` and
-    /// delivering to `api_url`'s webhook route.
-    pub fn fake_config(self, api_url: &str, webhook_secret: &str) -> FakePspConfig {
-        let face = match self {
-            Self::Stripe => FakePspConfig::default(),
-            Self::Omise => FakePspConfig::omise(),
-        };
-        FakePspConfig {
-            api_key: DEFAULT_API_KEY.into(),
-            webhook_url: Some(format!("{api_url}/webhooks/{}", self.provider())),
-            webhook_secret: webhook_secret.to_owned(),
-            ..face
+    /// The environment variable holding the merchant id, for the PSPs that have one (2C2P).
+    pub fn merchant_id_var(self) -> Option<&'static str> {
+        match self {
+            Self::Stripe | Self::Omise => None,
+            Self::TwoC2p => Some("PAYONCE_LOCAL_2C2P_MERCHANT_ID"),
         }
     }
 
-    /// payonce's adapter for this PSP against the fake PSP at `psp_url`.
-    pub fn adapter(self, psp_url: &str) -> Result<ConfiguredPsp, Error> {
+    /// The merchant id used when its variable is unset (a development value, printed; empty for
+    /// the PSPs without one).
+    pub fn default_merchant_id(self) -> &'static str {
+        match self {
+            Self::Stripe | Self::Omise => "",
+            Self::TwoC2p => DEFAULT_TWOC2P_MERCHANT_ID,
+        }
+    }
+
+    /// The development defaults of this PSP's secrets.
+    pub fn default_secrets(self) -> PspSecrets {
+        PspSecrets {
+            secret: self.default_webhook_secret().to_owned(),
+            merchant_id: self.default_merchant_id().to_owned(),
+        }
+    }
+
+    /// The fake PSP's settings: this face, signing with `secrets` (Stripe and Omise: API key
+    /// `DEFAULT_API_KEY`; 2C2P: the merchant id and secret key) and delivering to `api_url`'s
+    /// webhook route.
+    pub fn fake_config(self, api_url: &str, secrets: &PspSecrets) -> FakePspConfig {
+        let webhook_url = Some(format!("{api_url}/webhooks/{}", self.provider()));
+        let webhook_secret = secrets.secret.clone();
+        match self {
+            Self::Stripe | Self::Omise => FakePspConfig {
+                api_key: DEFAULT_API_KEY.into(),
+                webhook_url,
+                webhook_secret,
+                ..if self == Self::Stripe {
+                    FakePspConfig::default()
+                } else {
+                    FakePspConfig::omise()
+                }
+            },
+            // 2C2P signs with the merchant secret key; the face does not use `webhook_secret`.
+            Self::TwoC2p => FakePspConfig {
+                api_key: secrets.secret.clone(),
+                twoc2p_merchant_id: secrets.merchant_id.clone(),
+                webhook_url,
+                webhook_secret,
+                ..FakePspConfig::twoc2p()
+            },
+        }
+    }
+
+    /// payonce's adapter for this PSP against the fake PSP at `psp_url`, with `secrets` (used by
+    /// 2C2P, whose merchant secret key signs requests too).
+    pub fn adapter(self, psp_url: &str, secrets: &PspSecrets) -> Result<ConfiguredPsp, Error> {
         Ok(match self {
             Self::Stripe => {
                 let mut config = StripeConfig::new(psp_url, DEFAULT_API_KEY);
@@ -108,12 +178,19 @@ impl SandboxPsp {
                 config.provider_name = self.provider().into();
                 ConfiguredPsp::Omise(OmisePsp::new(config)?)
             }
+            Self::TwoC2p => {
+                let mut config = TwoC2pConfig::new(psp_url, &secrets.merchant_id, &secrets.secret);
+                config.provider_name = self.provider().into();
+                ConfiguredPsp::TwoC2p(TwoC2pPsp::new(config)?)
+            }
         })
     }
 
-    /// The only webhook scheme the receiver and the processor accept, verifying with
-    /// `webhook_secret` (for Omise, base64 as Omise shows it: anything else is refused here).
-    pub fn webhooks(self, webhook_secret: &str) -> Result<Providers, Error> {
+    /// The only webhook scheme the receiver and the processor accept, verifying with `secrets`
+    /// (for Omise, base64 as Omise shows it: anything else is refused here; for 2C2P, the
+    /// merchant id and secret key, neither empty).
+    pub fn webhooks(self, secrets: &PspSecrets) -> Result<Providers, Error> {
+        let webhook_secret = secrets.secret.as_str();
         Ok(match self {
             Self::Stripe => Providers::new()
                 .with(StripeWebhooks::new(
@@ -129,40 +206,60 @@ impl SandboxPsp {
                     .map_err(|e| format!("{}: {e}", self.webhook_secret_var()))?
                     .with_provider(self.provider()),
             ),
+            Self::TwoC2p => Providers::new().with(
+                TwoC2pNotifications::new(&secrets.merchant_id, &secrets.secret)
+                    .map_err(|e| {
+                        format!(
+                            "{} / {}: {e}",
+                            self.webhook_secret_var(),
+                            self.merchant_id_var().unwrap_or_default()
+                        )
+                    })?
+                    .with_provider(self.provider()),
+            ),
         })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::SandboxPsp;
+    use super::{PspSecrets, SandboxPsp};
+
+    fn secret(secret: &str) -> PspSecrets {
+        PspSecrets {
+            secret: secret.into(),
+            merchant_id: String::new(),
+        }
+    }
 
     #[test]
-    fn names_pick_a_psp_and_2c2p_is_refused_for_now() {
+    fn names_pick_a_psp() {
         assert_eq!(SandboxPsp::from_name("stripe"), Ok(SandboxPsp::Stripe));
         assert_eq!(SandboxPsp::from_name("omise"), Ok(SandboxPsp::Omise));
         assert_eq!(SandboxPsp::from_name("Omise"), Ok(SandboxPsp::Omise));
-        let refused = SandboxPsp::from_name("2c2p").unwrap_err();
-        assert!(
-            refused.contains("2C2P face is not available yet"),
-            "{refused}"
-        );
-        assert!(SandboxPsp::from_name("paypal").is_err());
+        assert_eq!(SandboxPsp::from_name("2c2p"), Ok(SandboxPsp::TwoC2p));
+        assert_eq!(SandboxPsp::from_name(" 2C2P "), Ok(SandboxPsp::TwoC2p));
+        let refused = SandboxPsp::from_name("paypal").unwrap_err();
+        assert!(refused.contains("stripe, omise, 2c2p"), "{refused}");
         assert!(SandboxPsp::from_name("").is_err());
         assert_eq!(SandboxPsp::default(), SandboxPsp::Stripe);
+        for kind in [SandboxPsp::Stripe, SandboxPsp::Omise, SandboxPsp::TwoC2p] {
+            assert_eq!(SandboxPsp::from_name(kind.name()), Ok(kind));
+        }
     }
 
     #[test]
     fn each_psp_registers_only_its_own_webhook_scheme() {
-        let stripe = SandboxPsp::Stripe.webhooks("whsec_test").unwrap();
+        let stripe = SandboxPsp::Stripe.webhooks(&secret("whsec_test")).unwrap();
         assert!(stripe.get("fake").is_some() && stripe.get("stripe").is_some());
-        assert!(stripe.get("omise").is_none());
+        assert!(stripe.get("omise").is_none() && stripe.get("2c2p").is_none());
         let omise = SandboxPsp::Omise
-            .webhooks(SandboxPsp::Omise.default_webhook_secret())
+            .webhooks(&SandboxPsp::Omise.default_secrets())
             .unwrap();
         assert!(omise.get("omise").is_some());
         assert!(omise.get("fake").is_none() && omise.get("stripe").is_none());
-        let Err(error) = SandboxPsp::Omise.webhooks("not base64!") else {
+        assert!(omise.get("2c2p").is_none());
+        let Err(error) = SandboxPsp::Omise.webhooks(&secret("not base64!")) else {
             panic!("a webhook secret that is not base64 is refused");
         };
         assert!(
@@ -171,21 +268,68 @@ mod tests {
                 .contains("PAYONCE_LOCAL_OMISE_WEBHOOK_SECRET"),
             "{error}"
         );
+        let twoc2p = SandboxPsp::TwoC2p
+            .webhooks(&SandboxPsp::TwoC2p.default_secrets())
+            .unwrap();
+        assert!(twoc2p.get("2c2p").is_some());
+        assert!(twoc2p.get("fake").is_none() && twoc2p.get("stripe").is_none());
+        assert!(twoc2p.get("omise").is_none());
+        let Err(error) = SandboxPsp::TwoC2p.webhooks(&secret("a key")) else {
+            panic!("an empty merchant id is refused");
+        };
+        assert!(
+            error.to_string().contains("PAYONCE_LOCAL_2C2P_MERCHANT_ID"),
+            "{error}"
+        );
     }
 
     #[test]
     fn the_fake_speaks_the_psps_format_and_delivers_to_its_route() {
-        let config = SandboxPsp::Omise.fake_config("http://127.0.0.1:3000", "c2VjcmV0");
+        let config = SandboxPsp::Omise.fake_config("http://127.0.0.1:3000", &secret("c2VjcmV0"));
         assert_eq!(config.provider, payonce_fake_psp::Provider::Omise);
         assert_eq!(
             config.webhook_url.as_deref(),
             Some("http://127.0.0.1:3000/webhooks/omise")
         );
-        let config = SandboxPsp::Stripe.fake_config("http://127.0.0.1:3000", "whsec_x");
+        let config = SandboxPsp::Stripe.fake_config("http://127.0.0.1:3000", &secret("whsec_x"));
         assert_eq!(config.provider, payonce_fake_psp::Provider::Stripe);
         assert_eq!(
             config.webhook_url.as_deref(),
             Some("http://127.0.0.1:3000/webhooks/fake")
         );
+        let secrets = PspSecrets {
+            secret: "merchant-secret-key".into(),
+            merchant_id: "MERCHANT42".into(),
+        };
+        let config = SandboxPsp::TwoC2p.fake_config("http://127.0.0.1:3000", &secrets);
+        assert_eq!(config.provider, payonce_fake_psp::Provider::TwoC2p);
+        assert_eq!(
+            config.webhook_url.as_deref(),
+            Some("http://127.0.0.1:3000/webhooks/2c2p")
+        );
+        assert_eq!(
+            (config.api_key.as_str(), config.twoc2p_merchant_id.as_str()),
+            ("merchant-secret-key", "MERCHANT42")
+        );
+        let defaults = SandboxPsp::TwoC2p.default_secrets();
+        assert_eq!(
+            (defaults.secret.as_str(), defaults.merchant_id.as_str()),
+            (
+                payonce_fake_psp::DEFAULT_TWOC2P_SECRET_KEY,
+                payonce_fake_psp::DEFAULT_TWOC2P_MERCHANT_ID
+            )
+        );
+    }
+
+    #[test]
+    fn a_twoc2p_adapter_is_built_with_the_secrets() {
+        let psp = SandboxPsp::TwoC2p
+            .adapter("http://127.0.0.1:1", &SandboxPsp::TwoC2p.default_secrets())
+            .unwrap();
+        assert!(matches!(
+            psp,
+            payonce::adapters::psp::ConfiguredPsp::TwoC2p(_)
+        ));
+        assert!(format!("{:?}", SandboxPsp::TwoC2p.default_secrets()).contains("<secret>"));
     }
 }

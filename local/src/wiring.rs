@@ -1,7 +1,7 @@
 //! Options, stores and start-up: the embedded store and queue by default, or DynamoDB / SQS
 //! (DynamoDB Local, moto, or AWS) when asked, created when absent.
 
-use crate::psp::SandboxPsp;
+use crate::psp::{PspSecrets, SandboxPsp};
 use crate::sandbox::Sandbox;
 use payonce::adapters::dynamodb::{
     create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore,
@@ -155,15 +155,20 @@ pub async fn run(options: Options, jwt_secret: String) -> Result<(), Error> {
     let listener = tokio::net::TcpListener::bind((options.host.as_str(), options.port)).await?;
     let api_url = format!("http://{}", listener.local_addr()?);
     let kind = options.psp;
-    let webhook_secret = std::env::var(kind.webhook_secret_var())
-        .ok()
-        .filter(|s| !s.is_empty());
+    let set = |var: &str| std::env::var(var).ok().filter(|s| !s.is_empty());
+    let webhook_secret = set(kind.webhook_secret_var());
+    let merchant_id = kind.merchant_id_var().and_then(set);
     let webhook_secret_is_default = webhook_secret.is_none();
-    let webhook_secret = webhook_secret.unwrap_or_else(|| kind.default_webhook_secret().to_owned());
+    let merchant_id_is_default = merchant_id.is_none();
+    let defaults = kind.default_secrets();
+    let secrets = PspSecrets {
+        secret: webhook_secret.unwrap_or(defaults.secret),
+        merchant_id: merchant_id.unwrap_or(defaults.merchant_id),
+    };
     // Checked before the fake PSP starts: an unusable secret names its variable.
-    let webhooks = kind.webhooks(&webhook_secret)?;
+    let webhooks = kind.webhooks(&secrets)?;
     let psp = FakePsp::start(
-        kind.fake_config(&api_url, &webhook_secret),
+        kind.fake_config(&api_url, &secrets),
         format!("127.0.0.1:{}", options.psp_port).parse()?,
     )
     .await?;
@@ -171,7 +176,9 @@ pub async fn run(options: Options, jwt_secret: String) -> Result<(), Error> {
         options: options.clone(),
         jwt_secret,
         webhooks,
+        secrets,
         webhook_secret_is_default,
+        merchant_id_is_default,
         psp_url: psp.base_url(),
         api_url,
         started,
@@ -242,8 +249,12 @@ struct Context {
     jwt_secret: String,
     /// The one webhook scheme accepted (the PSP's).
     webhooks: Providers,
+    /// The PSP's secrets (the adapters of 2C2P sign with them).
+    secrets: PspSecrets,
     /// Whether the webhook secret is the printed development default.
     webhook_secret_is_default: bool,
+    /// Whether the merchant id (2C2P) is the printed development default.
+    merchant_id_is_default: bool,
     psp_url: String,
     api_url: String,
     started: Instant,
@@ -262,7 +273,12 @@ where
     Q: QueueSend + QueueReceive + Clone + 'static,
 {
     // One adapter per service (as each Lambda has its own), all of the one configured PSP.
-    let adapter = || context.options.psp.adapter(&context.psp_url);
+    let adapter = || {
+        context
+            .options
+            .psp
+            .adapter(&context.psp_url, &context.secrets)
+    };
     let providers = context.webhooks.clone();
     let sandbox = Arc::new(Sandbox {
         orders: OrderService::new(
@@ -338,11 +354,21 @@ fn banner(context: &Context) {
             match kind {
                 SandboxPsp::Stripe => "",
                 SandboxPsp::Omise => " in base64",
+                SandboxPsp::TwoC2p => " (the merchant secret key)",
             },
             kind.default_webhook_secret()
         )
     } else {
         format!("{}, set", kind.webhook_secret_var())
+    };
+    // 2C2P's merchant id, the same way: its default printed, a value set never.
+    let secret = match kind.merchant_id_var() {
+        None => secret,
+        Some(var) if context.merchant_id_is_default => format!(
+            "{secret}; merchant {var}, default {}",
+            kind.default_merchant_id()
+        ),
+        Some(var) => format!("{secret}; merchant {var}, set"),
     };
     println!(
         "payonce sandbox ready in {} ms\n\

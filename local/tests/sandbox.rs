@@ -1,10 +1,12 @@
 //! Starts `payonce-local` as a process and runs the README walkthrough over HTTP: create an
 //! order, pay, a double-click storm, a lost response settled by the webhook, a duplicate
 //! webhook, a decline and a retry, the refund route's scope gate — checking statuses, bodies and
-//! the fake PSP's charges (one per payment). Once per PSP (`--psp stripe|omise`), each on the
-//! embedded store and on DynamoDB Local; webhooks for another provider are answered 404.
+//! the fake PSP's charges (one per payment). Once per PSP (`--psp stripe|omise|2c2p`), each on
+//! the embedded store and on DynamoDB Local; webhooks for another provider are answered 404.
+//! 2C2P has no refunds: past the scope gate, its sandbox answers 409 `refund-not-supported`.
 
 use base64::Engine as _;
+use payonce::adapters::psp::twoc2p_webhook::sign_token;
 use payonce_fake_psp::{sign_omise_webhook, sign_webhook, DEFAULT_API_KEY};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -19,18 +21,24 @@ const BIN: &str = env!("CARGO_BIN_EXE_payonce-local");
 enum Psp {
     Stripe,
     Omise,
+    TwoC2p,
 }
 
 /// The webhook secret the test sets for the Stripe sandbox.
 const STRIPE_SECRET: &str = "whsec_sandbox_test";
 /// The (decoded) webhook key the test sets, base64-encoded, for the Omise sandbox.
 const OMISE_KEY: &[u8] = b"payonce-local-sandbox-test-key";
+/// The merchant secret key the test sets for the 2C2P sandbox.
+const TWOC2P_SECRET_KEY: &str = "payonce-local-sandbox-test-2c2p-merchant-secret-key";
+/// The merchant id the test sets for the 2C2P sandbox.
+const TWOC2P_MERCHANT_ID: &str = "PAYONCESANDBOX7";
 
 impl Psp {
     fn name(self) -> &'static str {
         match self {
             Psp::Stripe => "stripe",
             Psp::Omise => "omise",
+            Psp::TwoC2p => "2c2p",
         }
     }
 
@@ -39,6 +47,7 @@ impl Psp {
         match self {
             Psp::Stripe => "fake",
             Psp::Omise => "omise",
+            Psp::TwoC2p => "2c2p",
         }
     }
 
@@ -53,6 +62,21 @@ impl Psp {
                 "PAYONCE_LOCAL_OMISE_WEBHOOK_SECRET",
                 base64::engine::general_purpose::STANDARD.encode(OMISE_KEY),
             ),
+            Psp::TwoC2p => (
+                "PAYONCE_LOCAL_2C2P_SECRET_KEY",
+                TWOC2P_SECRET_KEY.to_owned(),
+            ),
+        }
+    }
+
+    /// The merchant id variable and the value the test gives it (2C2P only).
+    fn merchant_env(self) -> Option<(&'static str, String)> {
+        match self {
+            Psp::Stripe | Psp::Omise => None,
+            Psp::TwoC2p => Some((
+                "PAYONCE_LOCAL_2C2P_MERCHANT_ID",
+                TWOC2P_MERCHANT_ID.to_owned(),
+            )),
         }
     }
 }
@@ -83,6 +107,7 @@ impl Sandbox {
             .args(extra)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env(secret_var, &secret)
+            .envs(kind.merchant_env())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -143,6 +168,16 @@ impl Sandbox {
             !banner.iter().any(|l| l.contains(&secret)),
             "a secret that was set is never printed: {banner:?}"
         );
+        if let Some((merchant_var, merchant_id)) = kind.merchant_env() {
+            assert!(
+                webhooks.contains(merchant_var) && webhooks.contains("set"),
+                "{webhooks}"
+            );
+            assert!(
+                !banner.iter().any(|l| l.contains(&merchant_id)),
+                "a merchant id that was set is never printed: {banner:?}"
+            );
+        }
         Self {
             child,
             kind,
@@ -315,6 +350,9 @@ async fn walkthrough(sandbox: &Sandbox) {
     assert_eq!(count(&sandbox.charges().await, payment_id), 1);
 
     // 3. A lost response: 202, then the PSP's webhook settles it; the retry shows the outcome.
+    // (2C2P by design: its adapter follows every Do Payment with a Payment Inquiry, which reads
+    // the charge whose answer was lost, so the payment succeeds at once; the backend
+    // notification still arrives, and is delivered again in 3b.)
     let (_, lost_order, _) = sandbox
         .post("/orders", &token, None, order_body.clone())
         .await;
@@ -326,15 +364,13 @@ async fn walkthrough(sandbox: &Sandbox) {
             pay(&lost_order, "pm_fake_lost_response"),
         )
         .await;
-    assert_eq!(
-        (status, pending["status"].as_str()),
-        (202, Some("processing")),
-        "{pending}"
-    );
-    assert!(headers.get("retry-after").is_some());
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let settled = loop {
-        let (status, body, _) = sandbox
+    let settled = if sandbox.kind == Psp::TwoC2p {
+        assert_eq!(
+            (status, pending["status"].as_str()),
+            (201, Some("succeeded")),
+            "{pending}"
+        );
+        let (status, replayed, headers) = sandbox
             .post(
                 "/payments",
                 &token,
@@ -342,15 +378,11 @@ async fn walkthrough(sandbox: &Sandbox) {
                 pay(&lost_order, "pm_fake_lost_response"),
             )
             .await;
-        if status == 201 {
-            break body;
-        }
-        assert_eq!(status, 202);
-        assert!(
-            Instant::now() < deadline,
-            "the webhook never settled the payment"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!((status, &replayed), (201, &pending));
+        assert_eq!(headers.get("idempotent-replayed").unwrap(), "true");
+        pending
+    } else {
+        settled_by_the_webhook(sandbox, &token, &lost_order, status, &pending, &headers).await
     };
     assert_eq!(settled["status"], "succeeded");
     let settled_id = settled["payment_id"].as_str().unwrap();
@@ -413,8 +445,48 @@ async fn walkthrough(sandbox: &Sandbox) {
     refund_gate(sandbox, &token, payment_id).await;
 }
 
+/// The lost response's first answer, 202 `processing`, then retries until the PSP's webhook has
+/// settled the payment: its 201.
+async fn settled_by_the_webhook(
+    sandbox: &Sandbox,
+    token: &str,
+    lost_order: &Value,
+    status: u16,
+    pending: &Value,
+    headers: &reqwest::header::HeaderMap,
+) -> Value {
+    let pay = |order: &Value, pm: &str| json!({"order_id": order["order_id"], "order_version": 1, "payment_method": pm});
+    assert_eq!(
+        (status, pending["status"].as_str()),
+        (202, Some("processing")),
+        "{pending}"
+    );
+    assert!(headers.get("retry-after").is_some());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (status, body, _) = sandbox
+            .post(
+                "/payments",
+                token,
+                Some("walk-2"),
+                pay(lost_order, "pm_fake_lost_response"),
+            )
+            .await;
+        if status == 201 {
+            break body;
+        }
+        assert_eq!(status, 202);
+        assert!(
+            Instant::now() < deadline,
+            "the webhook never settled the payment"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The charge `payment_id` was settled by, as the fake PSP's own API returns it (a Stripe
-/// PaymentIntent or an Omise charge).
+/// PaymentIntent or an Omise charge), or for 2C2P the claims of its approval as a backend
+/// notification carries them (the fake's inquiry view: invoice, amount, `tranRef`).
 async fn provider_object(sandbox: &Sandbox, payment_id: &str) -> Value {
     let charges = sandbox.charges().await;
     let charge = charges
@@ -422,6 +494,14 @@ async fn provider_object(sandbox: &Sandbox, payment_id: &str) -> Value {
         .find(|c| c["payment_id"] == payment_id && c["outcome"] == "succeeded")
         .unwrap_or_else(|| panic!("a succeeded charge for {payment_id}: {charges:?}"));
     let id = charge["id"].as_str().unwrap();
+    if sandbox.kind == Psp::TwoC2p {
+        assert_eq!(charge["currency"], "jpy", "{charge}");
+        return twoc2p_claims(
+            charge["invoice_no"].as_str().unwrap(),
+            id,
+            &charge["amount"].to_string(),
+        );
+    }
     let request = match sandbox.kind {
         Psp::Stripe => sandbox
             .http
@@ -431,10 +511,19 @@ async fn provider_object(sandbox: &Sandbox, payment_id: &str) -> Value {
             .http
             .get(format!("{}/charges/{id}", sandbox.psp))
             .basic_auth(DEFAULT_API_KEY, Some("")),
+        Psp::TwoC2p => unreachable!("answered above"),
     };
     let response = request.send().await.unwrap();
     assert_eq!(response.status(), 200);
     response.json().await.unwrap()
+}
+
+/// The claims of a 2C2P approval of invoice `invoice_no` (JPY `amount`, major units = minor),
+/// charge `tran_ref`, for the test's merchant.
+fn twoc2p_claims(invoice_no: &str, tran_ref: &str, amount: &str) -> Value {
+    json!({"merchantID": TWOC2P_MERCHANT_ID, "invoiceNo": invoice_no, "amount": amount,
+        "currencyCode": "JPY", "tranRef": tran_ref, "channelCode": "CC",
+        "transactionDateTime": "20260101000000", "respCode": "0000", "respDesc": "Success"})
 }
 
 /// A signed event of `kind`'s format about `object` (a success), with its signature headers.
@@ -470,6 +559,13 @@ fn signed_event(
                 ],
             )
         }
+        // 2C2P sends no event id (the dedup key is read from the claims) and no header: the
+        // body's JWT is signed with the merchant secret key.
+        Psp::TwoC2p => {
+            let _ = event_id;
+            let body = json!({"payload": sign_token(TWOC2P_SECRET_KEY, object)}).to_string();
+            (body, Vec::new())
+        }
     }
 }
 
@@ -496,6 +592,7 @@ async fn duplicate_webhook(sandbox: &Sandbox, token: &str, payment_id: &str) {
     let event_id = match sandbox.kind {
         Psp::Stripe => "evt_sandbox_duplicate_1",
         Psp::Omise => "evnt_test_sandbox_duplicate_1",
+        Psp::TwoC2p => "unused",
     };
     let event = signed_event(sandbox.kind, event_id, &object);
     for _ in 0..2 {
@@ -557,6 +654,10 @@ async fn refund_gate(sandbox: &Sandbox, customer: &str, payment_id: &str) {
         401,
         "the JWT is checked before the scope"
     );
+    if sandbox.kind == Psp::TwoC2p {
+        twoc2p_refunds_not_supported(sandbox, &staff, &refunds, payment_id).await;
+        return;
+    }
     // Past the gate, the refund function answers (none of these reaches the PSP).
     let (status, unknown, headers) = sandbox
         .post(
@@ -619,6 +720,55 @@ async fn refund_gate(sandbox: &Sandbox, customer: &str, payment_id: &str) {
     );
 }
 
+/// 2C2P past the scope gate: every refund is answered 409 `refund-not-supported` before anything
+/// is claimed or looked up (2C2P's refunds need its Payment Maintenance API); nothing refunded.
+async fn twoc2p_refunds_not_supported(
+    sandbox: &Sandbox,
+    staff: &str,
+    refunds: &str,
+    payment_id: &str,
+) {
+    for (path, key, body) in [
+        (refunds, "refund-1", json!({"amount": 1000})),
+        (refunds, "refund-2", json!({})),
+        (
+            "/payments/pay_00000000000000000000000000000000/refunds",
+            "refund-unknown",
+            json!({}),
+        ),
+    ] {
+        let (status, refused, headers) = sandbox.post(path, staff, Some(key), body).await;
+        assert_eq!(
+            (status, refused["type"].as_str()),
+            (409, Some("/problems/refund-not-supported")),
+            "{path}: {refused}"
+        );
+        assert_eq!(
+            headers.get("content-type").unwrap(),
+            "application/problem+json"
+        );
+        assert!(headers.get("x-request-id").is_some());
+    }
+    let details: Value = sandbox
+        .http
+        .get(format!("{}/payments/{payment_id}", sandbox.api))
+        .bearer_auth(staff)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            details["status"].as_str(),
+            details["amount_refunded"].as_i64()
+        ),
+        (Some("succeeded"), Some(0)),
+        "{details}"
+    );
+}
+
 async fn on_the_embedded_store(kind: Psp) {
     let sandbox = Sandbox::start(kind, &[], &[]);
     walkthrough(&sandbox).await;
@@ -654,6 +804,11 @@ async fn the_walkthrough_on_omise_on_the_embedded_store() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walkthrough_on_2c2p_on_the_embedded_store() {
+    on_the_embedded_store(Psp::TwoC2p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_walkthrough_on_dynamodb_local_and_moto() {
     on_dynamodb_local_and_moto(Psp::Stripe).await;
 }
@@ -664,12 +819,18 @@ async fn the_walkthrough_on_omise_on_dynamodb_local_and_moto() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walkthrough_on_2c2p_on_dynamodb_local_and_moto() {
+    on_dynamodb_local_and_moto(Psp::TwoC2p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_for_another_provider_get_404() {
-    for kind in [Psp::Stripe, Psp::Omise] {
+    for kind in [Psp::Stripe, Psp::Omise, Psp::TwoC2p] {
         let sandbox = Sandbox::start(kind, &[], &[]);
         let (own, others): (&[&str], &[&str]) = match kind {
             Psp::Stripe => (&["fake", "stripe"], &["omise", "2c2p", "paypal"]),
             Psp::Omise => (&["omise"], &["fake", "stripe", "2c2p", "paypal"]),
+            Psp::TwoC2p => (&["2c2p"], &["fake", "stripe", "omise", "paypal"]),
         };
         // Each format's correctly signed event, about no payment of ours.
         let object = |id: &str| match kind {
@@ -677,18 +838,25 @@ async fn webhooks_for_another_provider_get_404() {
                 "currency": "jpy", "status": "succeeded", "livemode": false, "metadata": {}}),
             Psp::Omise => json!({"id": id, "object": "charge", "amount": 3000,
                 "currency": "JPY", "status": "successful", "livemode": false, "metadata": {}}),
+            Psp::TwoC2p => twoc2p_claims("INVNOTOURS1", "7654321", "3000"),
         };
         let mine = signed_event(kind, "evt_other_1", &object("pi_other_1"));
-        let theirs = signed_event(
-            match kind {
-                Psp::Stripe => Psp::Omise,
-                Psp::Omise => Psp::Stripe,
-            },
-            "evt_other_2",
-            &json!({"id": "x", "object": "charge", "metadata": {}}),
-        );
+        // The other formats' signed events: the 2C2P one (a JWT body, no header) too.
+        let theirs: Vec<_> = [Psp::Stripe, Psp::Omise, Psp::TwoC2p]
+            .into_iter()
+            .filter(|other| *other != kind)
+            .map(|other| {
+                let object = match other {
+                    Psp::TwoC2p => twoc2p_claims("INVNOTOURS2", "1234567", "3000"),
+                    Psp::Stripe | Psp::Omise => {
+                        json!({"id": "x", "object": "charge", "metadata": {}})
+                    }
+                };
+                signed_event(other, "evt_other_2", &object)
+            })
+            .collect();
         for provider in others {
-            for event in [&mine, &theirs] {
+            for event in std::iter::once(&mine).chain(&theirs) {
                 assert_eq!(
                     post_webhook(&sandbox, provider, event).await,
                     404,
@@ -698,13 +866,15 @@ async fn webhooks_for_another_provider_get_404() {
             }
         }
         for provider in own {
-            // The route exists: the other format's signature is refused, its own accepted.
-            assert_eq!(
-                post_webhook(&sandbox, provider, &theirs).await,
-                400,
-                "--psp {}: /webhooks/{provider}",
-                kind.name()
-            );
+            // The route exists: the other formats' signatures are refused, its own accepted.
+            for event in &theirs {
+                assert_eq!(
+                    post_webhook(&sandbox, provider, event).await,
+                    400,
+                    "--psp {}: /webhooks/{provider}",
+                    kind.name()
+                );
+            }
             assert_eq!(
                 post_webhook(&sandbox, provider, &mine).await,
                 200,
