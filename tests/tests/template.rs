@@ -924,3 +924,47 @@ fn a_stripe_deployment_is_wired_as_before_the_psp_parameter() {
         ]
     );
 }
+
+/// Every `alarm = "..."` name the code logs, found by reading its sources.
+fn alarm_names_in_the_code() -> BTreeSet<String> {
+    fn walk(dir: &std::path::Path, found: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).expect("a source directory") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                walk(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("a source file");
+                for part in text.split("alarm = \"").skip(1) {
+                    if let Some(name) = part.split('"').next() {
+                        found.insert(name.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    let mut found = BTreeSet::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for dir in ["shared/src", "functions"] {
+        walk(&root.join(dir), &mut found);
+    }
+    found
+}
+
+#[test]
+fn every_alarm_the_code_logs_has_a_metric_filter_and_an_alarm() {
+    // GIVEN the template and every alarm name the code logs
+    let t = template();
+    let names = alarm_names_in_the_code();
+    assert!(
+        names.contains("late-duplicate-charge") && names.len() >= 8,
+        "{names:?}"
+    );
+    // THEN each is counted by a metric filter on a function's log group, and alarmed
+    for name in &names {
+        let filters = alarm_filters(&t, name);
+        assert!(!filters.is_empty(), "no metric filter for alarm {name}");
+        for (metric, _) in &filters {
+            assert_alarmed(&t, metric);
+        }
+    }
+}
