@@ -68,7 +68,7 @@
 //!
 //! `GET /_fake/charges` and `GET /_fake/refunds` (no auth, not counted) list everything created,
 //! with `provider`, `id`, `outcome`, `amount`, `currency`, `payment_id`, `idempotency_key` and,
-//! for refunds, `refund_id` on every face, and `invoice_no` on the 2C2P face (SPEC §15).
+//! for refunds, `refund_id` on every face, and `invoice_no` on the 2C2P face.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {

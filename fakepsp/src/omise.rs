@@ -6,8 +6,8 @@
 //! `Inner::attempt_refund`, the idempotency layer, `Inner::insert`) after validating a request in
 //! Omise's terms.
 //!
-//! Sources are `notes/psp-research.md` (Omise §1–§7) and the Omise pages it cites; SPEC §15 for
-//! the webhook scheme and the inspection fields. Each rule names what it follows; where Omise's
+//! Sources are `docs/psp-research.md` (Omise §1–§7) and the Omise pages it cites; the inspection
+//! fields are this crate's own contract (its top-level docs). Each rule names what it follows; where Omise's
 //! documentation says nothing, the rule says so and what the fake does instead:
 //!
 //! - **Authentication** ("Errors" → "Authentication failure", www.omise.co/api-errors; every
@@ -86,7 +86,7 @@
 //!   every created charge, `charge.complete` when a pending charge completes, `refund.create`
 //!   for every refund. Omise documents no event for a refund's later change; none is sent. The
 //!   server signs them (`webhooks`): `Omise-Signature` = hex HMAC-SHA256 of
-//!   `<Omise-Signature-Timestamp>.<body>` keyed with the base64-decoded secret (SPEC §15).
+//!   `<Omise-Signature-Timestamp>.<body>` keyed with the base64-decoded secret.
 //! - **Errors** ("The error object", api-errors): `{"object":"error","location":…,"code":…,
 //!   "message":…}`. `pm_fake_error_before_charge` → 500 `internal_error` (Omise's 5xx body is
 //!   undocumented), never stored under the key.
@@ -1252,7 +1252,7 @@ mod tests {
         assert_eq!(expired["data"]["expired"], true);
         assert_eq!(expired["data"]["failure_code"], "timeout");
         assert_eq!(expired["data"]["authorize_uri"], Value::Null);
-        // The inspection view: expired → failed, as SPEC §15 says.
+        // The inspection view: expired → failed, as the crate's docs say.
         let charges = model.charges();
         assert_eq!(
             charges
@@ -1873,7 +1873,7 @@ mod tests {
         );
     }
 
-    // Inspection (SPEC §15) and determinism.
+    // Inspection and determinism.
 
     #[test]
     fn inspection_entries_carry_the_spec_fields_for_the_omise_face() {

@@ -5,8 +5,9 @@
 //! notifications. It calls the model's provider-neutral `Inner::attempt_charge` and
 //! `Inner::insert` after validating a request in 2C2P's terms.
 //!
-//! Sources are `notes/psp-research.md` (2C2P §8–§13, and §0.2 for the notification vectors) and
-//! the developer.2c2p.com pages it cites; SPEC §15 for the envelope and the inspection fields.
+//! Sources are `docs/psp-research.md` (2C2P §8–§13, and §0.2 for the notification vectors) and
+//! the developer.2c2p.com pages it cites;
+//! the inspection fields are this crate's own contract (its top-level docs).
 //! Each rule names what it follows; where 2C2P's documentation says nothing, the rule says so
 //! (UNCONFIRMED) and what the fake does instead:
 //!
@@ -85,7 +86,7 @@
 //!   of (invoiceNo, respCode, tranRef). 2C2P documents no retry schedule or event id.
 //! - **No refunds** (notes §12: refunds need the Payment Maintenance API with exchanged RSA keys):
 //!   no refund route exists; every other path → 404 (a fake's body, 2C2P's is undocumented).
-//! - **Inspection** (SPEC §15): `_fake/charges` entries carry `provider: "2c2p"`, `status` (the
+//! - **Inspection** (the crate's contract): `_fake/charges` entries carry `provider: "2c2p"`, `status` (the
 //!   inquiry's `respCode`), `outcome`, `amount` (minor units), `currency`, `idempotency_key` and
 //!   `invoice_no` (the invoiceNo), and `payment_id`, read from the invoice number the way payonce
 //!   makes it (`pay_` + the 32 hex digits; none for another invoice number). 2C2P has no

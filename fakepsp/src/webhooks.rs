@@ -45,7 +45,7 @@ pub fn sign_webhook(secret: &str, timestamp: i64, payload: &[u8]) -> String {
 
 /// Computes the `Omise-Signature` value for a webhook body sent with
 /// `Omise-Signature-Timestamp: <timestamp>`: the lowercase hex HMAC-SHA256 of
-/// `<timestamp>.<payload>`, keyed with `key`, the **base64-decoded** webhook secret (SPEC §15; the
+/// `<timestamp>.<payload>`, keyed with `key`, the **base64-decoded** webhook secret (the
 /// scheme of payonce's `omise_webhook::signature`, which reproduces the independent vectors of
 /// `shared/testdata/omise-webhook-signatures.json`). The fake sends one signature, no rotation.
 pub fn sign_omise_webhook(key: &[u8], timestamp: &str, payload: &[u8]) -> String {
@@ -287,7 +287,7 @@ mod tests {
     }
 
     /// The Omise scheme reproduces the "valid" case of the independent vectors
-    /// (`shared/testdata/omise-webhook-signatures.json`, SPEC §15), read from the repository.
+    /// (`shared/testdata/omise-webhook-signatures.json`), read from the repository.
     #[test]
     fn omise_signature_matches_the_independent_vector() {
         let path = concat!(

@@ -139,7 +139,7 @@ async fn the_omise_face_speaks_basic_auth_and_accepts_the_version_header() {
     .await;
     assert_eq!((status, missing["code"].as_str()), (404, Some("not_found")));
 
-    // The inspection endpoint carries SPEC §15's fields for the Omise face.
+    // The inspection endpoint carries the crate's documented fields for the Omise face.
     let listed: Value = client
         .get(format!("{}/_fake/charges", psp.base_url()))
         .send()
@@ -247,7 +247,7 @@ async fn receive(State(sink): State<Sink>, headers: HeaderMap, body: Bytes) -> S
 
 #[tokio::test]
 async fn webhooks_are_omise_events_signed_with_omise_signature() {
-    // GIVEN a receiver verifying with the base64-decoded default secret (SPEC §15)
+    // GIVEN a receiver verifying with the base64-decoded default secret
     let sink = Sink {
         key: base64::engine::general_purpose::STANDARD
             .decode(DEFAULT_OMISE_WEBHOOK_SECRET)

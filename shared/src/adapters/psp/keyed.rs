@@ -2,7 +2,7 @@
 //! request per create: busy answers (409, 429) are retried, and the *answered* rule is applied
 //! once, here. Moved out of the Stripe adapter unchanged, so Stripe and Omise share it.
 //!
-//! The answered rule (SPEC §5): a call that made no connection proves only that **this** call did
+//! The answered rule: a call that made no connection proves only that **this** call did
 //! not reach the PSP. Once any call under the key got an answer (a 409 or 429 that was retried),
 //! a later connection failure no longer proves the PSP never saw the key: it is unknown, as is
 //! any failure after connecting; and so is a 401/403 after such an answer (the adapters check

@@ -1,7 +1,7 @@
 //! Omise (Opn Payments) charges and refunds, classified into payonce's outcome classes (approved,
 //! declined, rejected, refused, not sent, unknown; for refunds: answered, not sent, unknown), on
 //! the model of the Stripe adapter: the adapter builds each call whole and a [`PspTransport`]
-//! carries it. Sources are in `notes/psp-research.md` (§1–§5 of the Omise part); what it marks
+//! carries it. Sources are in `docs/psp-research.md` (§1–§5 of the Omise part); what it marks
 //! UNCONFIRMED is designed around here, and each such place says so.
 //!
 //! Every call carries HTTP Basic authentication with the secret key as the user name and an empty
@@ -105,7 +105,7 @@ impl OmiseConfig {
 /// The Omise adapter: builds the Charges and Refunds calls and classifies their answers.
 ///
 /// Its proof that a key was never used: **none** ([`Psp::fence`] answers [`Fence::Unprovable`]),
-/// so an attempt that stays unknown past the bound waits for an operator (SPEC §15).
+/// so an attempt that stays unknown past the bound waits for an operator (`payment-unprovable`).
 #[derive(Clone)]
 pub struct OmisePsp<T = HttpTransport> {
     transport: T,
@@ -701,7 +701,7 @@ impl<T: PspTransport> Psp for OmisePsp<T> {
     /// Omise offers no proof that a key was never used: it documents no idempotency at all, and
     /// no equivalent of Stripe's `confirm=false` re-send that would create, under the key, an
     /// unconfirmed charge blocking any late one. So: [`Fence::Unprovable`], without a call; an
-    /// attempt not found past the bound alarms and waits for an operator (SPEC §15).
+    /// attempt not found past the bound alarms and waits for an operator (`payment-unprovable`).
     ///
     /// Future work, UNVERIFIED (needs an Omise test-mode experiment first): consume the attempt's
     /// single-use card token without charging, by attaching it to a new customer

@@ -1,4 +1,4 @@
-//! Omise's webhook scheme (SPEC §15): `Omise-Signature` holds the lowercase hex HMAC-SHA256 of
+//! Omise's webhook scheme: `Omise-Signature` holds the lowercase hex HMAC-SHA256 of
 //! `<Omise-Signature-Timestamp>.<raw body>`, keyed with the **base64-decoded** webhook secret;
 //! during a secret rotation it holds several comma-separated signatures, any of which may match.
 //! The timestamp is epoch seconds; payonce allows 300 s either way (Omise publishes no tolerance).

@@ -1,5 +1,5 @@
-//! 2C2P PGW v4.3 (SPEC §15), classified into payonce's outcome classes. Every fact used here is
-//! from the research notes (`notes/psp-research.md` §8–§13, developer.2c2p.com); what 2C2P does
+//! 2C2P PGW v4.3, classified into payonce's outcome classes. Every fact used here is
+//! from the research notes (`docs/psp-research.md` §8–§13, developer.2c2p.com); what 2C2P does
 //! not document is marked UNCONFIRMED below and handled on the safe side.
 //!
 //! **A charge is three calls**, all `POST` with a JSON body:
@@ -33,7 +33,7 @@
 //! text in a fixed order, the amount as an exact decimal, and HS256 is deterministic), so every
 //! re-send — a retry, a fence — carries the same JWT, byte for byte.
 //!
-//! **Not sent** (SPEC §5): only the first call, the Payment Token, can be not sent — no
+//! **Not sent** (the rule every adapter follows): only the first call, the Payment Token, can be not sent — no
 //! connection, or our merchant credentials refused (`9042` hash mismatch, `9007` invalid
 //! merchant, `9037` merchant configuration missing, HTTP 401/403), which 2C2P cannot have
 //! turned into a token — and the `psp-credentials` alarm is raised for the latter. Once any

@@ -8,7 +8,7 @@
 //! Our payment ids are `pay_` followed by a v4 UUID as 32 lowercase hex digits. The invoice
 //! number is those 32 digits: alphanumeric, within the 50-character limit, and reversible, so
 //! a notification leads back to the payment by its primary key (never through an index). A
-//! reversible id of at most 20 characters (SPEC §15) cannot exist: even base62 carries at most
+//! reversible id of at most 20 characters (what 2C2P's QR methods allow) cannot exist: even base62 carries at most
 //! 119 bits in 20 characters, and a v4 UUID has 122 random bits. The cost is that 2C2P's QR
 //! methods (20-character limit) cannot be used, which payonce (cards only) does not.
 

@@ -1,4 +1,4 @@
-//! 2C2P's backend notification (PGW v4.3, SPEC §15): `POST /webhooks/2c2p` with the body
+//! 2C2P's backend notification (PGW v4.3): `POST /webhooks/2c2p` with the body
 //! `{"payload":"<JWS>"}`, a compact JWS (RFC 7515) signed HS256 — HMAC-SHA256 over
 //! `<base64url header>.<base64url claims>` as transmitted — with the merchant's secret key. The
 //! key is the secret key's text, used as bytes (not hex-decoded: 2C2P's own JWT sample only
