@@ -2,7 +2,7 @@
 //! replay, lease, takeover) live in the layer above; a backend only makes each operation
 //! atomic and conditional.
 
-use super::{Fingerprint, IdempotencyRecord, LeaseToken, RecordKey};
+use super::{Fingerprint, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordState};
 use async_trait::async_trait;
 
 /// A request to claim a key for a new attempt.
@@ -20,6 +20,25 @@ pub struct Claim {
     pub lease_until_ms: i64,
     /// When the record expires, epoch seconds.
     pub expires_at_s: i64,
+}
+
+impl Claim {
+    /// The in-progress record this claim creates at `now_ms`, its lease held by the claimer.
+    pub fn record(&self, now_ms: i64) -> IdempotencyRecord {
+        IdempotencyRecord {
+            key: self.key.clone(),
+            state: RecordState::InProgress {
+                lease: Lease {
+                    token: self.lease_token.clone(),
+                    until_ms: self.lease_until_ms,
+                },
+            },
+            fingerprint: self.fingerprint.clone(),
+            attempt_id: self.attempt_id.clone(),
+            created_at_ms: now_ms,
+            expires_at_s: self.expires_at_s,
+        }
+    }
 }
 
 /// What a claim found.

@@ -133,19 +133,7 @@ impl IdempotencyStore for DynamoIdempotencyStore {
     async fn claim(&self, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
         self.check_faults(&claim.key)?;
         let now_ms = self.now_ms();
-        let record = IdempotencyRecord {
-            key: claim.key.clone(),
-            state: RecordState::InProgress {
-                lease: Lease {
-                    token: claim.lease_token.clone(),
-                    until_ms: claim.lease_until_ms,
-                },
-            },
-            fingerprint: claim.fingerprint.clone(),
-            attempt_id: claim.attempt_id.clone(),
-            created_at_ms: now_ms,
-            expires_at_s: claim.expires_at_s,
-        };
+        let record = claim.record(now_ms);
         let sent = self
             .client
             .put_item()

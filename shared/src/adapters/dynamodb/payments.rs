@@ -23,7 +23,7 @@ use crate::domain::{
     PaymentStatus, Transition,
 };
 use crate::idempotency::{
-    Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError,
+    Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordStatus, StoreError,
 };
 use crate::ports::{
     BeginOutcome, ChargeStore, EventMark, InflightScan, OrderStore, ResumeOutcome, ReviseOutcome,
@@ -859,19 +859,7 @@ impl ChargeStore for DynamoPaymentStore {
         payment: &Payment,
     ) -> Result<BeginOutcome, StoreError> {
         let now_ms = self.clock.now_ms();
-        let record = IdempotencyRecord {
-            key: claim.key.clone(),
-            state: RecordState::InProgress {
-                lease: Lease {
-                    token: claim.lease_token.clone(),
-                    until_ms: claim.lease_until_ms,
-                },
-            },
-            fingerprint: claim.fingerprint.clone(),
-            attempt_id: claim.attempt_id.clone(),
-            created_at_ms: now_ms,
-            expires_at_s: claim.expires_at_s,
-        };
+        let record = claim.record(now_ms);
         let items = vec![
             put_item(
                 &self.tables.idempotency,

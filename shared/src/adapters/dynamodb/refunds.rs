@@ -23,7 +23,7 @@ use crate::domain::{
     RefundStatus, RefundTransition, DUPLICATE_REFUND_NUMBER,
 };
 use crate::idempotency::{
-    Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError,
+    Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordStatus, StoreError,
 };
 use crate::ports::{
     BeginRefundOutcome, EventMark, RefundRecordWrite, RefundSettleOutcome, RefundStore,
@@ -244,19 +244,7 @@ impl RefundStore for DynamoPaymentStore {
             return Ok(BeginRefundOutcome::PaymentChanged(Some(payment.clone())));
         }
         let now_ms = self.clock.now_ms();
-        let record = IdempotencyRecord {
-            key: claim.key.clone(),
-            state: RecordState::InProgress {
-                lease: Lease {
-                    token: claim.lease_token.clone(),
-                    until_ms: claim.lease_until_ms,
-                },
-            },
-            fingerprint: claim.fingerprint.clone(),
-            attempt_id: claim.attempt_id.clone(),
-            created_at_ms: now_ms,
-            expires_at_s: claim.expires_at_s,
-        };
+        let record = claim.record(now_ms);
         // The payment's refund amounts exactly as read: the sum checked above holds when written.
         let condition = [
             "#status = :succeeded".to_owned(),

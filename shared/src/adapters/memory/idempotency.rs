@@ -108,19 +108,7 @@ impl IdempotencyStore for MemoryIdempotencyStore {
                 return Ok(ClaimOutcome::Existing(existing.clone()));
             }
         }
-        let record = IdempotencyRecord {
-            key: claim.key.clone(),
-            state: RecordState::InProgress {
-                lease: Lease {
-                    token: claim.lease_token.clone(),
-                    until_ms: claim.lease_until_ms,
-                },
-            },
-            fingerprint: claim.fingerprint.clone(),
-            attempt_id: claim.attempt_id.clone(),
-            created_at_ms: now_ms,
-            expires_at_s: claim.expires_at_s,
-        };
+        let record = claim.record(now_ms);
         records.insert(claim.key.clone(), record.clone());
         Ok(ClaimOutcome::Claimed(record))
     }

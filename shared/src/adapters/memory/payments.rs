@@ -405,22 +405,9 @@ impl ChargeStore for MemoryPaymentStore {
                 reason: "begin_attempt cancelled: the payment already exists".into(),
             });
         }
-        tables.records.insert(
-            claim.key.clone(),
-            IdempotencyRecord {
-                key: claim.key.clone(),
-                state: RecordState::InProgress {
-                    lease: Lease {
-                        token: claim.lease_token.clone(),
-                        until_ms: claim.lease_until_ms,
-                    },
-                },
-                fingerprint: claim.fingerprint.clone(),
-                attempt_id: claim.attempt_id.clone(),
-                created_at_ms: now_ms,
-                expires_at_s: claim.expires_at_s,
-            },
-        );
+        tables
+            .records
+            .insert(claim.key.clone(), claim.record(now_ms));
         if let Some(reserved) = tables.payments.orders.get_mut(&order.order_id) {
             reserved.payment_state = OrderPaymentState::Processing;
             reserved.payment_id = Some(payment.payment_id.clone());
@@ -744,22 +731,9 @@ impl RefundStore for MemoryPaymentStore {
                 reason: "begin_refund cancelled: the refund already exists".into(),
             });
         }
-        tables.records.insert(
-            claim.key.clone(),
-            IdempotencyRecord {
-                key: claim.key.clone(),
-                state: RecordState::InProgress {
-                    lease: Lease {
-                        token: claim.lease_token.clone(),
-                        until_ms: claim.lease_until_ms,
-                    },
-                },
-                fingerprint: claim.fingerprint.clone(),
-                attempt_id: claim.attempt_id.clone(),
-                created_at_ms: now_ms,
-                expires_at_s: claim.expires_at_s,
-            },
-        );
+        tables
+            .records
+            .insert(claim.key.clone(), claim.record(now_ms));
         if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
             stored.payment.refund_count += 1;
             stored.payment.refund_pending += refund.amount;
