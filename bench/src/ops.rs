@@ -125,6 +125,7 @@ async fn order(stack: &Stack, user: &str) -> Order {
             quantity: 2,
             unit_amount: 1500,
         }],
+        payonce::domain::PspKind::Stripe,
     )
     .expect("order");
     let now = stack.clock.now_ms();

@@ -101,6 +101,14 @@ pub use running::{FakePsp, RunningFakePsp};
 pub use state::{FakeCharge, FakeRefund};
 pub use webhooks::{sign_omise_webhook, sign_webhook};
 
+/// Signs `claims` as the 2C2P face signs its answers and backend notifications: a compact JWS
+/// with the header `{"alg":"HS256","typ":"JWT"}`, HMAC-SHA256 keyed with the merchant's secret
+/// `key` used as text (the face's `api_key`). A notification body is `{"payload":"<this>"}`;
+/// tests use it to deliver notifications of their own in the face's wire format.
+pub fn sign_twoc2p_jwt(key: &str, claims: &serde_json::Value) -> String {
+    twoc2p::sign(key, claims)
+}
+
 /// The API key the fake PSP accepts unless told otherwise.
 pub const DEFAULT_API_KEY: &str = "sk_test_payonce_fake";
 

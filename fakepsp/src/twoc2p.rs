@@ -192,7 +192,7 @@ fn mac(key: &str, header: &str, claims: &str) -> Hmac<Sha256> {
 }
 
 /// A compact JWS of `claims`, header `{"alg":"HS256","typ":"JWT"}`, signed with `key` as text.
-pub(crate) fn sign(key: &str, claims: &Value) -> String {
+pub fn sign(key: &str, claims: &Value) -> String {
     let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
     let claims = URL_SAFE_NO_PAD.encode(claims.to_string().as_bytes());
     let signature = mac(key, &header, &claims).finalize().into_bytes();

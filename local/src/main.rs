@@ -3,15 +3,21 @@
 //! ```text
 //! payonce-local [--port 3000] [--psp stripe|omise|2c2p] [--psp-port 0]
 //!               [--dynamodb-endpoint URL|aws] [--sqs-endpoint URL|aws]
+//!               [--allowed-origin ORIGIN]... [--host ADDR --allow-remote]
 //! payonce-local token <user> [--scope SCOPE]... [--ttl-seconds 3600]
 //! ```
 //!
 //! `--psp` (or `PAYONCE_LOCAL_PSP`; default `stripe`) picks payonce's PSP adapter and the wire
 //! format of the fake PSP it runs.
 //!
+//! It listens on loopback and uses local emulators; a non-loopback `--host` or an `aws`
+//! endpoint needs `--allow-remote` and a `PAYONCE_LOCAL_JWT_SECRET` of your own. A checkout on
+//! another origin needs that origin in `--allowed-origin`.
+//!
 //! `token` prints an HS256 token for `<user>`; each `--scope` adds an OAuth scope to its
 //! space-separated `scope` claim (`--scope payments:refund` for a token that may refund).
 
+mod exposure;
 mod gateway;
 mod jwt;
 mod psp;
@@ -46,7 +52,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let options = wiring::Options::parse(&args)?;
     wiring::init_logs();
-    wiring::run(options, jwt_secret()).await
+    let secret = jwt_secret();
+    let default_secret = secret == DEFAULT_JWT_SECRET;
+    wiring::run(options, secret, default_secret).await
 }
 
 /// The `token` command's arguments: the user, the lifetime in seconds (default 3600) and the

@@ -63,6 +63,15 @@ impl SandboxPsp {
         }
     }
 
+    /// The deployment PSP it stands for (whose charge limits orders are checked against).
+    pub fn kind(self) -> payonce::config::PspKind {
+        match self {
+            Self::Stripe => payonce::config::PspKind::Stripe,
+            Self::Omise => payonce::config::PspKind::Omise,
+            Self::TwoC2p => payonce::config::PspKind::TwoC2p,
+        }
+    }
+
     /// Its name, as `--psp` takes it.
     pub fn name(self) -> &'static str {
         match self {

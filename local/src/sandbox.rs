@@ -53,6 +53,12 @@ pub struct Sandbox<S, I, Q> {
     pub jwt_secret: String,
     /// The demo checkout page.
     pub page: &'static str,
+    /// Its Content-Security-Policy.
+    pub page_csp: String,
+    /// The origins a browser checkout may call the API from.
+    pub cors: crate::exposure::Cors,
+    /// Whether requests naming any `Host` are answered (`--allow-remote`).
+    pub allow_remote: bool,
     /// The fake PSP's base URL (shown to the demo page).
     pub psp_url: String,
     /// The PSP the sandbox runs (`stripe`, `omise`), shown to the demo page.
@@ -212,10 +218,19 @@ where
     let (parts, body) = request.into_parts();
     let method = parts.method.clone();
     let path = parts.uri.path().to_owned();
-    let response = match axum::body::to_bytes(body, 2 * 1024 * 1024).await {
-        // API Gateway refuses payloads over its own limit before any function runs.
-        Err(_) => gateway_answer(413, "Request Entity Too Large", &request_id),
-        Ok(bytes) => dispatch(&sandbox, &parts, bytes, &request_id).await,
+    let response = if !crate::exposure::host_allowed(&parts.headers, sandbox.allow_remote) {
+        // A page elsewhere reaching loopback through DNS rebinding names its own host.
+        gateway_answer(403, "Forbidden", &request_id)
+    } else if let Some(preflight) = sandbox.cors.preflight(&parts.method, &parts.headers) {
+        preflight
+    } else {
+        let mut response = match axum::body::to_bytes(body, 2 * 1024 * 1024).await {
+            // API Gateway refuses payloads over its own limit before any function runs.
+            Err(_) => gateway_answer(413, "Request Entity Too Large", &request_id),
+            Ok(bytes) => dispatch(&sandbox, &parts, bytes, &request_id).await,
+        };
+        sandbox.cors.decorate(&parts.headers, &mut response);
+        response
     };
     tracing::info!(
         target: "access",
@@ -259,7 +274,15 @@ where
             Some(claims)
         }
         Target::Page => {
-            return ([("content-type", "text/html; charset=utf-8")], sandbox.page).into_response();
+            return (
+                [
+                    ("content-type", "text/html; charset=utf-8"),
+                    ("content-security-policy", sandbox.page_csp.as_str()),
+                    ("x-content-type-options", "nosniff"),
+                ],
+                sandbox.page,
+            )
+                .into_response();
         }
         Target::Script => {
             return (

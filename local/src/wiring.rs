@@ -12,8 +12,10 @@ use payonce::adapters::sqs::{create_queue_with_dlq, SqsQueue};
 use payonce::clock::{system_clock, Clock, SystemClock};
 use payonce::idempotency::{Idempotency, IdempotencyConfig, IdempotencyStore};
 use payonce::ports::{
-    ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend, RefundStore,
+    AttemptCounter, ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend,
+    RefundStore,
 };
+use payonce::service::limits::{AttemptLimiter, AttemptLimits};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{
     ProcessorConfig, Providers, WebhookProcessor, WebhookReceiver, MAX_WEBHOOK_BYTES,
@@ -42,6 +44,12 @@ pub struct Options {
     pub reconcile_every: Duration,
     /// The PSP: payonce's adapter and the fake PSP's wire format.
     pub psp: SandboxPsp,
+    /// `--allow-remote`: may listen off loopback or use AWS endpoints (with a JWT secret of the
+    /// operator's own), and answers any `Host`.
+    pub allow_remote: bool,
+    /// Origins a browser checkout may call the API from (`--allowed-origin`, repeatable, or
+    /// `PAYONCE_LOCAL_ALLOWED_ORIGINS`, comma-separated).
+    pub allowed_origins: Vec<String>,
 }
 
 /// The value following `name` in `args`.
@@ -54,8 +62,10 @@ pub fn flag(args: &[String], name: &str) -> Option<String> {
 
 impl Options {
     /// Parses `--port`, `--host`, `--psp`, `--psp-port`, `--dynamodb-endpoint`, `--sqs-endpoint`,
-    /// `--reconcile-every-seconds`; the endpoints also come from `AWS_ENDPOINT_URL_DYNAMODB` /
-    /// `AWS_ENDPOINT_URL_SQS`, the PSP from `PAYONCE_LOCAL_PSP` (default `stripe`).
+    /// `--reconcile-every-seconds`, `--allowed-origin` (repeatable) and the switch
+    /// `--allow-remote`; the endpoints also come from `AWS_ENDPOINT_URL_DYNAMODB` /
+    /// `AWS_ENDPOINT_URL_SQS`, the PSP from `PAYONCE_LOCAL_PSP` (default `stripe`), the origins
+    /// from `PAYONCE_LOCAL_ALLOWED_ORIGINS`.
     pub fn parse(args: &[String]) -> Result<Self, Error> {
         let known = [
             "--port",
@@ -65,20 +75,36 @@ impl Options {
             "--dynamodb-endpoint",
             "--sqs-endpoint",
             "--reconcile-every-seconds",
+            "--allowed-origin",
         ];
+        let switches = ["--allow-remote"];
+        let mut allowed_origins = Vec::new();
+        let mut allow_remote = false;
         let mut i = 0;
         while i < args.len() {
-            if !known.contains(&args[i].as_str()) {
+            let arg = args[i].as_str();
+            if switches.contains(&arg) {
+                allow_remote = true;
+                i += 1;
+                continue;
+            }
+            if !known.contains(&arg) {
                 return Err(format!(
-                    "unknown argument {}; expected one of {}",
-                    args[i],
-                    known.join(", ")
+                    "unknown argument {arg}; expected one of {}, {}",
+                    known.join(", "),
+                    switches.join(", ")
                 )
                 .into());
+            }
+            if arg == "--allowed-origin" {
+                allowed_origins.extend(args.get(i + 1).cloned());
             }
             i += 2;
         }
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        if let Some(list) = env("PAYONCE_LOCAL_ALLOWED_ORIGINS") {
+            allowed_origins.extend(payonce::config::split_list(&list));
+        }
         let psp = flag(args, "--psp")
             .or_else(|| env("PAYONCE_LOCAL_PSP"))
             .map(|name| SandboxPsp::from_name(&name))
@@ -104,6 +130,8 @@ impl Options {
                     .unwrap_or(30),
             ),
             psp,
+            allow_remote,
+            allowed_origins,
         })
     }
 }
@@ -150,8 +178,19 @@ fn table_name(var: &str, default: &str) -> String {
 }
 
 /// Starts everything and serves until Ctrl-C.
-pub async fn run(options: Options, jwt_secret: String) -> Result<(), Error> {
+pub async fn run(
+    options: Options,
+    jwt_secret: String,
+    default_jwt_secret: bool,
+) -> Result<(), Error> {
     let started = Instant::now();
+    crate::exposure::check(
+        &options.host,
+        &[options.dynamodb.as_deref(), options.sqs.as_deref()],
+        options.allow_remote,
+        default_jwt_secret,
+    )?;
+    let cors = crate::exposure::Cors::new(options.allowed_origins.clone())?;
     let listener = tokio::net::TcpListener::bind((options.host.as_str(), options.port)).await?;
     let api_url = format!("http://{}", listener.local_addr()?);
     let kind = options.psp;
@@ -173,6 +212,7 @@ pub async fn run(options: Options, jwt_secret: String) -> Result<(), Error> {
     )
     .await?;
     let context = Context {
+        cors,
         options: options.clone(),
         jwt_secret,
         webhooks,
@@ -246,6 +286,8 @@ async fn sqs_queue(endpoint: &str) -> Result<SqsQueue, Error> {
 
 struct Context {
     options: Options,
+    /// The origins a browser checkout may call from.
+    cors: crate::exposure::Cors,
     jwt_secret: String,
     /// The one webhook scheme accepted (the PSP's).
     webhooks: Providers,
@@ -269,7 +311,7 @@ async fn serve<S, I, Q>(
 ) -> Result<(), Error>
 where
     S: ChargeStore + RefundStore + OrderStore + InflightScan + Clone + 'static,
-    I: IdempotencyStore + ExpiredSweep + Clone + 'static,
+    I: IdempotencyStore + ExpiredSweep + AttemptCounter + Clone + 'static,
     Q: QueueSend + QueueReceive + Clone + 'static,
 {
     // One adapter per service (as each Lambda has its own), all of the one configured PSP.
@@ -284,8 +326,13 @@ where
         orders: OrderService::new(
             store.clone(),
             Idempotency::new(records.clone(), IdempotencyConfig::default()),
-        ),
-        charge: ChargeService::new(store.clone(), adapter()?, ChargeConfig::default()),
+        )
+        .for_psp(context.options.psp.kind()),
+        charge: ChargeService::new(store.clone(), adapter()?, ChargeConfig::default())
+            .with_attempt_limits(AttemptLimiter::new(
+                Arc::new(records.clone()),
+                AttemptLimits::from_env()?,
+            )),
         refund: RefundService::new(store.clone(), adapter()?, RefundConfig::default()),
         receiver: WebhookReceiver::new(providers.clone(), queue.clone(), system_clock()),
         processor: WebhookProcessor::new(store.clone(), providers, ProcessorConfig::default()),
@@ -302,6 +349,9 @@ where
         queue,
         jwt_secret: context.jwt_secret.clone(),
         page: crate::sandbox_page(),
+        page_csp: crate::exposure::page_csp(crate::sandbox_page()),
+        cors: context.cors.clone(),
+        allow_remote: context.options.allow_remote,
         psp_url: context.psp_url.clone(),
         psp_name: context.options.psp.name(),
     });

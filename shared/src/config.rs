@@ -85,21 +85,11 @@ pub fn tables() -> Result<crate::adapters::dynamodb::Tables, ConfigError> {
 }
 
 /// The PSP a deployment uses (`PSP`; one per deployment): it picks the adapter of the charge,
-/// refund and reconcile functions, and the one webhook scheme the receiver and processor accept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PspKind {
-    /// `stripe` (the default).
-    Stripe,
-    /// `omise`.
-    Omise,
-    /// `2c2p`.
-    TwoC2p,
-}
+/// refund and reconcile functions, the one webhook scheme the receiver and processor accept, and
+/// the charge limits orders are checked against.
+pub use crate::domain::PspKind;
 
 impl PspKind {
-    /// Every PSP payonce speaks, in the order the template lists them.
-    pub const ALL: [PspKind; 3] = [PspKind::Stripe, PspKind::Omise, PspKind::TwoC2p];
-
     /// The name in `PSP`, on payments and in `/webhooks/{provider}`.
     pub fn name(self) -> &'static str {
         match self {
@@ -463,28 +453,10 @@ pub fn webhook_parsers_for(
     })
 }
 
-/// Starts JSON logs for a Lambda function, one object per line on stdout (CloudWatch reads
-/// them as JSON). The level comes from `AWS_LAMBDA_LOG_LEVEL` (Lambda's logging controls) or
-/// `RUST_LOG` as a plain level name (`error`, `warn`, `info`, `debug`, `trace`); default `info`.
-pub fn init_lambda_tracing() {
-    let level = optional("AWS_LAMBDA_LOG_LEVEL")
-        .or_else(|| optional("RUST_LOG"))
-        .and_then(|raw| {
-            raw.trim()
-                .to_ascii_lowercase()
-                .parse::<tracing::Level>()
-                .ok()
-        })
-        .unwrap_or(tracing::Level::INFO);
-    tracing_subscriber::fmt()
-        .json()
-        .with_max_level(level)
-        .with_current_span(false)
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .init();
-}
+/// Starts the function's JSON logs: see [`crate::logging`] (flat lines with the request id, trace
+/// id and cold start; level from `AWS_LAMBDA_LOG_LEVEL` or `RUST_LOG`, third-party crates capped
+/// at `INFO`).
+pub use crate::logging::init_lambda_tracing;
 
 /// Reads an optional unsigned number.
 pub fn number(name: &'static str, default: u32) -> Result<u32, ConfigError> {

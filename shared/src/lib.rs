@@ -3,6 +3,8 @@
 //! - [`idempotency`]: the payment-agnostic idempotency layer any Rust Lambda can wrap its work with.
 //! - [`adapters`]: DynamoDB and embedded implementations of the ports.
 //! - [`clock`]: time as a port, so tests cross leases and expiries without sleeping.
+//! - [`logging`]: the functions' flat JSON logs (request id, trace id, cold start), third-party
+//!   crates capped at INFO, tokens never written.
 
 pub mod adapters;
 pub mod clock;
@@ -11,6 +13,7 @@ pub mod domain;
 pub mod http;
 pub mod idempotency;
 pub mod ids;
+pub mod logging;
 pub mod mutations;
 pub mod ports;
 pub mod service;

@@ -384,6 +384,9 @@ pub enum PspLookup {
     Succeeded {
         /// The PSP's id.
         provider_payment_id: String,
+        /// What the PSP says it charged, where its answer says it: reconcile applies nothing
+        /// it disagrees with.
+        amount: Option<CheckedAmount>,
     },
     /// Declined.
     Declined {
@@ -391,6 +394,8 @@ pub enum PspLookup {
         provider_payment_id: String,
         /// Decline code.
         decline_code: String,
+        /// What the PSP says the declined charge was for, where its answer says it.
+        amount: Option<CheckedAmount>,
     },
     /// Exists but not final yet (`processing`, `requires_action`, `requires_capture`...).
     Pending {
@@ -402,6 +407,16 @@ pub enum PspLookup {
         /// The PSP's id.
         provider_payment_id: String,
     },
+}
+
+impl PspLookup {
+    /// What the PSP says the charge it found was for, where it says it.
+    pub fn amount(&self) -> Option<&CheckedAmount> {
+        match self {
+            Self::Succeeded { amount, .. } | Self::Declined { amount, .. } => amount.as_ref(),
+            Self::NotFound | Self::Pending { .. } | Self::Canceled { .. } => None,
+        }
+    }
 }
 
 /// Errors of a PSP call that are not charge outcomes (lookups).
@@ -417,6 +432,8 @@ pub struct PspError {
 pub trait Psp: Send + Sync {
     /// The provider's name as stored on payments (`stripe`, ...).
     fn name(&self) -> &str;
+    /// Which PSP this is: what its payment method tokens look like, what it charges.
+    fn kind(&self) -> crate::domain::PspKind;
     /// Whether refunds can go through this PSP at all. Without them the refund path answers
     /// 409 `refund-not-supported` before claiming anything (2C2P: its refunds need the
     /// Payment Maintenance API's exchanged RSA keys, which payonce does not have).
@@ -455,6 +472,11 @@ pub enum Fence {
     },
     /// The key was used by an earlier request (a charge may exist even if lookups miss it).
     KeyUsed,
+    /// The key was used, yet the PSP holds no charge under it, and only the invocation that
+    /// used it could ever make one (2C2P: the invoice's payment tokens exist only in the
+    /// invocations that requested them, which spend them at once). Reconcile asks only once no
+    /// such invocation can be alive (the attempt's lease lapsed), so nothing can be charged.
+    UsedWithoutCharge,
     /// A request with the key is in flight at the PSP right now.
     InFlight,
     /// The fence itself was refused by validation (e.g. the payment method no longer exists).
@@ -594,13 +616,25 @@ pub struct PspEvent {
     pub livemode: Option<bool>,
 }
 
-/// An amount an event reports, to be checked against ours.
+/// An amount a PSP reports (in an event or a lookup), to be checked against ours.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckedAmount {
     /// Minor units.
     pub minor: i64,
     /// Lowercase ISO 4217 code.
     pub currency: String,
+}
+
+impl CheckedAmount {
+    /// The `amount` (integer, minor units) and `currency` (any case) of a PSP object, as Stripe
+    /// and Omise write them on payment intents, charges and refunds; `None` unless both are
+    /// there.
+    pub fn of_object(object: &serde_json::Value) -> Option<Self> {
+        Some(Self {
+            minor: object["amount"].as_i64()?,
+            currency: object["currency"].as_str()?.to_ascii_lowercase(),
+        })
+    }
 }
 
 /// A webhook's word on one of our refunds.
@@ -660,4 +694,23 @@ pub trait ExpiredSweep: Send + Sync {
     async fn load_checkpoint(&self) -> Result<Option<String>, StoreError>;
     /// Saves (or, with `None`, clears) the sweep's cursor.
     async fn save_checkpoint(&self, cursor: Option<&str>) -> Result<(), StoreError>;
+}
+
+/// Counters of payment attempts and declines that expire (the card-testing limits of
+/// `service::limits`): one item per counter key, holding `attempts` and `declines`.
+#[async_trait]
+pub trait AttemptCounter: Send + Sync {
+    /// Counts one attempt under `counter`, unless it already holds `max_attempts` attempts or
+    /// `max_declines` declines (then nothing is written); whether it was counted. The counter is
+    /// forgotten after `expires_at_s`.
+    async fn count_attempt(
+        &self,
+        counter: &str,
+        max_attempts: u32,
+        max_declines: u32,
+        expires_at_s: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Counts one decline under `counter`.
+    async fn count_decline(&self, counter: &str, expires_at_s: i64) -> Result<(), StoreError>;
 }

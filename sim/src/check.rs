@@ -2,14 +2,16 @@
 //! (what really happened to the customers' money) against our tables and what every shopper
 //! was told.
 
+use crate::face;
 use crate::faults::FaultyStore;
+use payonce::config::PspKind;
 use payonce::domain::{
     FailureKind, OrderPaymentState, PaymentStatus, Refund, RefundReason, RefundStatus,
 };
 use payonce::ports::{ChargeStore, OrderStore, RefundStore};
 use payonce::service::PayRequest;
 use payonce_fake_psp::{FakeCharge, FakeRefund};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a shopper was told by one POST /payments.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,6 +26,8 @@ pub enum Answer {
     Unavailable,
     /// 409 key in use.
     InUse,
+    /// 429 over the attempt limits (card testing): nothing was claimed or sent.
+    Limited,
     /// 409 another attempt holds the order.
     OrderBusy,
     /// 409 the order is paid.
@@ -79,6 +83,9 @@ pub enum Refunded {
     Exceeds,
     /// 503: the PSP was not reached; nothing was refunded.
     Unavailable,
+    /// 409 `refund-not-supported`: the PSP cannot refund through payonce (2C2P); nothing was
+    /// claimed or sent.
+    NotSupported,
     /// 409 key in use.
     InUse,
     /// 5xx from the store.
@@ -100,6 +107,7 @@ impl Refunded {
             (202, Some(id)) if json["status"] == "pending" => Self::Pending(id),
             (402, Some(id)) if is("refund-failed") => Self::Failed(id),
             (409, _) if is("refund-exceeds-remaining") => Self::Exceeds,
+            (409, _) if is("refund-not-supported") => Self::NotSupported,
             (409, _) if is("idempotency-key-in-use") => Self::InUse,
             (503, _) if is("psp-unavailable") => Self::Unavailable,
             (500..=599, _) => Self::ServerError(format!("{status} {problem}")),
@@ -214,13 +222,63 @@ impl Observed {
     }
 }
 
+/// What the world looks like once the system has settled, besides our tables.
+#[derive(Debug)]
+pub struct Settled<'a> {
+    /// The PSP the run used.
+    pub psp: PspKind,
+    /// Every charge the PSP model made.
+    pub ledger: &'a [FakeCharge],
+    /// Every refund the PSP model made.
+    pub refunds: &'a [FakeRefund],
+    /// The payments reconcile raised `payment-unprovable` for.
+    pub unprovable_alarms: BTreeSet<String>,
+}
+
+/// What the check found.
+#[derive(Debug, Default)]
+pub struct Checked {
+    /// Broken invariants.
+    pub violations: Vec<String>,
+    /// Payments left `processing` for an operator, by design (see [`left_to_operator`]).
+    pub left_to_operator: BTreeSet<String>,
+}
+
+/// The attempts the liveness invariant (3) exempts: those payonce hands to an operator by design.
+///
+/// Why: when a create's outcome is unknown (the call connected, then timed out, was cut, or was
+/// answered 5xx, 409 or 429) and the PSP never recorded the charge, reconcile finds nothing by
+/// lookup and must prove the key unused before it may release the order — else a late charge
+/// under the key could capture money for an order payonce already gave up on. Stripe proves it
+/// with its fence (a `confirm=false` create under the key), 2C2P by taking the invoice's only
+/// payment token; Omise offers no such proof (`Fence::Unprovable`), so reconcile raises the
+/// `payment-unprovable` alarm and leaves the attempt `processing` for an operator, and its order
+/// held by it. That is the promised behaviour, not a stuck payment.
+///
+/// Exactly that case, and nothing else: the PSP's adapter has no fence (never Stripe or 2C2P,
+/// whose stuck attempts stay violations whatever alarm they raised), reconcile raised the alarm
+/// for this very payment, the payment is still `processing`, and the PSP's ledger holds no
+/// charge for it at all (a charge it holds, in any state, is one a lookup must find and settle).
+fn left_to_operator(
+    settled: &Settled<'_>,
+    payments: &[payonce::domain::Payment],
+    intents_of: &BTreeMap<&str, Vec<&FakeCharge>>,
+) -> BTreeSet<String> {
+    if face::fence_proves_unused(settled.psp) {
+        return BTreeSet::new();
+    }
+    payments
+        .iter()
+        .filter(|p| p.status == PaymentStatus::Processing)
+        .filter(|p| settled.unprovable_alarms.contains(&p.payment_id))
+        .filter(|p| !intents_of.contains_key(p.payment_id.as_str()))
+        .map(|p| p.payment_id.clone())
+        .collect()
+}
+
 /// Checks the five invariants; returns what is broken.
-pub async fn check(
-    store: &FaultyStore,
-    observed: &Observed,
-    ledger: &[FakeCharge],
-    psp_refunds: &[FakeRefund],
-) -> Vec<String> {
+pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'_>) -> Checked {
+    let (ledger, psp_refunds) = (settled.ledger, settled.refunds);
     let mut violations = Vec::new();
     let inner = store.inner();
     let begun = store.begun();
@@ -236,6 +294,9 @@ pub async fn check(
         }
     }
     violations.extend(check_refunds(inner, &begun, &our_refunds, psp_refunds).await);
+    if !refunds_supported(settled.psp) {
+        violations.extend(check_no_refunds(observed, &our_refunds, psp_refunds));
+    }
     let refunded_as_duplicate = |payment_id: &str| {
         our_refunds.values().any(|r| {
             r.payment_id == payment_id
@@ -246,15 +307,17 @@ pub async fn check(
     let psp_refunded = |payment_id: &str| -> i64 {
         psp_refunds
             .iter()
-            .filter(|r| r.payment_id.as_deref() == Some(payment_id) && r.status == "succeeded")
+            .filter(|r| r.payment_id.as_deref() == Some(payment_id) && r.outcome == "succeeded")
             .map(|r| r.amount)
             .sum()
     };
 
     // 2. Every PSP charge belongs to exactly one of our payments (one intent per attempt key).
+    // Charges are compared by `outcome` (the money, in the same words on every face) and belong
+    // to a payment by `payment_id` (Stripe's and Omise's metadata, 2C2P's invoice number).
     let mut intents_of: BTreeMap<&str, Vec<&FakeCharge>> = BTreeMap::new();
     for charge in ledger {
-        match charge.metadata.get("payment_id") {
+        match &charge.payment_id {
             Some(id) if ours.contains_key(id.as_str()) => {
                 intents_of.entry(id.as_str()).or_default().push(charge)
             }
@@ -272,6 +335,13 @@ pub async fn check(
             ));
         }
     }
+    let mut stored_payments = Vec::new();
+    for payment in &begun {
+        if let Ok(Some(stored)) = inner.get_payment(&payment.payment_id).await {
+            stored_payments.push(stored);
+        }
+    }
+    let left_to_operator = left_to_operator(settled, &stored_payments, &intents_of);
 
     // 1, 3. Money: per order, paid iff exactly one capture; per payment, our state is the PSP's.
     for order_id in &observed.orders {
@@ -285,7 +355,7 @@ pub async fn check(
             .filter(|p| {
                 intents_of
                     .get(p.payment_id.as_str())
-                    .is_some_and(|intents| intents.iter().any(|i| i.status == "succeeded"))
+                    .is_some_and(|intents| intents.iter().any(|i| i.outcome == "succeeded"))
             })
             .map(|p| p.payment_id.as_str())
             .collect();
@@ -317,6 +387,12 @@ pub async fn check(
         match (order.payment_state, captured.as_slice()) {
             (OrderPaymentState::Paid, [one]) if order.payment_id.as_deref() == Some(*one) => {}
             (OrderPaymentState::Unpaid, []) => {}
+            // Held by an attempt left to an operator: it stays held until one settles it.
+            (OrderPaymentState::Processing, [])
+                if order
+                    .payment_id
+                    .as_ref()
+                    .is_some_and(|id| left_to_operator.contains(id)) => {}
             (state, _) => violations.push(format!(
                 "invariant 1: order {order_id} is {} (payment {:?}) but the PSP captured {captured:?}",
                 state.as_str(),
@@ -330,17 +406,21 @@ pub async fn check(
                 continue;
             };
             let intent = intents_of.get(id).and_then(|i| i.first());
-            let psp = intent.map_or("none", |i| i.status.as_str());
+            let psp = intent.map_or("none", |i| i.outcome.as_str());
             let agrees = match payment.status {
+                PaymentStatus::Processing if left_to_operator.contains(id) => continue,
                 PaymentStatus::Processing => {
                     violations.push(format!(
-                        "invariant 3: payment {id} still processing after settling (PSP: {psp})"
+                        "invariant 3: payment {id} ({}) still processing after settling (PSP: {psp})",
+                        payment.payment_method
                     ));
                     continue;
                 }
                 PaymentStatus::Succeeded => psp == "succeeded",
                 PaymentStatus::Failed => match payment.failure.as_ref().map(|f| f.kind) {
-                    Some(FailureKind::Declined) => psp == "requires_payment_method",
+                    // A decline leaves the charge failed (Stripe: back to
+                    // `requires_payment_method` after a failed attempt).
+                    Some(FailureKind::Declined) => psp == "failed",
                     Some(FailureKind::Abandoned) => matches!(psp, "none" | "canceled"),
                     _ => psp != "succeeded",
                 },
@@ -395,6 +475,7 @@ pub async fn check(
                     ));
                 }
             }
+            Some(Answer::Pending(id)) if left_to_operator.contains(id) => {}
             Some(Answer::Pending(id)) => violations.push(format!(
                 "invariant 3: key {user}/{key} still answers processing for {id} after settling"
             )),
@@ -411,7 +492,7 @@ pub async fn check(
             if let Some(p) = attempt {
                 if intents_of
                     .get(p.payment_id.as_str())
-                    .is_some_and(|i| i.iter().any(|c| c.status == "succeeded"))
+                    .is_some_and(|i| i.iter().any(|c| c.outcome == "succeeded"))
                 {
                     violations.push(format!(
                         "invariant 4: key {user}/{key} was told nothing was charged, but payment {} was",
@@ -487,6 +568,47 @@ pub async fn check(
             ));
         }
     }
+    Checked {
+        violations,
+        left_to_operator,
+    }
+}
+
+/// Whether payonce refunds through `psp` (2C2P's refunds need its Payment Maintenance API,
+/// which payonce does not speak).
+fn refunds_supported(psp: PspKind) -> bool {
+    psp != PspKind::TwoC2p
+}
+
+/// Where the PSP cannot refund: every refund request is refused `refund-not-supported` before
+/// anything is claimed, so no refund of ours exists, none is pending, and the PSP made none.
+fn check_no_refunds(
+    observed: &Observed,
+    ours: &BTreeMap<String, Refund>,
+    psp_refunds: &[FakeRefund],
+) -> Vec<String> {
+    let mut violations = Vec::new();
+    for ((staff, key), history) in &observed.refund_keys {
+        for answer in history.answers.iter().chain(history.settled.iter()) {
+            if *answer != Refunded::NotSupported {
+                violations.push(format!(
+                    "invariant 4: refund key {staff}/{key} was answered {answer:?} by a PSP without refunds"
+                ));
+            }
+        }
+    }
+    for (id, refund) in ours {
+        violations.push(format!(
+            "invariant 1: refund {id} ({}) exists although the PSP cannot refund",
+            refund.status.as_str()
+        ));
+    }
+    for refund in psp_refunds {
+        violations.push(format!(
+            "invariant 2: the PSP made refund {} although payonce cannot refund through it",
+            refund.id
+        ));
+    }
     violations
 }
 
@@ -518,12 +640,13 @@ async fn check_refunds(
             ));
         }
     }
-    // 1, 3. Each refund's state is the PSP's; nothing stays pending.
+    // 1, 3. Each refund's state is the PSP's (its `outcome`: Omise says `closed` for a refund
+    // that succeeded); nothing stays pending.
     for (id, refund) in ours {
         let psp = at_psp
             .get(id.as_str())
             .and_then(|r| r.first())
-            .map(|r| r.status.as_str());
+            .map(|r| r.outcome.as_str());
         let agrees = match refund.status {
             RefundStatus::Pending => {
                 violations.push(format!(
@@ -551,7 +674,7 @@ async fn check_refunds(
         let psp_refunded: i64 = psp_refunds
             .iter()
             .filter(|r| r.payment_id.as_deref() == Some(payment.payment_id.as_str()))
-            .filter(|r| r.status == "succeeded")
+            .filter(|r| r.outcome == "succeeded")
             .map(|r| r.amount)
             .sum();
         if psp_refunded > stored.amount {

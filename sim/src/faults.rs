@@ -21,6 +21,7 @@ use payonce::ports::{
     SettleOutcome,
 };
 use payonce_fake_psp::model::{Delivery, ModelEvent, StripeModel, WireRequest};
+use payonce_fake_psp::Provider;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -413,10 +414,14 @@ impl IdempotencyStore for FaultyStore {
     }
 }
 
-/// The secret key the simulated PSP accepts, and the adapter authenticates with.
+/// The secret key the simulated PSP accepts, and the adapter authenticates with: Stripe's API key,
+/// Omise's secret key, or the 2C2P merchant's secret key (which also signs its notifications).
 pub const API_KEY: &str = "sk_test_payonce_sim";
 
-/// The PSP model behind a network fault layer: the transport the real Stripe adapter uses in the
+/// The 2C2P merchant id the model knows and the adapter sends.
+pub const TWOC2P_MERCHANT_ID: &str = "PAYONCESIM01";
+
+/// The PSP model behind a network fault layer: the transport the real PSP adapter uses in the
 /// simulation. Webhook events the model emits go to the outbox, for the webhook pipeline.
 #[derive(Clone, Debug)]
 pub struct SimTransport {
@@ -466,6 +471,48 @@ impl SimTransport {
             .extend(answer.events);
         (answer.status, answer.body, answer.delivery)
     }
+
+    /// The PSP refuses our credentials, in its face's words: 401 on Stripe and Omise; on 2C2P's
+    /// JWT calls an unsigned `9042` (hash value mismatch: the merchant key) answered HTTP 200, as
+    /// 2C2P answers API errors. Do Payment carries no merchant credentials (the payment token
+    /// authorises it), so it has no such answer: `None`.
+    fn credentials_refused(&self, call: &WireCall) -> Option<WireReply> {
+        match self.model.provider() {
+            Provider::Stripe => Some(error_reply(401, "invalid_request_error", "api_key_expired")),
+            Provider::Omise => Some(omise_error(401, "authentication_failure")),
+            Provider::TwoC2p if call.path.ends_with("/payment") => None,
+            Provider::TwoC2p => Some(WireReply {
+                status: 200,
+                body: serde_json::json!({"respCode": "9042", "respDesc": "Hash value mismatch (simulated)"})
+                    .to_string()
+                    .into_bytes(),
+            }),
+        }
+    }
+
+    /// The PSP is busy: a key still in flight (409) where the face has keys, else rate limited
+    /// (429). 2C2P documents neither; a gateway's bare 429 stands in.
+    fn busy(&self, call: &WireCall) -> WireReply {
+        let keyed = call.header("Idempotency-Key").is_some() && self.world.chance(0.5);
+        match self.model.provider() {
+            Provider::Stripe if keyed => {
+                error_reply(409, "idempotency_error", "idempotency_key_in_use")
+            }
+            Provider::Stripe => error_reply(429, "rate_limit_error", "rate_limit"),
+            Provider::Omise if keyed => omise_error(409, "conflict"),
+            Provider::Omise => omise_error(429, "rate_limit"),
+            Provider::TwoC2p => plain_reply(429, "Too Many Requests (simulated)"),
+        }
+    }
+
+    /// A 500 without applying, in the face's words.
+    fn server_error(&self) -> WireReply {
+        match self.model.provider() {
+            Provider::Stripe => error_reply(500, "api_error", "api_error"),
+            Provider::Omise => omise_error(500, "internal_error"),
+            Provider::TwoC2p => plain_reply(500, "Internal Server Error (simulated)"),
+        }
+    }
 }
 
 fn encode(pairs: &[(String, String)]) -> String {
@@ -474,12 +521,43 @@ fn encode(pairs: &[(String, String)]) -> String {
         .finish()
 }
 
+/// The `respCode` of a 2C2P answer that carries one in plain JSON (an API error, or Do Payment's
+/// answer), for the trace.
+fn unsigned_resp_code(body: &str) -> Option<String> {
+    let json: serde_json::Value = serde_json::from_str(body).ok()?;
+    json["respCode"].as_str().map(str::to_owned)
+}
+
+/// A Stripe error object.
 fn error_reply(status: u16, kind: &str, code: &str) -> WireReply {
     WireReply {
         status,
         body: serde_json::json!({"error": {"type": kind, "code": code, "message": "simulated"}})
             .to_string()
             .into_bytes(),
+    }
+}
+
+/// An Omise error object.
+fn omise_error(status: u16, code: &str) -> WireReply {
+    WireReply {
+        status,
+        body: serde_json::json!({
+            "object": "error",
+            "location": format!("https://www.omise.co/api-errors#{code}"),
+            "code": code,
+            "message": "simulated",
+        })
+        .to_string()
+        .into_bytes(),
+    }
+}
+
+/// A body that is not JSON, as a gateway in front of the PSP answers.
+fn plain_reply(status: u16, text: &str) -> WireReply {
+    WireReply {
+        status,
+        body: text.as_bytes().to_vec(),
     }
 }
 
@@ -499,19 +577,15 @@ impl PspTransport for SimTransport {
             ));
         }
         if world.strikes(FaultKind::PspAuth) {
-            return Ok(error_reply(401, "invalid_request_error", "api_key_expired"));
+            if let Some(refused) = self.credentials_refused(call) {
+                return Ok(refused);
+            }
         }
         if world.strikes(FaultKind::PspBusy) {
-            return Ok(
-                if call.header("Idempotency-Key").is_some() && world.chance(0.5) {
-                    error_reply(409, "idempotency_error", "idempotency_key_in_use")
-                } else {
-                    error_reply(429, "rate_limit_error", "rate_limit")
-                },
-            );
+            return Ok(self.busy(call));
         }
         if world.strikes(FaultKind::Psp5xx) {
-            return Ok(error_reply(500, "api_error", "api_error"));
+            return Ok(self.server_error());
         }
         let timeout_before = world.strikes(FaultKind::PspTimeout) && world.chance(0.5);
         if timeout_before {
@@ -524,6 +598,12 @@ impl PspTransport for SimTransport {
         if status >= 400 {
             world.trace(format!(
                 "PSP {} {} -> {status} {body}",
+                call.method, call.path
+            ));
+        } else if let Some(code) = unsigned_resp_code(&body) {
+            // 2C2P answers its API errors HTTP 200 with a plain `respCode`.
+            world.trace(format!(
+                "PSP {} {} -> {status} respCode {code}",
                 call.method, call.path
             ));
         } else {

@@ -1,14 +1,17 @@
 //! The whole-system simulation of payonce.
 //!
 //! The real services — orders, charge, the webhook processor, reconcile — run in one process on
-//! virtual time against the embedded store and the Stripe model, each behind a fault layer.
+//! virtual time against the embedded store and the PSP model — speaking Stripe's, Omise's or
+//! 2C2P's wire format to the matching adapter (see [`face`]) — each behind a fault layer.
 //! Shoppers double-click, retry, open new tabs and edit orders; invocations die between any two
 //! calls; the network to the PSP fails before and after the PSP applied a request; webhooks are
 //! delayed, duplicated, reordered and lost. One seed determines a run. When the shoppers are
 //! done the faults stop, the system is given a bounded time to settle, and the invariants are
 //! checked against the PSP's ledger (see [`check`]).
 
+pub mod alarms;
 pub mod check;
+pub mod face;
 pub mod faults;
 pub mod run;
 pub mod shrink;

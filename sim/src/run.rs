@@ -2,30 +2,31 @@
 //! faults of a [`Schedule`]; then the faults stop, the system settles, and the invariants are
 //! checked against the PSP model's ledger and our tables.
 
-use crate::check::{check, Answer, Observed, RefundAsked, Refunded};
-use crate::faults::{FaultyStore, SimTransport, API_KEY};
+use crate::alarms::{Alarms, PAYMENT_UNPROVABLE};
+use crate::check::{check, Answer, Observed, RefundAsked, Refunded, Settled};
+use crate::face;
+use crate::faults::{FaultyStore, SimTransport, API_KEY, TWOC2P_MERCHANT_ID};
 use crate::world::{FaultKind, Schedule, SharedWorld, World};
-use lambda_http::http::{HeaderMap, HeaderValue};
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore, MemoryQueue};
-use payonce::adapters::psp::stripe::StripePsp;
-use payonce::adapters::psp::StripeWebhooks;
+use payonce::adapters::psp::ConfiguredPsp;
 use payonce::clock::{Clock, SharedClock};
+use payonce::config::PspKind;
 use payonce::domain::{Currency, LineItem};
 use payonce::idempotency::{Idempotency, IdempotencyConfig, IdempotencyKey};
 use payonce::mutations::Mutation;
 use payonce::ports::QueueReceive;
 use payonce::service::cleanup::CleanupConfig;
+use payonce::service::limits::{AttemptLimiter, AttemptLimits};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{
-    Processed, ProcessorConfig, Providers, QueuedEvent, WebhookProcessor, WebhookReceiver,
-    EVENT_ID_ATTRIBUTE, MAX_WEBHOOK_BYTES, PROVIDER_ATTRIBUTE,
+    Processed, ProcessorConfig, QueuedEvent, WebhookProcessor, WebhookReceiver, EVENT_ID_ATTRIBUTE,
+    MAX_WEBHOOK_BYTES, PROVIDER_ATTRIBUTE,
 };
 use payonce::service::{
     ChargeConfig, ChargeService, Created, EventApplied, OrderService, PayRequest, RefundConfig,
     RefundService,
 };
 use payonce_fake_psp::model::{ModelConfig, ModelEvent, StripeModel};
-use payonce_fake_psp::sign_webhook;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -53,13 +54,17 @@ pub struct Outcome {
     pub psp_charges: usize,
     /// Payments a webhook moved.
     pub webhook_moves: u32,
+    /// Attempts left `processing` for an operator, with an alarm, because the PSP never saw
+    /// them and cannot prove it (Omise); see [`check`].
+    pub left_to_operator: usize,
 }
 
-type Psp = StripePsp<SimTransport>;
+type Psp = ConfiguredPsp<SimTransport>;
 
 /// The system under test, as the shoppers, the webhook pipeline and the scheduler reach it.
 struct System {
     world: SharedWorld,
+    psp: PspKind,
     store: FaultyStore,
     model: Arc<StripeModel>,
     outbox: Arc<Mutex<Vec<ModelEvent>>>,
@@ -84,19 +89,25 @@ pub fn run(schedule: &Schedule, mutations: &[Mutation]) -> Outcome {
         .start_paused(true)
         .build()
         .expect("a current-thread runtime");
-    let outcome = runtime.block_on(simulate(schedule));
+    // The services raise alarms as error logs; the run's thread listens for them.
+    let alarms = Alarms::default();
+    let listening = tracing::subscriber::set_default(alarms.subscriber());
+    let outcome = runtime.block_on(simulate(schedule, &alarms));
+    drop(listening);
     payonce::mutations::set(&[]);
     payonce::ids::seed_thread(None);
     outcome
 }
 
-async fn simulate(schedule: &Schedule) -> Outcome {
+async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
     let world = World::new(schedule);
+    alarms.trace_into(&world);
+    let psp = schedule.psp;
     let clock: SharedClock = Arc::new(world.clock().clone());
     let records = MemoryIdempotencyStore::new(clock.clone());
     let store = FaultyStore::new(
         world.clone(),
-        MemoryPaymentStore::new(records, clock.clone()),
+        MemoryPaymentStore::new(records.clone(), clock.clone()),
     );
     let dead_letters = MemoryQueue::new(clock.clone(), MAX_WEBHOOK_BYTES);
     let queue = MemoryQueue::with_dead_letter(
@@ -112,14 +123,16 @@ async fn simulate(schedule: &Schedule) -> Outcome {
     };
     let mut minimum_overrides = BTreeMap::new();
     if world.strikes(FaultKind::PspMinimumMoves) {
-        let currency = *world.pick(&SHOP_CURRENCIES);
-        let raised =
-            currency.stripe_minimum_minor() * 2 + i64::try_from(world.u64(0..3_000)).unwrap_or(0);
+        let currency = *world.pick(face::currencies(psp));
+        let raised = face::minimum_minor(psp, currency) * 2
+            + i64::try_from(world.u64(0..3_000)).unwrap_or(0);
         minimum_overrides.insert(currency.as_str().to_owned(), raised);
     }
     let model = Arc::new(StripeModel::new(
         ModelConfig {
+            provider: face::provider(psp),
             api_key: API_KEY.to_owned(),
+            twoc2p_merchant_id: TWOC2P_MERCHANT_ID.to_owned(),
             search_lag_max: lag,
             minimum_overrides,
             ..ModelConfig::default()
@@ -127,33 +140,41 @@ async fn simulate(schedule: &Schedule) -> Outcome {
         schedule.seed,
     ));
     let outbox = Arc::new(Mutex::new(Vec::new()));
-    let psp = StripePsp::with_transport(
-        SimTransport::new(world.clone(), model.clone(), outbox.clone()),
-        "stripe",
-        API_KEY,
-        Duration::from_secs(10),
-    );
+    // One adapter per service, as each function builds its own; they share the one network.
+    let transport = SimTransport::new(world.clone(), model.clone(), outbox.clone());
+    let adapter = || face::adapter(psp, transport.clone());
     let system = Arc::new(System {
         world: world.clone(),
+        psp,
         store: store.clone(),
         model,
         outbox,
-        charge: ChargeService::new(store.clone(), psp.clone(), ChargeConfig::default()),
-        refunds: RefundService::new(store.clone(), psp.clone(), RefundConfig::default()),
+        // With the attempt limits a deployment runs, counted in the shared embedded records.
+        charge: ChargeService::new(store.clone(), adapter(), ChargeConfig::default())
+            .with_attempt_limits(AttemptLimiter::new(
+                Arc::new(records.clone()),
+                AttemptLimits::default(),
+            )),
+        refunds: RefundService::new(store.clone(), adapter(), RefundConfig::default()),
         orders: OrderService::new(
             store.clone(),
             Idempotency::new(store.clone(), IdempotencyConfig::default()),
-        ),
+        )
+        .for_psp(psp),
         reconciler: Reconciler::new(
             store.clone(),
             store.clone(),
-            psp,
+            adapter(),
             ReconcileConfig::default(),
         ),
-        receiver: WebhookReceiver::new(providers(), queue.clone(), clock.clone()),
+        receiver: WebhookReceiver::new(face::receiver_providers(psp), queue.clone(), clock.clone()),
         queue,
         dead_letters,
-        processor: WebhookProcessor::new(store.clone(), providers(), ProcessorConfig::default()),
+        processor: WebhookProcessor::new(
+            store.clone(),
+            face::processor_providers(psp),
+            ProcessorConfig::default(),
+        ),
         observed: Mutex::new(Observed::default()),
     });
 
@@ -220,29 +241,27 @@ async fn simulate(schedule: &Schedule) -> Outcome {
     let observed = lock(&system.observed).clone();
     let ledger = system.model.charges();
     let refunds = system.model.refunds();
+    let settled = Settled {
+        psp,
+        ledger: &ledger,
+        refunds: &refunds,
+        unprovable_alarms: alarms.payments(PAYMENT_UNPROVABLE),
+    };
+    let checked = check(&system.store, &observed, &settled).await;
     let mut violations = stuck;
-    violations.extend(check(&system.store, &observed, &ledger, &refunds).await);
+    violations.extend(checked.violations);
     Outcome {
         violations,
         trace: world.trace_lines(),
         requests: observed.requests,
         psp_charges: ledger.len(),
         webhook_moves: observed.applied_events.values().sum(),
+        left_to_operator: checked.left_to_operator.len(),
     }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The currencies shoppers buy in.
-const SHOP_CURRENCIES: [Currency; 4] = [Currency::Jpy, Currency::Usd, Currency::Thb, Currency::Gbp];
-
-/// The webhook signing secret the PSP and the receiver share.
-const WEBHOOK_SECRET: &str = "whsec_payonce_sim";
-
-fn providers() -> Providers {
-    Providers::new().with(StripeWebhooks::new("stripe", vec![WEBHOOK_SECRET.into()]))
 }
 
 /// The tokens shoppers pay with, by weight: mostly cards that work, and every odd path.
@@ -274,8 +293,8 @@ fn pick_token(world: &World) -> String {
     "pm_card_visa".to_owned()
 }
 
-fn items(world: &World, currency: Currency) -> Vec<LineItem> {
-    let minimum = currency.stripe_minimum_minor();
+fn items(world: &World, psp: PspKind, currency: Currency) -> Vec<LineItem> {
+    let minimum = face::minimum_minor(psp, currency);
     vec![LineItem {
         sku: "SKU-1".into(),
         quantity: i64::try_from(world.u64(1..4)).unwrap_or(1),
@@ -289,9 +308,9 @@ async fn shopper(system: Arc<System>, index: u32) {
     let world = system.world.clone();
     tokio::time::sleep(world.millis(0, 60_000)).await;
     let user = format!("shopper{index}");
-    let currency = *world.pick(&SHOP_CURRENCIES);
+    let currency = *world.pick(face::currencies(system.psp));
     let order_key = IdempotencyKey::parse(&format!("order-{index}")).expect("a valid key");
-    let lines = items(&world, currency);
+    let lines = items(&world, system.psp, currency);
     let mut order = None;
     for _ in 0..10 {
         let deadline_ms = world.clock().now_ms() + 25_000;
@@ -411,7 +430,7 @@ async fn react(
                         user,
                         &request.order_id,
                         Some(request.order_version),
-                        items(world, currency),
+                        items(world, system.psp, currency),
                     ),
                 )
                 .await
@@ -456,6 +475,11 @@ async fn react(
         }
         Answer::InUse | Answer::ServerError(_) | Answer::Died => {
             tokio::time::sleep(world.millis(1_000, 40_000)).await;
+            true
+        }
+        // Over the attempt limits: a shopper waits, as Retry-After says, at most an hour.
+        Answer::Limited => {
+            tokio::time::sleep(world.millis(60_000, 3_600_000)).await;
             true
         }
         Answer::Wrong(_) => false,
@@ -586,7 +610,7 @@ async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> An
             .find(|p| p.idempotency_pk.ends_with(&record));
         if let Some(payment) = attempt {
             let captured = system.model.charges().iter().any(|c| {
-                c.status == "succeeded" && c.metadata.get("payment_id") == Some(&payment.payment_id)
+                c.outcome == "succeeded" && c.payment_id.as_ref() == Some(&payment.payment_id)
             });
             if captured {
                 lock(&system.observed).false_unavailable.push((
@@ -615,6 +639,7 @@ fn classify(status: u16, json: &serde_json::Value) -> Answer {
         }
         (503, _) if is("psp-unavailable") => Answer::Unavailable,
         (409, _) if is("idempotency-key-in-use") => Answer::InUse,
+        (429, _) if is("too-many-attempts") => Answer::Limited,
         (409, _) if is("payment-in-progress") => Answer::OrderBusy,
         (409, _) if is("order-already-paid") => Answer::OrderPaid,
         (409, _) if is("order-version-mismatch") => {
@@ -704,23 +729,20 @@ async fn pump_webhooks(system: Arc<System>) {
     }
 }
 
-/// The PSP delivers one copy of an event to the webhook receiver, signed at delivery time as
-/// Stripe signs each attempt; a refused delivery is retried, as the PSP retries non-2xx.
+/// The PSP delivers one copy of an event to the webhook receiver, signed at delivery time as the
+/// PSP signs each attempt (2C2P's body carries its own signature); a refused delivery is
+/// retried, as the PSP retries non-2xx.
 async fn deliver(system: Arc<System>, event: ModelEvent, delay: Duration) {
     tokio::time::sleep(delay).await;
     for _ in 0..3 {
-        let signature = sign_webhook(
-            WEBHOOK_SECRET,
+        let headers = face::signature_headers(
+            system.psp,
             system.world.clock().now_s(),
             event.body.as_bytes(),
         );
-        let mut headers = HeaderMap::new();
-        if let Ok(value) = HeaderValue::from_str(&signature) {
-            headers.insert("stripe-signature", value);
-        }
         match system
             .receiver
-            .receive("stripe", &headers, event.body.as_bytes())
+            .receive(system.psp.name(), &headers, event.body.as_bytes())
             .await
         {
             Ok(_) => return,

@@ -5,6 +5,7 @@
 //! seed gives the same run, draw for draw.
 
 use payonce::clock::Clock;
+use payonce::config::PspKind;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -124,11 +125,14 @@ impl FaultKind {
     }
 }
 
-/// What a run is made of: its seed and the knobs a shrink turns down.
+/// What a run is made of: its seed, the PSP it runs against, and the knobs a shrink turns down.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Schedule {
     /// The seed every draw derives from.
     pub seed: u64,
+    /// The PSP the deployment uses: its adapter, the model's wire format (face), its webhook
+    /// scheme, currencies and minimums. A shrink keeps it.
+    pub psp: PspKind,
     /// Shoppers (one order each).
     pub clients: u32,
     /// The fault kinds allowed; each run picks its own rates for them from the seed.
@@ -136,22 +140,32 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// The full schedule of a seed: every fault kind, the default number of shoppers.
+    /// The full schedule of a seed against Stripe: every fault kind, the default number of
+    /// shoppers.
     pub fn of_seed(seed: u64) -> Self {
+        Self::of_seed_with(seed, PspKind::Stripe)
+    }
+
+    /// The full schedule of a seed against `psp`.
+    pub fn of_seed_with(seed: u64, psp: PspKind) -> Self {
         Self {
             seed,
+            psp,
             clients: 5,
             faults: FaultKind::ALL.into_iter().collect(),
         }
     }
 
-    /// The flags that replay this schedule.
+    /// The flags that replay this schedule (the PSP always named, so a replay never runs
+    /// against another PSP than the failure did).
     pub fn replay_flags(&self) -> String {
-        let mut flags = format!("--seed {}", self.seed);
+        let mut flags = format!("--psp {} --seed {}", self.psp.name(), self.seed);
         if self.clients != Self::of_seed(self.seed).clients {
             flags.push_str(&format!(" --clients {}", self.clients));
         }
-        if self.faults.len() != FaultKind::ALL.len() {
+        if self.faults.is_empty() {
+            flags.push_str(" --faults none");
+        } else if self.faults.len() != FaultKind::ALL.len() {
             let names: Vec<_> = self.faults.iter().map(|k| k.name()).collect();
             flags.push_str(&format!(" --faults {}", names.join(",")));
         }

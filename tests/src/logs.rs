@@ -1,4 +1,6 @@
-//! Captures what the code under test logs (as JSON lines), for alarm assertions.
+//! Captures what the code under test logs, through the functions' own subscriber
+//! (`payonce::logging::subscriber`) at TRACE: the lines a Lambda would write, flat JSON with the
+//! event's fields at the top level, for alarm and redaction assertions.
 //!
 //! The capture is the thread's default subscriber while its guard lives: use it in a
 //! current-thread test (`#[tokio::test]`), where every task of the test runs on that thread.
@@ -20,35 +22,43 @@ pub struct CaptureGuard {
 }
 
 impl LogCapture {
-    /// Installs a JSON subscriber (every level) writing into the returned capture, as this
-    /// thread's default until the guard is dropped.
+    /// Installs the functions' subscriber at TRACE (third-party crates capped as in Lambda)
+    /// writing into the returned capture, as this thread's default until the guard is dropped.
     pub fn install() -> (Self, CaptureGuard) {
         let capture = Self::default();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_max_level(tracing::Level::TRACE)
-            .with_writer(capture.clone())
-            .finish();
+        let subscriber = payonce::logging::subscriber(
+            tracing_subscriber::filter::LevelFilter::TRACE,
+            capture.clone(),
+        );
         let guard = CaptureGuard {
             _default: tracing::subscriber::set_default(subscriber),
         };
         (capture, guard)
     }
 
-    /// Every event logged so far, parsed.
-    pub fn events(&self) -> Vec<Value> {
+    /// Every line written so far, as written.
+    pub fn lines(&self) -> Vec<String> {
         let bytes = self.lines.lock().expect("log lock").clone();
         String::from_utf8_lossy(&bytes)
             .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Every event logged so far, parsed (a line that is not JSON is skipped: see
+    /// [`LogCapture::lines`]).
+    pub fn events(&self) -> Vec<Value> {
+        self.lines()
+            .iter()
             .filter_map(|line| serde_json::from_str(line).ok())
             .collect()
     }
 
-    /// The events carrying `alarm = <alarm>`.
+    /// The events carrying `alarm = <alarm>` (the field a metric filter reads as `$.alarm`).
     pub fn alarms(&self, alarm: &str) -> Vec<Value> {
         self.events()
             .into_iter()
-            .filter(|event| event["fields"]["alarm"] == alarm)
+            .filter(|event| event[payonce::logging::ALARM_FIELD] == alarm)
             .collect()
     }
 }

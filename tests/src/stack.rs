@@ -1,6 +1,7 @@
 //! `PaymentStack`: the charge, orders and refund handlers over fresh tables in DynamoDB Local,
-//! the Stripe adapter talking HTTP to a fake PSP on loopback, a manual clock, and helpers that
-//! feed API Gateway v2 events (with the JWT's scopes) and read what was persisted.
+//! the adapter of the fake PSP's face (Stripe by default, or Omise or 2C2P) talking HTTP to it on
+//! loopback, that PSP's webhook schemes, a manual clock, and helpers that feed API Gateway v2
+//! events (with the JWT's scopes) and read what was persisted.
 
 use crate::{dynamodb_client, unique_table};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -10,19 +11,21 @@ use payonce::adapters::dynamodb::{
     create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore,
     RequestCounter, Tables,
 };
-use payonce::adapters::psp::StripeWebhooks;
 use payonce::adapters::psp::{
-    OmiseConfig, OmisePsp, StripeConfig, StripePsp, TwoC2pConfig, TwoC2pPsp,
+    ConfiguredPsp, OmiseConfig, OmisePsp, ParseOnlyWebhooks, StripeConfig, StripePsp,
+    StripeWebhooks, TwoC2pConfig, TwoC2pPsp,
 };
-use payonce::clock::{Clock, ManualClock};
+use payonce::clock::{system_clock, Clock, ManualClock};
+use payonce::config::{webhook_parsers_for, webhook_providers_for, PspKind, PspSecrets};
 use payonce::domain::{Currency, LineItem, Order, OrderPaymentState, PaymentView};
 use payonce::idempotency::{
     Idempotency, IdempotencyConfig, IdempotencyRecord, IdempotencyStore, RecordKey, RecordState,
 };
-use payonce::ports::{ChargeStore, OrderStore, Psp};
+use payonce::ports::{ChargeStore, OrderStore, Psp, QueueSend};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{
     ProcessError, Processed, ProcessorConfig, Providers, QueuedEvent, WebhookProcessor,
+    WebhookReceiver,
 };
 use payonce::service::{
     ChargeConfig, ChargeService, OrderService, RefundConfig, RefundService, REFUND_OAUTH_SCOPE,
@@ -47,16 +50,21 @@ pub const STAFF_SCOPES: &[&str] = &[REFUND_OAUTH_SCOPE];
 
 /// Everything a payment test talks to.
 pub struct PaymentStack {
-    /// POST /payments, GET /payments/{id}.
-    pub charge: ChargeService<DynamoPaymentStore, StripePsp>,
+    /// POST /payments, GET /payments/{id}, through the adapter of the fake PSP's face.
+    pub charge: ChargeService<DynamoPaymentStore, ConfiguredPsp>,
     /// /orders.
     pub orders: OrderService<DynamoPaymentStore, DynamoIdempotencyStore>,
-    /// POST /payments/{payment_id}/refunds.
-    pub refunds: RefundService<DynamoPaymentStore, StripePsp>,
-    /// The webhook processor over the same store.
+    /// POST /payments/{payment_id}/refunds, through the adapter of the fake PSP's face.
+    pub refunds: RefundService<DynamoPaymentStore, ConfiguredPsp>,
+    /// The webhook processor over the same store, reading the face's events as the deployed
+    /// processor reads them (see [`webhook_schemes`]).
     pub processor: WebhookProcessor<DynamoPaymentStore>,
-    /// The webhook providers (`fake` signs with the fake PSP's secret).
+    /// The receiver's (verifying) webhook providers of the face (see [`webhook_schemes`]).
     pub providers: Providers,
+    /// The provider name the face's webhooks arrive under (`/webhooks/{name}`), which also
+    /// names their dedup records (`webhook#<name>#<event id>`): `fake` for the Stripe face,
+    /// `omise` and `2c2p` for the others.
+    pub webhook_provider: &'static str,
     /// The fake PSP, over HTTP.
     pub psp: RunningFakePsp,
     /// The clock every store reads.
@@ -105,23 +113,22 @@ impl PaymentStack {
         let clock = ManualClock::at_system_time();
         let store =
             DynamoPaymentStore::new(client.clone(), tables.clone()).with_clock(clock.clone());
-        let charge = ChargeService::new(store.clone(), stripe_for(&psp), charge_config);
-        let refunds = RefundService::new(store.clone(), stripe_for(&psp), refund_config);
+        let charge = ChargeService::new(store.clone(), psp_for(&psp), charge_config);
+        let refunds = RefundService::new(store.clone(), psp_for(&psp), refund_config);
         let idempotency = Idempotency::new(
             DynamoIdempotencyStore::new(client, &tables.idempotency).with_clock(clock.clone()),
             IdempotencyConfig::default(),
         );
-        let providers = webhook_providers();
+        // Orders are checked against the charge limits of the PSP that charges them.
+        let orders = OrderService::new(store.clone(), idempotency).for_psp(charge.psp().kind());
+        let (providers, parsers, webhook_provider) = webhook_schemes(psp.provider());
         Self {
             charge,
-            processor: WebhookProcessor::new(
-                store.clone(),
-                providers.clone(),
-                ProcessorConfig::default(),
-            ),
+            processor: WebhookProcessor::new(store.clone(), parsers, ProcessorConfig::default()),
             providers,
+            webhook_provider,
             refunds,
-            orders: OrderService::new(store, idempotency),
+            orders,
             psp,
             clock,
             counter,
@@ -134,11 +141,11 @@ impl PaymentStack {
     pub fn reconciler(
         &self,
         config: ReconcileConfig,
-    ) -> Reconciler<DynamoPaymentStore, DynamoIdempotencyStore, StripePsp> {
+    ) -> Reconciler<DynamoPaymentStore, DynamoIdempotencyStore, ConfiguredPsp> {
         Reconciler::new(
             self.charge.store().clone(),
             self.records(),
-            self.charge.psp().clone(),
+            psp_for(&self.psp),
             config,
         )
     }
@@ -171,13 +178,25 @@ impl PaymentStack {
     }
 
     /// The charge function over this stack's store, but with a PSP it cannot connect to: the
-    /// Stripe adapter pointed at a closed loopback port (an invocation cut off from the PSP).
-    pub fn cut_off_charge(&self) -> ChargeService<DynamoPaymentStore, StripePsp> {
+    /// adapter of the fake's face pointed at a closed loopback port (an invocation cut off from
+    /// the PSP).
+    pub fn cut_off_charge(&self) -> ChargeService<DynamoPaymentStore, ConfiguredPsp> {
+        self.charge_with(cut_off_psp_for(self.psp.provider()))
+    }
+
+    /// The charge function over this stack's store and charge settings, but calling `psp`.
+    pub fn charge_with<P: Psp>(&self, psp: P) -> ChargeService<DynamoPaymentStore, P> {
         ChargeService::new(
             self.charge.store().clone(),
-            cut_off_psp(),
+            psp,
             self.charge.config().clone(),
         )
+    }
+
+    /// A webhook receiver with this stack's (verifying) providers on the real clock (the fake
+    /// PSP signs with the time of sending), enqueueing to `queue`.
+    pub fn receiver<Q: QueueSend>(&self, queue: Q) -> WebhookReceiver<Q> {
+        WebhookReceiver::new(self.providers.clone(), queue, system_clock())
     }
 
     /// POST /payments as `user` with `key` and `body`, handled by `service` (e.g.
@@ -246,7 +265,19 @@ impl PaymentStack {
 
     /// Creates an order of 2 × 1500 JPY for `user`; returns its id.
     pub async fn create_order(&self, user: &str) -> String {
-        let body = json!({"currency": "jpy", "items": [{"sku": "A1", "quantity": 2, "unit_amount": 1500}]});
+        self.create_order_of(user, Currency::Jpy, 2, 1500).await
+    }
+
+    /// Creates an order of `quantity` × `unit_amount` minor units of `currency` for `user`
+    /// through the orders API (asserting 201); returns its id.
+    pub async fn create_order_of(
+        &self,
+        user: &str,
+        currency: Currency,
+        quantity: i64,
+        unit_amount: i64,
+    ) -> String {
+        let body = json!({"currency": currency.as_str(), "items": [{"sku": "A1", "quantity": quantity, "unit_amount": unit_amount}]});
         let reply = self
             .orders_request(api_event(
                 "POST",
@@ -462,12 +493,13 @@ impl PaymentStack {
         sink
     }
 
-    /// Hands `body` to the webhook processor as a queued event of the `fake` provider.
+    /// Hands `body` to the webhook processor as a queued event of the face's provider
+    /// ([`PaymentStack::webhook_provider`]: `fake` for the Stripe face).
     pub async fn deliver(&self, body: &str) -> Result<Processed, ProcessError> {
         self.processor
             .process(&QueuedEvent {
                 message_id: "m-test",
-                provider: Some("fake"),
+                provider: Some(self.webhook_provider),
                 body,
             })
             .await
@@ -527,16 +559,60 @@ pub async fn start_fake_psp(mut config: FakePspConfig) -> RunningFakePsp {
         .expect("start the fake PSP")
 }
 
-/// The Stripe adapter pointed at a closed loopback port: every call fails to connect (an
-/// invocation cut off from the PSP).
-pub fn cut_off_psp() -> StripePsp {
+/// A loopback URL nothing listens on (the port was bound, then let go).
+fn closed_url() -> String {
     let closed = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         listener.local_addr().expect("local address")
     };
-    let mut stripe = StripeConfig::new(format!("http://{closed}"), FAKE_API_KEY);
+    format!("http://{closed}")
+}
+
+/// The Stripe adapter pointed at a closed loopback port: every call fails to connect (an
+/// invocation cut off from the PSP).
+pub fn cut_off_psp() -> StripePsp {
+    let mut stripe = StripeConfig::new(closed_url(), FAKE_API_KEY);
     stripe.connect_timeout = Duration::from_secs(1);
     StripePsp::new(stripe).expect("HTTP client")
+}
+
+/// The adapter of `provider` pointed at a closed loopback port: every call fails to connect.
+pub fn cut_off_psp_for(provider: Provider) -> ConfiguredPsp {
+    adapter_at(provider, &closed_url(), FAKE_API_KEY)
+}
+
+/// The adapter of the face `psp` speaks ([`stripe_for`], [`omise_for`] or [`twoc2p_for`]), as
+/// the one PSP of a deployment.
+pub fn psp_for(psp: &RunningFakePsp) -> ConfiguredPsp {
+    match psp.provider() {
+        Provider::Stripe => ConfiguredPsp::Stripe(stripe_for(psp)),
+        Provider::Omise => ConfiguredPsp::Omise(omise_for(psp)),
+        Provider::TwoC2p => ConfiguredPsp::TwoC2p(twoc2p_for(psp)),
+    }
+}
+
+/// The adapter of `provider` at `base_url` (1 s to connect, 5 s per request) with `secret`:
+/// Stripe's API key, Omise's secret key, or the 2C2P merchant's secret key (merchant
+/// `DEFAULT_TWOC2P_MERCHANT_ID`).
+pub fn adapter_at(provider: Provider, base_url: &str, secret: &str) -> ConfiguredPsp {
+    let (connect, request) = (Duration::from_secs(1), Duration::from_secs(5));
+    match provider {
+        Provider::Stripe => {
+            let mut config = StripeConfig::new(base_url, secret);
+            (config.connect_timeout, config.request_timeout) = (connect, request);
+            ConfiguredPsp::Stripe(StripePsp::new(config).expect("HTTP client"))
+        }
+        Provider::Omise => {
+            let mut config = OmiseConfig::new(secret).with_base_url(base_url);
+            (config.connect_timeout, config.request_timeout) = (connect, request);
+            ConfiguredPsp::Omise(OmisePsp::new(config).expect("HTTP client"))
+        }
+        Provider::TwoC2p => {
+            let mut config = TwoC2pConfig::new(base_url, DEFAULT_TWOC2P_MERCHANT_ID, secret);
+            (config.connect_timeout, config.request_timeout) = (connect, request);
+            ConfiguredPsp::TwoC2p(TwoC2pPsp::new(config).expect("HTTP client"))
+        }
+    }
 }
 
 /// The Stripe adapter over HTTP to `psp` (1 s to connect, 5 s per request).
@@ -568,6 +644,40 @@ pub fn twoc2p_for(psp: &RunningFakePsp) -> TwoC2pPsp {
 
 /// The webhook secret of the `stripe` provider in tests.
 pub const STRIPE_WEBHOOK_SECRET: &str = "whsec_test_stripe_payonce";
+
+/// The webhook schemes of a stack on `provider`'s face: the receiver's (verifying) providers, the
+/// processor's (reading) providers, and the provider name the face's webhooks arrive under.
+///
+/// - Stripe: [`webhook_providers`] (`fake` with the fake's secret, and `stripe`) for the
+///   receiver, read-only Stripe schemes under the same names for the processor; deliveries
+///   arrive under `fake`.
+/// - Omise and 2C2P: exactly what a deployment with `PSP=omise` / `PSP=2c2p` builds
+///   (`webhook_providers_for`, `webhook_parsers_for`) from the secrets the fake shares (Omise: its
+///   base64 webhook secret; 2C2P: the merchant id and secret key, which also reads the
+///   processor's notifications); deliveries arrive under `omise` / `2c2p`.
+pub fn webhook_schemes(provider: Provider) -> (Providers, Providers, &'static str) {
+    let kind = match provider {
+        Provider::Stripe => {
+            let parsers = Providers::new()
+                .with(ParseOnlyWebhooks::stripe("stripe"))
+                .with(ParseOnlyWebhooks::stripe("fake"));
+            return (webhook_providers(), parsers, "fake");
+        }
+        Provider::Omise => PspKind::Omise,
+        Provider::TwoC2p => PspKind::TwoC2p,
+    };
+    let secrets = PspSecrets {
+        secret_key: Some(FAKE_API_KEY.into()),
+        merchant_id: Some(DEFAULT_TWOC2P_MERCHANT_ID.into()),
+        webhook_secrets: vec![DEFAULT_OMISE_WEBHOOK_SECRET.into()],
+        ..PspSecrets::default()
+    };
+    (
+        webhook_providers_for(kind, &secrets).expect("the face's webhook providers"),
+        webhook_parsers_for(kind, Some(&secrets)).expect("the face's webhook parsers"),
+        kind.name(),
+    )
+}
 
 /// `stripe` and `fake`, both with the Stripe scheme.
 pub fn webhook_providers() -> Providers {

@@ -506,7 +506,10 @@ fn alarm_filters(t: &Value, field: &str) -> Vec<(String, String)> {
     for (name, filter) in of_type(t, "AWS::Logs::MetricFilter") {
         let props = &filter["Properties"];
         let pattern = props["FilterPattern"].as_str().unwrap_or("");
-        if !pattern.contains(&format!("$.fields.alarm = \"{field}\"")) {
+        // The functions log flat JSON: a field is at the top level of the line.
+        assert!(!pattern.contains("$.fields."), "{name}: {pattern}");
+        let alarm = payonce::logging::ALARM_FIELD;
+        if !pattern.contains(&format!("$.{alarm} = \"{field}\"")) {
             continue;
         }
         let group = props["LogGroupName"]["Ref"].as_str().expect("a log group");
@@ -824,12 +827,15 @@ fn each_function_that_calls_the_psp_or_reads_webhooks_knows_which_psp() {
                 reads_the_psp_secret(&t, "WebhookProcessorFunction", &params),
                 is_2c2p
             );
+            // AND orders know the PSP (its currencies and minimum charges), never its secret
+            let orders = env_under(&t, "OrdersFunction", &params);
+            assert_eq!(orders["PSP"], kind.name());
+            assert!(orders.get("PSP_SECRET_ARN").is_none() && orders.get("PSP_API_BASE").is_none());
+            assert!(!reads_the_psp_secret(&t, "OrdersFunction", &params));
             // AND nothing else touches the PSP
-            for function in ["OrdersFunction", "CleanupFunction"] {
-                let env = env_under(&t, function, &params);
-                assert!(env.get("PSP").is_none() && env.get("PSP_SECRET_ARN").is_none());
-                assert!(!reads_the_psp_secret(&t, function, &params), "{function}");
-            }
+            let cleanup = env_under(&t, "CleanupFunction", &params);
+            assert!(cleanup.get("PSP").is_none() && cleanup.get("PSP_SECRET_ARN").is_none());
+            assert!(!reads_the_psp_secret(&t, "CleanupFunction", &params));
         }
     }
     // AND an explicit PspApiBase wins whatever the PSP
@@ -966,5 +972,391 @@ fn every_alarm_the_code_logs_has_a_metric_filter_and_an_alarm() {
         for (metric, _) in &filters {
             assert_alarmed(&t, metric);
         }
+    }
+}
+
+/// Whether a CloudFormation `AllowedPattern` could let a `*` through: an unescaped `.` outside a
+/// character class, a negated class, a class or an escape that includes `*`. Conservative: it
+/// reads the pattern, it does not run it.
+fn pattern_can_match_a_star(pattern: &str) -> bool {
+    let mut chars = pattern.chars().peekable();
+    let mut in_class = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some('*' | 'S' | 'W' | 'D' | 'p' | 'P') = chars.next() {
+                    return true;
+                }
+            }
+            '[' if !in_class => {
+                in_class = true;
+                if chars.peek() == Some(&'^') {
+                    return true;
+                }
+            }
+            ']' if in_class => in_class = false,
+            '*' if in_class => return true,
+            '.' if !in_class => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+#[test]
+fn a_checkout_on_another_origin_passes_the_preflight_and_reads_the_retry_headers() {
+    // GIVEN the template's HTTP API
+    let t = template();
+    let cors = &resources(&t)["HttpApi"]["Properties"]["CorsConfiguration"];
+    // THEN its origins are the `AllowedOrigins` parameter, a list each element of which must be a
+    // whole origin that no wildcard can pass
+    assert_eq!(
+        cors["AllowOrigins"],
+        serde_json::json!({"Ref": "AllowedOrigins"})
+    );
+    let origins = &t["Parameters"]["AllowedOrigins"];
+    assert_eq!(origins["Type"], "CommaDelimitedList");
+    assert!(
+        origins["Default"].is_null(),
+        "each deployment names its checkout origins"
+    );
+    let pattern = origins["AllowedPattern"].as_str().expect("AllowedPattern");
+    assert!(
+        pattern.starts_with('^') && pattern.ends_with('$'),
+        "{pattern}"
+    );
+    assert!(!pattern_can_match_a_star(pattern), "{pattern}");
+    assert!(pattern_can_match_a_star("^https://.+$") && pattern_can_match_a_star("^[^,]+$"));
+    // AND credentials stay off: tokens travel in `Authorization`, never in cookies
+    assert_eq!(cors["AllowCredentials"], false);
+    // AND the preflight allows the headers and methods a checkout sends
+    let listed = |key: &str| -> BTreeSet<String> {
+        cors[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key} is a list"))
+            .iter()
+            .map(|v| v.as_str().unwrap().to_ascii_lowercase())
+            .collect()
+    };
+    for header in ["authorization", "content-type", "idempotency-key"] {
+        assert!(listed("AllowHeaders").contains(header), "{header}");
+    }
+    assert_eq!(listed("AllowMethods"), set(&["get", "patch", "post"]));
+    for method in routes(&t).keys().map(|(m, _)| m.to_ascii_lowercase()) {
+        assert!(listed("AllowMethods").contains(&method), "{method}");
+    }
+    // AND the browser may read the headers a retrying checkout acts on
+    for header in ["retry-after", "idempotent-replayed", "x-request-id"] {
+        assert!(listed("ExposeHeaders").contains(header), "{header}");
+    }
+    assert!(cors["MaxAge"].as_u64().is_some_and(|s| s > 0));
+}
+
+/// Every function's log group (`/aws/lambda/${Function}`) by function.
+fn function_log_groups(t: &Value) -> BTreeMap<String, (String, Value)> {
+    of_type(t, "AWS::Logs::LogGroup")
+        .into_iter()
+        .filter_map(|(id, group)| {
+            let function = group["Properties"]["LogGroupName"]["Fn::Sub"]
+                .as_str()?
+                .strip_prefix("/aws/lambda/${")?
+                .strip_suffix('}')?;
+            Some((
+                function.to_owned(),
+                (id.clone(), group["Properties"]["RetentionInDays"].clone()),
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn every_function_and_the_api_keep_their_logs_for_a_bounded_time() {
+    // GIVEN the template
+    let t = template();
+    // THEN every function has its log group, with a retention
+    let groups = function_log_groups(&t);
+    for (name, _) in of_type(&t, "AWS::Serverless::Function") {
+        let (group, retention) = groups
+            .get(name)
+            .unwrap_or_else(|| panic!("{name}: no log group"));
+        assert!(retention.as_u64().is_some_and(|d| d > 0), "{group}");
+    }
+    // AND no log group of the stack keeps its logs for ever
+    for (id, group) in of_type(&t, "AWS::Logs::LogGroup") {
+        assert!(
+            group["Properties"]["RetentionInDays"].as_u64().is_some(),
+            "{id}"
+        );
+    }
+}
+
+#[test]
+fn the_api_writes_a_json_access_log_line_per_request() {
+    // GIVEN the template's HTTP API
+    let t = template();
+    let settings = &resources(&t)["HttpApi"]["Properties"]["AccessLogSettings"];
+    // THEN access logs go to a log group of the stack, with a retention
+    let group = settings["DestinationArn"]["Fn::GetAtt"][0]
+        .as_str()
+        .expect("the access log group's Arn");
+    assert_eq!(settings["DestinationArn"]["Fn::GetAtt"][1], "Arn");
+    assert_eq!(resources(&t)[group]["Type"], "AWS::Logs::LogGroup");
+    assert!(resources(&t)[group]["Properties"]["RetentionInDays"]
+        .as_u64()
+        .is_some());
+    // AND each line is one JSON object naming the request, the caller, the route, the outcome,
+    // the time taken and what the integration said when it failed
+    let format: Value =
+        serde_json::from_str(settings["Format"].as_str().expect("a format")).expect("JSON");
+    for (field, variable) in [
+        ("requestId", "$context.requestId"),
+        ("ip", "$context.identity.sourceIp"),
+        ("routeKey", "$context.routeKey"),
+        ("status", "$context.status"),
+        ("responseLatency", "$context.responseLatency"),
+        ("integrationError", "$context.integrationErrorMessage"),
+    ] {
+        assert_eq!(format[field], variable, "{field}");
+    }
+}
+
+/// The alarms on metrics of `namespace`.
+fn aws_alarms<'a>(t: &'a Value, namespace: &str) -> Vec<(&'a String, &'a Value)> {
+    of_type(t, "AWS::CloudWatch::Alarm")
+        .into_iter()
+        .filter(|(_, a)| a["Properties"]["Namespace"] == namespace)
+        .collect()
+}
+
+/// The one alarm on `metric` in `namespace` whose only dimension is `dimension`.
+fn alarm_on<'a>(t: &'a Value, namespace: &str, metric: &str, dimension: &Value) -> &'a String {
+    let found: Vec<_> = aws_alarms(t, namespace)
+        .into_iter()
+        .filter(|(_, a)| {
+            a["Properties"]["MetricName"] == metric
+                && a["Properties"]["Dimensions"].as_array().map(Vec::len) == Some(1)
+                && a["Properties"]["Dimensions"][0] == *dimension
+        })
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one alarm on {namespace} {metric} {dimension}"
+    );
+    found[0].0
+}
+
+#[test]
+fn functions_the_api_the_queue_and_the_payments_alarm_on_one_dashboard() {
+    // GIVEN the template
+    let t = template();
+    // THEN every function alarms on its errors and its throttles
+    for (name, _) in of_type(&t, "AWS::Serverless::Function") {
+        let dimension = serde_json::json!({"Name": "FunctionName", "Value": {"Ref": name}});
+        for metric in ["Errors", "Throttles"] {
+            let id = alarm_on(&t, "AWS/Lambda", metric, &dimension);
+            assert_eq!(
+                resources(&t)[id.as_str()]["Properties"]["Threshold"],
+                0,
+                "{id}"
+            );
+        }
+    }
+    // AND the API alarms on its 5xx answers and its p99 latency
+    let api = serde_json::json!({"Name": "ApiId", "Value": {"Ref": "HttpApi"}});
+    alarm_on(&t, "AWS/ApiGateway", "5xx", &api);
+    let latency = alarm_on(&t, "AWS/ApiGateway", "Latency", &api);
+    assert_eq!(
+        resources(&t)[latency.as_str()]["Properties"]["ExtendedStatistic"],
+        "p99"
+    );
+    // AND the webhook queue on its oldest message, its DLQ on any message
+    let queue = |id: &str| serde_json::json!({"Name": "QueueName", "Value": {"Fn::GetAtt": [id, "QueueName"]}});
+    alarm_on(
+        &t,
+        "AWS/SQS",
+        "ApproximateAgeOfOldestMessage",
+        &queue("WebhookQueue"),
+    );
+    alarm_on(
+        &t,
+        "AWS/SQS",
+        "ApproximateNumberOfMessagesVisible",
+        &queue("WebhookDeadLetterQueue"),
+    );
+    // AND stuck payments, late duplicates, refused credentials and refused webhook signatures
+    // alarm on the first one; the receiver's signature refusals are counted from its log
+    for metric in [
+        "StuckPayments",
+        "LateDuplicateCharges",
+        "PspCredentialRefusals",
+        "WebhookSignatureFailures",
+    ] {
+        assert_alarmed(&t, metric);
+    }
+    assert_eq!(
+        alarm_filters(&t, "webhook-signature"),
+        [(
+            "WebhookSignatureFailures".to_owned(),
+            "WebhookReceiverFunction".to_owned()
+        )]
+    );
+    // AND every alarm notifies the topic when there is one
+    let alarms = of_type(&t, "AWS::CloudWatch::Alarm");
+    for (id, alarm) in &alarms {
+        assert_eq!(
+            alarm["Properties"]["AlarmActions"]["Fn::If"],
+            serde_json::json!(["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]),
+            "{id}"
+        );
+    }
+    // AND one dashboard shows every alarm
+    let dashboards = of_type(&t, "AWS::CloudWatch::Dashboard");
+    assert_eq!(dashboards.len(), 1);
+    let body = dashboards[0].1["Properties"]["DashboardBody"]["Fn::Sub"]
+        .as_str()
+        .expect("a dashboard body");
+    let body: Value = serde_json::from_str(body).expect("the dashboard body is JSON");
+    let shown: BTreeSet<&str> = body["widgets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["type"] == "alarm")
+        .flat_map(|w| w["properties"]["alarms"].as_array().unwrap())
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    for (id, _) in &alarms {
+        assert!(
+            shown.contains(format!("${{{id}.Arn}}").as_str()),
+            "{id} on the dashboard"
+        );
+    }
+}
+
+#[test]
+fn every_function_deploys_through_its_live_alias_and_rolls_back_on_the_alarms() {
+    // GIVEN the template
+    let t = template();
+    let globals = &t["Globals"]["Function"];
+    // THEN every function publishes a version behind the `live` alias, which SAM points the API
+    // routes, the queue's event source and the schedules at, and moves it through CodeDeploy
+    assert_eq!(globals["AutoPublishAlias"], "live");
+    let preference = &globals["DeploymentPreference"];
+    assert_eq!(
+        preference["Type"],
+        serde_json::json!({"Ref": "DeploymentType"})
+    );
+    let deployment_type = &t["Parameters"]["DeploymentType"];
+    assert_eq!(deployment_type["Default"], "AllAtOnce");
+    assert!(deployment_type["AllowedValues"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("Canary10Percent5Minutes")));
+    // AND a deployment rolls back on API 5xx answers and on the payment alarms
+    let global_alarms: BTreeSet<String> = preference["Alarms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["Ref"].as_str().expect("an alarm of the stack").to_owned())
+        .collect();
+    let alarm_of_metric = |metric: &str| -> String {
+        of_type(&t, "AWS::CloudWatch::Alarm")
+            .into_iter()
+            .find(|(_, a)| a["Properties"]["MetricName"] == metric)
+            .unwrap_or_else(|| panic!("an alarm on {metric}"))
+            .0
+            .clone()
+    };
+    for metric in [
+        "5xx",
+        "StuckPayments",
+        "LateDuplicateCharges",
+        "PspCredentialRefusals",
+        "PspAnswersUntrusted",
+        "WebhookMismatches",
+        "WebhookSignatureFailures",
+    ] {
+        assert!(global_alarms.contains(&alarm_of_metric(metric)), "{metric}");
+    }
+    // AND on the function's own errors; no function opts out
+    for (name, function) in of_type(&t, "AWS::Serverless::Function") {
+        let props = &function["Properties"];
+        assert!(props["AutoPublishAlias"].is_null(), "{name}");
+        assert!(props["DeploymentPreference"]["Type"].is_null(), "{name}");
+        assert!(props["DeploymentPreference"]["Enabled"].is_null(), "{name}");
+        let own = alarm_on(
+            &t,
+            "AWS/Lambda",
+            "Errors",
+            &serde_json::json!({"Name": "FunctionName", "Value": {"Ref": name}}),
+        );
+        assert!(
+            props["DeploymentPreference"]["Alarms"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{name}: its own rollback alarms"))
+                .contains(&serde_json::json!({"Ref": own})),
+            "{name} rolls back on {own}"
+        );
+    }
+    // AND production deploys as a canary, staging and the default stack at once
+    let samconfig = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/samconfig.toml"),
+    )
+    .expect("infra/samconfig.toml");
+    let overrides = |env: &str| -> String {
+        let section = samconfig
+            .split(&format!("[{env}.deploy.parameters]"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("[{env}.deploy.parameters]"));
+        let section = section.split("\n[").next().unwrap();
+        section
+            .lines()
+            .find_map(|l| l.strip_prefix("parameter_overrides = "))
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert!(overrides("prod").contains("DeploymentType=Canary10Percent5Minutes"));
+    assert!(overrides("staging").contains("DeploymentType=AllAtOnce"));
+    assert!(!overrides("default").contains("DeploymentType"));
+}
+
+#[test]
+fn the_local_env_file_sets_every_variable_the_template_gives_a_function() {
+    // GIVEN infra/env.json, the environment `sam local invoke --env-vars` and the README's
+    // `cargo lambda watch` read, and the template
+    let t = template();
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/env.json"))
+            .expect("infra/env.json");
+    let env: Value = serde_json::from_str(&text).expect("env.json is JSON");
+    let local = env["Parameters"]
+        .as_object()
+        .expect("Parameters for every function");
+    // THEN every variable the template sets (globally or per function) has a local value
+    let mut declared = BTreeSet::new();
+    for vars in std::iter::once(&t["Globals"]["Function"]["Environment"]["Variables"]).chain(
+        of_type(&t, "AWS::Serverless::Function")
+            .into_iter()
+            .map(|(_, f)| &f["Properties"]["Environment"]["Variables"]),
+    ) {
+        if let Some(vars) = vars.as_object() {
+            declared.extend(vars.keys().cloned());
+        }
+    }
+    for var in &declared {
+        assert!(local.contains_key(var), "env.json lacks {var}");
+    }
+    // AND locally nothing reads a real secret: the PSP is the fake one, its key the fake's
+    assert_eq!(local["PSP_SECRET_ARN"], "");
+    assert!(local["PSP_API_BASE"]
+        .as_str()
+        .unwrap()
+        .starts_with("http://127.0.0.1:"));
+    assert_eq!(local["STRIPE_API_KEY"], payonce_fake_psp::DEFAULT_API_KEY);
+    for endpoint in ["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"] {
+        assert!(local[endpoint]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:"));
     }
 }

@@ -3,6 +3,7 @@
 
 use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
+use payonce::domain::PspKind;
 use payonce::http::{
     authenticated_user, deadline_ms, has_scope, idempotency_key, json_response, parse_json_body,
     payment_response, request_id, with_request_id, Problem, ProblemType, Route,
@@ -14,9 +15,6 @@ use serde::Deserialize;
 /// The function's time budget when the event carries no Lambda context (sandbox, tests):
 /// the template's 25 s timeout.
 pub const FALLBACK_TIMEOUT_MS: i64 = 25_000;
-
-/// Longest accepted order id.
-const MAX_ID_LEN: usize = 64;
 
 /// Handles one request.
 pub async fn handle<S: ChargeStore + RefundStore, P: Psp>(
@@ -61,15 +59,9 @@ struct PayBody {
 }
 
 impl PayBody {
-    fn validate(self) -> Result<PayRequest, Problem> {
+    fn validate(self, psp: PspKind) -> Result<PayRequest, Problem> {
         let invalid = |detail: &str| Problem::new(ProblemType::InvalidRequest, detail);
-        let id_ok = !self.order_id.is_empty()
-            && self.order_id.len() <= MAX_ID_LEN
-            && self
-                .order_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !id_ok {
+        if !payonce::http::is_id(&self.order_id) {
             return Err(invalid(
                 "order_id must be 1 to 64 characters of A-Z a-z 0-9 _ -",
             ));
@@ -83,15 +75,11 @@ impl PayBody {
                 "payment_method must be a PSP token (pm_...), never card data",
             ));
         }
-        let token_ok = self.payment_method.len() > 3
-            && self.payment_method.len() <= 255
-            && self.payment_method.starts_with("pm_")
-            && self
-                .payment_method
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !token_ok {
-            return Err(invalid("payment_method must be a PSP payment method token: pm_ followed by letters, digits or _"));
+        if !psp.accepts_payment_method(&self.payment_method) {
+            return Err(invalid(&format!(
+                "payment_method must be {}",
+                psp.payment_method_shape()
+            )));
         }
         Ok(PayRequest {
             order_id: self.order_id,
@@ -127,7 +115,7 @@ async fn pay<S: ChargeStore, P: Psp>(
         )
     })?;
     let body: PayBody = parse_json_body(request)?;
-    let pay = body.validate()?;
+    let pay = body.validate(service.psp().kind())?;
     let now_ms = service.store().now_ms();
     let deadline = deadline_ms(request, now_ms, FALLBACK_TIMEOUT_MS);
     tracing::debug!(deadline_ms = deadline, now_ms, "payment request");

@@ -1,7 +1,9 @@
 //! Lambda entry point of the charge function: configuration and clients, built once.
 
-use payonce::adapters::dynamodb::DynamoPaymentStore;
+use payonce::adapters::dynamodb::{DynamoIdempotencyStore, DynamoPaymentStore};
+use payonce::service::limits::{AttemptLimiter, AttemptLimits};
 use payonce::service::{ChargeConfig, ChargeService};
+use std::sync::Arc;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
@@ -10,8 +12,18 @@ async fn main() -> Result<(), lambda_http::Error> {
     let aws = aws_config::load_from_env().await;
     // The PSP named by `PSP` (stripe, omise, 2c2p), from the secret's fields for it.
     let psp = payonce::config::psp(&payonce::config::psp_secrets(&aws).await?)?;
-    let store = DynamoPaymentStore::new(aws_sdk_dynamodb::Client::new(&aws), tables);
-    let service = ChargeService::new(store, psp, ChargeConfig::default());
+    let client = aws_sdk_dynamodb::Client::new(&aws);
+    // Card testing: new attempts per user and per order are counted in the idempotency table.
+    let limiter = AttemptLimiter::new(
+        Arc::new(DynamoIdempotencyStore::new(
+            client.clone(),
+            &tables.idempotency,
+        )),
+        AttemptLimits::from_env()?,
+    );
+    let store = DynamoPaymentStore::new(client, tables);
+    let service =
+        ChargeService::new(store, psp, ChargeConfig::default()).with_attempt_limits(limiter);
     lambda_http::run(lambda_http::service_fn(|request| async {
         Ok::<_, std::convert::Infallible>(payonce_charge::handler::handle(&service, request).await)
     }))

@@ -13,7 +13,10 @@ async fn main() -> Result<(), lambda_http::Error> {
         DynamoIdempotencyStore::new(client.clone(), &tables.idempotency),
         IdempotencyConfig::default(),
     );
-    let service = OrderService::new(DynamoPaymentStore::new(client, tables), idempotency);
+    // Orders are checked against the charge limits of the PSP that will charge them.
+    let psp = payonce::config::PspKind::from_env()?;
+    let service =
+        OrderService::new(DynamoPaymentStore::new(client, tables), idempotency).for_psp(psp);
     lambda_http::run(lambda_http::service_fn(|request| async {
         Ok::<_, std::convert::Infallible>(payonce_orders::handler::handle(&service, request).await)
     }))

@@ -16,9 +16,6 @@ use serde::Deserialize;
 /// the template's 25 s timeout.
 pub const FALLBACK_TIMEOUT_MS: i64 = 25_000;
 
-/// Longest accepted payment id.
-const MAX_ID_LEN: usize = 64;
-
 /// Handles one request.
 pub async fn handle<S: RefundStore, P: Psp>(
     service: &RefundService<S, P>,
@@ -56,16 +53,6 @@ struct RefundBody {
 impl RefundBody {
     fn validate(self, payment_id: &str) -> Result<RefundCommand, Problem> {
         let invalid = |detail: &str| Problem::new(ProblemType::InvalidRequest, detail);
-        let id_ok = !payment_id.is_empty()
-            && payment_id.len() <= MAX_ID_LEN
-            && payment_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !id_ok {
-            return Err(invalid(
-                "payment_id must be 1 to 64 characters of A-Z a-z 0-9 _ -",
-            ));
-        }
         if let Some(amount) = self.amount {
             if !(1..=payonce::domain::MAX_AMOUNT_MINOR).contains(&amount) {
                 return Err(invalid(

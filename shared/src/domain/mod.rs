@@ -4,6 +4,7 @@
 pub mod money;
 pub mod order;
 pub mod payment;
+pub mod psp;
 pub mod refund;
 
 pub use money::{Currency, MAX_AMOUNT_MINOR};
@@ -12,6 +13,7 @@ pub use payment::{
     log_order_not_following, transition, Failure, FailureKind, Payment, PaymentStatus, PaymentView,
     Settlement, Transition,
 };
+pub use psp::PspKind;
 pub use refund::{
     display_status, duplicate_refund_for, is_refund_id, payment_details, refund_amounts_delta,
     refund_id_for, refund_key, refund_transition, refundable, Refund, RefundReason,

@@ -51,17 +51,6 @@ impl Currency {
         Self::ALL.into_iter().find(|c| c.as_str() == code)
     }
 
-    /// Stripe's minimum charge in this currency, in minor units (Stripe docs, "Minimum and
-    /// maximum charge amounts"; each order currency is treated as its own settlement
-    /// currency). Stripe refuses less with `amount_too_small`.
-    pub fn stripe_minimum_minor(self) -> i64 {
-        match self {
-            Self::Jpy | Self::Usd | Self::Eur | Self::Sgd => 50,
-            Self::Gbp => 30,
-            Self::Thb => 1000,
-        }
-    }
-
     /// Digits after the decimal point in the currency's minor unit.
     pub fn minor_unit_digits(self) -> u32 {
         match self {

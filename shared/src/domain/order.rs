@@ -2,6 +2,7 @@
 //! makes a new version.
 
 use super::money::{Currency, MAX_AMOUNT_MINOR};
+use super::PspKind;
 use serde::{Deserialize, Serialize};
 
 /// Most line items one order may hold.
@@ -37,9 +38,12 @@ pub struct NewOrder {
 /// Why an order was refused; each names the rule broken.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum OrderError {
-    /// The currency is not one of the supported lowercase ISO codes.
-    #[error("currency {0:?} is not supported; use one of jpy, usd, eur, gbp, thb, sgd")]
-    UnsupportedCurrency(String),
+    /// The currency is not the lowercase ISO code of one the deployment's PSP charges in.
+    #[error("currency must be one of {} (lowercase ISO 4217)", .psp.currency_list())]
+    UnsupportedCurrency {
+        /// The PSP whose currencies apply.
+        psp: PspKind,
+    },
     /// No items, or too many.
     #[error("an order needs 1 to {MAX_ITEMS} items, got {0}")]
     ItemCount(usize),
@@ -78,10 +82,16 @@ pub enum OrderError {
 }
 
 impl NewOrder {
-    /// Validates items and computes the total with overflow checks.
-    pub fn validate(currency: &str, items: Vec<LineItem>) -> Result<Self, OrderError> {
-        let currency = Currency::parse(currency)
-            .ok_or_else(|| OrderError::UnsupportedCurrency(currency.to_owned()))?;
+    /// Validates items and computes the total with overflow checks, against the charge limits
+    /// of `psp`, the PSP that will charge the order.
+    pub fn validate(
+        currency: &str,
+        items: Vec<LineItem>,
+        psp: PspKind,
+    ) -> Result<Self, OrderError> {
+        let (currency, minimum) = Currency::parse(currency)
+            .and_then(|c| Some((c, psp.minimum_charge_minor(c)?)))
+            .ok_or(OrderError::UnsupportedCurrency { psp })?;
         if items.is_empty() || items.len() > MAX_ITEMS {
             return Err(OrderError::ItemCount(items.len()));
         }
@@ -112,7 +122,6 @@ impl NewOrder {
         if amount == 0 {
             return Err(OrderError::TotalZero);
         }
-        let minimum = currency.stripe_minimum_minor();
         if amount < minimum {
             return Err(OrderError::TotalTooSmall { minimum, currency });
         }
@@ -224,8 +233,12 @@ mod tests {
 
     #[test]
     fn computes_the_total_in_minor_units() {
-        let order =
-            NewOrder::validate("jpy", vec![item("A1", 2, 1500), item("B-2", 1, 999)]).unwrap();
+        let order = NewOrder::validate(
+            "jpy",
+            vec![item("A1", 2, 1500), item("B-2", 1, 999)],
+            PspKind::Stripe,
+        )
+        .unwrap();
         assert_eq!(order.amount, 3999);
         assert_eq!(order.currency, Currency::Jpy);
     }
@@ -233,43 +246,93 @@ mod tests {
     #[test]
     fn refuses_overflow_and_out_of_range_values() {
         assert_eq!(
-            NewOrder::validate("jpy", vec![item("A", 10_000, MAX_AMOUNT_MINOR)]),
+            NewOrder::validate(
+                "jpy",
+                vec![item("A", 10_000, MAX_AMOUNT_MINOR)],
+                PspKind::Stripe
+            ),
             Err(OrderError::TotalTooLarge)
         );
         assert_eq!(
-            NewOrder::validate("jpy", vec![item("A", 1, i64::MAX)]),
+            NewOrder::validate("jpy", vec![item("A", 1, i64::MAX)], PspKind::Stripe),
             Err(OrderError::BadUnitAmount { index: 0 })
         );
         assert_eq!(
-            NewOrder::validate("jpy", vec![item("A", -1, 5)]),
+            NewOrder::validate("jpy", vec![item("A", -1, 5)], PspKind::Stripe),
             Err(OrderError::BadQuantity { index: 0 })
         );
         assert_eq!(
-            NewOrder::validate("jpy", vec![item("A", 1, -5)]),
+            NewOrder::validate("jpy", vec![item("A", 1, -5)], PspKind::Stripe),
             Err(OrderError::BadUnitAmount { index: 0 })
         );
         assert_eq!(
-            NewOrder::validate("jpy", vec![item("A", 1, 0)]),
+            NewOrder::validate("jpy", vec![item("A", 1, 0)], PspKind::Stripe),
             Err(OrderError::TotalZero)
         );
         assert_eq!(
-            NewOrder::validate("JPY", vec![item("A", 1, 1)]),
-            Err(OrderError::UnsupportedCurrency("JPY".into()))
+            NewOrder::validate("JPY", vec![item("A", 1, 1)], PspKind::Stripe),
+            Err(OrderError::UnsupportedCurrency {
+                psp: PspKind::Stripe
+            })
         );
         assert_eq!(
-            NewOrder::validate("jpy", vec![]),
+            NewOrder::validate("jpy", vec![], PspKind::Stripe),
             Err(OrderError::ItemCount(0))
         );
         assert_eq!(
-            NewOrder::validate("jpy", vec![item("a b", 1, 1)]),
+            NewOrder::validate("jpy", vec![item("a b", 1, 1)], PspKind::Stripe),
             Err(OrderError::BadSku { index: 0 })
         );
         let many = (0..50)
             .map(|i| item(&format!("S{i}"), MAX_QUANTITY, MAX_AMOUNT_MINOR / 100))
             .collect();
         assert_eq!(
-            NewOrder::validate("usd", many),
+            NewOrder::validate("usd", many, PspKind::Stripe),
             Err(OrderError::TotalTooLarge)
+        );
+    }
+
+    #[test]
+    fn each_psp_refuses_what_it_would_not_charge() {
+        let at =
+            |psp, currency, amount| NewOrder::validate(currency, vec![item("A", 1, amount)], psp);
+        // Omise: ¥100 and ฿20.00, above Stripe's ¥50 and ฿10.00.
+        assert_eq!(
+            at(PspKind::Omise, "jpy", 99),
+            Err(OrderError::TotalTooSmall {
+                minimum: 100,
+                currency: Currency::Jpy
+            })
+        );
+        assert_eq!(at(PspKind::Omise, "jpy", 100).map(|o| o.amount), Ok(100));
+        assert_eq!(at(PspKind::Stripe, "jpy", 50).map(|o| o.amount), Ok(50));
+        assert_eq!(
+            at(PspKind::Omise, "thb", 1999),
+            Err(OrderError::TotalTooSmall {
+                minimum: 2000,
+                currency: Currency::Thb
+            })
+        );
+        assert_eq!(at(PspKind::Stripe, "thb", 1999).map(|o| o.amount), Ok(1999));
+        // Omise does not charge dollars here; 2C2P takes any positive amount.
+        let refused = at(PspKind::Omise, "usd", 5000);
+        assert_eq!(
+            refused,
+            Err(OrderError::UnsupportedCurrency {
+                psp: PspKind::Omise
+            })
+        );
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "currency must be one of jpy, thb, sgd (lowercase ISO 4217)"
+        );
+        assert_eq!(at(PspKind::TwoC2p, "usd", 1).map(|o| o.amount), Ok(1));
+        assert_eq!(
+            at(PspKind::Stripe, "usd", 49),
+            Err(OrderError::TotalTooSmall {
+                minimum: 50,
+                currency: Currency::Usd
+            })
         );
     }
 }

@@ -20,6 +20,11 @@ impl From<ChargeError> for Problem {
                 "a request with this Idempotency-Key is still being processed; retry after the indicated delay",
             )
             .retry_after(retry_after),
+            ChargeError::TooManyAttempts { retry_after, scope } => Problem::new(
+                ProblemType::TooManyAttempts,
+                format!("too many payment attempts for this {scope}; try again after the indicated delay"),
+            )
+            .retry_after(retry_after),
             ChargeError::OrderNotFound => Problem::new(ProblemType::NotFound, "no such order"),
             ChargeError::OrderVersionMismatch { current } => {
                 Problem::new(ProblemType::OrderVersionMismatch, format!("the order is at version {current}; review it and pay that version"))

@@ -12,4 +12,4 @@ pub use request::{
     authenticated_user, deadline_ms, has_scope, idempotency_key, json_response, parse_json_body,
     request_id, with_request_id, MAX_BODY_BYTES,
 };
-pub use routing::Route;
+pub use routing::{is_id, Route, MAX_ID_LEN};

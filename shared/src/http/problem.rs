@@ -24,6 +24,8 @@ pub enum ProblemType {
     IdempotencyKeyMismatch,
     /// 409: another invocation holds the key.
     IdempotencyKeyInUse,
+    /// 429: over the payment attempt limits of the user or the order (card testing).
+    TooManyAttempts,
     /// 400: the body is not JSON.
     MalformedJson,
     /// 400: the JSON does not match the schema (unknown field, wrong type, bad value).
@@ -104,6 +106,11 @@ impl ProblemType {
                 StatusCode::CONFLICT,
                 "idempotency-key-in-use",
                 "A request with this Idempotency-Key is in progress",
+            ),
+            TooManyAttempts => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "too-many-attempts",
+                "Too many payment attempts",
             ),
             MalformedJson => (
                 StatusCode::BAD_REQUEST,

@@ -99,6 +99,36 @@ pub fn idempotency_key(request: &Request) -> Result<Option<IdempotencyKey>, Prob
         .map_err(|e: InvalidKey| Problem::new(ProblemType::IdempotencyKeyInvalid, e.to_string()))
 }
 
+/// A 400's detail for a body of the wrong shape: the field (by its path in the body) and what
+/// it must be, in serde's words — never the value the client sent, which may be anything (a card
+/// number in the wrong field). An unknown field is not named either: its name is client text.
+fn field_error(path: &str, message: &str) -> String {
+    // serde_json appends the position: "... at line 1 column 9".
+    let message = message
+        .rsplit_once(" at line ")
+        .map_or(message, |(before, _)| before);
+    let expected = message.split_once(", expected ").map(|(_, e)| e);
+    if message.starts_with("missing field ") || message.starts_with("duplicate field ") {
+        // Both name one of our own fields.
+        message.to_owned()
+    } else if message.starts_with("unknown field ") {
+        match expected {
+            Some(allowed) => format!("a field is not allowed here; expected {allowed}"),
+            None => "a field is not allowed here".to_owned(),
+        }
+    } else {
+        let field = if path == "." || path.is_empty() {
+            "the body".to_owned()
+        } else {
+            format!("`{path}`")
+        };
+        match expected {
+            Some(expected) => format!("{field} must be {expected}"),
+            None => format!("{field} has a value of the wrong type or range"),
+        }
+    }
+}
+
 /// Parses the body, a JSON object, into `T` (which should `deny_unknown_fields`): 413 over the
 /// limit, 415 when declared as something other than JSON, 400 `malformed-json` for bad syntax,
 /// 400 `invalid-request` for the wrong shape — a top-level array included, which serde would
@@ -130,14 +160,23 @@ pub fn parse_json_body<T: DeserializeOwned>(request: &Request) -> Result<T, Prob
             ));
         }
     }
-    let parsed = serde_json::from_slice(bytes).map_err(|e| {
-        let kind = if e.is_data() {
-            ProblemType::InvalidRequest
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let parsed = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        let e = e.into_inner();
+        if e.is_data() {
+            Problem::new(
+                ProblemType::InvalidRequest,
+                field_error(&path, &e.to_string()),
+            )
         } else {
-            ProblemType::MalformedJson
-        };
-        Problem::new(kind, e.to_string())
+            // Syntax errors name a position, never the text.
+            Problem::new(ProblemType::MalformedJson, e.to_string())
+        }
     })?;
+    deserializer
+        .end()
+        .map_err(|e| Problem::new(ProblemType::MalformedJson, e.to_string()))?;
     // Well-formed JSON that is not an object (an array, a number...) is the wrong shape.
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(Problem::new(
@@ -191,5 +230,76 @@ mod deadline_tests {
         assert_eq!(plausible_deadline(Some(600_000), now, 25_000), now + 25_000);
         assert_eq!(plausible_deadline(None, now, 25_000), now + 25_000);
         assert_eq!(plausible_deadline(Some(0), now, 25_000), now + 25_000);
+    }
+}
+
+#[cfg(test)]
+mod body_tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Body {
+        order_id: String,
+        order_version: i64,
+        items: Vec<Item>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Item {
+        unit_amount: i64,
+    }
+
+    fn refusal(body: &str) -> (String, String) {
+        let request = Request::new(lambda_http::Body::from(body.to_owned()));
+        let problem = parse_json_body::<Body>(&request).expect_err("refused");
+        (problem.kind.uri(), problem.detail.clone())
+    }
+
+    #[test]
+    fn a_wrong_shape_names_the_field_and_the_type_never_the_value() {
+        let secret = "4242424242424242";
+        let cases = [
+            (
+                format!(r#"{{"order_id": "o", "order_version": "{secret}", "items": []}}"#),
+                "`order_version` must be i64",
+            ),
+            (
+                format!(r#"{{"order_id": {secret}, "order_version": 1, "items": []}}"#),
+                "`order_id` must be a string",
+            ),
+            (
+                format!(
+                    r#"{{"order_id": "o", "order_version": 1, "items": [{{"unit_amount": "{secret}"}}]}}"#
+                ),
+                "`items[0].unit_amount` must be i64",
+            ),
+            (
+                format!(r#"{{"order_id": "o", "order_version": 1, "items": [], "{secret}": 1}}"#),
+                "a field is not allowed here; expected one of `order_id`, `order_version`, `items`",
+            ),
+            (
+                r#"{"order_id": "o", "items": []}"#.to_owned(),
+                "missing field `order_version`",
+            ),
+        ];
+        for (body, detail) in cases {
+            let (kind, said) = refusal(&body);
+            assert_eq!(
+                (kind.as_str(), said.as_str()),
+                ("/problems/invalid-request", detail),
+                "{body}"
+            );
+            assert!(!said.contains(secret), "{said}");
+        }
+        let (kind, said) = refusal(&format!(r#"{{"order_id": "{secret}"#));
+        assert_eq!(kind, "/problems/malformed-json");
+        assert!(!said.contains(secret), "{said}");
+        let (kind, _) = refusal(r#"{"order_id": "o", "order_version": 1, "items": []} x"#);
+        assert_eq!(kind, "/problems/malformed-json");
     }
 }

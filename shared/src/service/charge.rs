@@ -9,10 +9,11 @@
 //!
 //! Request budget: a first charge is load + begin + finish (3); a replay is the load alone (1).
 
+use super::limits::{Admission, AttemptLimiter};
 use crate::clock::duration_ms;
 use crate::domain::{
-    transition, Order, OrderPaymentState, Payment, PaymentStatus, PaymentView, Settlement,
-    Transition,
+    transition, FailureKind, Order, OrderPaymentState, Payment, PaymentStatus, PaymentView,
+    Settlement, Transition,
 };
 use crate::idempotency::{
     decide, Claim, Decision, Fingerprint, IdempotencyKey, IdempotencyRecord, Lease, LeaseToken,
@@ -124,6 +125,14 @@ pub enum ChargeError {
     /// The order does not exist or is not the caller's.
     #[error("order not found")]
     OrderNotFound,
+    /// Over the attempt limits (card testing): nothing was claimed or sent.
+    #[error("too many payment attempts for this {scope}")]
+    TooManyAttempts {
+        /// Until the limit's window ends.
+        retry_after: Duration,
+        /// `user` or `order`.
+        scope: &'static str,
+    },
     /// The client paid a version that is no longer current.
     #[error("the order is at version {current}")]
     OrderVersionMismatch {
@@ -163,6 +172,7 @@ pub struct ChargeService<S, P> {
     store: S,
     psp: P,
     config: ChargeConfig,
+    limiter: Option<AttemptLimiter>,
     #[cfg(feature = "faults")]
     crashes: Arc<Crashes>,
 }
@@ -177,9 +187,16 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             store,
             psp,
             config,
+            limiter: None,
             #[cfg(feature = "faults")]
             crashes: Arc::default(),
         }
+    }
+
+    /// Limits new attempts per user and per order (see [`super::limits`]).
+    pub fn with_attempt_limits(mut self, limiter: AttemptLimiter) -> Self {
+        self.limiter = Some(limiter);
+        self
     }
 
     /// The store.
@@ -243,6 +260,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             .await?;
         let mut conflicts = 0;
         let mut rechecked = false;
+        let mut admitted = false;
         for _ in 0..MAX_ROUNDS {
             if let Some(existing) = record.take() {
                 match decide(&existing, &fingerprint, self.store.now_ms()) {
@@ -287,6 +305,18 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 }
                 Err(refusal) => return Err(refusal),
             };
+            // A new attempt: counted against the limits once, before anything is claimed.
+            if let (Some(limiter), false) = (&self.limiter, admitted) {
+                match limiter
+                    .admit(user, &request.order_id, self.store.now_ms())
+                    .await?
+                {
+                    Admission::Admitted => admitted = true,
+                    Admission::Refused { retry_after, scope } => {
+                        return Err(ChargeError::TooManyAttempts { retry_after, scope })
+                    }
+                }
+            }
             let (payment, claim) =
                 self.new_attempt(&record_key, &fingerprint, order_now, request, deadline_ms);
             match self.store.begin_attempt(&claim, order_now, &payment).await {
@@ -297,7 +327,9 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     };
                     #[cfg(feature = "faults")]
                     self.crash_at(CrashPoint::AfterClaim)?;
-                    return self.charge(payment, &lease, deadline_ms).await;
+                    let answer = self.charge(payment, &lease, deadline_ms).await;
+                    self.count_decline(user, &request.order_id, &answer).await;
+                    return answer;
                 }
                 Ok(BeginOutcome::KeyTaken(existing)) => record = Some(existing),
                 Ok(BeginOutcome::OrderChanged(now)) => order = now,
@@ -322,6 +354,29 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         Err(ChargeError::KeyInUse {
             retry_after: Duration::from_secs(1),
         })
+    }
+
+    /// Counts a decline the PSP answered against the limits (a failure to count is logged,
+    /// never the client's problem).
+    async fn count_decline(
+        &self,
+        user: &str,
+        order_id: &str,
+        answer: &Result<PayAnswer, ChargeError>,
+    ) {
+        let Some(limiter) = &self.limiter else {
+            return;
+        };
+        let declined = matches!(answer, Ok(PayAnswer::Fresh(view))
+            if view.failure.as_ref().is_some_and(|f| f.kind == FailureKind::Declined));
+        if declined {
+            if let Err(error) = limiter
+                .record_decline(user, order_id, self.store.now_ms())
+                .await
+            {
+                tracing::warn!(error = %error, "a decline could not be counted against the limits");
+            }
+        }
     }
 
     fn new_attempt(
@@ -470,7 +525,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 decline_code,
             }),
             PspOutcome::Rejected { message } => {
-                tracing::info!(payment_id = %payment.payment_id, %message, "the PSP rejected the payment method");
+                tracing::info!(payment_id = %payment.payment_id, psp_message = %crate::logging::masked(&message), "the PSP rejected the payment method");
                 Some(Settlement::Rejected)
             }
             PspOutcome::Refused { code } => {

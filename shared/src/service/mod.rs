@@ -2,6 +2,7 @@
 
 pub mod charge;
 pub mod cleanup;
+pub mod limits;
 pub mod orders;
 pub mod reconcile;
 pub mod refund;

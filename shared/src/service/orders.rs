@@ -1,7 +1,7 @@
 //! The minimal order service: create (optionally idempotent), read, revise — owner-scoped.
 
 use crate::domain::order::OrderView;
-use crate::domain::{LineItem, NewOrder, Order, OrderError, OrderPaymentState};
+use crate::domain::{LineItem, NewOrder, Order, OrderError, OrderPaymentState, PspKind};
 use crate::idempotency::{
     Fingerprint, Idempotency, IdempotencyKey, IdempotencyStore, Outcome, RunError, RunRequest,
     StoreError,
@@ -51,6 +51,7 @@ pub enum OrdersError {
 pub struct OrderService<O, I> {
     orders: O,
     idempotency: Idempotency<I>,
+    psp: PspKind,
 }
 
 /// A created order: fresh, or replayed for a repeated key.
@@ -63,12 +64,20 @@ pub enum Created {
 }
 
 impl<O: OrderStore, I: IdempotencyStore> OrderService<O, I> {
-    /// The service.
+    /// The service, for orders Stripe charges (see [`OrderService::for_psp`]).
     pub fn new(orders: O, idempotency: Idempotency<I>) -> Self {
         Self {
             orders,
             idempotency,
+            psp: PspKind::Stripe,
         }
+    }
+
+    /// Checks orders against the charge limits of `psp`, the PSP that charges them: its
+    /// currencies and its minimum per currency.
+    pub fn for_psp(mut self, psp: PspKind) -> Self {
+        self.psp = psp;
+        self
     }
 
     /// The service's notion of now, epoch milliseconds.
@@ -85,7 +94,7 @@ impl<O: OrderStore, I: IdempotencyStore> OrderService<O, I> {
         items: Vec<LineItem>,
         deadline_ms: i64,
     ) -> Result<Created, OrdersError> {
-        let new = NewOrder::validate(currency, items)?;
+        let new = NewOrder::validate(currency, items, self.psp)?;
         let Some(key) = key else {
             return Ok(Created::Fresh(self.insert(user, &new).await?));
         };
@@ -159,7 +168,7 @@ impl<O: OrderStore, I: IdempotencyStore> OrderService<O, I> {
     ) -> Result<OrderView, OrdersError> {
         let read = self.owned(user, order_id).await?;
         check_revisable(&read, expected_version)?;
-        let new = NewOrder::validate(read.currency.as_str(), items)?;
+        let new = NewOrder::validate(read.currency.as_str(), items, self.psp)?;
         let next = Order {
             version: read.version + 1,
             items: new.items,

@@ -14,7 +14,7 @@
 //! A run stops before its own deadline.
 
 use super::refund::{apply_refund_settlement, refund_settlement_of, RefundApplied};
-use super::settle::{settlement_of, settlement_of_outcome};
+use super::settle::{amount_mismatch, settlement_of, settlement_of_outcome};
 use crate::clock::duration_ms;
 use crate::domain::{is_refund_id, Refund, RefundSettlement, RefundStatus};
 use crate::domain::{transition, Payment, PaymentStatus, Settlement, Transition};
@@ -264,6 +264,14 @@ impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> R
         };
         let age_ms = self.store.now_ms() - payment.created_at_ms;
         let lookup = self.psp.lookup(&payment.payment_id).await?;
+        if amount_mismatch(lookup.amount(), payment.amount, payment.currency) {
+            // What the PSP found under our payment id is not what we charge: never booked, in
+            // either direction, until an operator has looked.
+            tracing::error!(payment_id, reported = ?lookup.amount(), amount = payment.amount,
+                currency = payment.currency.as_str(), alarm = "psp-answer-untrusted",
+                "the PSP's lookup reports another amount or currency than the payment's; nothing applied");
+            return Ok(Reconciled::Pending);
+        }
         let settlement = match settlement_of(lookup.clone()) {
             Some(settlement) => settlement,
             None if matches!(lookup, PspLookup::NotFound)
@@ -327,6 +335,12 @@ impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> R
                         }
                     }
                     Fence::InFlight => return Ok(self.still_pending(&payment, age_ms)),
+                    Fence::UsedWithoutCharge => {
+                        // The lease is ours or none is needed: no invocation that could spend
+                        // the key is alive, and the PSP holds no charge under it.
+                        tracing::info!(payment_id, "the PSP holds nothing under this attempt's used key, and nothing can be charged under it any more");
+                        Settlement::Abandoned
+                    }
                     Fence::Unprovable => {
                         tracing::error!(
                             payment_id,

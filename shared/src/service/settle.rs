@@ -53,12 +53,14 @@ pub fn settlement_of(lookup: PspLookup) -> Option<Settlement> {
     match lookup {
         PspLookup::Succeeded {
             provider_payment_id,
+            ..
         } => Some(Settlement::Succeeded {
             provider_payment_id,
         }),
         PspLookup::Declined {
             provider_payment_id,
             decline_code,
+            ..
         } => Some(Settlement::Declined {
             provider_payment_id: Some(provider_payment_id),
             decline_code,

@@ -97,7 +97,15 @@ impl<Q: QueueSend> WebhookReceiver<Q> {
             return Err(ReceiveError::TooLarge);
         }
         // The raw bytes are verified before anything parses them.
-        scheme.verify(headers, body, self.clock.now_s())?;
+        scheme
+            .verify(headers, body, self.clock.now_s())
+            .inspect_err(|error| {
+                // A header that does not parse or verify: a secret out of step with the PSP, or
+                // a forgery. A request with no signature header at all is not worth waking anyone.
+                if !matches!(error, SignatureError::Missing) {
+                    tracing::warn!(provider, error = %error, alarm = "webhook-signature", "webhook signature refused");
+                }
+            })?;
         let event = scheme
             .parse(body)
             .map_err(|e| ReceiveError::Unreadable(e.to_string()))?;

@@ -660,3 +660,115 @@ async fn a_late_success_by_webhook_never_pays_the_edited_version_of_the_order() 
     // AND the order stays unpaid at version 2
     assert_edited_order_unpaid(&stack, &order).await;
 }
+
+#[tokio::test]
+async fn a_charge_found_for_another_amount_is_never_booked_and_raises_the_alarm() {
+    let (logs, _capture) = payonce_tests::logs::LogCapture::install();
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    // GIVEN an attempt of 3000 JPY that died after its claim, before calling the PSP
+    stack.charge.inject_crash(CrashPoint::AfterClaim);
+    let crashed = stack
+        .pay("alice", "key-other", pay_body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(crashed.status, 500);
+    let payment_id = stack.charge_record("alice", "key-other").await.attempt_id;
+    // AND a charge at the PSP that names our payment id but is for another amount (not ours:
+    // another key, another amount)
+    let stranger = stripe_for(&stack.psp)
+        .create_charge(
+            &ChargeRequest {
+                payment_id: payment_id.clone(),
+                amount: 2999,
+                currency: payonce::domain::Currency::Jpy,
+                payment_method: "pm_card_visa".into(),
+                idempotency_key: format!("someone-else-{payment_id}"),
+            },
+            Duration::from_secs(5),
+        )
+        .await;
+    assert!(
+        matches!(stranger, PspOutcome::Approved { .. }),
+        "{stranger:?}"
+    );
+    stack.clock.advance(Duration::from_secs(180));
+
+    // WHEN reconcile looks the attempt up
+    let report = stack
+        .reconciler(ReconcileConfig::default())
+        .run()
+        .await
+        .unwrap();
+
+    // THEN nothing is booked: the attempt is still processing, the order still held by it
+    assert_eq!(
+        (report.examined, report.succeeded, report.pending),
+        (1, 0, 1),
+        "{report:?}"
+    );
+    assert_eq!(
+        payment(&stack, &payment_id).await.status,
+        PaymentStatus::Processing
+    );
+    let order_item = stack.item(&format!("order#{order}")).await.unwrap();
+    assert_eq!(order_item["payment_state"], "S(\"processing\")");
+    // AND the untrusted-answer alarm names the payment and both amounts
+    let alarms = logs.alarms("psp-answer-untrusted");
+    assert_eq!(alarms.len(), 1, "{alarms:#?}");
+    assert_eq!(alarms[0]["payment_id"], payment_id.as_str());
+    assert_eq!(alarms[0]["amount"], 3000);
+}
+
+#[tokio::test]
+async fn a_2c2p_invoice_whose_token_was_never_spent_is_abandoned_once_its_invocation_is_gone() {
+    // GIVEN 2C2P issued the attempt's payment token, then failed the Do Payment before any
+    // transaction (9993): the attempt is unknown (202) — the sim's seed 144 on the 2C2P model
+    let stack = PaymentStack::start_with(
+        FakePspConfig::twoc2p(),
+        payonce::service::ChargeConfig::default(),
+    )
+    .await;
+    let order = stack.create_order("alice").await;
+    let reply = stack
+        .pay(
+            "alice",
+            "k-9993",
+            pay_body(&order, "pm_fake_error_before_charge"),
+        )
+        .await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    let payment_id = reply.json["payment_id"].as_str().unwrap().to_owned();
+    assert!(stack.psp.charges().is_empty());
+
+    // WHEN reconcile runs once the attempt is older than the abandon delay
+    stack.clock.advance(Duration::from_secs(21 * 60));
+    let report = stack
+        .reconciler(ReconcileConfig::default())
+        .run()
+        .await
+        .unwrap();
+
+    // THEN the invoice is proven used without a charge (9015, then a signed "not found"), and
+    // the attempt abandoned: failed, the order payable again, nothing charged
+    assert_eq!(
+        (report.examined, report.abandoned, report.errors),
+        (1, 1, 0),
+        "{report:?}"
+    );
+    let failed = payment(&stack, &payment_id).await;
+    assert_eq!(failed.status, PaymentStatus::Failed);
+    assert_eq!(
+        failed.failure.as_ref().map(|f| f.kind),
+        Some(FailureKind::Abandoned)
+    );
+    assert_eq!(
+        stack.get_order("alice", &order).await.json["payment_state"],
+        "unpaid"
+    );
+    assert!(stack.psp.charges().is_empty());
+    // AND a new key pays the order
+    let again = stack
+        .pay("alice", "k-again", pay_body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(again.status, 201, "{}", again.body);
+}

@@ -253,3 +253,62 @@ async fn bad_order_input_is_refused_and_writes_nothing() {
     );
     assert_eq!(stack.snapshot().await, before);
 }
+
+#[tokio::test]
+async fn a_malformed_or_oversized_path_id_is_a_404_and_never_reaches_the_store() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let before = stack.snapshot().await;
+    stack.counter.reset();
+    let oversized = format!("ord_{}", "0".repeat(4096));
+    for id in [oversized.as_str(), "ord.1", "ord_1%27--", "%00"] {
+        for (method, path) in [
+            ("GET", format!("/orders/{id}")),
+            ("PATCH", format!("/orders/{id}")),
+            ("GET", format!("/payments/{id}")),
+        ] {
+            let event = api_event(method, &path, Some("alice"), &[], "{}");
+            let reply = if path.starts_with("/orders") {
+                stack.orders_request(event).await
+            } else {
+                stack.charge_request(event).await
+            };
+            assert_eq!(
+                (reply.status, reply.problem_type()),
+                (404, "/problems/route-not-found"),
+                "{method} {}: {}",
+                &path[..path.len().min(40)],
+                reply.body
+            );
+            assert!(reply.header("x-request-id").is_some());
+        }
+    }
+    // No request reached DynamoDB, and nothing changed.
+    assert_eq!(
+        stack.counter.total(),
+        0,
+        "{:?}",
+        stack.counter.by_operation()
+    );
+    assert_eq!(stack.snapshot().await, before);
+    // A well-formed id is looked up as before.
+    assert_eq!(stack.get_order("alice", &order).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_wrong_type_names_the_field_and_never_echoes_the_value() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let before = stack.snapshot().await;
+    let body = json!({"order_id": order, "order_version": "4242424242424242", "payment_method": "pm_card_visa"});
+    let reply = stack.pay("alice", "k-type", body).await;
+    assert_eq!(
+        (reply.status, reply.problem_type()),
+        (400, "/problems/invalid-request"),
+        "{}",
+        reply.body
+    );
+    assert_eq!(reply.json["detail"], "`order_version` must be i64");
+    assert!(!reply.body.contains("4242"), "{}", reply.body);
+    assert_eq!(stack.snapshot().await, before);
+}

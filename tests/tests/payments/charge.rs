@@ -780,6 +780,9 @@ impl<P: Psp> Psp for ConflictsAfterTheCharge<P> {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn kind(&self) -> payonce::domain::PspKind {
+        self.inner.kind()
+    }
     async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome {
         let outcome = self.inner.create_charge(request, timeout).await;
         self.faults.inject_conflicts(self.conflicts);

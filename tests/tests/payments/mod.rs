@@ -4,4 +4,5 @@
 mod bad_input;
 mod charge;
 mod concurrency;
+mod limits;
 mod orders;

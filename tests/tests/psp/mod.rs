@@ -6,3 +6,13 @@ mod omise;
 mod scripted;
 mod stripe;
 mod twoc2p;
+
+use payonce::ports::{ChargeRequest, CheckedAmount};
+
+/// What a PSP should report it charged for `request`.
+fn charged(request: &ChargeRequest) -> CheckedAmount {
+    CheckedAmount {
+        minor: request.amount,
+        currency: request.currency.as_str().to_owned(),
+    }
+}

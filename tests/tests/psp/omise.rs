@@ -62,6 +62,7 @@ async fn an_approved_card_is_approved_with_the_charge_id() {
     assert_eq!(
         omise.lookup(&request.payment_id).await.unwrap(),
         PspLookup::Succeeded {
+            amount: Some(super::charged(&request)),
             provider_payment_id: id
         }
     );
@@ -158,6 +159,7 @@ async fn a_lost_answer_is_unknown_and_search_finds_the_charge_once_its_lag_has_p
         early == PspLookup::NotFound
             || early
                 == PspLookup::Succeeded {
+                    amount: Some(super::charged(&request)),
                     provider_payment_id: id.clone()
                 },
         "{early:?}"
@@ -167,6 +169,7 @@ async fn a_lost_answer_is_unknown_and_search_finds_the_charge_once_its_lag_has_p
     assert_eq!(
         omise.lookup(&request.payment_id).await.unwrap(),
         PspLookup::Succeeded {
+            amount: Some(super::charged(&request)),
             provider_payment_id: id
         }
     );

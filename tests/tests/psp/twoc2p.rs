@@ -96,6 +96,7 @@ async fn an_approved_card_is_approved_with_the_tran_ref() {
     assert_eq!(
         twoc2p.lookup(&request.payment_id).await.expect("lookup"),
         PspLookup::Succeeded {
+            amount: Some(super::charged(&request)),
             provider_payment_id: charge.id
         }
     );
@@ -124,6 +125,7 @@ async fn a_declined_card_is_declined_with_2c2ps_issuer_code() {
         assert_eq!(
             twoc2p.lookup(&request.payment_id).await.expect("lookup"),
             PspLookup::Declined {
+                amount: Some(super::charged(&request)),
                 provider_payment_id: charge.id,
                 decline_code: code.into()
             }
@@ -132,7 +134,7 @@ async fn a_declined_card_is_declined_with_2c2ps_issuer_code() {
 }
 
 #[tokio::test]
-async fn an_unknown_payment_method_is_refused_and_pays_nothing() {
+async fn an_unknown_payment_method_is_rejected_and_pays_nothing() {
     let psp = twoc2p_psp().await;
     let twoc2p = twoc2p_for(&psp);
     let request = request("pm_card_nonexistent");
@@ -142,8 +144,8 @@ async fn an_unknown_payment_method_is_refused_and_pays_nothing() {
     // Do Payment answered 9004 and the inquiry (signed) found no transaction.
     assert_eq!(
         outcome,
-        PspOutcome::Refused {
-            code: "9004".into()
+        PspOutcome::Rejected {
+            message: "2C2P refused the payment data (9004)".into()
         }
     );
     assert!(psp.charges().is_empty());
@@ -173,6 +175,7 @@ async fn a_lost_do_payment_answer_is_read_by_the_inquiry_and_the_lookup() {
     assert_eq!(
         twoc2p.lookup(&request.payment_id).await.expect("lookup"),
         PspLookup::Succeeded {
+            amount: Some(super::charged(&request)),
             provider_payment_id: charge.id
         }
     );
@@ -226,8 +229,11 @@ async fn a_fence_on_an_unused_invoice_never_ran_and_nothing_can_pay_under_it_aft
         twoc2p.lookup(&request.payment_id).await.expect("lookup"),
         PspLookup::NotFound
     );
-    // And a second fence sees the invoice used.
-    assert_eq!(twoc2p.fence(&request).await.expect("fence"), Fence::KeyUsed);
+    // And a second fence sees the invoice used, with no transaction under it.
+    assert_eq!(
+        twoc2p.fence(&request).await.expect("fence"),
+        Fence::UsedWithoutCharge
+    );
 }
 
 #[tokio::test]

@@ -146,6 +146,7 @@ async fn refunds_of_unsucceeded_or_unknown_payments_are_refused_and_write_nothin
     let seen = stack.psp.requests_seen();
 
     // WHEN staff tries to refund them, and a payment that does not exist
+    let oversized = format!("pay_{}", "0".repeat(5000));
     let cases = [
         (
             declined_id.as_str(),
@@ -165,7 +166,9 @@ async fn refunds_of_unsucceeded_or_unknown_payments_are_refused_and_write_nothin
             "not-found",
             None,
         ),
-        ("pay_with.a.dot", 400, "invalid-request", None),
+        // A path naming no possible id matches no route, like API Gateway's: 404.
+        ("pay_with.a.dot", 404, "route-not-found", None),
+        (oversized.as_str(), 404, "route-not-found", None),
     ];
     for (i, (payment_id, status, problem, payment_status)) in cases.into_iter().enumerate() {
         let reply = stack

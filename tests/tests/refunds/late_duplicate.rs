@@ -208,7 +208,7 @@ async fn a_late_duplicate_success_by_webhook_is_refunded_once_by_reconcile() {
     // AND the late-duplicate alarm was raised once, for A
     let alarms = logs.alarms("late-duplicate-charge");
     assert_eq!(alarms.len(), 1, "{alarms:#?}");
-    assert_eq!(alarms[0]["fields"]["payment_id"], a.payment_id.as_str());
+    assert_eq!(alarms[0]["payment_id"], a.payment_id.as_str());
     // AND nothing was refunded yet: the processor holds no PSP credentials
     assert!(stack.psp.refunds().is_empty());
 

@@ -75,6 +75,9 @@ impl<P: Psp> Psp for FaultyRefunds<P> {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn kind(&self) -> payonce::domain::PspKind {
+        self.inner.kind()
+    }
     async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome {
         self.inner.create_charge(request, timeout).await
     }

@@ -41,6 +41,7 @@ macro_rules! store_suite {
 mod attempts;
 mod finish;
 mod inflight;
+mod limits;
 mod orders;
 mod refunds;
 mod settle;

@@ -1,5 +1,6 @@
 //! Receiver → SQS (moto) → processor, as Lambda's event source mapping runs it: a batch with a
-//! poison message, and the lost-response story end to end with the fake PSP's own webhook.
+//! poison message. (The lost-response story end to end with the fake PSP's own webhook, and one
+//! delivery five times, run for every PSP in the conformance suite.)
 
 use payonce::adapters::sqs::SqsQueue;
 use payonce::clock::{system_clock, Clock, SystemClock};
@@ -9,7 +10,6 @@ use payonce_fake_psp::{sign_webhook, DEFAULT_WEBHOOK_SECRET};
 use payonce_tests::queue::SqsHarness;
 use payonce_tests::stack::{api_event, webhook_providers, PaymentStack, Reply};
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The SQS event Lambda would deliver for these messages.
@@ -143,147 +143,4 @@ async fn a_batch_with_a_poison_message_applies_nine_once_and_dead_letters_the_po
         .filter(|pk| pk.starts_with("webhook#"))
         .count();
     assert_eq!(bodies.len(), dedup + dead.len());
-}
-
-/// Serves the receiver over HTTP on loopback, as API Gateway would, for the fake PSP to call.
-async fn serve_receiver(
-    receiver: Arc<WebhookReceiver<SqsQueue>>,
-) -> (String, tokio::task::JoinHandle<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/webhooks/fake", listener.local_addr().unwrap());
-    let app = axum::Router::new().route(
-        "/webhooks/{provider}",
-        axum::routing::post(
-            move |axum::extract::Path(provider): axum::extract::Path<String>,
-                  headers: axum::http::HeaderMap,
-                  body: axum::body::Bytes| {
-                let receiver = receiver.clone();
-                async move {
-                    let signature: Vec<(&str, &str)> = headers
-                        .get("stripe-signature")
-                        .and_then(|v| v.to_str().ok())
-                        .map(|v| vec![("stripe-signature", v)])
-                        .unwrap_or_default();
-                    let text = String::from_utf8_lossy(&body).into_owned();
-                    let reply = payonce_webhook::receiver::handle(
-                        &receiver,
-                        api_event(
-                            "POST",
-                            &format!("/webhooks/{provider}"),
-                            None,
-                            &signature,
-                            &text,
-                        ),
-                    )
-                    .await;
-                    axum::http::StatusCode::from_u16(reply.status().as_u16()).unwrap()
-                }
-            },
-        ),
-    );
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (url, server)
-}
-
-#[tokio::test]
-async fn a_lost_response_is_settled_by_the_psps_own_webhook_end_to_end() {
-    let stack = PaymentStack::start().await;
-    let sqs = SqsHarness::with_redrive(5, Duration::from_secs(30)).await;
-    let queue = SqsQueue::new(sqs.client.clone(), sqs.queue_url.clone(), 262_144);
-    let receiver = Arc::new(WebhookReceiver::new(
-        webhook_providers(),
-        queue.clone(),
-        system_clock(),
-    ));
-    let (url, server) = serve_receiver(receiver).await;
-    stack.psp.set_webhook_url(Some(url));
-
-    let order = stack.create_order("alice").await;
-    let pay =
-        json!({"order_id": order, "order_version": 1, "payment_method": "pm_fake_lost_response"});
-    let first = stack.pay("alice", "k-e2e", pay.clone()).await;
-    assert_eq!(first.status, 202, "{}", first.body);
-
-    // The fake PSP delivers payment_intent.succeeded to the receiver, which queues it.
-    let mut applied = 0;
-    for _ in 0..100 {
-        applied += poll_once(&stack, &queue, Duration::from_secs(30)).await;
-        if applied > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(applied, 1, "the webhook arrived through SQS");
-
-    let settled = stack.pay("alice", "k-e2e", pay).await;
-    assert_eq!(settled.status, 201, "{}", settled.body);
-    assert_eq!(settled.json["status"], "succeeded");
-    assert_eq!(settled.header("idempotent-replayed"), Some("true"));
-    let payment_id = settled.json["payment_id"].as_str().unwrap();
-    assert_eq!(stack.psp.succeeded_charges_for(payment_id), 1);
-    assert_eq!(stack.psp.charges().len(), 1);
-    assert_eq!(
-        stack.get_order("alice", &order).await.json["payment_state"],
-        "paid"
-    );
-    server.abort();
-}
-
-#[tokio::test]
-async fn the_same_event_delivered_five_times_is_answered_200_each_time_and_applied_once() {
-    let stack = PaymentStack::start().await;
-    let sqs = SqsHarness::with_redrive(5, Duration::from_secs(30)).await;
-    let queue = SqsQueue::new(sqs.client.clone(), sqs.queue_url.clone(), 262_144);
-    let receiver = WebhookReceiver::new(webhook_providers(), queue.clone(), system_clock());
-    let order = stack.create_order("alice").await;
-    let reply = stack.pay("alice", "k", json!({"order_id": order, "order_version": 1, "payment_method": "pm_fake_lost_response"})).await;
-    let payment_id = reply.json["payment_id"].as_str().unwrap().to_owned();
-    let body = super::event(
-        "evt_five",
-        "payment_intent.succeeded",
-        &payment_id,
-        "pi_five",
-    );
-
-    for _ in 0..5 {
-        let signature = sign_webhook(DEFAULT_WEBHOOK_SECRET, SystemClock.now_s(), body.as_bytes());
-        let reply = Reply::from(
-            payonce_webhook::receiver::handle(
-                &receiver,
-                api_event(
-                    "POST",
-                    "/webhooks/fake",
-                    None,
-                    &[("stripe-signature", &signature)],
-                    &body,
-                ),
-            )
-            .await,
-        );
-        assert_eq!(
-            reply.status, 200,
-            "every delivery is acknowledged: {}",
-            reply.body
-        );
-    }
-    stack.counter.reset();
-    let mut processed = 0;
-    while processed < 5 {
-        let n = poll_once(&stack, &queue, Duration::from_secs(30)).await;
-        assert!(n > 0, "five messages queued");
-        processed += n;
-    }
-    assert_eq!(queue.depth().await.unwrap(), 0, "all five acknowledged");
-    assert_eq!(
-        stack.counter.by_operation().get("TransactWriteItems"),
-        Some(&1),
-        "one transition: {:?}",
-        stack.counter.by_operation()
-    );
-    assert_eq!(
-        stack.get_order("alice", &order).await.json["payment_state"],
-        "paid"
-    );
 }

@@ -36,11 +36,11 @@ function lines(stream, onLine) {
   });
 }
 
-async function startOnce(bin) {
+async function startOnce(bin, args) {
   const port = await freePort();
   let pspPort = await freePort();
   while (pspPort === port) pspPort = await freePort();
-  const child = spawn(bin, ["--port", String(port), "--psp-port", String(pspPort)], {
+  const child = spawn(bin, ["--port", String(port), "--psp-port", String(pspPort), ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, NO_COLOR: "1" },
   });
@@ -78,13 +78,16 @@ async function startOnce(bin) {
   return { child, log, exited, ready };
 }
 
-/** A running sandbox: {url, pspUrl, log, charges(), succeededCharges(), stop()}. */
-export async function startSandbox() {
+/**
+ * A running sandbox: {url, pspUrl, log, charges(), succeededCharges(), stop()}; `args` are
+ * passed on to payonce-local (e.g. `["--allowed-origin", url]`).
+ */
+export async function startSandbox({ args = [] } = {}) {
   const bin = process.env.PAYONCE_LOCAL_BIN || path.join(repoRoot, "target/debug/payonce-local");
   let lastError;
   // A free port can be taken between the probe and the bind: try again with new ports.
   for (let attempt = 0; attempt < 3; attempt++) {
-    const started = await startOnce(bin);
+    const started = await startOnce(bin, args);
     try {
       const { url, pspUrl } = await started.ready;
       return sandbox(started, url, pspUrl);

@@ -14,7 +14,7 @@ use crate::idempotency::{
     check_completed_size, Claim, ClaimOutcome, Fingerprint, IdempotencyRecord, IdempotencyStore,
     Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError, TakeoverOutcome,
 };
-use crate::ports::ExpiredSweep;
+use crate::ports::{AttemptCounter, ExpiredSweep};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
@@ -312,6 +312,66 @@ pub(crate) fn item_from_record(record: &IdempotencyRecord) -> Item {
 
 /// Key of the cleanup job's checkpoint item (it has no `expires_at`, so it is never swept).
 const CHECKPOINT_PK: &str = "cleanup#checkpoint";
+
+/// Counters are items of the idempotency table (`attempts`, `declines`, `expires_at`), so TTL
+/// and the cleanup sweep forget them like expired records.
+#[async_trait]
+impl AttemptCounter for DynamoIdempotencyStore {
+    async fn count_attempt(
+        &self,
+        counter: &str,
+        max_attempts: u32,
+        max_declines: u32,
+        expires_at_s: i64,
+    ) -> Result<bool, StoreError> {
+        // A counter's key names its window, and it expires a window after that one ends: it is
+        // never read past its expiry.
+        let sent = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, s(counter))
+            .update_expression(
+                "SET #attempts = if_not_exists(#attempts, :zero) + :one, #expires_at = :exp",
+            )
+            .condition_expression(
+                "attribute_not_exists(#pk) OR (#attempts < :max_attempts \
+                 AND (attribute_not_exists(#declines) OR #declines < :max_declines))",
+            )
+            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#attempts", "attempts")
+            .expression_attribute_names("#declines", "declines")
+            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":exp", n(expires_at_s))
+            .expression_attribute_values(":max_attempts", n(i64::from(max_attempts)))
+            .expression_attribute_values(":max_declines", n(i64::from(max_declines)))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(true),
+            Err(error) if is_condition_failure(&error) => Ok(false),
+            Err(error) => Err(backend("count_attempt", counter, error)),
+        }
+    }
+
+    async fn count_decline(&self, counter: &str, expires_at_s: i64) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, s(counter))
+            .update_expression("ADD #declines :one SET #expires_at = :exp")
+            .expression_attribute_names("#declines", "declines")
+            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":exp", n(expires_at_s))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| backend("count_decline", counter, e))
+    }
+}
 
 #[async_trait]
 impl ExpiredSweep for DynamoIdempotencyStore {

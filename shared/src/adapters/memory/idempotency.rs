@@ -11,7 +11,7 @@ use crate::idempotency::{
     check_completed_size, Claim, ClaimOutcome, IdempotencyRecord, IdempotencyStore, Lease,
     LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome,
 };
-use crate::ports::ExpiredSweep;
+use crate::ports::{AttemptCounter, ExpiredSweep};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -189,6 +189,9 @@ pub(crate) struct MemoryTables {
     /// Webhook dedup records: `webhook#<provider>#<event_id>` → `expires_at_s`. Expired ones
     /// stay until overwritten or swept, and read as absent.
     pub(crate) events: BTreeMap<String, i64>,
+    /// Attempt-limit counters: `limit#…` → (attempts, declines, expires_at_s). Expired ones
+    /// read as absent until swept.
+    pub(crate) counters: BTreeMap<String, (u32, u32, i64)>,
     /// Where an interrupted cleanup sweep stopped.
     pub(crate) checkpoint: Option<String>,
     /// Orders and payments.
@@ -209,7 +212,49 @@ fn swept_items(tables: &MemoryTables, now_ms: i64) -> Vec<(&str, bool)> {
                 .iter()
                 .map(|(key, expires_at_s)| (key.as_str(), *expires_at_s < now_s)),
         )
+        .chain(
+            tables
+                .counters
+                .iter()
+                .map(|(key, (_, _, expires_at_s))| (key.as_str(), *expires_at_s < now_s)),
+        )
         .collect()
+}
+
+#[async_trait]
+impl AttemptCounter for MemoryIdempotencyStore {
+    async fn count_attempt(
+        &self,
+        counter: &str,
+        max_attempts: u32,
+        max_declines: u32,
+        expires_at_s: i64,
+    ) -> Result<bool, StoreError> {
+        // As in DynamoDB: a counter's key names its window, never read past its expiry.
+        let mut tables = self.lock();
+        let entry = tables
+            .counters
+            .entry(counter.to_owned())
+            .or_insert((0, 0, expires_at_s));
+        if entry.0 >= max_attempts || entry.1 >= max_declines {
+            return Ok(false);
+        }
+        entry.0 += 1;
+        entry.2 = expires_at_s;
+        Ok(true)
+    }
+
+    async fn count_decline(&self, counter: &str, expires_at_s: i64) -> Result<(), StoreError> {
+        // As in DynamoDB: a counter's key names its window, never read past its expiry.
+        let mut tables = self.lock();
+        let entry = tables
+            .counters
+            .entry(counter.to_owned())
+            .or_insert((0, 0, expires_at_s));
+        entry.1 += 1;
+        entry.2 = expires_at_s;
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -257,6 +302,13 @@ impl ExpiredSweep for MemoryIdempotencyStore {
             }
             tables.records.remove(&record_key);
             return Ok(true);
+        }
+        if let Some((_, _, expires_at_s)) = tables.counters.get(key) {
+            if *expires_at_s < now_ms.div_euclid(1000) {
+                tables.counters.remove(key);
+                return Ok(true);
+            }
+            return Ok(false);
         }
         match tables.events.get(key) {
             Some(expires_at_s) if *expires_at_s < now_ms.div_euclid(1000) => {

@@ -45,6 +45,10 @@ impl<T: PspTransport> Psp for ConfiguredPsp<T> {
         delegate!(self, psp => psp.name())
     }
 
+    fn kind(&self) -> crate::domain::PspKind {
+        delegate!(self, psp => psp.kind())
+    }
+
     fn supports_refunds(&self) -> bool {
         delegate!(self, psp => psp.supports_refunds())
     }

@@ -30,7 +30,8 @@ use super::omise_webhook::{charge_settlement, refund_settlement};
 use super::transport::{CallFailure, HttpTransport, PspTransport, WireBody, WireCall, WireReply};
 use crate::domain::{RefundSettlement, Settlement};
 use crate::ports::{
-    ChargeRequest, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome, RefundRequest,
+    ChargeRequest, CheckedAmount, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome,
+    RefundRequest,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -406,6 +407,7 @@ fn lookup_of(charge: &Value) -> Result<PspLookup, PspError> {
             provider_payment_id,
         }) => PspLookup::Succeeded {
             provider_payment_id,
+            amount: CheckedAmount::of_object(charge),
         },
         Some(Settlement::Declined {
             provider_payment_id,
@@ -413,6 +415,7 @@ fn lookup_of(charge: &Value) -> Result<PspLookup, PspError> {
         }) => PspLookup::Declined {
             provider_payment_id: provider_payment_id.unwrap_or_else(|| id.to_owned()),
             decline_code,
+            amount: CheckedAmount::of_object(charge),
         },
         // `pending` (3-D Secure, not yet authorised or captured), a status unknown here, and the
         // settlements a charge never reads as (rejected, refused, abandoned): not final.
@@ -623,6 +626,10 @@ fn classify_refund(Sent { reply, retried }: Sent) -> RefundOutcome {
 impl<T: PspTransport> Psp for OmisePsp<T> {
     fn name(&self) -> &str {
         &self.provider_name
+    }
+
+    fn kind(&self) -> crate::domain::PspKind {
+        crate::domain::PspKind::Omise
     }
 
     /// `POST /charges`, retrying busy answers (409, 429) like Stripe's path, with the same
@@ -1282,6 +1289,10 @@ mod tests {
         assert_eq!(
             psp.lookup(PAY).await.unwrap(),
             PspLookup::Succeeded {
+                amount: Some(CheckedAmount {
+                    minor: 100000,
+                    currency: "thb".into()
+                }),
                 provider_payment_id: CHARGE.into()
             }
         );
@@ -1296,6 +1307,10 @@ mod tests {
             }]
         );
         let declined = |code: &str| PspLookup::Declined {
+            amount: Some(CheckedAmount {
+                minor: 100000,
+                currency: "thb".into(),
+            }),
             provider_payment_id: CHARGE.into(),
             decline_code: code.into(),
         };
@@ -1364,6 +1379,10 @@ mod tests {
                 .await
                 .unwrap(),
             PspLookup::Succeeded {
+                amount: Some(CheckedAmount {
+                    minor: 100000,
+                    currency: "thb".into()
+                }),
                 provider_payment_id: CHARGE.into()
             }
         );
@@ -1394,6 +1413,10 @@ mod tests {
         assert_eq!(
             psp.lookup(PAY).await.unwrap(),
             PspLookup::Succeeded {
+                amount: Some(CheckedAmount {
+                    minor: 100000,
+                    currency: "thb".into()
+                }),
                 provider_payment_id: "chrg_test_2".into()
             }
         );

@@ -216,8 +216,8 @@ struct Event {
 /// - Any event whose `data` is a refund (`refund.create`) names our refund by its
 ///   `metadata.refund_id` (none for a refund payonce did not make) and the payment by its
 ///   `metadata.payment_id`. Omise refunds are final once created (the deprecated `status` reads
-///   `closed`), so it is succeeded with the `rfnd_…` id — unless a `status` other than `closed`
-///   appears (undocumented), which is left pending for the refund lookup to settle. The
+///   `closed`), so it is succeeded with the `rfnd_…` id — unless it reads `failed` (failed), or
+///   another status appears (undocumented), left pending for the refund lookup to settle. The
 ///   refund's `amount` and `currency` are reported.
 /// - Other events name at most the payment; nothing is applied.
 ///
@@ -228,8 +228,16 @@ pub fn parse_event(body: &[u8]) -> Result<PspEvent, serde_json::Error> {
     let payment_id = object["metadata"]["payment_id"].as_str().map(str::to_owned);
     let id = object["id"].as_str().map(str::to_owned);
     let (settlement, refund, amount) = match object["object"].as_str() {
-        Some("charge") => (charge_settlement(object, id), None, amount_of(object)),
-        Some("refund") => (None, refund_event(object, id), amount_of(object)),
+        Some("charge") => (
+            charge_settlement(object, id),
+            None,
+            CheckedAmount::of_object(object),
+        ),
+        Some("refund") => (
+            None,
+            refund_event(object, id),
+            CheckedAmount::of_object(object),
+        ),
         _ => (None, None, None),
     };
     Ok(PspEvent {
@@ -278,21 +286,20 @@ fn refund_event(refund: &Value, id: Option<String>) -> Option<RefundEvent> {
 
 /// What a refund object (`rfnd_…` id `provider_refund_id`) says, shared by webhooks and the
 /// adapter ([`super::omise`]): Omise refunds are final once created (the deprecated `status`
-/// reads `closed`), so succeeded — unless a `status` other than `closed` appears (undocumented),
-/// which is left pending for the refund lookup to settle.
+/// reads `closed`), so succeeded — unless the status reads `failed`, which fails it (also after
+/// it read `closed`: reconcile watches succeeded refunds for a week), or another status appears
+/// (undocumented), which is left pending for the refund lookup to settle.
 pub(crate) fn refund_settlement(refund: &Value, provider_refund_id: String) -> RefundSettlement {
     match refund["status"].as_str() {
         None | Some("closed") => RefundSettlement::Succeeded { provider_refund_id },
+        // The money did not go back (even after the refund first read `closed`): the refund
+        // transition takes it back from succeeded, and its amount is refundable again.
+        Some("failed") => RefundSettlement::Failed {
+            provider_refund_id: Some(provider_refund_id),
+            code: "failed".into(),
+        },
         Some(_) => RefundSettlement::Pending { provider_refund_id },
     }
-}
-
-/// The object's `amount` (smallest unit) and `currency` (lowercased), when both are there.
-fn amount_of(object: &Value) -> Option<CheckedAmount> {
-    Some(CheckedAmount {
-        minor: object["amount"].as_i64()?,
-        currency: object["currency"].as_str()?.to_ascii_lowercase(),
-    })
 }
 
 #[cfg(test)]
@@ -787,6 +794,20 @@ mod tests {
         voided["voided"] = json!(true);
         let parsed = parse_event(&event("refund.create", false, voided)).unwrap();
         assert_eq!(parsed, refunded(succeeded));
+        // A failed refund fails, whatever it read before.
+        let parsed = parse_event(&event(
+            "refund.create",
+            false,
+            refund(ours.clone(), Some("failed")),
+        ))
+        .unwrap();
+        assert_eq!(
+            parsed,
+            refunded(RefundSettlement::Failed {
+                provider_refund_id: Some("rfnd_test_4yqmv79ahghsiz23y3c".into()),
+                code: "failed".into()
+            })
+        );
         // An undocumented status is not taken as final.
         let parsed = parse_event(&event(
             "refund.create",

@@ -9,7 +9,8 @@ use super::transport::{CallFailure, HttpTransport, PspTransport, WireBody, WireC
 use crate::domain::RefundSettlement;
 use crate::mutations::{self, Mutation};
 use crate::ports::{
-    ChargeRequest, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome, RefundRequest,
+    ChargeRequest, CheckedAmount, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome,
+    RefundRequest,
 };
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -243,6 +244,10 @@ struct PaymentIntent {
     id: String,
     status: String,
     #[serde(default)]
+    amount: Option<i64>,
+    #[serde(default)]
+    currency: Option<String>,
+    #[serde(default)]
     last_payment_error: Option<ErrorDetail>,
 }
 
@@ -401,9 +406,17 @@ fn classify_intent(intent: PaymentIntent) -> PspOutcome {
 /// What a PaymentIntent found by a lookup says about our attempt: every status that is not
 /// final and not canceled is *pending*, never "not found".
 fn lookup_of(intent: PaymentIntent) -> PspLookup {
+    let amount = intent
+        .amount
+        .zip(intent.currency.as_deref())
+        .map(|(minor, currency)| CheckedAmount {
+            minor,
+            currency: currency.to_ascii_lowercase(),
+        });
     match intent.status.as_str() {
         "succeeded" => PspLookup::Succeeded {
             provider_payment_id: intent.id,
+            amount,
         },
         "requires_payment_method" if intent.last_payment_error.is_some() => PspLookup::Declined {
             decline_code: intent
@@ -411,6 +424,7 @@ fn lookup_of(intent: PaymentIntent) -> PspLookup {
                 .and_then(|e| e.decline_code.or(e.code))
                 .unwrap_or_else(|| "generic_decline".into()),
             provider_payment_id: intent.id,
+            amount,
         },
         "canceled" => PspLookup::Canceled {
             provider_payment_id: intent.id,
@@ -473,6 +487,10 @@ fn classify_error(status: u16, body: &[u8]) -> PspOutcome {
 impl<T: PspTransport> Psp for StripePsp<T> {
     fn name(&self) -> &str {
         &self.provider_name
+    }
+
+    fn kind(&self) -> crate::domain::PspKind {
+        crate::domain::PspKind::Stripe
     }
 
     async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome {

@@ -168,13 +168,7 @@ pub fn parse_event(body: &[u8]) -> Result<PspEvent, serde_json::Error> {
         _ => None,
     };
     // The object's own amount: a PaymentIntent's, a Refund's or a Charge's.
-    let amount = match (object["amount"].as_i64(), object["currency"].as_str()) {
-        (Some(minor), Some(currency)) => Some(CheckedAmount {
-            minor,
-            currency: currency.to_ascii_lowercase(),
-        }),
-        _ => None,
-    };
+    let amount = CheckedAmount::of_object(object);
     Ok(PspEvent {
         amount,
         livemode: event.livemode,

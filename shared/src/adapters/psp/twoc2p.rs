@@ -571,8 +571,9 @@ impl<T: PspTransport> TwoC2pPsp<T> {
 ///   unknown, with the `psp-answer-untrusted` alarm: payonce never books money it disagrees on).
 /// - an issuer decline, and `0003` cancelled → declined with the `respCode` (final: the token is
 ///   spent and the invoice refuses new ones).
-/// - `2002` not found after a Do Payment refused our values, signed → refused: the only token
-///   of the invoice was never used and is forgotten here, so nothing can ever be paid under it.
+/// - `2002` not found after a Do Payment refused the payment data, signed → the payment method
+///   rejected: the only token of the invoice was never used and is forgotten here, so nothing can
+///   ever be paid under it.
 /// - pending, not found, and every code [`classify`] does not know → unknown: a webhook or
 ///   reconcile settles it.
 fn charge_outcome(
@@ -612,8 +613,14 @@ fn charge_outcome(
             provider_payment_id: Some(provider_id(&claims, invoice_no)),
             decline_code: code,
         },
-        ResponseClass::NotFound if signed && refusal.is_some() => PspOutcome::Refused {
-            code: refusal.unwrap_or_default(),
+        // Do Payment carries nothing of ours but the payment token 2C2P issued: what it refuses
+        // is the payment data (the `securePayToken`), so the payment method is rejected, as
+        // Stripe and Omise answer an unusable card token.
+        ResponseClass::NotFound if signed && refusal.is_some() => PspOutcome::Rejected {
+            message: format!(
+                "2C2P refused the payment data ({})",
+                refusal.unwrap_or_default()
+            ),
         },
         ResponseClass::Pending | ResponseClass::NotFound => PspOutcome::Unknown {
             reason: format!("the 2C2P inquiry answered {code}"),
@@ -635,6 +642,10 @@ fn charge_outcome(
 impl<T: PspTransport> Psp for TwoC2pPsp<T> {
     fn name(&self) -> &str {
         &self.provider_name
+    }
+
+    fn kind(&self) -> crate::domain::PspKind {
+        crate::domain::PspKind::TwoC2p
     }
 
     /// 2C2P refunds need the Payment Maintenance API's exchanged RSA keys: none here.
@@ -711,10 +722,12 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
         match inquiry.class {
             ResponseClass::Approved => Ok(PspLookup::Succeeded {
                 provider_payment_id,
+                amount: Some(checked_amount(&inquiry.claims)),
             }),
             ResponseClass::Declined => Ok(PspLookup::Declined {
                 provider_payment_id,
                 decline_code: inquiry.code,
+                amount: Some(checked_amount(&inquiry.claims)),
             }),
             ResponseClass::Canceled => Ok(PspLookup::Canceled {
                 provider_payment_id,
@@ -747,8 +760,14 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
     ///   token and its retries only inquire); had it arrived first, the fence would have been
     ///   answered `9015`. The original attempt's Do Payment can only carry a token of the
     ///   original attempt's own, which — by the above — does not exist.
-    /// - `9015` → [`Fence::KeyUsed`]: a token exists or existed; the inquiry (reconcile's
-    ///   re-sent create, which only inquires after `9015`) tells what became of it.
+    /// - `9015` → a token exists or existed, so the Payment Inquiry is asked what became of it:
+    ///   a signed `2002` (no transaction under the invoice) → [`Fence::UsedWithoutCharge`]. A
+    ///   token is spent only by the invocation that requested it, at once (Do Payment follows
+    ///   the Payment Token call in the same invocation), and reconcile fences only once that
+    ///   invocation's lease has lapsed — it is gone, and no later token can ever be issued —
+    ///   so nothing can be charged under the invoice. Anything else (a transaction, an unsigned
+    ///   answer) → [`Fence::KeyUsed`]: reconcile's re-sent create, which only inquires after
+    ///   `9015`, reads it.
     /// - a validation code → [`Fence::Refused`] (`payment_method: false`: this request carries
     ///   no payment method): the original, identical, was refused alike and got no token.
     /// - credentials refused, any other code, an untrusted answer, or no answer → an error (a
@@ -778,7 +797,21 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
             TokenAnswer::Token(_) => Ok(Fence::NeverRan {
                 provider_payment_id: invoice_no,
             }),
-            TokenAnswer::KeyUsed => Ok(Fence::KeyUsed),
+            TokenAnswer::KeyUsed => {
+                let inquiry = self
+                    .inquire(&invoice_no, self.request_timeout)
+                    .await
+                    .map_err(|reason| PspError {
+                        reason: format!("fencing: {reason}"),
+                    })?;
+                Ok(
+                    if inquiry.signed && matches!(inquiry.class, ResponseClass::NotFound) {
+                        Fence::UsedWithoutCharge
+                    } else {
+                        Fence::KeyUsed
+                    },
+                )
+            }
             TokenAnswer::Refused(_) => Ok(Fence::Refused {
                 payment_method: false,
             }),
@@ -825,6 +858,7 @@ mod tests {
     };
     use crate::adapters::psp::twoc2p_webhook::sign_token;
     use crate::domain::{Currency, MAX_AMOUNT_MINOR};
+    use crate::ports::CheckedAmount;
     use serde_json::json;
 
     const MERCHANT: &str = "JT01";
@@ -1220,11 +1254,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_refused_do_payment_without_a_transaction_is_refused() {
+    async fn a_refused_do_payment_without_a_transaction_rejects_the_payment_method() {
         for code in ["9004", "9005", "9006"] {
             let (outcome, calls) =
                 charge_with(vec![token_issued(), paid(code), inquiry("2002")]).await;
-            assert_eq!(outcome, PspOutcome::Refused { code: code.into() }, "{code}");
+            assert_eq!(
+                outcome,
+                PspOutcome::Rejected {
+                    message: format!("2C2P refused the payment data ({code})")
+                },
+                "{code}"
+            );
             assert_eq!(calls.len(), 3);
         }
         // Only on a signed "not found": an unsigned one proves nothing.
@@ -1383,6 +1423,7 @@ mod tests {
             token_refused("9015"),
             inquiry("2002"),
             token_refused("9015"),
+            inquiry("0000"),
         ]);
         let request = charge();
         assert!(unknown(
@@ -1393,7 +1434,7 @@ mod tests {
         ));
         assert_eq!(psp.fence(&request).await.unwrap(), Fence::KeyUsed);
         let calls = calls(&psp);
-        assert_eq!(calls.len(), 4);
+        assert_eq!(calls.len(), 5);
         assert_eq!(calls[0], calls[1]);
         assert_eq!(calls[0], calls[3]);
         // Another adapter instance with the same key signs the same bytes.
@@ -1442,12 +1483,20 @@ mod tests {
         assert_eq!(
             lookup_with(inquiry("0000")).await.unwrap(),
             PspLookup::Succeeded {
+                amount: Some(CheckedAmount {
+                    minor: 23087,
+                    currency: "thb".into()
+                }),
                 provider_payment_id: id()
             }
         );
         assert_eq!(
             lookup_with(inquiry("4051")).await.unwrap(),
             PspLookup::Declined {
+                amount: Some(CheckedAmount {
+                    minor: 23087,
+                    currency: "thb".into()
+                }),
                 provider_payment_id: id(),
                 decline_code: "4051".into()
             }
@@ -1455,6 +1504,10 @@ mod tests {
         assert_eq!(
             lookup_with(inquiry("0004")).await.unwrap(),
             PspLookup::Declined {
+                amount: Some(CheckedAmount {
+                    minor: 23087,
+                    currency: "thb".into()
+                }),
                 provider_payment_id: id(),
                 decline_code: "0004".into()
             }
@@ -1493,6 +1546,10 @@ mod tests {
         assert_eq!(
             lookup_with(signed(claims)).await.unwrap(),
             PspLookup::Succeeded {
+                amount: Some(CheckedAmount {
+                    minor: 23087,
+                    currency: "thb".into()
+                }),
                 provider_payment_id: INVOICE.into()
             }
         );
@@ -1544,8 +1601,17 @@ mod tests {
                 provider_payment_id: INVOICE.into()
             }
         );
+        // Used: the inquiry tells whether anything was charged under the invoice.
         for step in [token_refused("9015"), unsigned("9015")] {
-            assert_eq!(fence_with(step).await.unwrap(), Fence::KeyUsed);
+            let psp = scripted([step.clone(), inquiry("2002")]);
+            assert_eq!(
+                psp.fence(&charge()).await.unwrap(),
+                Fence::UsedWithoutCharge
+            );
+            for found in [inquiry("0000"), inquiry("0001"), unsigned("2002")] {
+                let psp = scripted([step.clone(), found]);
+                assert_eq!(psp.fence(&charge()).await.unwrap(), Fence::KeyUsed);
+            }
         }
         for step in [token_refused("9009"), unsigned("9010")] {
             assert_eq!(

@@ -1,0 +1,178 @@
+//! Which PSP a deployment charges through, and what that PSP will charge: the per-currency
+//! limits orders are checked against, one table per PSP, so an order is never created that the
+//! PSP would refuse to charge.
+
+use super::Currency;
+
+/// The PSP a deployment uses (one per deployment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PspKind {
+    /// Stripe (the default).
+    #[default]
+    Stripe,
+    /// Omise (Opn Payments).
+    Omise,
+    /// 2C2P.
+    TwoC2p,
+}
+
+impl PspKind {
+    /// Every PSP payonce speaks, in the order the template lists them.
+    pub const ALL: [PspKind; 3] = [PspKind::Stripe, PspKind::Omise, PspKind::TwoC2p];
+
+    /// The smallest total this PSP charges in `currency`, in minor units; `None` if it does not
+    /// charge in `currency` at all. Each order currency is treated as its own settlement
+    /// currency (no exchange rates).
+    ///
+    /// - Stripe: its minimum charge per settlement currency (Stripe docs, "Minimum and maximum
+    ///   charge amounts"); below it Stripe answers `amount_too_small`.
+    /// - Omise: its minimum by account country (Omise docs, "Currency and amount": ¥100,
+    ///   S$1.00, ฿20.00). Omise charges other currencies only through conversion into the
+    ///   account's, with the minimum applied after conversion, which payonce cannot know in
+    ///   advance: USD, EUR and GBP are not offered on Omise.
+    /// - 2C2P documents no minimum: any positive amount (the order total is never zero).
+    pub fn minimum_charge_minor(self, currency: Currency) -> Option<i64> {
+        match self {
+            PspKind::Stripe => Some(match currency {
+                Currency::Jpy | Currency::Usd | Currency::Eur | Currency::Sgd => 50,
+                Currency::Gbp => 30,
+                Currency::Thb => 1000,
+            }),
+            PspKind::Omise => match currency {
+                Currency::Jpy | Currency::Sgd => Some(100),
+                Currency::Thb => Some(2000),
+                Currency::Usd | Currency::Eur | Currency::Gbp => None,
+            },
+            PspKind::TwoC2p => Some(1),
+        }
+    }
+
+    /// Whether `token` has the shape of a payment method this PSP charges: what the checkout's
+    /// PSP library hands the browser, never card data (that is refused before this is asked).
+    ///
+    /// - Stripe: a PaymentMethod id, `pm_` and letters, digits or `_`.
+    /// - Omise: a card token, `tokn_` and letters, digits or `_`; `pm_…` test tokens are
+    ///   accepted too (the sandbox's; the real Omise refuses them as unknown, definitively).
+    /// - 2C2P: a `securePayToken` from its secure fields, an opaque string of letters, digits
+    ///   and `+ / = _ . -`, at most 2048 characters.
+    pub fn accepts_payment_method(self, token: &str) -> bool {
+        let word = |rest: &str| {
+            !rest.is_empty()
+                && token.len() <= 255
+                && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        };
+        match self {
+            PspKind::Stripe => token.strip_prefix("pm_").is_some_and(word),
+            PspKind::Omise => token
+                .strip_prefix("tokn_")
+                .or_else(|| token.strip_prefix("pm_"))
+                .is_some_and(word),
+            PspKind::TwoC2p => {
+                (4..=2048).contains(&token.len())
+                    && token
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"+/=_.-".contains(&b))
+            }
+        }
+    }
+
+    /// What [`PspKind::accepts_payment_method`] accepts, in words (for a 400's detail).
+    pub fn payment_method_shape(self) -> &'static str {
+        match self {
+            PspKind::Stripe => "a Stripe PaymentMethod id: pm_ followed by letters, digits or _",
+            PspKind::Omise => "an Omise card token: tokn_ followed by letters, digits or _",
+            PspKind::TwoC2p => "a 2C2P securePayToken: up to 2048 letters, digits or + / = _ . -",
+        }
+    }
+
+    /// [`PspKind::currencies`] as text: `jpy, thb, sgd`.
+    pub fn currency_list(self) -> String {
+        self.currencies()
+            .iter()
+            .map(|c| c.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The currencies this PSP charges in, in [`Currency::ALL`] order.
+    pub fn currencies(self) -> Vec<Currency> {
+        Currency::ALL
+            .into_iter()
+            .filter(|currency| self.minimum_charge_minor(*currency).is_some())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stripe_charges_every_currency_above_its_minimum() {
+        let minimums: Vec<_> = Currency::ALL
+            .into_iter()
+            .map(|c| (c.as_str(), PspKind::Stripe.minimum_charge_minor(c)))
+            .collect();
+        assert_eq!(
+            minimums,
+            [
+                ("jpy", Some(50)),
+                ("usd", Some(50)),
+                ("eur", Some(50)),
+                ("gbp", Some(30)),
+                ("thb", Some(1000)),
+                ("sgd", Some(50)),
+            ]
+        );
+    }
+
+    #[test]
+    fn omise_charges_yen_baht_and_singapore_dollars_above_its_own_minimums() {
+        assert_eq!(
+            PspKind::Omise.currencies(),
+            [Currency::Jpy, Currency::Thb, Currency::Sgd]
+        );
+        assert_eq!(
+            PspKind::Omise.minimum_charge_minor(Currency::Jpy),
+            Some(100)
+        );
+        assert_eq!(
+            PspKind::Omise.minimum_charge_minor(Currency::Thb),
+            Some(2000)
+        );
+        assert_eq!(
+            PspKind::Omise.minimum_charge_minor(Currency::Sgd),
+            Some(100)
+        );
+    }
+
+    #[test]
+    fn each_psp_accepts_its_own_payment_method_tokens() {
+        let accepts = |psp: PspKind, token: &str| psp.accepts_payment_method(token);
+        assert!(accepts(PspKind::Stripe, "pm_card_visa"));
+        assert!(!accepts(PspKind::Stripe, "tokn_test_5xuy4w91xdz7ky4jnqc"));
+        assert!(!accepts(PspKind::Stripe, "tok_visa"));
+        assert!(!accepts(PspKind::Stripe, "pm_"));
+        assert!(!accepts(PspKind::Stripe, "pm_<script>"));
+        assert!(!accepts(
+            PspKind::Stripe,
+            &format!("pm_{}", "a".repeat(253))
+        ));
+        assert!(accepts(PspKind::Omise, "tokn_test_5xuy4w91xdz7ky4jnqc"));
+        assert!(accepts(PspKind::Omise, "pm_card_visa"));
+        assert!(!accepts(PspKind::Omise, "src_test_1"));
+        assert!(accepts(PspKind::TwoC2p, "00acjaU3eCzG9Xtw9+/aB_c.d-e=="));
+        assert!(accepts(PspKind::TwoC2p, "pm_card_visa"));
+        assert!(!accepts(PspKind::TwoC2p, "abc"));
+        assert!(!accepts(PspKind::TwoC2p, "a b c d"));
+        assert!(!accepts(PspKind::TwoC2p, &"a".repeat(2049)));
+    }
+
+    #[test]
+    fn twoc2p_charges_every_currency_and_any_positive_amount() {
+        assert_eq!(PspKind::TwoC2p.currencies(), Currency::ALL);
+        assert!(Currency::ALL
+            .into_iter()
+            .all(|c| PspKind::TwoC2p.minimum_charge_minor(c) == Some(1)));
+    }
+}

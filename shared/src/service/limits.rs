@@ -1,0 +1,204 @@
+//! Limits on payment attempts and declines, per user and per order (card testing): someone
+//! trying stolen card numbers one after another makes many attempts and many declines, where a
+//! shopper makes a few. A new attempt is admitted only while both of its counters — the user's
+//! and the order's, in the current window — are under their limits; it is refused with 429
+//! `too-many-attempts` and `Retry-After` (the end of the window) before anything is claimed or
+//! sent to the PSP. A replay of a key is never limited: it makes no new attempt.
+//!
+//! The counters live in the idempotency table beside the records, one item per user or order
+//! and window (`limit#user#<sub>#<window>`, `limit#order#<id>#<window>`), expiring by TTL.
+//! Counting an attempt is one conditional `UpdateItem` per counter; a decline adds one more.
+//! The user's counter is counted first: an attempt it admits and the order's refuses still
+//! counts against the user. Declines count when the charge answers them; a decline learnt later
+//! (webhook, reconcile) does not.
+
+use crate::config::{number, ConfigError};
+use crate::idempotency::StoreError;
+use crate::ports::AttemptCounter;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How many attempts, and how many declines among them, one counter admits per window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    /// New attempts (each one a PSP charge).
+    pub attempts: u32,
+    /// Declined attempts: once reached, no new attempt is admitted.
+    pub declines: u32,
+}
+
+/// The limits of a deployment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttemptLimits {
+    /// The counting window: counters start afresh at each multiple of it.
+    pub window: Duration,
+    /// Per user (the JWT `sub`), across orders.
+    pub per_user: Limit,
+    /// Per order, across keys and tabs.
+    pub per_order: Limit,
+}
+
+impl Default for AttemptLimits {
+    /// What a shop would set: in an hour a user may start 20 payments and be declined 10 times,
+    /// an order 10 and 5. A shopper with a failing card tries a few cards; a card tester tries
+    /// hundreds.
+    fn default() -> Self {
+        Self {
+            window: Duration::from_secs(3600),
+            per_user: Limit {
+                attempts: 20,
+                declines: 10,
+            },
+            per_order: Limit {
+                attempts: 10,
+                declines: 5,
+            },
+        }
+    }
+}
+
+impl AttemptLimits {
+    /// The defaults, each overridden by its variable: `LIMIT_WINDOW_SECONDS`,
+    /// `LIMIT_USER_ATTEMPTS`, `LIMIT_USER_DECLINES`, `LIMIT_ORDER_ATTEMPTS`,
+    /// `LIMIT_ORDER_DECLINES` (positive integers).
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let d = Self::default();
+        let positive = |name: &'static str, default: u32| -> Result<u32, ConfigError> {
+            match number(name, default)? {
+                0 => Err(ConfigError::Invalid {
+                    name,
+                    reason: "must be a positive integer".into(),
+                }),
+                n => Ok(n),
+            }
+        };
+        let window_s = u32::try_from(d.window.as_secs()).unwrap_or(3600);
+        Ok(Self {
+            window: Duration::from_secs(u64::from(positive("LIMIT_WINDOW_SECONDS", window_s)?)),
+            per_user: Limit {
+                attempts: positive("LIMIT_USER_ATTEMPTS", d.per_user.attempts)?,
+                declines: positive("LIMIT_USER_DECLINES", d.per_user.declines)?,
+            },
+            per_order: Limit {
+                attempts: positive("LIMIT_ORDER_ATTEMPTS", d.per_order.attempts)?,
+                declines: positive("LIMIT_ORDER_DECLINES", d.per_order.declines)?,
+            },
+        })
+    }
+}
+
+/// Whether a new attempt may start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Counted; go on.
+    Admitted,
+    /// Over a limit: nothing may be claimed or sent until the window ends.
+    Refused {
+        /// Until the window ends.
+        retry_after: Duration,
+        /// `user` or `order`: whose limit.
+        scope: &'static str,
+    },
+}
+
+/// Applies [`AttemptLimits`] over an [`AttemptCounter`].
+#[derive(Clone)]
+pub struct AttemptLimiter {
+    counter: Arc<dyn AttemptCounter>,
+    limits: AttemptLimits,
+}
+
+impl std::fmt::Debug for AttemptLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttemptLimiter")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AttemptLimiter {
+    /// Limits counted in `counter`.
+    pub fn new(counter: Arc<dyn AttemptCounter>, limits: AttemptLimits) -> Self {
+        Self { counter, limits }
+    }
+
+    /// The limits applied.
+    pub fn limits(&self) -> &AttemptLimits {
+        &self.limits
+    }
+
+    /// The two counters of an attempt by `user` on `order_id` at `now_ms` with their limits,
+    /// when their window ends (epoch ms), and when they may be forgotten (a window later, epoch
+    /// s).
+    #[allow(clippy::type_complexity)]
+    fn counters(
+        &self,
+        user: &str,
+        order_id: &str,
+        now_ms: i64,
+    ) -> ([(String, Limit, &'static str); 2], i64, i64) {
+        let width_ms = i64::try_from(self.limits.window.as_millis())
+            .unwrap_or(i64::MAX)
+            .max(1);
+        let number = now_ms.div_euclid(width_ms);
+        let ends_ms = (number + 1).saturating_mul(width_ms);
+        let expires_at_s = ends_ms.saturating_add(width_ms).div_euclid(1000);
+        (
+            [
+                (
+                    format!("limit#user#{user}#{number}"),
+                    self.limits.per_user,
+                    "user",
+                ),
+                (
+                    format!("limit#order#{order_id}#{number}"),
+                    self.limits.per_order,
+                    "order",
+                ),
+            ],
+            ends_ms,
+            expires_at_s,
+        )
+    }
+
+    /// Counts a new attempt by `user` on `order_id`, or refuses it if either counter is full.
+    pub async fn admit(
+        &self,
+        user: &str,
+        order_id: &str,
+        now_ms: i64,
+    ) -> Result<Admission, StoreError> {
+        let (counters, ends_ms, expires_at_s) = self.counters(user, order_id, now_ms);
+        for (key, limit, scope) in counters {
+            let counted = self
+                .counter
+                .count_attempt(&key, limit.attempts, limit.declines, expires_at_s)
+                .await?;
+            if !counted {
+                let retry_after =
+                    Duration::from_millis(u64::try_from(ends_ms - now_ms).unwrap_or(0).max(1000));
+                tracing::warn!(
+                    scope,
+                    retry_after_s = retry_after.as_secs(),
+                    "payment attempt refused: over the attempt limit"
+                );
+                return Ok(Admission::Refused { retry_after, scope });
+            }
+        }
+        Ok(Admission::Admitted)
+    }
+
+    /// Counts a decline of an attempt by `user` on `order_id`.
+    pub async fn record_decline(
+        &self,
+        user: &str,
+        order_id: &str,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let (counters, _, expires_at_s) = self.counters(user, order_id, now_ms);
+        for (key, _, _) in counters {
+            self.counter.count_decline(&key, expires_at_s).await?;
+        }
+        Ok(())
+    }
+}

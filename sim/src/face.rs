@@ -1,0 +1,189 @@
+//! Each PSP as the simulation runs it: the model's face (wire format), the adapter over the
+//! simulated network, the webhook schemes of the receiver and the processor (built exactly as a
+//! deployment builds them from its secret), how the PSP signs a delivery, the currencies shoppers
+//! pay in and the PSP's minimum charge in each.
+
+use crate::faults::{SimTransport, API_KEY, TWOC2P_MERCHANT_ID};
+use lambda_http::http::{HeaderMap, HeaderName, HeaderValue};
+use payonce::adapters::psp::b64::{self, Alphabet};
+use payonce::adapters::psp::{ConfiguredPsp, OmisePsp, StripePsp, TwoC2pPsp};
+use payonce::config::{webhook_parsers_for, webhook_providers_for, PspKind, PspSecrets};
+use payonce::domain::Currency;
+use payonce::service::webhooks::Providers;
+use payonce_fake_psp::{sign_omise_webhook, sign_webhook, Provider};
+use std::time::Duration;
+
+/// Stripe's webhook signing secret, shared by the PSP and the receiver.
+const STRIPE_WEBHOOK_SECRET: &str = "whsec_payonce_sim";
+
+/// Omise's webhook secret as its dashboard shows it: standard base64 (of
+/// `payonce-sim-omise-webhook-key!!!`, 32 bytes), decoded into the HMAC key on both sides.
+const OMISE_WEBHOOK_SECRET: &str = "cGF5b25jZS1zaW0tb21pc2Utd2ViaG9vay1rZXkhISE=";
+
+/// How long the adapter waits for one PSP call (the adapters' default).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The model's face for `psp`.
+pub fn provider(psp: PspKind) -> Provider {
+    match psp {
+        PspKind::Stripe => Provider::Stripe,
+        PspKind::Omise => Provider::Omise,
+        PspKind::TwoC2p => Provider::TwoC2p,
+    }
+}
+
+/// The currencies shoppers buy in: ones `psp` charges in. Stripe keeps the sim's original four
+/// (and their order, so Stripe seeds replay as before). Omise charges only in its account
+/// country's currency; payonce knows three of those (no MYR). 2C2P documents no per-currency
+/// rules; its fake takes any currency Stripe's table lists, and these are ones a Southeast Asian
+/// merchant takes, with yen for a currency without a minor unit on 2C2P's decimal wire.
+pub fn currencies(psp: PspKind) -> &'static [Currency] {
+    match psp {
+        PspKind::Stripe => &[Currency::Jpy, Currency::Usd, Currency::Thb, Currency::Gbp],
+        PspKind::Omise => &[Currency::Jpy, Currency::Thb, Currency::Sgd],
+        PspKind::TwoC2p => &[Currency::Thb, Currency::Sgd, Currency::Usd, Currency::Jpy],
+    }
+}
+
+/// The smallest order total `psp` charges in `currency` (minor units): payonce's one table per
+/// PSP, which the order service checks orders against.
+pub fn minimum_minor(psp: PspKind, currency: Currency) -> i64 {
+    psp.minimum_charge_minor(currency)
+        .expect("shoppers pay only in currencies the PSP charges")
+}
+
+/// Whether `psp`'s adapter can prove a key was never used (its fence), so that reconcile can
+/// settle an attempt the PSP does not show. Stripe: the `confirm=false` re-send under the key;
+/// 2C2P: taking the invoice's only payment token. Omise: no proof (`Fence::Unprovable`).
+pub fn fence_proves_unused(psp: PspKind) -> bool {
+    match psp {
+        PspKind::Stripe | PspKind::TwoC2p => true,
+        PspKind::Omise => false,
+    }
+}
+
+/// The adapter for `psp` over `transport`, configured as a deployment configures it.
+pub fn adapter(psp: PspKind, transport: SimTransport) -> ConfiguredPsp<SimTransport> {
+    match psp {
+        PspKind::Stripe => ConfiguredPsp::Stripe(StripePsp::with_transport(
+            transport,
+            psp.name(),
+            API_KEY,
+            REQUEST_TIMEOUT,
+        )),
+        PspKind::Omise => ConfiguredPsp::Omise(OmisePsp::with_transport(
+            transport,
+            psp.name(),
+            API_KEY,
+            REQUEST_TIMEOUT,
+        )),
+        PspKind::TwoC2p => ConfiguredPsp::TwoC2p(
+            TwoC2pPsp::with_transport(
+                transport,
+                psp.name(),
+                TWOC2P_MERCHANT_ID,
+                API_KEY,
+                REQUEST_TIMEOUT,
+            )
+            .expect("a merchant id and a secret key"),
+        ),
+    }
+}
+
+/// The PSP secret a deployment on `psp` holds.
+fn secrets(psp: PspKind) -> PspSecrets {
+    match psp {
+        PspKind::Stripe => PspSecrets {
+            api_key: Some(API_KEY.to_owned()),
+            webhook_secrets: vec![STRIPE_WEBHOOK_SECRET.to_owned()],
+            ..PspSecrets::default()
+        },
+        PspKind::Omise => PspSecrets {
+            secret_key: Some(API_KEY.to_owned()),
+            webhook_secrets: vec![OMISE_WEBHOOK_SECRET.to_owned()],
+            ..PspSecrets::default()
+        },
+        PspKind::TwoC2p => PspSecrets {
+            secret_key: Some(API_KEY.to_owned()),
+            merchant_id: Some(TWOC2P_MERCHANT_ID.to_owned()),
+            ..PspSecrets::default()
+        },
+    }
+}
+
+/// The webhook receiver's providers: `psp`'s scheme, verifying with the deployment's secret.
+pub fn receiver_providers(psp: PspKind) -> Providers {
+    webhook_providers_for(psp, &secrets(psp)).expect("the simulation's PSP secret is well formed")
+}
+
+/// The webhook processor's providers: `psp`'s scheme for reading what the receiver verified.
+pub fn processor_providers(psp: PspKind) -> Providers {
+    webhook_parsers_for(psp, Some(&secrets(psp)))
+        .expect("the simulation's PSP secret is well formed")
+}
+
+/// The headers the PSP sends with one delivery of `body` at `now_s`, signed its way: Stripe's
+/// `Stripe-Signature`; Omise's `Omise-Signature` and `Omise-Signature-Timestamp` keyed with the
+/// decoded secret; none for 2C2P, whose notification body is itself a JWT the model signed with
+/// the merchant's secret key.
+pub fn signature_headers(psp: PspKind, now_s: i64, body: &[u8]) -> HeaderMap {
+    let pairs = match psp {
+        PspKind::Stripe => vec![(
+            "stripe-signature",
+            sign_webhook(STRIPE_WEBHOOK_SECRET, now_s, body),
+        )],
+        PspKind::Omise => {
+            let key = b64::decode(OMISE_WEBHOOK_SECRET, Alphabet::Standard)
+                .expect("the Omise webhook secret is base64");
+            let timestamp = now_s.to_string();
+            vec![
+                (
+                    "omise-signature",
+                    sign_omise_webhook(&key, &timestamp, body),
+                ),
+                ("omise-signature-timestamp", timestamp),
+            ]
+        }
+        PspKind::TwoC2p => Vec::new(),
+    };
+    let mut headers = HeaderMap::new();
+    for (name, value) in pairs {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+    headers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_omise_secret_is_base64_of_a_32_byte_key() {
+        let key = b64::decode(OMISE_WEBHOOK_SECRET, Alphabet::Standard).unwrap();
+        assert_eq!(key, b"payonce-sim-omise-webhook-key!!!");
+    }
+
+    #[test]
+    fn every_psp_builds_its_schemes_and_shoppers_pay_above_its_minimum() {
+        for psp in PspKind::ALL {
+            let _ = receiver_providers(psp);
+            let _ = processor_providers(psp);
+            for &currency in currencies(psp) {
+                assert!(minimum_minor(psp, currency) >= 1);
+            }
+        }
+        assert_eq!(minimum_minor(PspKind::Omise, Currency::Thb), 2_000);
+        assert_eq!(minimum_minor(PspKind::Stripe, Currency::Thb), 1_000);
+    }
+
+    #[test]
+    fn only_omise_cannot_prove_a_key_unused() {
+        let unprovable: Vec<_> = PspKind::ALL
+            .into_iter()
+            .filter(|psp| !fence_proves_unused(*psp))
+            .collect();
+        assert_eq!(unprovable, [PspKind::Omise]);
+    }
+}

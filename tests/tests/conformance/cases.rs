@@ -1,0 +1,953 @@
+//! The conformance cases, each written once for any [`Face`].
+
+use super::harness::{post, Delivery, Pipeline, WebhookEndpoint};
+use super::{EventFacts, Face, FenceProof};
+use payonce::adapters::psp::twoc2p_ids::invoice_no_for;
+use payonce::clock::{Clock, SystemClock};
+use payonce::ports::{charge_key, ChargeRequest, Fence, Psp, PspLookup, PspOutcome};
+use payonce::service::webhooks::{Processed, QueuedEvent, PROVIDER_ATTRIBUTE};
+use payonce::service::{ChargeConfig, EventApplied};
+use payonce_fake_psp::{FakeCharge, FakePspConfig};
+use payonce_tests::stack::{adapter_at, api_event, PaymentStack, Reply};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+const USER: &str = "alice";
+
+/// A stack on the face's fake PSP, with default charge settings.
+async fn stack<F: Face>() -> PaymentStack {
+    stack_with::<F>(F::fake(), ChargeConfig::default()).await
+}
+
+/// A stack on `fake` (the face's, adjusted) and these charge settings.
+async fn stack_with<F: Face>(fake: FakePspConfig, charge: ChargeConfig) -> PaymentStack {
+    let stack = PaymentStack::start_with(fake, charge).await;
+    assert_eq!(stack.charge.psp().name(), F::NAME);
+    assert_eq!(stack.webhook_provider, F::WEBHOOK_PROVIDER);
+    stack
+}
+
+/// The face's fake with charges that stay non-final for an hour (`pm_fake_processing`,
+/// `pm_fake_requires_action`), or settle after `processing_for`.
+fn waiting<F: Face>(processing_for: Duration) -> FakePspConfig {
+    FakePspConfig {
+        processing_for,
+        requires_action_for: Duration::from_secs(3600),
+        ..F::fake()
+    }
+}
+
+/// A new order of [`Face::AMOUNT`] in [`Face::CURRENCY`] through the orders API.
+async fn order<F: Face>(stack: &PaymentStack, user: &str) -> String {
+    stack.create_order_of(user, F::CURRENCY, 1, F::AMOUNT).await
+}
+
+fn pay_body(order: &str, payment_method: &str) -> Value {
+    json!({"order_id": order, "order_version": 1, "payment_method": payment_method})
+}
+
+fn payment_id(reply: &Reply) -> String {
+    reply.json["payment_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no payment_id in {}", reply.body))
+        .to_owned()
+}
+
+async fn order_state(stack: &PaymentStack, user: &str, order: &str) -> String {
+    stack.get_order(user, order).await.json["payment_state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The fake's charges for our payment.
+fn charges_for(stack: &PaymentStack, payment_id: &str) -> Vec<FakeCharge> {
+    stack
+        .psp
+        .charges()
+        .into_iter()
+        .filter(|c| c.payment_id.as_deref() == Some(payment_id))
+        .collect()
+}
+
+/// The one charge the fake holds for our payment.
+fn the_charge(stack: &PaymentStack, payment_id: &str) -> FakeCharge {
+    let mut charges = charges_for(stack, payment_id);
+    assert_eq!(charges.len(), 1, "{charges:#?}");
+    charges.remove(0)
+}
+
+/// The dedup records of the face's webhooks.
+async fn dedup_records(stack: &PaymentStack) -> Vec<String> {
+    let prefix = format!("webhook#{}#", stack.webhook_provider);
+    stack
+        .snapshot()
+        .await
+        .0
+        .into_keys()
+        .filter(|pk| pk.starts_with(&prefix))
+        .collect()
+}
+
+/// A charge request for a new payment id of the face's amount and currency.
+fn charge_request<F: Face>(payment_method: &str) -> ChargeRequest {
+    let payment_id = format!("pay_{}", uuid::Uuid::new_v4().simple());
+    ChargeRequest {
+        idempotency_key: charge_key(&payment_id),
+        payment_id,
+        amount: F::AMOUNT,
+        currency: F::CURRENCY,
+        payment_method: payment_method.into(),
+    }
+}
+
+/// The facts of an event about `payment_id` (charge `provider_payment_id`) for the face's amount.
+fn facts<F: Face>(payment_id: &str, provider_payment_id: &str, succeeded: bool) -> EventFacts {
+    EventFacts {
+        event_id: uuid::Uuid::new_v4().simple().to_string(),
+        payment_id: payment_id.to_owned(),
+        provider_payment_id: provider_payment_id.to_owned(),
+        amount: F::AMOUNT,
+        currency: F::CURRENCY,
+        succeeded,
+    }
+}
+
+/// GIVEN a payment of a new order left `processing` (the PSP holds a non-final charge): returns
+/// the order, the payment id and the PSP's charge id.
+async fn processing_payment<F: Face>(
+    stack: &PaymentStack,
+    user: &str,
+    key: &str,
+) -> (String, String, String) {
+    let order = order::<F>(stack, user).await;
+    let reply = stack
+        .pay(user, key, pay_body(&order, "pm_fake_processing"))
+        .await;
+    assert_eq!(
+        (reply.status, reply.json["status"].as_str()),
+        (202, Some("processing")),
+        "{}",
+        reply.body
+    );
+    let payment_id = payment_id(&reply);
+    let charge = the_charge(stack, &payment_id);
+    (order, payment_id, charge.id)
+}
+
+/// THEN the payment of `order` paid under `key` is succeeded as the PSP's charge `charge_id`:
+/// stored, replayed 201 to the client's retry, the order paid, one successful charge at the PSP.
+async fn assert_paid_once(
+    stack: &PaymentStack,
+    user: &str,
+    key: &str,
+    order: &str,
+    payment_method: &str,
+    payment_id: &str,
+) {
+    let payment = stack.payment(payment_id).await;
+    assert_eq!(payment.status.as_str(), "succeeded");
+    let charge = the_charge(stack, payment_id);
+    assert_eq!(
+        payment.provider_payment_id.as_deref(),
+        Some(charge.id.as_str())
+    );
+    assert_eq!(charge.outcome, "succeeded");
+    assert_eq!(order_state(stack, user, order).await, "paid");
+    let replay = stack.pay(user, key, pay_body(order, payment_method)).await;
+    assert_eq!(
+        (
+            replay.status,
+            replay.json["status"].as_str(),
+            replay.header("idempotent-replayed")
+        ),
+        (201, Some("succeeded"), Some("true")),
+        "{}",
+        replay.body
+    );
+    assert_eq!(replay.json["payment_id"], payment_id);
+    assert_eq!(stack.psp.succeeded_charges_for(payment_id), 1);
+}
+
+pub async fn approve<F: Face>() {
+    let stack = stack::<F>().await;
+    let order = order::<F>(&stack, USER).await;
+
+    // WHEN a good card pays
+    let reply = stack.pay(USER, "k", pay_body(&order, "pm_card_visa")).await;
+
+    // THEN 201 with the payment, as the PSP charged it once
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let payment_id = payment_id(&reply);
+    let charge = the_charge(&stack, &payment_id);
+    assert_eq!(
+        (
+            reply.json["status"].as_str(),
+            reply.json["provider"].as_str(),
+            reply.json["provider_payment_id"].as_str(),
+            reply.json["amount"].as_i64(),
+            reply.json["currency"].as_str(),
+        ),
+        (
+            Some("succeeded"),
+            Some(F::NAME),
+            Some(charge.id.as_str()),
+            Some(F::AMOUNT),
+            Some(F::CURRENCY.as_str())
+        )
+    );
+    assert_eq!(
+        (
+            charge.amount,
+            charge.currency.as_str(),
+            charge.provider.as_str()
+        ),
+        (F::AMOUNT, F::CURRENCY.as_str(), F::NAME)
+    );
+    assert_eq!(stack.psp.charges().len(), 1);
+    assert_paid_once(&stack, USER, "k", &order, "pm_card_visa", &payment_id).await;
+}
+
+pub async fn decline<F: Face>() {
+    let stack = stack::<F>().await;
+    let order = order::<F>(&stack, USER).await;
+
+    // WHEN the issuer declines the card
+    let reply = stack
+        .pay(USER, "k", pay_body(&order, "pm_card_visa_chargeDeclined"))
+        .await;
+
+    // THEN 402 card-declined with the PSP's decline code, stored and replayed
+    assert_eq!(
+        (
+            reply.status,
+            reply.problem_type(),
+            reply.json["decline_code"].as_str()
+        ),
+        (402, "/problems/card-declined", Some(F::DECLINE_CODE)),
+        "{}",
+        reply.body
+    );
+    let declined = payment_id(&reply);
+    assert_eq!(stack.payment(&declined).await.status.as_str(), "failed");
+    assert_eq!(the_charge(&stack, &declined).outcome, "failed");
+    let replay = stack
+        .pay(USER, "k", pay_body(&order, "pm_card_visa_chargeDeclined"))
+        .await;
+    assert_eq!(
+        (
+            replay.status,
+            replay.problem_type(),
+            replay.header("idempotent-replayed")
+        ),
+        (402, "/problems/card-declined", Some("true"))
+    );
+    // AND the order is payable again, with another card under another key
+    assert_eq!(order_state(&stack, USER, &order).await, "unpaid");
+    let again = stack
+        .pay(USER, "k2", pay_body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(again.status, 201, "{}", again.body);
+    assert_eq!(order_state(&stack, USER, &order).await, "paid");
+    assert_eq!(stack.psp.succeeded_charges_for(&declined), 0);
+    assert_eq!(stack.psp.charges().len(), 2);
+}
+
+pub async fn rejected_method<F: Face>() {
+    let stack = stack::<F>().await;
+    let order = order::<F>(&stack, USER).await;
+
+    // WHEN the payment method is one the PSP does not know
+    let reply = stack
+        .pay(USER, "k", pay_body(&order, "pm_card_nonexistent"))
+        .await;
+
+    // THEN the stack's answer for a refused method, nothing charged, the order payable again
+    assert_eq!(
+        (reply.status, reply.problem_type()),
+        F::REJECTED_METHOD_ANSWER,
+        "{}",
+        reply.body
+    );
+    assert!(stack.psp.requests_seen() > 0, "the PSP itself refused it");
+    assert!(stack.psp.charges().is_empty(), "{:#?}", stack.psp.charges());
+    assert_eq!(
+        stack.payment(&payment_id(&reply)).await.status.as_str(),
+        "failed"
+    );
+    assert_eq!(order_state(&stack, USER, &order).await, "unpaid");
+    let replay = stack
+        .pay(USER, "k", pay_body(&order, "pm_card_nonexistent"))
+        .await;
+    assert_eq!(
+        (
+            replay.status,
+            replay.problem_type(),
+            replay.header("idempotent-replayed")
+        ),
+        (
+            F::REJECTED_METHOD_ANSWER.0,
+            F::REJECTED_METHOD_ANSWER.1,
+            Some("true")
+        )
+    );
+}
+
+pub async fn below_minimum<F: Face>() {
+    let stack = stack::<F>().await;
+    // GIVEN an order below the PSP's minimum, stored past the orders API's checks
+    let order = stack.store_order(USER, F::CURRENCY, F::BELOW_MINIMUM).await;
+
+    // WHEN it is paid
+    let reply = stack.pay(USER, "k", pay_body(&order, "pm_card_visa")).await;
+
+    // THEN the PSP refused it, and the stack's answer says so; nothing was charged
+    assert_eq!(
+        (reply.status, reply.problem_type()),
+        F::BELOW_MINIMUM_ANSWER,
+        "{}",
+        reply.body
+    );
+    assert!(stack.psp.requests_seen() > 0, "the PSP itself refused it");
+    assert!(stack.psp.charges().is_empty(), "{:#?}", stack.psp.charges());
+    assert_eq!(
+        stack.payment(&payment_id(&reply)).await.status.as_str(),
+        "failed"
+    );
+    assert_eq!(order_state(&stack, USER, &order).await, "unpaid");
+}
+
+pub async fn order_below_minimum<F: Face>() {
+    let stack = stack::<F>().await;
+    let before = stack.snapshot().await;
+
+    // WHEN a client creates an order the PSP would refuse to charge
+    let body = json!({"currency": F::CURRENCY.as_str(),
+                      "items": [{"sku": "A1", "quantity": 1, "unit_amount": F::BELOW_MINIMUM}]});
+    let reply = stack
+        .orders_request(api_event(
+            "POST",
+            "/orders",
+            Some(USER),
+            &[],
+            &body.to_string(),
+        ))
+        .await;
+
+    // THEN the orders API refuses it up front, writing nothing
+    assert_eq!(
+        (reply.status, reply.problem_type()),
+        (400, F::BELOW_MINIMUM_ORDER_PROBLEM),
+        "{}",
+        reply.body
+    );
+    assert_eq!(stack.snapshot().await, before);
+    assert_eq!(stack.psp.requests_seen(), 0);
+}
+
+pub async fn lost_response<F: Face>() {
+    let stack = stack::<F>().await;
+    let pipeline = Pipeline::new(&stack).await;
+    // The fake's webhooks go through the real receiver into SQS.
+    let _endpoint = WebhookEndpoint::start(&stack, Some(pipeline.receiver.clone())).await;
+    let order = order::<F>(&stack, USER).await;
+
+    // WHEN the PSP charges and the answer is lost on the way back
+    let first = stack
+        .pay(USER, "k", pay_body(&order, "pm_fake_lost_response"))
+        .await;
+
+    // THEN the client is told what the stack knows (202 processing, or 201 where the adapter's
+    // next call learnt the outcome)
+    assert_eq!(first.status, F::LOST_RESPONSE_STATUS, "{}", first.body);
+    let payment_id = payment_id(&first);
+    if first.status == 202 {
+        assert_eq!(first.json["status"], "processing");
+        assert!(first.header("retry-after").is_some());
+    }
+    // AND the PSP's own webhook, through receiver, SQS and processor, settles it
+    pipeline.drain(&stack, 1).await;
+    assert!(
+        !dedup_records(&stack).await.is_empty(),
+        "the webhook was processed"
+    );
+    assert_eq!(pipeline.depth().await, 0);
+    // AND the client's retry replays the success: one charge
+    assert_paid_once(
+        &stack,
+        USER,
+        "k",
+        &order,
+        "pm_fake_lost_response",
+        &payment_id,
+    )
+    .await;
+    assert_eq!(stack.psp.charges().len(), 1);
+}
+
+/// WHEN POST /payments goes through `charge` (a PSP that is never reached); THEN 503, nothing
+/// charged, the order released; AND a retry with the same key through the stack's own PSP
+/// takes the attempt over and pays once, under the same payment id.
+async fn assert_not_sent_then_retried<F: Face>(
+    stack: &PaymentStack,
+    charge: &payonce::service::ChargeService<
+        payonce::adapters::dynamodb::DynamoPaymentStore,
+        payonce::adapters::psp::ConfiguredPsp,
+    >,
+    requests_expected: u64,
+) {
+    let order = order::<F>(stack, USER).await;
+    let reply = stack
+        .pay_through(charge, USER, "k", pay_body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(
+        (reply.status, reply.problem_type()),
+        (503, "/problems/psp-unavailable"),
+        "{}",
+        reply.body
+    );
+    assert!(reply.header("retry-after").is_some());
+    assert_eq!(stack.psp.requests_seen(), requests_expected);
+    assert!(stack.psp.charges().is_empty());
+    assert_eq!(order_state(stack, USER, &order).await, "unpaid");
+    let attempt = stack.charge_record(USER, "k").await.attempt_id;
+
+    let retry = stack.pay(USER, "k", pay_body(&order, "pm_card_visa")).await;
+    assert_eq!(retry.status, 201, "{}", retry.body);
+    assert_eq!(
+        payment_id(&retry),
+        attempt,
+        "the same attempt, the same PSP key"
+    );
+    assert_eq!(stack.psp.succeeded_charges_for(&attempt), 1);
+    assert_eq!(stack.psp.charges().len(), 1);
+    assert_eq!(order_state(stack, USER, &order).await, "paid");
+}
+
+pub async fn not_sent_unreachable<F: Face>() {
+    let stack = stack::<F>().await;
+    // An invocation cut off from the PSP: the face's adapter at a closed port.
+    assert_not_sent_then_retried::<F>(&stack, &stack.cut_off_charge(), 0).await;
+}
+
+pub async fn not_sent_credentials_refused<F: Face>() {
+    let stack = stack::<F>().await;
+    // The PSP refuses our credentials (Stripe and Omise 401; 2C2P 9042, our JWT's signature).
+    let wrong = adapter_at(
+        stack.psp.provider(),
+        &stack.psp.base_url(),
+        "not-the-key-the-psp-knows",
+    );
+    assert_not_sent_then_retried::<F>(&stack, &stack.charge_with(wrong), 1).await;
+}
+
+pub async fn slow<F: Face>() {
+    // GIVEN a PSP that charges at once but answers after the charge path's PSP timeout
+    let fake = FakePspConfig {
+        slow_delay: Duration::from_secs(5),
+        ..F::fake()
+    };
+    let charge = ChargeConfig {
+        psp_timeout: Duration::from_millis(1500),
+        ..ChargeConfig::default()
+    };
+    let stack = stack_with::<F>(fake, charge).await;
+    let pipeline = Pipeline::new(&stack).await;
+    let _endpoint = WebhookEndpoint::start(&stack, Some(pipeline.receiver.clone())).await;
+    let order = order::<F>(&stack, USER).await;
+
+    // WHEN the client pays
+    let first = stack.pay(USER, "k", pay_body(&order, "pm_fake_slow")).await;
+
+    // THEN 202 pending: the outcome is unknown to the stack. (An adapter that asks the PSP after
+    // a lost answer, 2C2P's inquiry, asks with the time left after the timed-out call: when that
+    // sliver is enough on loopback it learns the success, and answers 201.)
+    let payment_id = payment_id(&first);
+    if F::LOST_RESPONSE_STATUS == 201 && first.status == 201 {
+        assert_eq!(first.json["status"], "succeeded", "{}", first.body);
+    } else {
+        assert_eq!(
+            (first.status, first.json["status"].as_str()),
+            (202, Some("processing")),
+            "{}",
+            first.body
+        );
+        assert_eq!(
+            stack.payment(&payment_id).await.status.as_str(),
+            "processing"
+        );
+        assert_eq!(order_state(&stack, USER, &order).await, "processing");
+    }
+    // AND the PSP's webhook settles it later; the retry replays the success, one charge
+    for _ in 0..200 {
+        pipeline.poll(&stack).await;
+        if stack.payment(&payment_id).await.status.as_str() != "processing" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_paid_once(&stack, USER, "k", &order, "pm_fake_slow", &payment_id).await;
+    assert_eq!(stack.psp.charges().len(), 1);
+}
+
+pub async fn lookup_states<F: Face>() {
+    let stack = stack_with::<F>(
+        waiting::<F>(Duration::from_secs(3600)),
+        ChargeConfig::default(),
+    )
+    .await;
+    let psp = stack.charge.psp();
+    let timeout = Duration::from_secs(10);
+
+    // Succeeded
+    let approved = charge_request::<F>("pm_card_visa");
+    psp.create_charge(&approved, timeout).await;
+    let id = the_charge(&stack, &approved.payment_id).id;
+    let lookup = psp.lookup(&approved.payment_id).await.expect("lookup");
+    assert!(
+        matches!(&lookup, PspLookup::Succeeded { provider_payment_id, .. } if *provider_payment_id == id),
+        "{lookup:?}"
+    );
+
+    // Declined, with the decline code the charge path reports
+    let declined = charge_request::<F>("pm_card_visa_chargeDeclined");
+    psp.create_charge(&declined, timeout).await;
+    let id = the_charge(&stack, &declined.payment_id).id;
+    let lookup = psp.lookup(&declined.payment_id).await.expect("lookup");
+    assert!(
+        matches!(&lookup, PspLookup::Declined { provider_payment_id, decline_code, .. }
+            if *provider_payment_id == id && decline_code == F::DECLINE_CODE),
+        "{lookup:?}"
+    );
+
+    // Non-final states are pending, never "not found"
+    for token in ["pm_fake_processing", "pm_fake_requires_action"] {
+        let waiting = charge_request::<F>(token);
+        let created = psp.create_charge(&waiting, timeout).await;
+        assert!(
+            matches!(created, PspOutcome::Unknown { .. }),
+            "{token}: {created:?}"
+        );
+        let charge = the_charge(&stack, &waiting.payment_id);
+        assert_eq!(charge.outcome, "pending", "{token}");
+        let lookup = psp.lookup(&waiting.payment_id).await.expect("lookup");
+        assert!(
+            matches!(&lookup, PspLookup::Pending { provider_payment_id, .. } if *provider_payment_id == charge.id),
+            "{token}: {lookup:?}"
+        );
+    }
+
+    // Not found: an attempt the PSP never saw
+    let never = charge_request::<F>("pm_card_visa");
+    let lookup = psp.lookup(&never.payment_id).await.expect("lookup");
+    assert!(matches!(lookup, PspLookup::NotFound), "{lookup:?}");
+    assert_eq!(stack.psp.charges().len(), 4);
+}
+
+pub async fn fence<F: Face>() {
+    let stack = stack::<F>().await;
+    let psp = stack.charge.psp();
+
+    // A key never sent
+    let unused = charge_request::<F>("pm_card_visa");
+    let seen = stack.psp.requests_seen();
+    let fence = psp.fence(&unused).await.expect("fence");
+    match F::FENCE {
+        FenceProof::Unprovable => {
+            assert_eq!(fence, Fence::Unprovable);
+            assert_eq!(stack.psp.requests_seen(), seen, "nothing was asked");
+        }
+        FenceProof::CanceledIntent | FenceProof::TakenInvoice => {
+            let Fence::NeverRan {
+                provider_payment_id,
+            } = fence
+            else {
+                panic!("an unused key is proven unused: {fence:?}")
+            };
+            psp.cancel(&provider_payment_id).await.expect("cancel");
+            if F::FENCE == FenceProof::CanceledIntent {
+                // The fence's own intent, under the attempt's key, canceled.
+                let blocker = the_charge(&stack, &unused.payment_id);
+                assert_eq!(
+                    (
+                        blocker.id.as_str(),
+                        blocker.outcome.as_str(),
+                        blocker.idempotency_key.as_deref()
+                    ),
+                    (
+                        provider_payment_id.as_str(),
+                        "canceled",
+                        Some(unused.idempotency_key.as_str())
+                    )
+                );
+            } else {
+                // The invoice itself, now taken; no charge exists.
+                assert_eq!(
+                    Some(provider_payment_id.clone()),
+                    invoice_no_for(&unused.payment_id)
+                );
+                assert!(charges_for(&stack, &unused.payment_id).is_empty());
+            }
+            // A late create of the original attempt can never charge under the key.
+            let late = psp.create_charge(&unused, Duration::from_secs(10)).await;
+            assert!(!matches!(late, PspOutcome::Approved { .. }), "{late:?}");
+            assert_eq!(stack.psp.succeeded_charges_for(&unused.payment_id), 0);
+            let lookup = psp.lookup(&unused.payment_id).await.expect("lookup");
+            assert!(
+                matches!(lookup, PspLookup::NotFound | PspLookup::Canceled { .. }),
+                "{lookup:?}"
+            );
+            // Fencing again: Stripe replays the fence's own answer (the same blocking intent),
+            // 2C2P refuses a second token for the invoice (used), and its inquiry finds no
+            // transaction: used without a charge.
+            let again = psp.fence(&unused).await.expect("fence");
+            let expected = match F::FENCE {
+                FenceProof::CanceledIntent => Fence::NeverRan {
+                    provider_payment_id: provider_payment_id.clone(),
+                },
+                _ => Fence::UsedWithoutCharge,
+            };
+            assert_eq!(again, expected);
+            assert_eq!(stack.psp.succeeded_charges_for(&unused.payment_id), 0);
+        }
+    }
+
+    // A key that charged
+    let used = charge_request::<F>("pm_card_visa");
+    let created = psp.create_charge(&used, Duration::from_secs(10)).await;
+    assert!(
+        matches!(created, PspOutcome::Approved { .. }),
+        "{created:?}"
+    );
+    let fence = psp.fence(&used).await.expect("fence");
+    let expected = match F::FENCE {
+        FenceProof::Unprovable => Fence::Unprovable,
+        FenceProof::CanceledIntent | FenceProof::TakenInvoice => Fence::KeyUsed,
+    };
+    assert_eq!(fence, expected);
+    assert_eq!(stack.psp.succeeded_charges_for(&used.payment_id), 1);
+    assert_eq!(charges_for(&stack, &used.payment_id).len(), 1);
+}
+
+pub async fn refund<F: Face>() {
+    let stack = stack::<F>().await;
+    let order = order::<F>(&stack, USER).await;
+    let reply = stack.pay(USER, "k", pay_body(&order, "pm_card_visa")).await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let payment_id = payment_id(&reply);
+    let seen = stack.psp.requests_seen();
+    let before = stack.snapshot().await;
+
+    // WHEN staff refund part of it
+    let refunded = F::AMOUNT / 3;
+    let reply = stack
+        .refund(&payment_id, "r1", json!({"amount": refunded}))
+        .await;
+
+    if F::REFUNDS {
+        // THEN 201 and one refund at the PSP, recorded on the payment
+        assert_eq!(
+            (reply.status, reply.json["status"].as_str()),
+            (201, Some("succeeded")),
+            "{}",
+            reply.body
+        );
+        let refunds = stack.psp.refunds();
+        assert_eq!(refunds.len(), 1, "{refunds:#?}");
+        assert_eq!(
+            (refunds[0].amount, refunds[0].payment_id.as_deref()),
+            (refunded, Some(payment_id.as_str()))
+        );
+        assert_eq!(
+            stack.refund_attributes(&payment_id).await,
+            (Some(refunded), Some(0), Some(1))
+        );
+        let replay = stack
+            .refund(&payment_id, "r1", json!({"amount": refunded}))
+            .await;
+        assert_eq!(replay.status, 201, "{}", replay.body);
+        assert_eq!(stack.psp.refunds().len(), 1);
+    } else {
+        // THEN 409 refund-not-supported: no PSP call, nothing written
+        assert_eq!(
+            (reply.status, reply.problem_type()),
+            (409, "/problems/refund-not-supported"),
+            "{}",
+            reply.body
+        );
+        assert_eq!(stack.psp.requests_seen(), seen);
+        assert!(stack.psp.refunds().is_empty());
+        assert_eq!(stack.snapshot().await, before);
+    }
+}
+
+pub async fn webhook_five_times_in_sequence<F: Face>() {
+    let stack = stack_with::<F>(
+        waiting::<F>(Duration::from_secs(2)),
+        ChargeConfig::default(),
+    )
+    .await;
+    let endpoint = WebhookEndpoint::start(&stack, None).await;
+    let pipeline = Pipeline::new(&stack).await;
+    // GIVEN a payment left processing, and the PSP's own success webhook for it
+    let (order, payment_id, _) = processing_payment::<F>(&stack, USER, "k").await;
+    let delivery = endpoint.wait_for_success(&stack, &payment_id).await;
+
+    // WHEN that delivery reaches the receiver five times
+    for _ in 0..5 {
+        let reply = pipeline.post(F::WEBHOOK_PROVIDER, &delivery).await;
+        assert_eq!(
+            reply.status, 200,
+            "every delivery is acknowledged: {}",
+            reply.body
+        );
+    }
+    stack.counter.reset();
+    let processed = pipeline.drain(&stack, 5).await;
+
+    // THEN five messages were processed, one transition written, the queue drained
+    assert_eq!(processed.len(), 5);
+    assert_eq!(
+        stack.counter.by_operation().get("TransactWriteItems"),
+        Some(&1),
+        "one transition: {:?}",
+        stack.counter.by_operation()
+    );
+    assert_eq!(pipeline.depth().await, 0);
+    assert_eq!(dedup_records(&stack).await.len(), 1);
+    assert_paid_once(&stack, USER, "k", &order, "pm_fake_processing", &payment_id).await;
+}
+
+pub async fn webhook_five_times_at_once<F: Face>() {
+    let stack = Arc::new(
+        stack_with::<F>(
+            waiting::<F>(Duration::from_secs(2)),
+            ChargeConfig::default(),
+        )
+        .await,
+    );
+    let endpoint = WebhookEndpoint::start(&stack, None).await;
+    let pipeline = Pipeline::new(&stack).await;
+    let (order, payment_id, _) = processing_payment::<F>(&stack, USER, "k").await;
+    let delivery = Arc::new(endpoint.wait_for_success(&stack, &payment_id).await);
+
+    // WHEN the delivery reaches the receiver five times at once
+    let posts: Vec<_> = (0..5)
+        .map(|_| {
+            let (receiver, delivery) = (pipeline.receiver.clone(), delivery.clone());
+            tokio::spawn(async move { post(&receiver, F::WEBHOOK_PROVIDER, &delivery).await })
+        })
+        .collect();
+    for posted in posts {
+        let reply = posted.await.expect("the delivery task");
+        assert_eq!(
+            reply.status, 200,
+            "every delivery is acknowledged: {}",
+            reply.body
+        );
+    }
+    // AND five processor invocations apply the five messages at once
+    let mut messages = Vec::new();
+    for _ in 0..100 {
+        messages.extend(
+            payonce::ports::QueueReceive::receive(&pipeline.queue, 10, Duration::from_secs(30))
+                .await
+                .expect("receive"),
+        );
+        if messages.len() >= 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(messages.len(), 5);
+    let applied: Vec<_> = messages
+        .iter()
+        .map(|message| {
+            let (stack, message) = (stack.clone(), message.clone());
+            tokio::spawn(async move {
+                let provider = message.attributes.get(PROVIDER_ATTRIBUTE).cloned();
+                stack
+                    .processor
+                    .process(&QueuedEvent {
+                        message_id: &message.message_id,
+                        provider: provider.as_deref(),
+                        body: &message.body,
+                    })
+                    .await
+                    .expect("processing succeeds")
+            })
+        })
+        .collect();
+    let mut moved = 0;
+    for task in applied {
+        match task.await.expect("the processing task") {
+            Processed::Applied(EventApplied::Moved(_)) => moved += 1,
+            Processed::Applied(EventApplied::Duplicate) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    for message in &messages {
+        payonce::ports::QueueReceive::delete(&pipeline.queue, &message.receipt_handle)
+            .await
+            .expect("delete");
+    }
+
+    // THEN one transition, one dedup record, the queue drained
+    assert_eq!(moved, 1);
+    assert_eq!(pipeline.depth().await, 0);
+    assert_eq!(dedup_records(&stack).await.len(), 1);
+    assert_paid_once(&stack, USER, "k", &order, "pm_fake_processing", &payment_id).await;
+}
+
+/// Posts each delivery and processes it before the next, so the processor sees them in order.
+async fn deliver_in_order(stack: &PaymentStack, pipeline: &Pipeline, deliveries: &[Delivery]) {
+    for delivery in deliveries {
+        let reply = pipeline.post(stack.webhook_provider, delivery).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        pipeline.drain(stack, 1).await;
+    }
+}
+
+pub async fn webhooks_reordered<F: Face>() {
+    let stack = stack_with::<F>(
+        waiting::<F>(Duration::from_secs(3600)),
+        ChargeConfig::default(),
+    )
+    .await;
+    let pipeline = Pipeline::new(&stack).await;
+    let now_s = SystemClock.now_s();
+    // GIVEN two payments left processing, each with a decline and a success reported
+    let (order_a, payment_a, charge_a) = processing_payment::<F>(&stack, "ann", "ka").await;
+    let (order_b, payment_b, charge_b) = processing_payment::<F>(&stack, "bob", "kb").await;
+    let events = |payment: &str, charge: &str| {
+        [false, true].map(|succeeded| F::event(&facts::<F>(payment, charge, succeeded), now_s))
+    };
+
+    // WHEN A's arrive as they happened: the decline, then the success
+    let [declined, succeeded] = events(&payment_a, &charge_a);
+    deliver_in_order(&stack, &pipeline, &[declined]).await;
+    assert_eq!(stack.payment(&payment_a).await.status.as_str(), "failed");
+    assert_eq!(order_state(&stack, "ann", &order_a).await, "unpaid");
+    let replay = stack
+        .pay("ann", "ka", pay_body(&order_a, "pm_fake_processing"))
+        .await;
+    assert_eq!(
+        (replay.status, replay.problem_type()),
+        (402, "/problems/card-declined")
+    );
+    deliver_in_order(&stack, &pipeline, &[succeeded]).await;
+    // AND B's arrive reversed: the success, then the decline
+    let [declined, succeeded] = events(&payment_b, &charge_b);
+    deliver_in_order(&stack, &pipeline, &[succeeded, declined]).await;
+
+    // THEN both end in the same state: the money moved, so succeeded and paid
+    for (user, key, order, payment) in [
+        ("ann", "ka", &order_a, &payment_a),
+        ("bob", "kb", &order_b, &payment_b),
+    ] {
+        let stored = stack.payment(payment).await;
+        assert_eq!(stored.status.as_str(), "succeeded", "{user}");
+        assert_eq!(order_state(&stack, user, order).await, "paid", "{user}");
+        let replay = stack
+            .pay(user, key, pay_body(order, "pm_fake_processing"))
+            .await;
+        assert_eq!(replay.status, 201, "{user}: {}", replay.body);
+    }
+    assert_eq!(
+        stack.payment(&payment_a).await.provider_payment_id,
+        Some(charge_a)
+    );
+    assert_eq!(
+        stack.payment(&payment_b).await.provider_payment_id,
+        Some(charge_b)
+    );
+    assert_eq!(dedup_records(&stack).await.len(), 4);
+    assert_eq!(pipeline.depth().await, 0);
+}
+
+pub async fn late_failure<F: Face>() {
+    let stack = stack::<F>().await;
+    let pipeline = Pipeline::new(&stack).await;
+    // GIVEN a payment the PSP approved
+    let order = order::<F>(&stack, USER).await;
+    let reply = stack.pay(USER, "k", pay_body(&order, "pm_card_visa")).await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    let payment_id = payment_id(&reply);
+    let charge = the_charge(&stack, &payment_id).id;
+    let before = stack.item(&format!("payment#{payment_id}")).await;
+
+    // WHEN a failure event for it arrives afterwards
+    let late = F::event(
+        &facts::<F>(&payment_id, &charge, false),
+        SystemClock.now_s(),
+    );
+    let answer = pipeline.post(F::WEBHOOK_PROVIDER, &late).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    stack.counter.reset();
+    let processed = pipeline.drain(&stack, 1).await;
+
+    // THEN it changes nothing: no transition, the payment as it was, the order paid; the event is
+    // recorded as processed
+    assert_eq!(
+        stack.counter.by_operation().get("TransactWriteItems"),
+        None,
+        "{:?}",
+        stack.counter.by_operation()
+    );
+    assert_eq!(stack.item(&format!("payment#{payment_id}")).await, before);
+    let event_id = processed[0]
+        .attributes
+        .get("event_id")
+        .expect("the event id attribute");
+    assert_eq!(
+        dedup_records(&stack).await,
+        [format!("webhook#{}#{event_id}", F::WEBHOOK_PROVIDER)]
+    );
+    assert_paid_once(&stack, USER, "k", &order, "pm_card_visa", &payment_id).await;
+}
+
+pub async fn signature_attacks<F: Face>() {
+    let stack = stack::<F>().await;
+    let pipeline = Pipeline::new(&stack).await;
+    let now_s = SystemClock.now_s();
+    let facts = facts::<F>(
+        &format!("pay_{}", uuid::Uuid::new_v4().simple()),
+        "charge_1",
+        true,
+    );
+    let valid = F::event(&facts, now_s);
+
+    // WHEN every forgery of the face's scheme, an unknown provider and an oversized body arrive
+    for attack in F::attacks(&facts, now_s) {
+        let reply = pipeline.post(F::WEBHOOK_PROVIDER, &attack.delivery).await;
+        assert_eq!(
+            (reply.status, reply.problem_type()),
+            (attack.status, attack.problem),
+            "{}: {}",
+            attack.name,
+            reply.body
+        );
+    }
+    let unknown = pipeline.post("paypal", &valid).await;
+    assert_eq!(
+        (unknown.status, unknown.problem_type()),
+        (404, "/problems/not-found")
+    );
+    let huge = Delivery {
+        headers: valid.headers.clone(),
+        body: "x".repeat(1024 * 1024 + 1),
+    };
+    let too_large = pipeline.post(F::WEBHOOK_PROVIDER, &huge).await;
+    assert_eq!(
+        (too_large.status, too_large.problem_type()),
+        (413, "/problems/body-too-large")
+    );
+
+    // THEN nothing was enqueued
+    assert_eq!(pipeline.depth().await, 0, "nothing was enqueued");
+    // AND the genuine delivery is (the refusals were the scheme's, not the queue's)
+    let accepted = pipeline.post(F::WEBHOOK_PROVIDER, &valid).await;
+    assert_eq!(accepted.status, 200, "{}", accepted.body);
+    assert_eq!(pipeline.depth().await, 1);
+}

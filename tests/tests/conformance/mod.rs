@@ -1,0 +1,133 @@
+//! One PSP conformance suite, run against each adapter with the fake PSP speaking that adapter's
+//! wire format: every case is written once in [`cases`], generic over a [`Face`] (what differs
+//! between PSPs: the fake's face, the currency and amounts, the decline code, how a webhook is
+//! signed and forged, whether refunds exist, what the fence proves), and instantiated below for
+//! `stripe`, `omise` and `twoc2p`, so `cargo test -p payonce-tests conformance::omise` runs one
+//! PSP.
+//!
+//! The cases go through the whole stack where that is what a client sees (the status and problem
+//! `type` of POST /payments, the persisted payment and order, the fake's ledger and request
+//! count; webhooks through the real receiver, SQS on moto and the real processor), and through
+//! the `Psp` port where the port is what is specified (lookup states, the fence).
+//!
+//! **Proof that a key was never used** (`Psp::fence`), per PSP:
+//!
+//! - **Stripe**: the fence re-sends the attempt's PaymentIntent create under the same
+//!   `Idempotency-Key` with `confirm=false`. If the key was never used, Stripe creates an
+//!   unconfirmed intent under it (`requires_confirmation`), which payonce cancels: from then on
+//!   every request under the key replays or conflicts with that canceled intent, so no late
+//!   request of the original attempt can ever charge. If the key was used, Stripe answers 400
+//!   `idempotency_error` (other parameters): `KeyUsed`. The proof holds while Stripe remembers
+//!   keys (at least 24 h).
+//! - **Omise**: none. Omise does not document its `Idempotency-Key`, has no unconfirmed charge to
+//!   create under a key, and its search lags writes, so "not found" proves nothing: the fence
+//!   answers `Unprovable` without calling Omise, and an attempt left unknown waits for an
+//!   operator.
+//! - **2C2P**: the invoice number is the key. The fence re-sends the attempt's own Payment Token
+//!   request (byte-identical, never followed by a Do Payment): if 2C2P issues a token, it held
+//!   none for the invoice before, and from then on it refuses every new token for the invoice
+//!   (`9015` "Existing Invoice Number"), so the original attempt can never get one to pay with;
+//!   the fence's own token is dropped unused. `9015` to the fence itself means the invoice was
+//!   used: `KeyUsed`, and the Payment Inquiry tells what became of it.
+
+mod cases;
+mod faces;
+mod harness;
+
+use payonce::domain::Currency;
+use payonce_fake_psp::FakePspConfig;
+
+/// What a conformance case needs to know about one PSP.
+pub trait Face: Send + Sync + 'static {
+    /// The provider name payonce stores on payments (`stripe`, `omise`, `2c2p`).
+    const NAME: &'static str;
+    /// The provider name its webhooks arrive under (`/webhooks/{name}`) in the test stack.
+    const WEBHOOK_PROVIDER: &'static str;
+    /// The currency of the orders the cases pay.
+    const CURRENCY: Currency;
+    /// The amount of those orders, in minor units (well above the PSP's minimum).
+    const AMOUNT: i64;
+    /// An amount of [`Face::CURRENCY`] the PSP refuses as below its minimum.
+    const BELOW_MINIMUM: i64;
+    /// POST /payments' status and problem type for an order of [`Face::BELOW_MINIMUM`].
+    const BELOW_MINIMUM_ANSWER: (u16, &'static str);
+    /// The problem type of POST /orders' 400 for a total of [`Face::BELOW_MINIMUM`].
+    const BELOW_MINIMUM_ORDER_PROBLEM: &'static str;
+    /// The decline code payonce reports for `pm_card_visa_chargeDeclined`.
+    const DECLINE_CODE: &'static str;
+    /// POST /payments' status and problem type for `pm_card_nonexistent`.
+    const REJECTED_METHOD_ANSWER: (u16, &'static str);
+    /// POST /payments' status when the charge's HTTP answer is lost after the PSP charged: 202,
+    /// or 201 where the adapter's own next call learns the outcome.
+    const LOST_RESPONSE_STATUS: u16;
+    /// Whether refunds go through this PSP.
+    const REFUNDS: bool;
+    /// What its fence proves.
+    const FENCE: FenceProof;
+
+    /// The fake PSP speaking this PSP's wire format.
+    fn fake() -> FakePspConfig;
+
+    /// A webhook delivery about `facts`, in the face's wire format, signed (at `now_s`) as the
+    /// fake signs its own.
+    fn event(facts: &EventFacts, now_s: i64) -> harness::Delivery;
+
+    /// Forged or damaged deliveries of `facts` (the scheme's own attacks), each with the status
+    /// and problem type the receiver must refuse it with.
+    fn attacks(facts: &EventFacts, now_s: i64) -> Vec<harness::Attack>;
+}
+
+/// What a PSP's fence can prove about a key (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FenceProof {
+    /// Stripe: an unused key gets an unconfirmed intent, canceled at once, that blocks it.
+    CanceledIntent,
+    /// 2C2P: an unused invoice gets a token nobody uses, and refuses every later one.
+    TakenInvoice,
+    /// Omise: no proof.
+    Unprovable,
+}
+
+/// What a webhook event says: about which payment, and with which outcome.
+#[derive(Debug, Clone)]
+pub struct EventFacts {
+    /// The event id, for PSPs that give events one (2C2P's is derived from the content).
+    pub event_id: String,
+    /// Our payment.
+    pub payment_id: String,
+    /// The PSP's id of the charge.
+    pub provider_payment_id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// Currency.
+    pub currency: Currency,
+    /// Succeeded, or declined by the issuer.
+    pub succeeded: bool,
+}
+
+/// Generates `mod $module` with one `#[tokio::test]` per case of [`cases`], for the face
+/// `$face`: the list of cases is written once, here, for every PSP.
+macro_rules! conformance {
+    ($module:ident, $face:ty) => {
+        mod $module {
+            conformance!(@cases $face =>
+                approve, decline, rejected_method, below_minimum, order_below_minimum,
+                lost_response, not_sent_unreachable, not_sent_credentials_refused, slow,
+                lookup_states, fence, refund, webhook_five_times_in_sequence,
+                webhook_five_times_at_once, webhooks_reordered, late_failure, signature_attacks
+            );
+        }
+    };
+    (@cases $face:ty => $($case:ident),+) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                crate::conformance::cases::$case::<$face>().await
+            }
+        )+
+    };
+}
+
+conformance!(stripe, crate::conformance::faces::Stripe);
+conformance!(omise, crate::conformance::faces::Omise);
+conformance!(twoc2p, crate::conformance::faces::TwoC2p);

@@ -1,0 +1,183 @@
+//! Card testing: new payment attempts per user and per order are limited; over a limit the
+//! answer is 429 `too-many-attempts` with `Retry-After`, nothing is written and nothing reaches
+//! the PSP, while replays of earlier keys are never limited.
+
+use payonce::service::limits::{AttemptLimiter, AttemptLimits, Limit};
+use payonce_tests::stack::{stripe_for, PaymentStack, TableSnapshot};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn limits(per_user: Limit, per_order: Limit) -> AttemptLimits {
+    AttemptLimits {
+        window: Duration::from_secs(3600),
+        per_user,
+        per_order,
+    }
+}
+
+/// Both tables without the limit counters.
+async fn without_counters(stack: &PaymentStack) -> (TableSnapshot, TableSnapshot) {
+    let (mut records, payments) = stack.snapshot().await;
+    records.retain(|pk, _| !pk.starts_with("limit#"));
+    (records, payments)
+}
+
+fn pay_body(order: &str, payment_method: &str) -> serde_json::Value {
+    json!({"order_id": order, "order_version": 1, "payment_method": payment_method})
+}
+
+#[tokio::test]
+async fn a_user_over_the_attempt_limit_gets_429_and_the_psp_sees_nothing() {
+    let stack = PaymentStack::start().await;
+    let service = stack
+        .charge_with(stripe_for(&stack.psp))
+        .with_attempt_limits(AttemptLimiter::new(
+            Arc::new(stack.records()),
+            limits(
+                Limit {
+                    attempts: 3,
+                    declines: 100,
+                },
+                Limit {
+                    attempts: 100,
+                    declines: 100,
+                },
+            ),
+        ));
+    // GIVEN three paid orders
+    let mut orders = Vec::new();
+    for i in 0..3 {
+        let order = stack.create_order("carol").await;
+        let reply = stack
+            .pay_through(
+                &service,
+                "carol",
+                &format!("k{i}"),
+                pay_body(&order, "pm_card_visa"),
+            )
+            .await;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        orders.push(order);
+    }
+    let fourth = stack.create_order("carol").await;
+    let before = stack.snapshot().await;
+    let seen = stack.psp.requests_seen();
+
+    // WHEN a fourth attempt starts within the hour
+    let refused = stack
+        .pay_through(&service, "carol", "k3", pay_body(&fourth, "pm_card_visa"))
+        .await;
+
+    // THEN 429 too-many-attempts with Retry-After up to the end of the window
+    assert_eq!(
+        (refused.status, refused.problem_type()),
+        (429, "/problems/too-many-attempts"),
+        "{}",
+        refused.body
+    );
+    let retry_after: u64 = refused
+        .header("retry-after")
+        .expect("Retry-After")
+        .parse()
+        .unwrap();
+    assert!((1..=3600).contains(&retry_after), "{retry_after}");
+    assert!(refused.json["detail"].as_str().unwrap().contains("user"));
+    // AND nothing was written (no key, no claim on the order, no counter moved) or sent
+    assert_eq!(stack.snapshot().await, before);
+    assert_eq!(stack.psp.requests_seen(), seen);
+    // AND a replay of an earlier key is not an attempt: still answered
+    let replay = stack
+        .pay_through(
+            &service,
+            "carol",
+            "k0",
+            pay_body(&orders[0], "pm_card_visa"),
+        )
+        .await;
+    assert_eq!(
+        (replay.status, replay.header("idempotent-replayed")),
+        (201, Some("true"))
+    );
+    // AND another user is not limited by carol's attempts
+    let other = stack.create_order("dave").await;
+    let reply = stack
+        .pay_through(&service, "dave", "k0", pay_body(&other, "pm_card_visa"))
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    // AND once the window has passed, carol may pay the fourth order
+    stack.clock.advance(Duration::from_secs(retry_after + 1));
+    let later = stack
+        .pay_through(&service, "carol", "k3", pay_body(&fourth, "pm_card_visa"))
+        .await;
+    assert_eq!(later.status, 201, "{}", later.body);
+    assert_eq!(
+        stack
+            .psp
+            .succeeded_charges_for(later.json["payment_id"].as_str().unwrap()),
+        1
+    );
+}
+
+#[tokio::test]
+async fn declines_on_one_order_close_it_for_the_window() {
+    let stack = PaymentStack::start().await;
+    let service = stack
+        .charge_with(stripe_for(&stack.psp))
+        .with_attempt_limits(AttemptLimiter::new(
+            Arc::new(stack.records()),
+            limits(
+                Limit {
+                    attempts: 100,
+                    declines: 100,
+                },
+                Limit {
+                    attempts: 100,
+                    declines: 2,
+                },
+            ),
+        ));
+    let order = stack.create_order("erin").await;
+    // GIVEN two declined attempts on the order (a card tester's first two cards)
+    for i in 0..2 {
+        let reply = stack
+            .pay_through(
+                &service,
+                "erin",
+                &format!("d{i}"),
+                pay_body(&order, "pm_card_visa_chargeDeclined"),
+            )
+            .await;
+        assert_eq!(reply.status, 402, "{}", reply.body);
+    }
+    let charges = stack.psp.charges().len();
+    let before = without_counters(&stack).await;
+
+    // WHEN a third card is tried on it
+    let refused = stack
+        .pay_through(&service, "erin", "d2", pay_body(&order, "pm_card_visa"))
+        .await;
+
+    // THEN 429, nothing sent, nothing written, and the order is still payable later
+    assert_eq!(
+        (refused.status, refused.problem_type()),
+        (429, "/problems/too-many-attempts"),
+        "{}",
+        refused.body
+    );
+    assert!(refused.header("retry-after").is_some());
+    assert!(refused.json["detail"].as_str().unwrap().contains("order"));
+    assert_eq!(stack.psp.charges().len(), charges);
+    // (the user's counter admitted it before the order's refused it: that attempt counts)
+    assert_eq!(without_counters(&stack).await, before);
+    assert_eq!(
+        stack.get_order("erin", &order).await.json["payment_state"],
+        "unpaid"
+    );
+    // AND another order of the same user is not closed by it
+    let other = stack.create_order("erin").await;
+    let reply = stack
+        .pay_through(&service, "erin", "o1", pay_body(&other, "pm_card_visa"))
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+}
