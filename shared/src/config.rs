@@ -1,23 +1,84 @@
 //! Typed settings, read once at start-up from the environment the SAM template sets.
 //!
 //! The PSP: one per deployment, `PSP` = `stripe` (default) | `omise` | `2c2p` (template parameter
-//! `Psp`), its API base in `PSP_API_BASE` (Stripe also reads the older `STRIPE_API_BASE`), its
-//! credentials in the Secrets Manager secret `PSP_SECRET_ARN`, whose JSON shape depends on the
-//! PSP (see [`psp_secrets`]):
+//! `Psp`), its API base in `PSP_API_BASE` (Stripe also reads the older `STRIPE_API_BASE`). Its
+//! credentials are split in two Secrets Manager secrets, so the public webhook receiver never
+//! holds the key that moves money (see [`SecretRole`]):
 //!
-//! | `PSP` | secret |
-//! |---|---|
-//! | `stripe` | `{"api_key": "sk_…", "webhook_secrets": "whsec_…[,whsec_…]"}` |
-//! | `omise` | `{"secret_key": "skey_…", "webhook_secrets": "<base64>[,<base64>]"}` |
-//! | `2c2p` | `{"merchant_id": "…", "secret_key": "…"}` (the same key verifies notifications) |
+//! | `PSP` | PSP API secret (`PSP_SECRET_ARN`) | webhook secret (`PSP_WEBHOOK_SECRET_ARN`) |
+//! |---|---|---|
+//! | `stripe` | `{"api_key": "sk_…"}` | `{"webhook_secrets": "whsec_…[,whsec_…]"}` |
+//! | `omise` | `{"secret_key": "skey_…"}` | `{"webhook_secrets": "<base64>[,<base64>]"}` |
+//! | `2c2p` | `{"merchant_id": "…", "secret_key": "…"}` | the same JSON (see below) |
 //!
-//! A function that reads the secret refuses to start when a field its PSP needs is missing or
-//! blank, or a webhook secret is empty (anyone can compute an HMAC under an empty key); the
-//! error names the field, never its value.
+//! The charge, refund and reconcile functions read only the API secret; the receiver only the
+//! webhook secret; the processor only the webhook secret, and only for 2C2P. 2C2P signs its
+//! backend notifications with the merchant's secret key, the key that also signs our API
+//! requests: its webhook secret is a copy of the merchant id and key, so for 2C2P the receiver
+//! does hold a key that could call the API. The split still keeps the receiver's policy to one
+//! secret and the API secret out of it.
+//!
+//! A function refuses to start when its secret is missing or unreadable, a field its PSP needs is
+//! missing or blank, or a webhook secret is empty (anyone can compute an HMAC under an empty key)
+//! or unusable; the error names the secret and the field, never a value. Secrets are re-read
+//! after `SECRETS_TTL_SECONDS` (default 300; see [`crate::secrets`]), so a rotation takes effect
+//! without recycling instances.
 
 use crate::adapters::psp::ConfiguredPsp;
+use crate::ports::WebhookScheme;
+use crate::secrets::{
+    FixedSecret, Refreshing, RefreshingPsp, RefreshingScheme, SecretRead, SecretsManagerSecret,
+};
 use crate::service::webhooks::Providers;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// Which of the two PSP secrets: each function's policy grants only the one it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretRole {
+    /// The PSP API secret (`PSP_SECRET_ARN`): the credentials that charge and refund. Read by
+    /// the charge, refund and reconcile functions only.
+    Api,
+    /// The webhook secret (`PSP_WEBHOOK_SECRET_ARN`): the signing secrets of the PSP's webhooks
+    /// (for 2C2P, the merchant id and key, which sign its notifications). Read by the webhook
+    /// receiver, and by the processor for 2C2P only.
+    Webhook,
+}
+
+impl SecretRole {
+    /// The variable holding the secret's ARN in AWS.
+    pub fn arn_variable(self) -> &'static str {
+        match self {
+            SecretRole::Api => "PSP_SECRET_ARN",
+            SecretRole::Webhook => "PSP_WEBHOOK_SECRET_ARN",
+        }
+    }
+
+    /// The variable holding the secret's JSON in local runs without Secrets Manager.
+    pub fn json_variable(self) -> &'static str {
+        match self {
+            SecretRole::Api => "PSP_SECRET",
+            SecretRole::Webhook => "PSP_WEBHOOK_SECRET",
+        }
+    }
+
+    /// Stripe's older local variable for this secret's one field.
+    fn stripe_variable(self) -> &'static str {
+        match self {
+            SecretRole::Api => "STRIPE_API_KEY",
+            SecretRole::Webhook => "STRIPE_WEBHOOK_SECRETS",
+        }
+    }
+}
+
+impl std::fmt::Display for SecretRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretRole::Api => write!(f, "PSP API secret ({})", self.arn_variable()),
+            SecretRole::Webhook => write!(f, "PSP webhook secret ({})", self.arn_variable()),
+        }
+    }
+}
 
 /// Why the configuration could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -33,9 +94,11 @@ pub enum ConfigError {
         /// Why.
         reason: String,
     },
-    /// The PSP secret lacks what the configured PSP needs (never carries a value).
-    #[error("the PSP secret for PSP={psp} is refused: `{field}` {problem}")]
+    /// A PSP secret lacks what the configured PSP needs (never carries a value).
+    #[error("the {secret} for PSP={psp} is refused: `{field}` {problem}")]
     Secret {
+        /// Which secret.
+        secret: SecretRole,
         /// The configured PSP.
         psp: &'static str,
         /// The secret's field.
@@ -194,9 +257,10 @@ pub fn api_base(
         .unwrap_or_else(|| kind.default_api_base(live).to_owned())
 }
 
-/// The PSP secret's fields, as read from its JSON (see [`psp_secrets`]). Which ones a PSP needs is
-/// checked by [`PspSecrets::check`]; nothing here is ever logged (`Debug` shows only what is set).
-#[derive(Clone, Default)]
+/// A PSP secret's fields, as read from its JSON (see [`SecretRole`] for the two secrets' shapes).
+/// Which ones a PSP needs is checked by [`PspSecrets::check_api`] and
+/// [`PspSecrets::check_webhook`]; nothing here is ever logged (`Debug` shows only what is set).
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct PspSecrets {
     /// `api_key`: Stripe's secret API key.
     pub api_key: Option<String>,
@@ -221,32 +285,35 @@ impl std::fmt::Debug for PspSecrets {
 }
 
 impl PspSecrets {
-    /// Checks the secret has `kind`'s shape: every field it needs present and not blank, and for
-    /// Stripe and Omise at least one webhook secret, none of them blank (an HMAC under an empty
-    /// key is one anyone can compute), Omise's each valid base64. Every function that reads the
-    /// secret checks the whole shape, so a wrong secret stops the first deploy, not a webhook
-    /// days later. Errors name the field, never a value.
-    pub fn check(&self, kind: PspKind) -> Result<(), ConfigError> {
-        let psp = kind.name();
-        let text = |field: &'static str, value: &Option<String>| match value {
-            Some(v) if !v.trim().is_empty() => Ok(()),
-            _ => Err(ConfigError::Secret {
-                psp,
-                field,
-                problem: "is missing, empty or not a string".into(),
-            }),
-        };
+    /// Checks the PSP API secret has `kind`'s shape: Stripe's `api_key`, Omise's `secret_key`,
+    /// 2C2P's `merchant_id` and `secret_key`, each present and not blank. Other fields are
+    /// ignored. Errors name the secret and the field, never a value.
+    pub fn check_api(&self, kind: PspKind) -> Result<(), ConfigError> {
+        let text = Self::text(SecretRole::Api, kind);
         match kind {
-            PspKind::Stripe => text("api_key", &self.api_key)?,
-            PspKind::Omise => text("secret_key", &self.secret_key)?,
+            PspKind::Stripe => text("api_key", &self.api_key),
+            PspKind::Omise => text("secret_key", &self.secret_key),
             PspKind::TwoC2p => {
                 text("merchant_id", &self.merchant_id)?;
-                text("secret_key", &self.secret_key)?;
-                return Ok(());
+                text("secret_key", &self.secret_key)
             }
         }
+    }
+
+    /// Checks the webhook secret has `kind`'s shape: for Stripe and Omise at least one
+    /// `webhook_secrets` entry, none of them blank (an HMAC under an empty key is one anyone can
+    /// compute), Omise's each valid base64; for 2C2P the `merchant_id` and `secret_key` that sign
+    /// its notifications. Every function that reads the secret checks the whole shape, so a
+    /// wrong secret stops the first deploy, not a webhook days later.
+    pub fn check_webhook(&self, kind: PspKind) -> Result<(), ConfigError> {
+        if kind == PspKind::TwoC2p {
+            let text = Self::text(SecretRole::Webhook, kind);
+            text("merchant_id", &self.merchant_id)?;
+            return text("secret_key", &self.secret_key);
+        }
         let refused = |problem: String| ConfigError::Secret {
-            psp,
+            secret: SecretRole::Webhook,
+            psp: kind.name(),
             field: "webhook_secrets",
             problem,
         };
@@ -269,50 +336,93 @@ impl PspSecrets {
         Ok(())
     }
 
-    /// The value of a field [`PspSecrets::check`] has passed.
+    /// A check that a text field of `secret` is present and not blank.
+    fn text(
+        secret: SecretRole,
+        kind: PspKind,
+    ) -> impl Fn(&'static str, &Option<String>) -> Result<(), ConfigError> {
+        move |field, value| match value {
+            Some(v) if !v.trim().is_empty() => Ok(()),
+            _ => Err(ConfigError::Secret {
+                secret,
+                psp: kind.name(),
+                field,
+                problem: "is missing, empty or not a string".into(),
+            }),
+        }
+    }
+
+    /// The value of a field a check has passed.
     fn field(value: &Option<String>) -> String {
         value.clone().unwrap_or_default()
     }
 }
 
-/// Loads the PSP secret once at start-up. In AWS: the Secrets Manager secret named by
-/// `PSP_SECRET_ARN`, a JSON object whose shape depends on `PSP`:
-///
-/// - `stripe`: `{"api_key": "sk_…", "webhook_secrets": "whsec_a[,whsec_b]"}`;
-/// - `omise`: `{"secret_key": "skey_…", "webhook_secrets": "<base64>[,<base64>]"}` (the webhook
-///   secrets as Omise's dashboard shows them: base64);
-/// - `2c2p`: `{"merchant_id": "…", "secret_key": "…"}` (the merchant's secret key signs our
-///   requests and verifies 2C2P's answers and backend notifications: there is no separate
-///   webhook secret).
-///
-/// `webhook_secrets` is a comma-separated string (blanks between commas are skipped) or a JSON
-/// array of strings; two while a secret rotates, either verifies. Local runs without AWS: the same
-/// JSON in `PSP_SECRET`, or for Stripe `STRIPE_API_KEY` / `STRIPE_WEBHOOK_SECRETS`. Never from the
-/// template. Which fields the configured PSP needs is checked by [`psp`] and the webhook helpers.
-pub async fn psp_secrets(aws: &aws_config::SdkConfig) -> Result<PspSecrets, ConfigError> {
-    if let Some(arn) = optional("PSP_SECRET_ARN") {
-        return crate::adapters::secrets::load_psp_secrets(aws, &arn)
-            .await
+/// Where a secret comes from, as the environment says (see [`secret_origin`]).
+#[derive(Debug)]
+pub enum SecretOrigin {
+    /// A Secrets Manager secret (its ARN), re-read after the TTL.
+    Arn(String),
+    /// Fixed at start-up: a local run's JSON, or Stripe's local variable.
+    Fixed(PspSecrets),
+}
+
+/// Where `role`'s secret comes from: in AWS, the Secrets Manager secret whose ARN is `arn`
+/// (`PSP_SECRET_ARN` / `PSP_WEBHOOK_SECRET_ARN`); in local runs without AWS, the same JSON in
+/// `json` (`PSP_SECRET` / `PSP_WEBHOOK_SECRET`), or for Stripe its one field in `stripe`
+/// (`STRIPE_API_KEY` / `STRIPE_WEBHOOK_SECRETS`, comma-separated). None of them set is a
+/// [`ConfigError::Missing`] naming the ARN variable; JSON that does not parse names its variable.
+pub fn secret_origin(
+    role: SecretRole,
+    kind: PspKind,
+    arn: Option<String>,
+    json: Option<String>,
+    stripe: Option<String>,
+) -> Result<SecretOrigin, ConfigError> {
+    if let Some(arn) = arn {
+        return Ok(SecretOrigin::Arn(arn));
+    }
+    if let Some(json) = json {
+        return crate::adapters::secrets::parse_psp_secrets(&json)
+            .map(SecretOrigin::Fixed)
             .map_err(|reason| ConfigError::Invalid {
-                name: "PSP_SECRET_ARN",
+                name: role.json_variable(),
                 reason,
             });
     }
-    if let Some(json) = optional("PSP_SECRET") {
-        return crate::adapters::secrets::parse_psp_secrets(&json).map_err(|reason| {
-            ConfigError::Invalid {
-                name: "PSP_SECRET",
-                reason,
-            }
-        });
+    match stripe.filter(|_| kind == PspKind::Stripe) {
+        Some(value) => Ok(SecretOrigin::Fixed(match role {
+            SecretRole::Api => PspSecrets {
+                api_key: Some(value),
+                ..PspSecrets::default()
+            },
+            SecretRole::Webhook => PspSecrets {
+                webhook_secrets: split_list(&value),
+                ..PspSecrets::default()
+            },
+        })),
+        None => Err(ConfigError::Missing(role.arn_variable())),
     }
-    Ok(PspSecrets {
-        api_key: optional("STRIPE_API_KEY"),
-        webhook_secrets: optional("STRIPE_WEBHOOK_SECRETS")
-            .map(|raw| split_list(&raw))
-            .unwrap_or_default(),
-        ..PspSecrets::default()
-    })
+}
+
+/// The source of `role`'s secret for `kind`, from the environment ([`secret_origin`]).
+pub fn secret_source(
+    aws: &aws_config::SdkConfig,
+    role: SecretRole,
+    kind: PspKind,
+) -> Result<Box<dyn SecretRead>, ConfigError> {
+    Ok(
+        match secret_origin(
+            role,
+            kind,
+            optional(role.arn_variable()),
+            optional(role.json_variable()),
+            optional(role.stripe_variable()),
+        )? {
+            SecretOrigin::Arn(arn) => Box::new(SecretsManagerSecret::new(aws, arn, role)),
+            SecretOrigin::Fixed(secrets) => Box::new(FixedSecret(secrets)),
+        },
+    )
 }
 
 /// Splits a comma-separated list, dropping blanks.
@@ -323,13 +433,25 @@ pub fn split_list(raw: &str) -> Vec<String> {
         .collect()
 }
 
-/// The configured PSP's adapter ([`PspSettings::from_env`]) with the credentials of `secrets`,
-/// whose shape is checked first ([`PspSecrets::check`]).
-pub fn psp(secrets: &PspSecrets) -> Result<ConfiguredPsp, ConfigError> {
-    psp_with(&PspSettings::from_env()?, secrets)
+/// The configured PSP's adapter ([`PspSettings::from_env`]) with the credentials of the PSP API
+/// secret ([`secret_source`]), checked at start-up ([`PspSecrets::check_api`]: a start-up
+/// failure) and rebuilt when the secret has changed after `SECRETS_TTL_SECONDS`.
+pub async fn psp(aws: &aws_config::SdkConfig) -> Result<RefreshingPsp<ConfiguredPsp>, ConfigError> {
+    let settings = PspSettings::from_env()?;
+    let source = secret_source(aws, SecretRole::Api, settings.kind)?;
+    let cache = Refreshing::load(
+        SecretRole::Api,
+        source,
+        Box::new(move |secrets: &PspSecrets| psp_with(&settings, secrets)),
+        crate::clock::system_clock(),
+        crate::secrets::ttl_from_env()?,
+    )
+    .await?;
+    Ok(RefreshingPsp::new(cache))
 }
 
-/// [`psp`] with explicit settings.
+/// The PSP adapter for `settings` with the credentials of the PSP API secret `secrets`, whose
+/// shape is checked first ([`PspSecrets::check_api`]).
 pub fn psp_with(
     settings: &PspSettings,
     secrets: &PspSecrets,
@@ -337,7 +459,7 @@ pub fn psp_with(
     use crate::adapters::psp::{
         OmiseConfig, OmisePsp, StripeConfig, StripePsp, TwoC2pConfig, TwoC2pPsp,
     };
-    secrets.check(settings.kind)?;
+    secrets.check_api(settings.kind)?;
     let timeouts = |connect: &mut Duration, request: &mut Duration| {
         if let Some(limit) = settings.connect_timeout {
             *connect = limit;
@@ -371,6 +493,7 @@ pub fn psp_with(
                     ConfigError::PspClient(e)
                 }
                 crate::adapters::psp::twoc2p::TwoC2pSetupError::Config(e) => ConfigError::Secret {
+                    secret: SecretRole::Api,
                     psp: "2c2p",
                     field: "merchant_id/secret_key",
                     problem: e.to_string(),
@@ -380,36 +503,56 @@ pub fn psp_with(
     })
 }
 
-/// The webhook receiver's providers: only the configured PSP's scheme (`PSP`), under its name
-/// (`/webhooks/stripe`, `/webhooks/omise` or `/webhooks/2c2p`), verifying with `secrets`, whose
-/// shape is checked first. Deliveries for any other provider are answered 404.
-pub fn webhook_providers(secrets: &PspSecrets) -> Result<Providers, ConfigError> {
-    webhook_providers_for(PspKind::from_env()?, secrets)
+/// The configured PSP's verifying webhook scheme (`PSP`), from the webhook secret
+/// ([`secret_source`]), checked at start-up ([`PspSecrets::check_webhook`]: a start-up failure)
+/// and rebuilt when the secret has changed after `SECRETS_TTL_SECONDS`. The receiver registers
+/// only this scheme ([`RefreshingScheme::providers`]): deliveries for any other provider are
+/// answered 404.
+pub async fn webhook_scheme(aws: &aws_config::SdkConfig) -> Result<RefreshingScheme, ConfigError> {
+    webhook_scheme_for(aws, PspKind::from_env()?).await
 }
 
-/// [`webhook_providers`] for an explicit PSP.
-pub fn webhook_providers_for(
+async fn webhook_scheme_for(
+    aws: &aws_config::SdkConfig,
+    kind: PspKind,
+) -> Result<RefreshingScheme, ConfigError> {
+    let source = secret_source(aws, SecretRole::Webhook, kind)?;
+    let cache = Refreshing::load(
+        SecretRole::Webhook,
+        source,
+        Box::new(move |secrets: &PspSecrets| verifying_scheme(kind, secrets)),
+        crate::clock::system_clock(),
+        crate::secrets::ttl_from_env()?,
+    )
+    .await?;
+    Ok(RefreshingScheme::new(cache))
+}
+
+/// `kind`'s verifying scheme under its name (`stripe`, `omise` or `2c2p`), from the webhook
+/// secret `secrets`, whose shape is checked first ([`PspSecrets::check_webhook`]).
+pub fn verifying_scheme(
     kind: PspKind,
     secrets: &PspSecrets,
-) -> Result<Providers, ConfigError> {
+) -> Result<Arc<dyn WebhookScheme>, ConfigError> {
     use crate::adapters::psp::{OmiseWebhooks, StripeWebhooks, TwoC2pNotifications};
-    secrets.check(kind)?;
+    secrets.check_webhook(kind)?;
     let refused = |field: &'static str, problem: String| ConfigError::Secret {
+        secret: SecretRole::Webhook,
         psp: kind.name(),
         field,
         problem,
     };
     Ok(match kind {
-        PspKind::Stripe => Providers::new().with(StripeWebhooks::new(
+        PspKind::Stripe => Arc::new(StripeWebhooks::new(
             kind.name(),
             secrets.webhook_secrets.clone(),
         )),
-        PspKind::Omise => Providers::new().with(
+        PspKind::Omise => Arc::new(
             OmiseWebhooks::new(&secrets.webhook_secrets)
                 .map_err(|e| refused("webhook_secrets", e.to_string()))?
                 .with_provider(kind.name()),
         ),
-        PspKind::TwoC2p => Providers::new().with(
+        PspKind::TwoC2p => Arc::new(
             TwoC2pNotifications::new(
                 PspSecrets::field(&secrets.merchant_id),
                 PspSecrets::field(&secrets.secret_key),
@@ -420,24 +563,61 @@ pub fn webhook_providers_for(
     })
 }
 
+/// A scheme shared behind an `Arc`, to register in [`Providers`].
+struct SharedScheme(Arc<dyn WebhookScheme>);
+
+impl WebhookScheme for SharedScheme {
+    fn provider(&self) -> &str {
+        self.0.provider()
+    }
+
+    fn verify(
+        &self,
+        headers: &lambda_http::http::HeaderMap,
+        body: &[u8],
+        now_s: i64,
+    ) -> Result<(), crate::ports::SignatureError> {
+        self.0.verify(headers, body, now_s)
+    }
+
+    fn parse(&self, body: &[u8]) -> Result<crate::ports::PspEvent, serde_json::Error> {
+        self.0.parse(body)
+    }
+}
+
+/// The receiver's providers for an explicit PSP, fixed (no refresh): only `kind`'s scheme,
+/// verifying with the webhook secret `secrets` ([`verifying_scheme`]).
+pub fn webhook_providers_for(
+    kind: PspKind,
+    secrets: &PspSecrets,
+) -> Result<Providers, ConfigError> {
+    Ok(Providers::new().with(SharedScheme(verifying_scheme(kind, secrets)?)))
+}
+
 /// The webhook processor's providers: the configured PSP's scheme (`PSP`), to read the events
 /// the receiver verified and queued. Stripe's and Omise's events are read without a secret
 /// ([`ParseOnlyWebhooks`], which never verifies), so for them the processor reads no secret. A
 /// 2C2P notification is a signed JWT whose claims its scheme reads only after verifying them
 /// with the merchant's secret key, and checks against the merchant id: for 2C2P the processor
-/// loads the secret (`PSP_SECRET_ARN`; the template grants it only when `Psp` is `2c2p`).
+/// loads the webhook secret (`PSP_WEBHOOK_SECRET_ARN`; the template grants it only when `Psp` is
+/// `2c2p`), and returns its [`RefreshingScheme`] for the entry point to refresh before each batch.
 ///
 /// [`ParseOnlyWebhooks`]: crate::adapters::psp::ParseOnlyWebhooks
-pub async fn webhook_parsers(aws: &aws_config::SdkConfig) -> Result<Providers, ConfigError> {
+pub async fn webhook_parsers(
+    aws: &aws_config::SdkConfig,
+) -> Result<(Providers, Option<RefreshingScheme>), ConfigError> {
     let kind = PspKind::from_env()?;
-    let secrets = match kind {
-        PspKind::TwoC2p => Some(psp_secrets(aws).await?),
-        PspKind::Stripe | PspKind::Omise => None,
-    };
-    webhook_parsers_for(kind, secrets.as_ref())
+    match kind {
+        PspKind::TwoC2p => {
+            let scheme = webhook_scheme_for(aws, kind).await?;
+            Ok((scheme.providers(), Some(scheme)))
+        }
+        PspKind::Stripe | PspKind::Omise => Ok((webhook_parsers_for(kind, None)?, None)),
+    }
 }
 
-/// [`webhook_parsers`] for an explicit PSP; `secrets` is needed for 2C2P only.
+/// The processor's providers for an explicit PSP, fixed (no refresh); `secrets` (the webhook
+/// secret) is needed for 2C2P only.
 pub fn webhook_parsers_for(
     kind: PspKind,
     secrets: Option<&PspSecrets>,
@@ -447,7 +627,8 @@ pub fn webhook_parsers_for(
         PspKind::Stripe => Providers::new().with(ParseOnlyWebhooks::stripe(kind.name())),
         PspKind::Omise => Providers::new().with(ParseOnlyWebhooks::omise(kind.name())),
         PspKind::TwoC2p => {
-            let secrets = secrets.ok_or(ConfigError::Missing("PSP_SECRET_ARN"))?;
+            let secrets =
+                secrets.ok_or(ConfigError::Missing(SecretRole::Webhook.arn_variable()))?;
             webhook_providers_for(kind, secrets)?
         }
     })
@@ -483,43 +664,37 @@ mod tests {
         parse_psp_secrets(json).expect("the test secret is JSON")
     }
 
-    fn stripe_secret() -> PspSecrets {
-        secret(r#"{"api_key":"sk_test_cfg","webhook_secrets":"whsec_one, whsec_two"}"#)
+    /// Each PSP's API secret, as the README documents it.
+    fn api_secret(kind: PspKind) -> PspSecrets {
+        match kind {
+            PspKind::Stripe => secret(r#"{"api_key":"sk_test_cfg"}"#),
+            PspKind::Omise => secret(r#"{"secret_key":"skey_test_cfg"}"#),
+            PspKind::TwoC2p => twoc2p_secret(),
+        }
     }
 
-    fn omise_secret() -> PspSecrets {
-        secret(&format!(
-            r#"{{"secret_key":"skey_test_cfg","webhook_secrets":"{OMISE_WHSEC},{OMISE_WHSEC_NEXT}"}}"#
-        ))
+    /// Each PSP's webhook secret, as the README documents it.
+    fn webhook_secret(kind: PspKind) -> PspSecrets {
+        match kind {
+            PspKind::Stripe => secret(r#"{"webhook_secrets":"whsec_one, whsec_two"}"#),
+            PspKind::Omise => secret(&format!(
+                r#"{{"webhook_secrets":"{OMISE_WHSEC},{OMISE_WHSEC_NEXT}"}}"#
+            )),
+            PspKind::TwoC2p => twoc2p_secret(),
+        }
     }
 
     fn twoc2p_secret() -> PspSecrets {
         secret(r#"{"merchant_id":"JT01","secret_key":"c2p-merchant-key"}"#)
     }
 
-    fn secret_for(kind: PspKind) -> PspSecrets {
-        match kind {
-            PspKind::Stripe => stripe_secret(),
-            PspKind::Omise => omise_secret(),
-            PspKind::TwoC2p => twoc2p_secret(),
-        }
-    }
-
-    /// The refusal of `secrets` for `kind`: by the adapter and the receiver alike, naming `field`
-    /// and none of the secret's values.
-    fn refusal(kind: PspKind, secrets: &PspSecrets, field: &str) -> String {
-        let by_psp = psp_with(&PspSettings::defaults(kind), secrets)
-            .err()
-            .unwrap_or_else(|| panic!("{kind:?}: the PSP was built without {field}"))
-            .to_string();
-        let by_receiver = webhook_providers_for(kind, secrets)
-            .err()
-            .unwrap_or_else(|| panic!("{kind:?}: the receiver was built without {field}"))
-            .to_string();
-        assert_eq!(by_psp, by_receiver);
+    /// Checks `error` names `role`'s secret, `kind` and `field`, and none of the secrets' values.
+    fn names(error: &str, role: SecretRole, kind: PspKind, field: &str) {
         assert!(
-            by_psp.contains(&format!("`{field}`")) && by_psp.contains(kind.name()),
-            "{by_psp}"
+            error.contains(&format!("`{field}`"))
+                && error.contains(kind.name())
+                && error.contains(role.arn_variable()),
+            "{error}"
         );
         for value in [
             "sk_test_cfg",
@@ -529,9 +704,33 @@ mod tests {
             "JT01",
             "c2p-merchant-key",
         ] {
-            assert!(!by_psp.contains(value), "the error shows a value: {by_psp}");
+            assert!(!error.contains(value), "the error shows a value: {error}");
         }
-        by_psp
+    }
+
+    /// The refusal of the API secret `secrets` for `kind`, naming `field`.
+    fn api_refusal(kind: PspKind, secrets: &PspSecrets, field: &str) -> String {
+        let error = psp_with(&PspSettings::defaults(kind), secrets)
+            .err()
+            .unwrap_or_else(|| panic!("{kind:?}: the PSP was built without {field}"))
+            .to_string();
+        names(&error, SecretRole::Api, kind, field);
+        error
+    }
+
+    /// The refusal of the webhook secret `secrets` for `kind`, by the receiver and (2C2P) the
+    /// processor alike, naming `field`.
+    fn webhook_refusal(kind: PspKind, secrets: &PspSecrets, field: &str) -> String {
+        let error = webhook_providers_for(kind, secrets)
+            .err()
+            .unwrap_or_else(|| panic!("{kind:?}: the receiver was built without {field}"))
+            .to_string();
+        names(&error, SecretRole::Webhook, kind, field);
+        if kind == PspKind::TwoC2p {
+            let by_processor = webhook_parsers_for(kind, Some(secrets)).err().unwrap();
+            assert_eq!(by_processor.to_string(), error);
+        }
+        error
     }
 
     #[test]
@@ -551,10 +750,10 @@ mod tests {
 
     #[test]
     fn each_psp_is_built_from_its_own_secret_shape() {
-        // GIVEN each PSP's secret, as the README documents it
+        // GIVEN each PSP's API secret, as the README documents it
         for kind in PspKind::ALL {
             // WHEN the adapter is built
-            let psp = psp_with(&PspSettings::defaults(kind), &secret_for(kind)).unwrap();
+            let psp = psp_with(&PspSettings::defaults(kind), &api_secret(kind)).unwrap();
             // THEN it is that PSP's adapter, under that PSP's name
             let variant = match &psp {
                 ConfiguredPsp::Stripe(_) => PspKind::Stripe,
@@ -564,81 +763,155 @@ mod tests {
             assert_eq!(variant, kind);
             assert_eq!(psp.name(), kind.name());
             assert_eq!(psp.supports_refunds(), kind != PspKind::TwoC2p);
+            // AND the receiver is built from the webhook secret alone
+            assert!(webhook_providers_for(kind, &webhook_secret(kind)).is_ok());
         }
         // AND a webhook secret list may also be a JSON array
-        let listed = secret(&format!(
-            r#"{{"secret_key":"skey_test_cfg","webhook_secrets":["{OMISE_WHSEC}"]}}"#
-        ));
-        assert!(psp_with(&PspSettings::defaults(PspKind::Omise), &listed).is_ok());
+        let listed = secret(&format!(r#"{{"webhook_secrets":["{OMISE_WHSEC}"]}}"#));
+        assert!(webhook_providers_for(PspKind::Omise, &listed).is_ok());
+    }
+
+    #[test]
+    fn the_api_secret_and_the_webhook_secret_are_each_enough_alone() {
+        for kind in [PspKind::Stripe, PspKind::Omise] {
+            // GIVEN the webhook secret: it cannot build the PSP adapter (no API key in it)
+            let field = if kind == PspKind::Stripe {
+                "api_key"
+            } else {
+                "secret_key"
+            };
+            api_refusal(kind, &webhook_secret(kind), field);
+            // AND the API secret cannot build the receiver (no signing secret in it)
+            webhook_refusal(kind, &api_secret(kind), "webhook_secrets");
+        }
+        // AND for 2C2P both hold the merchant id and key: the notifications' signing key IS the
+        // merchant key, so its webhook secret is a copy of the API secret's fields
+        assert!(psp_with(&PspSettings::defaults(PspKind::TwoC2p), &twoc2p_secret()).is_ok());
+        assert!(webhook_providers_for(PspKind::TwoC2p, &twoc2p_secret()).is_ok());
     }
 
     #[test]
     fn a_missing_or_blank_field_is_refused_by_name() {
-        // Stripe: the API key and at least one webhook secret.
+        // Stripe's API secret: the API key.
         for json in [
             r#"{"webhook_secrets":"whsec_one"}"#,
-            r#"{"api_key":"","webhook_secrets":"whsec_one"}"#,
-            r#"{"api_key":"   ","webhook_secrets":"whsec_one"}"#,
-            r#"{"api_key":7,"webhook_secrets":"whsec_one"}"#,
+            r#"{"api_key":""}"#,
+            r#"{"api_key":"   "}"#,
+            r#"{"api_key":7}"#,
         ] {
-            refusal(PspKind::Stripe, &secret(json), "api_key");
+            api_refusal(PspKind::Stripe, &secret(json), "api_key");
         }
+        // Stripe's webhook secret: at least one signing secret.
         for json in [
+            r#"{}"#,
             r#"{"api_key":"sk_test_cfg"}"#,
-            r#"{"api_key":"sk_test_cfg","webhook_secrets":""}"#,
-            r#"{"api_key":"sk_test_cfg","webhook_secrets":" , "}"#,
-            r#"{"api_key":"sk_test_cfg","webhook_secrets":[]}"#,
+            r#"{"webhook_secrets":""}"#,
+            r#"{"webhook_secrets":" , "}"#,
+            r#"{"webhook_secrets":[]}"#,
         ] {
-            refusal(PspKind::Stripe, &secret(json), "webhook_secrets");
+            webhook_refusal(PspKind::Stripe, &secret(json), "webhook_secrets");
         }
-        // Omise: the secret key and at least one webhook secret (a Stripe secret is not one).
-        refusal(PspKind::Omise, &stripe_secret(), "secret_key");
-        refusal(
+        // Omise: the secret key (a Stripe key is not one), and at least one webhook secret.
+        api_refusal(PspKind::Omise, &api_secret(PspKind::Stripe), "secret_key");
+        webhook_refusal(
             PspKind::Omise,
             &secret(r#"{"secret_key":"skey_test_cfg"}"#),
             "webhook_secrets",
         );
-        // 2C2P: the merchant id and its secret key.
-        refusal(
+        // 2C2P: the merchant id and its secret key, in both secrets.
+        let no_merchant = secret(r#"{"secret_key":"c2p-merchant-key"}"#);
+        let blank_key = secret(r#"{"merchant_id":"JT01","secret_key":""}"#);
+        api_refusal(PspKind::TwoC2p, &no_merchant, "merchant_id");
+        api_refusal(PspKind::TwoC2p, &blank_key, "secret_key");
+        webhook_refusal(PspKind::TwoC2p, &no_merchant, "merchant_id");
+        webhook_refusal(PspKind::TwoC2p, &blank_key, "secret_key");
+        api_refusal(
             PspKind::TwoC2p,
-            &secret(r#"{"secret_key":"c2p-merchant-key"}"#),
+            &webhook_secret(PspKind::Omise),
             "merchant_id",
         );
-        refusal(
-            PspKind::TwoC2p,
-            &secret(r#"{"merchant_id":"JT01","secret_key":""}"#),
-            "secret_key",
-        );
-        refusal(PspKind::TwoC2p, &omise_secret(), "merchant_id");
     }
 
     #[test]
     fn an_empty_or_unusable_webhook_secret_is_refused() {
         // GIVEN a webhook secret list with an empty entry: an HMAC under an empty key is one
         // anyone can compute
-        let stripe = secret(r#"{"api_key":"sk_test_cfg","webhook_secrets":["whsec_one",""]}"#);
-        let error = refusal(PspKind::Stripe, &stripe, "webhook_secrets");
+        let stripe = secret(r#"{"webhook_secrets":["whsec_one",""]}"#);
+        let error = webhook_refusal(PspKind::Stripe, &stripe, "webhook_secrets");
         assert!(error.contains("empty entry (#1)"), "{error}");
-        let omise = secret(&format!(
-            r#"{{"secret_key":"skey_test_cfg","webhook_secrets":["{OMISE_WHSEC}", "  "]}}"#
-        ));
-        refusal(PspKind::Omise, &omise, "webhook_secrets");
+        let omise = secret(&format!(r#"{{"webhook_secrets":["{OMISE_WHSEC}", "  "]}}"#));
+        webhook_refusal(PspKind::Omise, &omise, "webhook_secrets");
         // AND Omise's secrets must be base64 that decodes to a key
         for bad in ["not base64!", "===="] {
-            let omise = secret(&format!(
-                r#"{{"secret_key":"skey_test_cfg","webhook_secrets":"{OMISE_WHSEC},{bad}"}}"#
-            ));
-            let error = refusal(PspKind::Omise, &omise, "webhook_secrets");
+            let omise = secret(&format!(r#"{{"webhook_secrets":"{OMISE_WHSEC},{bad}"}}"#));
+            let error = webhook_refusal(PspKind::Omise, &omise, "webhook_secrets");
             assert!(error.contains("#1"), "{error}");
             assert!(!error.contains(bad), "{error}");
         }
     }
 
     #[test]
+    fn a_missing_or_unreadable_secret_fails_the_start_naming_it() {
+        for kind in PspKind::ALL {
+            for role in [SecretRole::Api, SecretRole::Webhook] {
+                // GIVEN neither the ARN nor a local JSON
+                let error = secret_origin(role, kind, None, None, None).unwrap_err();
+                // THEN the start fails naming the ARN variable
+                assert!(
+                    matches!(error, ConfigError::Missing(v) if v == role.arn_variable()),
+                    "{error}"
+                );
+                // AND local JSON that does not parse names its variable, not its text
+                let error = secret_origin(role, kind, None, Some("sk_live_x".into()), None)
+                    .unwrap_err()
+                    .to_string();
+                assert!(
+                    error.contains(role.json_variable()) && !error.contains("sk_live_x"),
+                    "{error}"
+                );
+                // AND the ARN wins over everything local
+                assert!(matches!(
+                    secret_origin(role, kind, Some("arn:x".into()), Some("{}".into()), None),
+                    Ok(SecretOrigin::Arn(arn)) if arn == "arn:x"
+                ));
+            }
+        }
+        // AND Stripe's local variables still work, for Stripe only
+        let Ok(SecretOrigin::Fixed(api)) = secret_origin(
+            SecretRole::Api,
+            PspKind::Stripe,
+            None,
+            None,
+            Some("sk_test_cfg".into()),
+        ) else {
+            panic!("STRIPE_API_KEY is read");
+        };
+        assert!(psp_with(&PspSettings::defaults(PspKind::Stripe), &api).is_ok());
+        let Ok(SecretOrigin::Fixed(hooks)) = secret_origin(
+            SecretRole::Webhook,
+            PspKind::Stripe,
+            None,
+            None,
+            Some("whsec_one,whsec_two".into()),
+        ) else {
+            panic!("STRIPE_WEBHOOK_SECRETS is read");
+        };
+        assert_eq!(hooks.webhook_secrets.len(), 2);
+        assert!(secret_origin(
+            SecretRole::Api,
+            PspKind::Omise,
+            None,
+            None,
+            Some("sk_test_cfg".into())
+        )
+        .is_err());
+    }
+
+    #[test]
     fn the_receiver_registers_only_the_configured_psp() {
         for kind in PspKind::ALL {
             // GIVEN the receiver's providers for one PSP
-            let providers = webhook_providers_for(kind, &secret_for(kind)).unwrap();
+            let providers = webhook_providers_for(kind, &webhook_secret(kind)).unwrap();
             // THEN only that PSP's path has a scheme: any other provider is a 404
             for other in PspKind::ALL {
                 assert_eq!(
@@ -670,11 +943,11 @@ mod tests {
         // the secret the processor refuses to start, with it it reads 2C2P only
         assert!(matches!(
             webhook_parsers_for(PspKind::TwoC2p, None),
-            Err(ConfigError::Missing("PSP_SECRET_ARN"))
+            Err(ConfigError::Missing("PSP_WEBHOOK_SECRET_ARN"))
         ));
         let providers = webhook_parsers_for(PspKind::TwoC2p, Some(&twoc2p_secret())).unwrap();
         assert!(providers.get("2c2p").is_some() && providers.get("stripe").is_none());
-        refusal(
+        webhook_refusal(
             PspKind::TwoC2p,
             &secret(r#"{"merchant_id":"JT01"}"#),
             "secret_key",
@@ -723,7 +996,12 @@ mod tests {
 
     #[test]
     fn secrets_never_show_in_debug_output() {
-        let shown = format!("{:?} {:?}", omise_secret(), twoc2p_secret());
+        let shown = format!(
+            "{:?} {:?} {:?}",
+            api_secret(PspKind::Omise),
+            webhook_secret(PspKind::Omise),
+            twoc2p_secret()
+        );
         for value in ["skey_test_cfg", OMISE_WHSEC, "c2p-merchant-key"] {
             assert!(!shown.contains(value), "{shown}");
         }

@@ -710,24 +710,39 @@ fn env_under(t: &Value, function: &str, params: &BTreeMap<String, String>) -> Va
     .unwrap_or(Value::Null)
 }
 
-/// Whether a function may read the PSP secret under `params`.
-fn reads_the_psp_secret(t: &Value, function: &str, params: &BTreeMap<String, String>) -> bool {
+/// The secrets (parameter names) a function may read under `params`.
+fn secret_grants(t: &Value, function: &str, params: &BTreeMap<String, String>) -> BTreeSet<String> {
     policies(function, &resources(t)[function])
         .into_iter()
         .filter(|(granted_under, _)| granted_under.is_none_or(|c| condition(t, c, params)))
         .flat_map(|(_, p)| p["Statement"].as_array().unwrap().clone())
-        .any(|statement| {
+        .filter(|statement| {
             statement["Action"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .any(|a| a == "secretsmanager:GetSecretValue")
-                && statement["Resource"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|r| r["Ref"] == "PspSecretArn")
+                .any(|a| a.as_str().unwrap().starts_with("secretsmanager:"))
         })
+        .flat_map(|statement| {
+            assert_eq!(
+                statement["Action"],
+                serde_json::json!(["secretsmanager:GetSecretValue"]),
+                "{function}: secrets are only read"
+            );
+            statement["Resource"].as_array().unwrap().clone()
+        })
+        .map(|r| {
+            r["Ref"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{function}: a secret by parameter, not {r}"))
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Whether a function may read the PSP API secret under `params`.
+fn reads_the_psp_secret(t: &Value, function: &str, params: &BTreeMap<String, String>) -> bool {
+    secret_grants(t, function, params).contains("PspSecretArn")
 }
 
 const PSP_FUNCTIONS: [&str; 3] = ["ChargeFunction", "RefundFunction", "ReconcileFunction"];
@@ -750,20 +765,30 @@ fn one_psp_per_deployment_is_chosen_by_the_psp_parameter() {
         allowed_values,
         payonce::config::PspKind::ALL.map(payonce::config::PspKind::name)
     );
-    // AND the secret's description gives each PSP's shape
-    let description = t["Parameters"]["PspSecretArn"]["Description"]
-        .as_str()
-        .unwrap();
+    // AND each secret's description gives each PSP's shape: the API credentials in one, the
+    // webhook signing secrets in the other (for 2C2P, the merchant key that signs them)
+    let description = |parameter: &str| {
+        t["Parameters"][parameter]["Description"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let api = description("PspSecretArn");
+    for field in ["api_key", "secret_key", "merchant_id", "omise", "2c2p"] {
+        assert!(api.contains(field), "{field}: {api}");
+    }
+    assert!(!api.contains("webhook_secrets"), "{api}");
+    let webhook = description("PspWebhookSecretArn");
     for field in [
-        "api_key",
         "webhook_secrets",
-        "secret_key",
         "merchant_id",
+        "secret_key",
         "omise",
         "2c2p",
     ] {
-        assert!(description.contains(field), "{field}: {description}");
+        assert!(webhook.contains(field), "{field}: {webhook}");
     }
+    assert!(!webhook.contains("api_key"), "{webhook}");
     // AND the old Stripe-only parameter is gone, everywhere
     assert!(t["Parameters"]["StripeApiBase"].is_null());
     let mut all = Vec::new();
@@ -812,30 +837,74 @@ fn each_function_that_calls_the_psp_or_reads_webhooks_knows_which_psp() {
                 let env = env_under(&t, function, &params);
                 assert_eq!(env["PSP"], kind.name(), "{function}");
                 assert!(env.get("PSP_API_BASE").is_none(), "{function} calls no PSP");
+                assert!(
+                    env.get("PSP_SECRET_ARN").is_none(),
+                    "{function} never learns the API secret"
+                );
             }
-            // AND the receiver always reads the secret; the processor only for 2C2P, whose
-            // notifications it reads only once verified with the merchant's key
-            assert!(reads_the_psp_secret(&t, "WebhookReceiverFunction", &params));
+            // AND each function may read exactly the secret it needs: the API secret for the
+            // functions that call the PSP, the webhook secret for the receiver always and the
+            // processor only for 2C2P (whose notifications it reads only once verified with the
+            // merchant key the webhook secret holds), none for orders and cleanup. The public
+            // receiver never reads the API secret, whatever the PSP.
             let is_2c2p = kind == payonce::config::PspKind::TwoC2p;
+            let expected = [
+                ("ChargeFunction", &["PspSecretArn"][..]),
+                ("RefundFunction", &["PspSecretArn"][..]),
+                ("ReconcileFunction", &["PspSecretArn"][..]),
+                ("WebhookReceiverFunction", &["PspWebhookSecretArn"][..]),
+                (
+                    "WebhookProcessorFunction",
+                    if is_2c2p {
+                        &["PspWebhookSecretArn"][..]
+                    } else {
+                        &[][..]
+                    },
+                ),
+                ("OrdersFunction", &[][..]),
+                ("CleanupFunction", &[][..]),
+            ];
+            let functions: BTreeSet<String> = of_type(&t, "AWS::Serverless::Function")
+                .into_iter()
+                .map(|(name, _)| name.clone())
+                .collect();
+            assert_eq!(
+                functions,
+                expected.iter().map(|(f, _)| (*f).to_owned()).collect(),
+                "every function's secrets are asserted"
+            );
+            for (function, secrets) in expected {
+                assert_eq!(
+                    secret_grants(&t, function, &params),
+                    set(secrets),
+                    "{function} {kind:?}"
+                );
+            }
+            // AND each function is told the ARN of exactly the secret it may read
+            for function in PSP_FUNCTIONS {
+                let env = env_under(&t, function, &params);
+                assert!(env.get("PSP_WEBHOOK_SECRET_ARN").is_none(), "{function}");
+            }
+            let receiver = env_under(&t, "WebhookReceiverFunction", &params);
+            assert_eq!(
+                receiver["PSP_WEBHOOK_SECRET_ARN"]["Ref"],
+                "PspWebhookSecretArn"
+            );
             let processor = env_under(&t, "WebhookProcessorFunction", &params);
             assert_eq!(
-                processor.get("PSP_SECRET_ARN").is_some(),
+                processor.get("PSP_WEBHOOK_SECRET_ARN").is_some(),
                 is_2c2p,
                 "{processor}"
             );
-            assert_eq!(
-                reads_the_psp_secret(&t, "WebhookProcessorFunction", &params),
-                is_2c2p
-            );
-            // AND orders know the PSP (its currencies and minimum charges), never its secret
+            // AND orders know the PSP (its currencies and minimum charges), never a secret
             let orders = env_under(&t, "OrdersFunction", &params);
             assert_eq!(orders["PSP"], kind.name());
             assert!(orders.get("PSP_SECRET_ARN").is_none() && orders.get("PSP_API_BASE").is_none());
-            assert!(!reads_the_psp_secret(&t, "OrdersFunction", &params));
+            assert!(orders.get("PSP_WEBHOOK_SECRET_ARN").is_none());
             // AND nothing else touches the PSP
             let cleanup = env_under(&t, "CleanupFunction", &params);
             assert!(cleanup.get("PSP").is_none() && cleanup.get("PSP_SECRET_ARN").is_none());
-            assert!(!reads_the_psp_secret(&t, "CleanupFunction", &params));
+            assert!(cleanup.get("PSP_WEBHOOK_SECRET_ARN").is_none());
         }
     }
     // AND an explicit PspApiBase wins whatever the PSP
@@ -849,15 +918,58 @@ fn each_function_that_calls_the_psp_or_reads_webhooks_knows_which_psp() {
             "https://psp.example"
         );
     }
-    // AND the processor's conditional grant is exactly the secret, under `PspIs2c2p` alone
+    // AND the processor's conditional grant is exactly the webhook secret, under `PspIs2c2p`
+    // alone; unconditionally it reads no secret
     assert_eq!(
         allowed_under(&t, "WebhookProcessorFunction", Some("PspIs2c2p")),
         BTreeMap::from([(
-            "PspSecretArn".to_owned(),
+            "PspWebhookSecretArn".to_owned(),
             set(&["secretsmanager:GetSecretValue"])
         )])
     );
-    assert!(!allowed_under(&t, "WebhookProcessorFunction", None).contains_key("PspSecretArn"));
+    let unconditional = allowed_under(&t, "WebhookProcessorFunction", None);
+    assert!(!unconditional.contains_key("PspSecretArn"));
+    assert!(!unconditional.contains_key("PspWebhookSecretArn"));
+    // AND the receiver's grants are the queue and the webhook secret, nothing else
+    assert_eq!(
+        allowed(&t, "WebhookReceiverFunction"),
+        BTreeMap::from([
+            ("WebhookQueue".to_owned(), set(&["sqs:SendMessage"])),
+            (
+                "PspWebhookSecretArn".to_owned(),
+                set(&["secretsmanager:GetSecretValue"])
+            ),
+        ])
+    );
+}
+
+#[test]
+fn the_api_secret_and_the_webhook_secret_are_two_secrets() {
+    // GIVEN the template
+    let t = template();
+    // THEN both ARNs are Secrets Manager secrets the operator creates (no default)
+    for parameter in ["PspSecretArn", "PspWebhookSecretArn"] {
+        let p = &t["Parameters"][parameter];
+        assert!(p["Default"].is_null(), "{parameter}");
+        assert!(
+            p["AllowedPattern"]
+                .as_str()
+                .unwrap()
+                .contains("secretsmanager"),
+            "{parameter}"
+        );
+    }
+    // AND a rule refuses the same secret for both, so the receiver never reads the API key
+    let assertions = t["Rules"]["SeparateWebhookSecret"]["Assertions"]
+        .as_array()
+        .expect("the SeparateWebhookSecret rule");
+    assert_eq!(
+        assertions[0]["Assert"],
+        serde_json::json!({"Fn::Not": [{"Fn::Equals": [
+            {"Ref": "PspSecretArn"},
+            {"Ref": "PspWebhookSecretArn"}
+        ]}]})
+    );
 }
 
 #[test]
@@ -880,7 +992,7 @@ fn a_stripe_deployment_is_wired_as_before_the_psp_parameter() {
             env_under(&t, "WebhookReceiverFunction", &params),
             serde_json::json!({
                 "PSP": "stripe",
-                "PSP_SECRET_ARN": {"Ref": "PspSecretArn"},
+                "PSP_WEBHOOK_SECRET_ARN": {"Ref": "PspWebhookSecretArn"},
                 "WEBHOOK_QUEUE_URL": {"Ref": "WebhookQueue"},
             })
         );
@@ -906,11 +1018,7 @@ fn a_stripe_deployment_is_wired_as_before_the_psp_parameter() {
                 .collect::<Value>(),
             "the processor's 2C2P grant is absent"
         );
-        assert!(!reads_the_psp_secret(
-            &t,
-            "WebhookProcessorFunction",
-            &params
-        ));
+        assert!(secret_grants(&t, "WebhookProcessorFunction", &params).is_empty());
         assert_eq!(
             allowed_under(&t, "WebhookProcessorFunction", None),
             allowed(&t, "WebhookProcessorFunction")
@@ -1348,6 +1456,7 @@ fn the_local_env_file_sets_every_variable_the_template_gives_a_function() {
     }
     // AND locally nothing reads a real secret: the PSP is the fake one, its key the fake's
     assert_eq!(local["PSP_SECRET_ARN"], "");
+    assert_eq!(local["PSP_WEBHOOK_SECRET_ARN"], "");
     assert!(local["PSP_API_BASE"]
         .as_str()
         .unwrap()

@@ -8,10 +8,12 @@ use std::sync::Arc;
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     payonce::config::init_lambda_tracing();
+    payonce::metrics::init("charge");
     let tables = payonce::config::tables()?;
     let aws = aws_config::load_from_env().await;
-    // The PSP named by `PSP` (stripe, omise, 2c2p), from the secret's fields for it.
-    let psp = payonce::config::psp(&payonce::config::psp_secrets(&aws).await?)?;
+    // The PSP named by `PSP` (stripe, omise, 2c2p), from the PSP API secret's fields for it,
+    // rebuilt when the secret has rotated (re-read after `SECRETS_TTL_SECONDS`).
+    let psp = payonce::config::psp(&aws).await?;
     let client = aws_sdk_dynamodb::Client::new(&aws);
     // Card testing: new attempts per user and per order are counted in the idempotency table.
     let limiter = AttemptLimiter::new(

@@ -7,6 +7,7 @@ use payonce::service::cleanup::CleanupConfig;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     payonce::config::init_lambda_tracing();
+    payonce::metrics::init("cleanup");
     let table = payonce::config::required("IDEMPOTENCY_TABLE")?;
     let config = CleanupConfig::from_env()?;
     let store = DynamoIdempotencyStore::new(

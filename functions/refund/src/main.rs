@@ -6,10 +6,12 @@ use payonce::service::{RefundConfig, RefundService};
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     payonce::config::init_lambda_tracing();
+    payonce::metrics::init("refund");
     let tables = payonce::config::tables()?;
     let aws = aws_config::load_from_env().await;
-    // The PSP named by `PSP` (stripe, omise, 2c2p), from the secret's fields for it.
-    let psp = payonce::config::psp(&payonce::config::psp_secrets(&aws).await?)?;
+    // The PSP named by `PSP` (stripe, omise, 2c2p), from the PSP API secret's fields for it,
+    // rebuilt when the secret has rotated (re-read after `SECRETS_TTL_SECONDS`).
+    let psp = payonce::config::psp(&aws).await?;
     let store = DynamoPaymentStore::new(aws_sdk_dynamodb::Client::new(&aws), tables);
     let service = RefundService::new(store, psp, RefundConfig::default());
     lambda_http::run(lambda_http::service_fn(|request| async {

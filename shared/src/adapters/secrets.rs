@@ -1,4 +1,5 @@
-//! Secrets Manager: the PSP secrets, read once at start-up (never logged, never in the template).
+//! Secrets Manager: the PSP API secret and the webhook secret, read at start-up and again after
+//! their TTL (see [`crate::secrets`]; never logged, never in the template).
 
 use crate::config::{split_list, PspSecrets};
 
@@ -7,7 +8,14 @@ pub async fn load_psp_secrets(
     aws: &aws_config::SdkConfig,
     arn: &str,
 ) -> Result<PspSecrets, String> {
-    let client = aws_sdk_secretsmanager::Client::new(aws);
+    load_psp_secrets_with(&aws_sdk_secretsmanager::Client::new(aws), arn).await
+}
+
+/// [`load_psp_secrets`] with a client built once (the secret is re-read after its TTL).
+pub async fn load_psp_secrets_with(
+    client: &aws_sdk_secretsmanager::Client,
+    arn: &str,
+) -> Result<PspSecrets, String> {
     let output = client
         .get_secret_value()
         .secret_id(arn)
@@ -28,7 +36,8 @@ pub async fn load_psp_secrets(
 /// Parses the secret's JSON object: `api_key`, `secret_key`, `merchant_id` (strings) and
 /// `webhook_secrets` (a comma-separated string, blanks skipped, or an array of strings), each
 /// optional here; which ones the configured PSP needs is checked by
-/// [`PspSecrets::check`](crate::config::PspSecrets::check). A field that is not a string reads as
+/// [`PspSecrets::check_api`](crate::config::PspSecrets::check_api) and
+/// [`PspSecrets::check_webhook`](crate::config::PspSecrets::check_webhook). A field that is not a string reads as
 /// absent; an array entry that is not a string reads as an empty entry (refused by that check).
 /// An error never echoes the text: it may be the secret itself.
 pub fn parse_psp_secrets(text: &str) -> Result<PspSecrets, String> {

@@ -180,6 +180,10 @@ pub fn log_order_not_following(after: &Payment) {
         tracing::error!(payment_id = %after.payment_id, order_id = %after.order_id,
             amount = after.amount, currency = after.currency.as_str(), alarm = "late-duplicate-charge",
             "a charge succeeded for an order another attempt paid, or that moved on; refunding it as a duplicate");
+        crate::metrics::emit(|emf| {
+            emf.count(crate::metrics::LATE_DUPLICATE_REFUNDED, 1)
+                .property("payment_id", &after.payment_id)
+        });
     } else {
         tracing::warn!(payment_id = %after.payment_id, order_id = %after.order_id,
             status = after.status.as_str(), "the order is held by another attempt; settling the payment alone");

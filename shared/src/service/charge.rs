@@ -28,7 +28,7 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 #[cfg(feature = "faults")]
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The idempotency scope of POST /payments (stable across refactors).
 pub const PAY_SCOPE: &str = "payments.create";
@@ -246,6 +246,20 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
 
     /// Pays `request.order_id` for `user` at most once per key, and at most one attempt per order.
     pub async fn pay(
+        &self,
+        user: &str,
+        key: &IdempotencyKey,
+        request: &PayRequest,
+        deadline_ms: i64,
+    ) -> Result<PayAnswer, ChargeError> {
+        let answer = self.pay_once(user, key, request, deadline_ms).await;
+        if let Some(metric) = pay_metric(&answer) {
+            crate::metrics::count(metric);
+        }
+        answer
+    }
+
+    async fn pay_once(
         &self,
         user: &str,
         key: &IdempotencyKey,
@@ -505,9 +519,13 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 reason: "no time left before the deadline".into(),
             }
         } else {
-            self.psp
+            let started = Instant::now();
+            let outcome = self
+                .psp
                 .create_charge(&ChargeRequest::for_payment(&payment), timeout)
-                .await
+                .await;
+            crate::metrics::psp_call(self.psp.name(), &outcome, started.elapsed());
+            outcome
         };
         #[cfg(feature = "faults")]
         self.crash_at(CrashPoint::AfterPspCall)?;
@@ -653,6 +671,32 @@ fn order_conflict(order: Option<&Order>, payment: &Payment) -> ChargeError {
             current: o.version.max(payment.order_version),
         },
     }
+}
+
+/// The metric counting an answer of [`ChargeService::pay`] (see [`crate::metrics`]).
+fn pay_metric(answer: &Result<PayAnswer, ChargeError>) -> Option<&'static str> {
+    use crate::metrics::*;
+    Some(match answer {
+        Ok(PayAnswer::Fresh(view)) => match view.status {
+            PaymentStatus::Succeeded => PAYMENT_SUCCEEDED,
+            PaymentStatus::Failed => PAYMENT_DECLINED,
+            PaymentStatus::Processing => PAYMENT_PENDING,
+        },
+        Ok(PayAnswer::Replayed(_)) => PAYMENT_REPLAYED,
+        Ok(PayAnswer::PspUnavailable { .. }) => PAYMENT_PSP_UNAVAILABLE,
+        Err(ChargeError::KeyInUse { .. }) => PAYMENT_IN_USE,
+        Err(ChargeError::TooManyAttempts { .. }) => PAYMENT_TOO_MANY_ATTEMPTS,
+        Err(ChargeError::Store(_)) => PAYMENT_ERROR,
+        Err(
+            ChargeError::Mismatch
+            | ChargeError::OrderNotFound
+            | ChargeError::OrderVersionMismatch { .. }
+            | ChargeError::OrderAlreadyPaid
+            | ChargeError::PaymentInProgress,
+        ) => PAYMENT_REFUSED,
+        #[cfg(feature = "faults")]
+        Err(ChargeError::InjectedCrash(_)) => return None,
+    })
 }
 
 /// The payment view mirrored on a completed record.

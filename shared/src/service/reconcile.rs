@@ -239,6 +239,20 @@ impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> R
             }
         }
         report.cursor = cursor;
+        crate::metrics::emit(|emf| {
+            use crate::metrics::*;
+            emf.count(
+                RECONCILE_SETTLED,
+                (report.succeeded + report.declined).into(),
+            )
+            .count(RECONCILE_FENCED, report.abandoned.into())
+            .count(RECONCILE_STILL_PENDING, report.pending.into())
+            .count(
+                RECONCILE_REFUNDS_SETTLED,
+                (report.refunds_succeeded + report.refunds_failed).into(),
+            )
+            .count(RECONCILE_ERRORS, report.errors.into())
+        });
         Ok(report)
     }
 

@@ -100,6 +100,7 @@ impl<Q: QueueSend> WebhookReceiver<Q> {
         scheme
             .verify(headers, body, self.clock.now_s())
             .inspect_err(|error| {
+                crate::metrics::count_webhook(crate::metrics::WEBHOOK_SIGNATURE_REJECTED, provider);
                 // A header that does not parse or verify: a secret out of step with the PSP, or
                 // a forgery. A request with no signature header at all is not worth waking anyone.
                 if !matches!(error, SignatureError::Missing) {
@@ -253,6 +254,7 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             if expected != reported {
                 tracing::error!(provider, event_id = %parsed.event_id, kind = %parsed.kind, livemode = reported,
                     alarm = "webhook-mismatch", "a webhook from the PSP's other mode (live or test); nothing applied");
+                crate::metrics::count_webhook(crate::metrics::WEBHOOK_MISMATCH, provider);
                 self.store
                     .record_event(&mark)
                     .await
@@ -283,18 +285,23 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             self.config.record_retention,
         )
         .await?;
+        use crate::metrics::{count_webhook, WEBHOOK_APPLIED, WEBHOOK_DUPLICATE};
+        use crate::metrics::{WEBHOOK_MISMATCH, WEBHOOK_UNCHANGED};
         match &applied {
             EventApplied::Moved(p) => {
+                count_webhook(WEBHOOK_APPLIED, provider);
                 tracing::info!(provider, event_id = %parsed.event_id, payment_id, status = p.status.as_str(), "webhook applied")
             }
             EventApplied::Unchanged(p) => {
+                count_webhook(WEBHOOK_UNCHANGED, provider);
                 tracing::info!(provider, event_id = %parsed.event_id, payment_id, status = p.status.as_str(), "webhook changes nothing")
             }
             EventApplied::Duplicate => {
+                count_webhook(WEBHOOK_DUPLICATE, provider);
                 tracing::info!(provider, event_id = %parsed.event_id, payment_id, "webhook already processed")
             }
             // Logged with its alarm where it was found.
-            EventApplied::Rejected(_) => {}
+            EventApplied::Rejected(_) => count_webhook(WEBHOOK_MISMATCH, provider),
         }
         Ok(Processed::Applied(applied))
     }
@@ -320,21 +327,26 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
         )
         .await
         .map_err(EventError::from)?;
+        use crate::metrics::{count_webhook, WEBHOOK_APPLIED, WEBHOOK_DUPLICATE};
+        use crate::metrics::{WEBHOOK_MISMATCH, WEBHOOK_UNCHANGED};
         match &applied {
             RefundApplied::NotFound => {
                 // Our id, but no such refund (yet): retry, then dead-letter.
                 return Err(EventError::PaymentNotFound(refund.refund_id.clone()).into());
             }
             RefundApplied::Moved(r) => {
+                count_webhook(WEBHOOK_APPLIED, provider);
                 tracing::info!(provider, event_id, refund_id = %r.refund_id, status = r.status.as_str(), "refund webhook applied")
             }
             RefundApplied::Unchanged(r) => {
+                count_webhook(WEBHOOK_UNCHANGED, provider);
                 tracing::info!(provider, event_id, refund_id = %r.refund_id, status = r.status.as_str(), "refund webhook changes nothing")
             }
             RefundApplied::Duplicate => {
+                count_webhook(WEBHOOK_DUPLICATE, provider);
                 tracing::info!(provider, event_id, refund_id = %refund.refund_id, "refund webhook already processed")
             }
-            RefundApplied::Rejected(_) => {}
+            RefundApplied::Rejected(_) => count_webhook(WEBHOOK_MISMATCH, provider),
         }
         Ok(Processed::Refund(applied))
     }

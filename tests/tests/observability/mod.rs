@@ -1,6 +1,8 @@
 //! Operator-grade logs: what the functions write at TRACE, through their own subscriber, is flat
 //! JSON with the invocation's ids, and carries no token, secret, signature or webhook body.
 
+mod metrics;
+
 use lambda_http::lambda_runtime::layers::trace::request_span;
 use lambda_http::lambda_runtime::Context;
 use payonce::adapters::sqs::SqsQueue;

@@ -8,11 +8,13 @@ use payonce::service::webhooks::{ProcessorConfig, WebhookProcessor};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     payonce::config::init_lambda_tracing();
+    payonce::metrics::init("webhook-processor");
     let tables = payonce::config::tables()?;
     let aws = aws_config::load_from_env().await;
     // The configured PSP's events, as the receiver verified and queued them: read without a
-    // secret for Stripe and Omise; 2C2P's are JWTs read only once verified, so it loads the key.
-    let providers = payonce::config::webhook_parsers(&aws).await?;
+    // secret for Stripe and Omise; 2C2P's are JWTs read only once verified, so it loads the
+    // webhook secret (the merchant key), re-read once stale.
+    let (providers, scheme) = payonce::config::webhook_parsers(&aws).await?;
     let client = aws_sdk_dynamodb::Client::new(&aws);
     let processor = WebhookProcessor::new(
         DynamoPaymentStore::new(client, tables),
@@ -20,6 +22,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         ProcessorConfig::from_env()?,
     );
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async {
+        if let Some(scheme) = &scheme {
+            scheme.refresh_if_stale().await;
+        }
         Ok::<_, std::convert::Infallible>(
             payonce_webhook::processor::handle(&processor, event.payload).await,
         )

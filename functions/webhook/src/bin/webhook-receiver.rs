@@ -7,17 +7,20 @@ use payonce::service::webhooks::{WebhookReceiver, MAX_WEBHOOK_BYTES};
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     payonce::config::init_lambda_tracing();
+    payonce::metrics::init("webhook-receiver");
     let aws = aws_config::load_from_env().await;
     // Only the configured PSP's scheme (`PSP`): webhooks for another provider are answered 404.
-    let providers = payonce::config::webhook_providers(&payonce::config::psp_secrets(&aws).await?)?;
+    // It verifies with the webhook secret alone (never the PSP API secret), re-read once stale.
+    let scheme = payonce::config::webhook_scheme(&aws).await?;
     let queue_url = payonce::config::required("WEBHOOK_QUEUE_URL")?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let receiver = WebhookReceiver::new(
-        providers,
+        scheme.providers(),
         SqsQueue::new(sqs, queue_url, MAX_WEBHOOK_BYTES),
         system_clock(),
     );
     lambda_http::run(lambda_http::service_fn(|request| async {
+        scheme.refresh_if_stale().await;
         Ok::<_, std::convert::Infallible>(
             payonce_webhook::receiver::handle(&receiver, request).await,
         )
