@@ -6,7 +6,7 @@ use payonce::adapters::dynamodb::RequestCounter;
 use payonce::adapters::memory::MemoryQueue;
 use payonce::adapters::sqs::{create_queue_with_dlq, QueuePair, SqsQueue};
 use payonce::clock::ManualClock;
-use payonce::ports::{QueueReceive, QueueSend};
+use payonce::ports::{QueueReceive, QueueSend, ReceivedMessage};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -215,4 +215,28 @@ impl QueueHarness for SqsQueueHarness {
     fn requests(&self) -> u64 {
         self.counter.total()
     }
+}
+
+/// The SQS event Lambda's event source mapping delivers to the processor for `messages`.
+pub fn sqs_event(messages: &[ReceivedMessage]) -> aws_lambda_events::event::sqs::SqsEvent {
+    let records: Vec<_> = messages
+        .iter()
+        .map(|m| {
+            let attributes: serde_json::Map<_, _> = m
+                .attributes
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        serde_json::json!({"stringValue": v, "dataType": "String"}),
+                    )
+                })
+                .collect();
+            serde_json::json!({"messageId": m.message_id, "receiptHandle": m.receipt_handle, "body": m.body,
+                   "messageAttributes": attributes,
+                   "attributes": {"ApproximateReceiveCount": m.receive_count.to_string()},
+                   "eventSource": "aws:sqs"})
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({ "Records": records })).expect("an SQS event")
 }

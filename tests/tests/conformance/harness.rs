@@ -6,9 +6,9 @@ use lambda_http::Request;
 use payonce::adapters::sqs::SqsQueue;
 use payonce::ports::{QueueReceive, ReceivedMessage};
 use payonce::service::webhooks::WebhookReceiver;
+use payonce_tests::queue::sqs_event;
 use payonce_tests::queue::SqsHarness;
 use payonce_tests::stack::{api_event, PaymentStack, Reply};
-use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -163,25 +163,6 @@ pub async fn post(
     Reply::from(
         payonce_webhook::receiver::handle(receiver, webhook_request(provider, delivery)).await,
     )
-}
-
-/// The SQS event Lambda would deliver for these messages.
-fn sqs_event(messages: &[ReceivedMessage]) -> aws_lambda_events::event::sqs::SqsEvent {
-    let records: Vec<_> = messages
-        .iter()
-        .map(|m| {
-            let attributes: serde_json::Map<_, _> = m
-                .attributes
-                .iter()
-                .map(|(k, v)| (k.clone(), json!({"stringValue": v, "dataType": "String"})))
-                .collect();
-            json!({"messageId": m.message_id, "receiptHandle": m.receipt_handle, "body": m.body,
-                   "messageAttributes": attributes,
-                   "attributes": {"ApproximateReceiveCount": m.receive_count.to_string()},
-                   "eventSource": "aws:sqs"})
-        })
-        .collect();
-    serde_json::from_value(json!({ "Records": records })).expect("an SQS event")
 }
 
 /// A loopback endpoint at `/webhooks/{provider}` that keeps every delivery the fake PSP makes,

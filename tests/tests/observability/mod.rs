@@ -7,10 +7,11 @@ use lambda_http::lambda_runtime::layers::trace::request_span;
 use lambda_http::lambda_runtime::Context;
 use payonce::adapters::sqs::SqsQueue;
 use payonce::clock::{Clock, SystemClock};
-use payonce::ports::{QueueReceive, ReceivedMessage};
+use payonce::ports::QueueReceive;
 use payonce::service::REFUND_OAUTH_SCOPE;
 use payonce_fake_psp::{sign_webhook, DEFAULT_WEBHOOK_SECRET};
 use payonce_tests::logs::LogCapture;
+use payonce_tests::queue::sqs_event;
 use payonce_tests::queue::SqsHarness;
 use payonce_tests::stack::{api_event, scoped_api_event, PaymentStack, Reply, FAKE_API_KEY, STAFF};
 use serde_json::{json, Value};
@@ -53,25 +54,6 @@ fn raw_event(headers: &[(&str, &str)], body: &str) -> Value {
         .map(|(name, value)| ((*name).to_owned(), json!(value)))
         .collect();
     json!({"version": "2.0", "headers": headers, "body": body})
-}
-
-/// The SQS event Lambda delivers to the processor for `messages`.
-fn sqs_event(messages: &[ReceivedMessage]) -> aws_lambda_events::event::sqs::SqsEvent {
-    let records: Vec<_> = messages
-        .iter()
-        .map(|m| {
-            let attributes: serde_json::Map<_, _> = m
-                .attributes
-                .iter()
-                .map(|(k, v)| (k.clone(), json!({"stringValue": v, "dataType": "String"})))
-                .collect();
-            json!({"messageId": m.message_id, "receiptHandle": m.receipt_handle, "body": m.body,
-                   "messageAttributes": attributes,
-                   "attributes": {"ApproximateReceiveCount": m.receive_count.to_string()},
-                   "eventSource": "aws:sqs"})
-        })
-        .collect();
-    serde_json::from_value(json!({ "Records": records })).expect("an SQS event")
 }
 
 /// Where `needle` is followed by a token character (a token, not just its masked prefix).

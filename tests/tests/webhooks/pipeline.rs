@@ -4,27 +4,14 @@
 
 use payonce::adapters::sqs::SqsQueue;
 use payonce::clock::{system_clock, Clock, SystemClock};
-use payonce::ports::{QueueReceive, ReceivedMessage};
+use payonce::ports::QueueReceive;
 use payonce::service::webhooks::WebhookReceiver;
 use payonce_fake_psp::{sign_webhook, DEFAULT_WEBHOOK_SECRET};
+use payonce_tests::queue::sqs_event;
 use payonce_tests::queue::SqsHarness;
 use payonce_tests::stack::{api_event, webhook_providers, PaymentStack, Reply};
 use serde_json::json;
 use std::time::Duration;
-
-/// The SQS event Lambda would deliver for these messages.
-fn sqs_event(messages: &[ReceivedMessage]) -> aws_lambda_events::event::sqs::SqsEvent {
-    let records: Vec<_> = messages
-        .iter()
-        .map(|m| {
-            let attributes: serde_json::Map<_, _> =
-                m.attributes.iter().map(|(k, v)| (k.clone(), json!({"stringValue": v, "dataType": "String"}))).collect();
-            json!({"messageId": m.message_id, "receiptHandle": m.receipt_handle, "body": m.body, "messageAttributes": attributes,
-                   "attributes": {"ApproximateReceiveCount": m.receive_count.to_string()}, "eventSource": "aws:sqs"})
-        })
-        .collect();
-    serde_json::from_value(json!({ "Records": records })).expect("an SQS event")
-}
 
 /// One poll of the event source mapping: receive, invoke the processor, delete what succeeded.
 async fn poll_once(stack: &PaymentStack, queue: &SqsQueue, visibility: Duration) -> usize {
