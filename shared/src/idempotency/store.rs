@@ -152,7 +152,8 @@ impl StoreError {
 
 /// How a store failure is reported to the Lambda runtime: a retryable or non-retryable
 /// `error_type`, and the message with its source chain.
-impl From<StoreError> for lambda_http::lambda_runtime::Diagnostic {
+#[cfg(feature = "runtime")]
+impl From<StoreError> for lambda_runtime::Diagnostic {
     fn from(error: StoreError) -> Self {
         let kind = if error.is_retryable() {
             "payonce.Retryable"

@@ -6,6 +6,7 @@
 //! `result` S once completed · `expires_at` N epoch seconds, the TTL attribute.
 
 use super::attributes::{n, number, s, string, Item};
+#[cfg(feature = "payments")]
 use super::payments::{decode_cursor, encode_cursor};
 use super::{backend, is_condition_failure};
 use crate::adapters::faults::Faults;
@@ -14,6 +15,7 @@ use crate::idempotency::{
     check_completed_size, Claim, ClaimOutcome, Fingerprint, IdempotencyRecord, IdempotencyStore,
     Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError, TakeoverOutcome,
 };
+#[cfg(feature = "payments")]
 use crate::ports::{AttemptCounter, ExpiredSweep};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
@@ -311,10 +313,12 @@ pub(crate) fn item_from_record(record: &IdempotencyRecord) -> Item {
 }
 
 /// Key of the cleanup job's checkpoint item (it has no `expires_at`, so it is never swept).
+#[cfg(feature = "payments")]
 const CHECKPOINT_PK: &str = "cleanup#checkpoint";
 
 /// Counters are items of the idempotency table (`attempts`, `declines`, `expires_at`), so TTL
 /// and the cleanup sweep forget them like expired records.
+#[cfg(feature = "payments")]
 #[async_trait]
 impl AttemptCounter for DynamoIdempotencyStore {
     async fn count_attempt(
@@ -373,6 +377,7 @@ impl AttemptCounter for DynamoIdempotencyStore {
     }
 }
 
+#[cfg(feature = "payments")]
 #[async_trait]
 impl ExpiredSweep for DynamoIdempotencyStore {
     async fn scan_expired(

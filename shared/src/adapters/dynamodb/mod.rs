@@ -3,14 +3,19 @@
 mod attributes;
 mod counting;
 mod idempotency;
+#[cfg(feature = "payments")]
 mod payments;
+#[cfg(feature = "payments")]
 mod refunds;
 mod tables;
 
 pub use counting::RequestCounter;
 pub use idempotency::DynamoIdempotencyStore;
+#[cfg(feature = "payments")]
 pub use payments::{DynamoPaymentStore, Tables, INFLIGHT_INDEX, INFLIGHT_PARTITION};
-pub use tables::{create_idempotency_table, create_payments_table, IDEMPOTENCY_TTL_ATTRIBUTE};
+#[cfg(feature = "payments")]
+pub use tables::create_payments_table;
+pub use tables::{create_idempotency_table, IDEMPOTENCY_TTL_ATTRIBUTE};
 
 use crate::idempotency::StoreError;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};

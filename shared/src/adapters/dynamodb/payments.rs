@@ -42,8 +42,7 @@ use std::time::Duration;
 /// How often a transaction cancelled by a conflict or throttling is sent again.
 const TRANSACT_RETRIES: u32 = 3;
 
-/// Name of the sparse GSI over payments in `processing`.
-pub const INFLIGHT_INDEX: &str = "inflight";
+pub use super::tables::INFLIGHT_INDEX;
 /// The in-flight index's sort key: when reconcile should next look at the attempt.
 pub(super) const CHECK_AT: &str = "check_at_ms";
 /// The payment attribute saying a call under its PSP key may have reached the PSP.

@@ -1,12 +1,14 @@
 //! Table creation for tests, the sandbox and first-run set-up (SAM creates them in AWS).
 //! Both tables have the string partition key `pk` and on-demand billing.
 
-use super::payments::INFLIGHT_INDEX;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
     ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
 use aws_sdk_dynamodb::Client;
+
+/// Name of the sparse GSI over payments in `processing`.
+pub const INFLIGHT_INDEX: &str = "inflight";
 
 /// The TTL attribute of the idempotency table (epoch seconds).
 pub const IDEMPOTENCY_TTL_ATTRIBUTE: &str = "expires_at";
@@ -33,6 +35,7 @@ pub async fn create_idempotency_table(
     Ok(())
 }
 
+#[cfg(feature = "payments")]
 /// Creates the orders-and-payments table, with the sparse in-flight GSI reconcile reads
 /// (`inflight` hash, `check_at_ms` range, keys only), if it does not exist yet.
 pub async fn create_payments_table(

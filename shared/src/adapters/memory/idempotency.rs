@@ -4,6 +4,7 @@
 //! the cleanup checkpoint, orders and payments): DynamoDB's transactions span the idempotency
 //! table and the payments table, so the embedded twin holds one lock across all of them.
 
+#[cfg(feature = "payments")]
 use super::payments::PaymentTables;
 use crate::adapters::faults::Faults;
 use crate::clock::{system_clock, SharedClock};
@@ -11,6 +12,7 @@ use crate::idempotency::{
     check_completed_size, Claim, ClaimOutcome, IdempotencyRecord, IdempotencyStore, Lease,
     LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome,
 };
+#[cfg(feature = "payments")]
 use crate::ports::{AttemptCounter, ExpiredSweep};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -188,18 +190,23 @@ pub(crate) struct MemoryTables {
     pub(crate) records: BTreeMap<RecordKey, IdempotencyRecord>,
     /// Webhook dedup records: `webhook#<provider>#<event_id>` → `expires_at_s`. Expired ones
     /// stay until overwritten or swept, and read as absent.
+    #[cfg(feature = "payments")]
     pub(crate) events: BTreeMap<String, i64>,
     /// Attempt-limit counters: `limit#…` → (attempts, declines, expires_at_s). Expired ones
     /// read as absent until swept.
+    #[cfg(feature = "payments")]
     pub(crate) counters: BTreeMap<String, (u32, u32, i64)>,
     /// Where an interrupted cleanup sweep stopped.
+    #[cfg(feature = "payments")]
     pub(crate) checkpoint: Option<String>,
     /// Orders and payments.
+    #[cfg(feature = "payments")]
     pub(crate) payments: PaymentTables,
 }
 
 /// Every item of the idempotency "table" as the sweep sees it: its key and whether it has
 /// expired at `now_ms` (records and webhook dedup records share one key space, as in DynamoDB).
+#[cfg(feature = "payments")]
 fn swept_items(tables: &MemoryTables, now_ms: i64) -> Vec<(&str, bool)> {
     let now_s = now_ms.div_euclid(1000);
     tables
@@ -221,6 +228,7 @@ fn swept_items(tables: &MemoryTables, now_ms: i64) -> Vec<(&str, bool)> {
         .collect()
 }
 
+#[cfg(feature = "payments")]
 #[async_trait]
 impl AttemptCounter for MemoryIdempotencyStore {
     async fn count_attempt(
@@ -257,6 +265,7 @@ impl AttemptCounter for MemoryIdempotencyStore {
     }
 }
 
+#[cfg(feature = "payments")]
 #[async_trait]
 impl ExpiredSweep for MemoryIdempotencyStore {
     async fn scan_expired(

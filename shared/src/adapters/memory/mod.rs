@@ -2,9 +2,13 @@
 //! for the local sandbox and fast tests.
 
 mod idempotency;
+#[cfg(feature = "payments")]
 mod payments;
+#[cfg(feature = "payments")]
 mod queue;
 
 pub use idempotency::MemoryIdempotencyStore;
+#[cfg(feature = "payments")]
 pub use payments::MemoryPaymentStore;
+#[cfg(feature = "payments")]
 pub use queue::MemoryQueue;

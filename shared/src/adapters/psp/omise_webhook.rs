@@ -23,7 +23,7 @@ use serde_json::Value;
 use sha2::Sha256;
 
 /// The provider name Omise webhooks arrive under by default (`/webhooks/omise`).
-pub const OMISE_PROVIDER: &str = "omise";
+pub const OMISE_PROVIDER: &str = crate::domain::PspKind::Omise.name();
 
 /// The header carrying the signatures.
 pub const SIGNATURE_HEADER: &str = "omise-signature";

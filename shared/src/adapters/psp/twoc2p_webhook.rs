@@ -28,7 +28,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// The provider name 2C2P notifications arrive under by default (`/webhooks/2c2p`).
-pub const TWOC2P_PROVIDER: &str = "2c2p";
+pub const TWOC2P_PROVIDER: &str = crate::domain::PspKind::TwoC2p.name();
 
 /// The event kind of a backend notification (2C2P gives it no type).
 pub const NOTIFICATION_KIND: &str = "backend_notification";

@@ -1,0 +1,453 @@
+//! The PSP a deployment talks to: its settings, its two secrets (where they are read from, what
+//! each must hold) and the adapters and webhook schemes built from them.
+
+use super::{millis, optional, ConfigError, SecretRole};
+use crate::adapters::psp::ConfiguredPsp;
+use crate::domain::PspKind;
+use crate::ports::WebhookScheme;
+use crate::secrets::{
+    FixedSecret, Refreshing, RefreshingPsp, RefreshingScheme, SecretRead, SecretsManagerSecret,
+};
+use crate::service::webhooks::Providers;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const STRIPE_API_BASE: &str = "https://api.stripe.com";
+
+/// How the configured PSP is reached: read once at start-up by [`PspSettings::from_env`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PspSettings {
+    /// Which PSP (`PSP`).
+    pub kind: PspKind,
+    /// Its API base URL (see [`api_base`]).
+    pub api_base: String,
+    /// `PSP_CONNECT_TIMEOUT_MS`, if set (else the adapter's 3 s).
+    pub connect_timeout: Option<Duration>,
+    /// `PSP_TIMEOUT_MS`, if set (else the adapter's 10 s).
+    pub request_timeout: Option<Duration>,
+}
+
+impl PspSettings {
+    /// `PSP`; the API base ([`api_base`] of `PSP_API_BASE`, `STRIPE_API_BASE` and whether
+    /// `PSP_LIVEMODE` is `true`); `PSP_CONNECT_TIMEOUT_MS` and `PSP_TIMEOUT_MS`.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let kind = PspKind::from_env()?;
+        let optional_millis = |name: &'static str| {
+            optional(name)
+                .map(|_| millis(name, Duration::ZERO))
+                .transpose()
+        };
+        Ok(Self {
+            kind,
+            api_base: api_base(
+                kind,
+                optional("PSP_API_BASE"),
+                optional("STRIPE_API_BASE"),
+                optional("PSP_LIVEMODE").as_deref() == Some("true"),
+            ),
+            connect_timeout: optional_millis("PSP_CONNECT_TIMEOUT_MS")?,
+            request_timeout: optional_millis("PSP_TIMEOUT_MS")?,
+        })
+    }
+
+    /// The settings of `kind` at its default API base (test mode), adapter timeouts.
+    pub fn defaults(kind: PspKind) -> Self {
+        Self {
+            kind,
+            api_base: kind.default_api_base(false).to_owned(),
+            connect_timeout: None,
+            request_timeout: None,
+        }
+    }
+}
+
+/// The API base of `kind`: `PSP_API_BASE` (`psp_api_base`) if set; for Stripe only, else the
+/// older `STRIPE_API_BASE` (`stripe_api_base`, which local scripts still set); else the PSP's
+/// default ([`PspKind::default_api_base`], 2C2P's production host only when `live`).
+pub fn api_base(
+    kind: PspKind,
+    psp_api_base: Option<String>,
+    stripe_api_base: Option<String>,
+    live: bool,
+) -> String {
+    psp_api_base
+        .or(stripe_api_base.filter(|_| kind == PspKind::Stripe))
+        .unwrap_or_else(|| kind.default_api_base(live).to_owned())
+}
+
+/// A PSP secret's fields, as read from its JSON (see [`SecretRole`] for the two secrets' shapes).
+/// Which ones a PSP needs is checked by [`PspSecrets::check_api`] and
+/// [`PspSecrets::check_webhook`]; nothing here is ever logged (`Debug` shows only what is set).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct PspSecrets {
+    /// `api_key`: Stripe's secret API key.
+    pub api_key: Option<String>,
+    /// `secret_key`: Omise's secret key (`skey_…`), or the 2C2P merchant's secret key.
+    pub secret_key: Option<String>,
+    /// `merchant_id`: the 2C2P merchant id.
+    pub merchant_id: Option<String>,
+    /// `webhook_secrets`: Stripe's or Omise's webhook signing secrets (two while one rotates).
+    pub webhook_secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for PspSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = |value: &Option<String>| value.as_ref().map(|_| "<redacted>");
+        f.debug_struct("PspSecrets")
+            .field("api_key", &shown(&self.api_key))
+            .field("secret_key", &shown(&self.secret_key))
+            .field("merchant_id", &self.merchant_id)
+            .field("webhook_secrets", &self.webhook_secrets.len())
+            .finish()
+    }
+}
+
+impl PspSecrets {
+    /// Checks the PSP API secret has `kind`'s shape: Stripe's `api_key`, Omise's `secret_key`,
+    /// 2C2P's `merchant_id` and `secret_key`, each present and not blank. Other fields are
+    /// ignored. Errors name the secret and the field, never a value.
+    pub fn check_api(&self, kind: PspKind) -> Result<(), ConfigError> {
+        let text = Self::text(SecretRole::Api, kind);
+        match kind {
+            PspKind::Stripe => text("api_key", &self.api_key),
+            PspKind::Omise => text("secret_key", &self.secret_key),
+            PspKind::TwoC2p => {
+                text("merchant_id", &self.merchant_id)?;
+                text("secret_key", &self.secret_key)
+            }
+        }
+    }
+
+    /// Checks the webhook secret has `kind`'s shape: for Stripe and Omise at least one
+    /// `webhook_secrets` entry, none of them blank (an HMAC under an empty key is one anyone can
+    /// compute), Omise's each valid base64; for 2C2P the `merchant_id` and `secret_key` that sign
+    /// its notifications. Every function that reads the secret checks the whole shape, so a
+    /// wrong secret stops the first deploy, not a webhook days later.
+    pub fn check_webhook(&self, kind: PspKind) -> Result<(), ConfigError> {
+        if kind == PspKind::TwoC2p {
+            let text = Self::text(SecretRole::Webhook, kind);
+            text("merchant_id", &self.merchant_id)?;
+            return text("secret_key", &self.secret_key);
+        }
+        let refused = |problem: String| ConfigError::Secret {
+            secret: SecretRole::Webhook,
+            psp: kind.name(),
+            field: "webhook_secrets",
+            problem,
+        };
+        if self.webhook_secrets.is_empty() {
+            return Err(refused("is missing or empty".into()));
+        }
+        if let Some(i) = self
+            .webhook_secrets
+            .iter()
+            .position(|s| s.trim().is_empty())
+        {
+            return Err(refused(format!(
+                "holds an empty entry (#{i}): anyone could sign with an empty key"
+            )));
+        }
+        if kind == PspKind::Omise {
+            crate::adapters::psp::OmiseWebhooks::new(&self.webhook_secrets)
+                .map_err(|e| refused(format!("is unusable: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// A check that a text field of `secret` is present and not blank.
+    fn text(
+        secret: SecretRole,
+        kind: PspKind,
+    ) -> impl Fn(&'static str, &Option<String>) -> Result<(), ConfigError> {
+        move |field, value| match value {
+            Some(v) if !v.trim().is_empty() => Ok(()),
+            _ => Err(ConfigError::Secret {
+                secret,
+                psp: kind.name(),
+                field,
+                problem: "is missing, empty or not a string".into(),
+            }),
+        }
+    }
+
+    /// The value of a field a check has passed.
+    fn field(value: &Option<String>) -> String {
+        value.clone().unwrap_or_default()
+    }
+}
+
+/// Where a secret comes from, as the environment says (see [`secret_origin`]).
+#[derive(Debug)]
+pub enum SecretOrigin {
+    /// A Secrets Manager secret (its ARN), re-read after the TTL.
+    Arn(String),
+    /// Fixed at start-up: a local run's JSON, or Stripe's local variable.
+    Fixed(PspSecrets),
+}
+
+/// Where `role`'s secret comes from: in AWS, the Secrets Manager secret whose ARN is `arn`
+/// (`PSP_SECRET_ARN` / `PSP_WEBHOOK_SECRET_ARN`); in local runs without AWS, the same JSON in
+/// `json` (`PSP_SECRET` / `PSP_WEBHOOK_SECRET`), or for Stripe its one field in `stripe`
+/// (`STRIPE_API_KEY` / `STRIPE_WEBHOOK_SECRETS`, comma-separated). None of them set is a
+/// [`ConfigError::Missing`] naming the ARN variable; JSON that does not parse names its variable.
+pub fn secret_origin(
+    role: SecretRole,
+    kind: PspKind,
+    arn: Option<String>,
+    json: Option<String>,
+    stripe: Option<String>,
+) -> Result<SecretOrigin, ConfigError> {
+    if let Some(arn) = arn {
+        return Ok(SecretOrigin::Arn(arn));
+    }
+    if let Some(json) = json {
+        return crate::adapters::secrets::parse_psp_secrets(&json)
+            .map(SecretOrigin::Fixed)
+            .map_err(|reason| ConfigError::Invalid {
+                name: role.json_variable(),
+                reason,
+            });
+    }
+    match stripe.filter(|_| kind == PspKind::Stripe) {
+        Some(value) => Ok(SecretOrigin::Fixed(match role {
+            SecretRole::Api => PspSecrets {
+                api_key: Some(value),
+                ..PspSecrets::default()
+            },
+            SecretRole::Webhook => PspSecrets {
+                webhook_secrets: split_list(&value),
+                ..PspSecrets::default()
+            },
+        })),
+        None => Err(ConfigError::Missing(role.arn_variable())),
+    }
+}
+
+/// The source of `role`'s secret for `kind`, from the environment ([`secret_origin`]).
+pub fn secret_source(
+    aws: &aws_config::SdkConfig,
+    role: SecretRole,
+    kind: PspKind,
+) -> Result<Box<dyn SecretRead>, ConfigError> {
+    Ok(
+        match secret_origin(
+            role,
+            kind,
+            optional(role.arn_variable()),
+            optional(role.json_variable()),
+            optional(role.stripe_variable()),
+        )? {
+            SecretOrigin::Arn(arn) => Box::new(SecretsManagerSecret::new(aws, arn, role)),
+            SecretOrigin::Fixed(secrets) => Box::new(FixedSecret(secrets)),
+        },
+    )
+}
+
+/// Splits a comma-separated list, dropping blanks.
+pub fn split_list(raw: &str) -> Vec<String> {
+    raw.split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// The configured PSP's adapter ([`PspSettings::from_env`]) with the credentials of the PSP API
+/// secret ([`secret_source`]), checked at start-up ([`PspSecrets::check_api`]: a start-up
+/// failure) and rebuilt when the secret has changed after `SECRETS_TTL_SECONDS`.
+pub async fn psp(aws: &aws_config::SdkConfig) -> Result<RefreshingPsp<ConfiguredPsp>, ConfigError> {
+    let settings = PspSettings::from_env()?;
+    let source = secret_source(aws, SecretRole::Api, settings.kind)?;
+    let cache = Refreshing::load(
+        SecretRole::Api,
+        source,
+        Box::new(move |secrets: &PspSecrets| psp_with(&settings, secrets)),
+        crate::clock::system_clock(),
+        crate::secrets::ttl_from_env()?,
+    )
+    .await?;
+    Ok(RefreshingPsp::new(cache))
+}
+
+/// The PSP adapter for `settings` with the credentials of the PSP API secret `secrets`, whose
+/// shape is checked first ([`PspSecrets::check_api`]).
+pub fn psp_with(
+    settings: &PspSettings,
+    secrets: &PspSecrets,
+) -> Result<ConfiguredPsp, ConfigError> {
+    use crate::adapters::psp::{
+        OmiseConfig, OmisePsp, StripeConfig, StripePsp, TwoC2pConfig, TwoC2pPsp,
+    };
+    secrets.check_api(settings.kind)?;
+    let timeouts = |connect: &mut Duration, request: &mut Duration| {
+        if let Some(limit) = settings.connect_timeout {
+            *connect = limit;
+        }
+        if let Some(limit) = settings.request_timeout {
+            *request = limit;
+        }
+    };
+    let base = settings.api_base.clone();
+    Ok(match settings.kind {
+        PspKind::Stripe => {
+            let mut config = StripeConfig::new(base, PspSecrets::field(&secrets.api_key));
+            timeouts(&mut config.connect_timeout, &mut config.request_timeout);
+            ConfiguredPsp::Stripe(StripePsp::new(config).map_err(ConfigError::PspClient)?)
+        }
+        PspKind::Omise => {
+            let mut config =
+                OmiseConfig::new(PspSecrets::field(&secrets.secret_key)).with_base_url(base);
+            timeouts(&mut config.connect_timeout, &mut config.request_timeout);
+            ConfiguredPsp::Omise(OmisePsp::new(config).map_err(ConfigError::PspClient)?)
+        }
+        PspKind::TwoC2p => {
+            let mut config = TwoC2pConfig::new(
+                base,
+                PspSecrets::field(&secrets.merchant_id),
+                PspSecrets::field(&secrets.secret_key),
+            );
+            timeouts(&mut config.connect_timeout, &mut config.request_timeout);
+            ConfiguredPsp::TwoC2p(TwoC2pPsp::new(config).map_err(|e| match e {
+                crate::adapters::psp::twoc2p::TwoC2pSetupError::Http(e) => {
+                    ConfigError::PspClient(e)
+                }
+                crate::adapters::psp::twoc2p::TwoC2pSetupError::Config(e) => ConfigError::Secret {
+                    secret: SecretRole::Api,
+                    psp: "2c2p",
+                    field: "merchant_id/secret_key",
+                    problem: e.to_string(),
+                },
+            })?)
+        }
+    })
+}
+
+/// The configured PSP's verifying webhook scheme (`PSP`), from the webhook secret
+/// ([`secret_source`]), checked at start-up ([`PspSecrets::check_webhook`]: a start-up failure)
+/// and rebuilt when the secret has changed after `SECRETS_TTL_SECONDS`. The receiver registers
+/// only this scheme ([`RefreshingScheme::providers`]): deliveries for any other provider are
+/// answered 404.
+pub async fn webhook_scheme(aws: &aws_config::SdkConfig) -> Result<RefreshingScheme, ConfigError> {
+    webhook_scheme_for(aws, PspKind::from_env()?).await
+}
+
+async fn webhook_scheme_for(
+    aws: &aws_config::SdkConfig,
+    kind: PspKind,
+) -> Result<RefreshingScheme, ConfigError> {
+    let source = secret_source(aws, SecretRole::Webhook, kind)?;
+    let cache = Refreshing::load(
+        SecretRole::Webhook,
+        source,
+        Box::new(move |secrets: &PspSecrets| verifying_scheme(kind, secrets)),
+        crate::clock::system_clock(),
+        crate::secrets::ttl_from_env()?,
+    )
+    .await?;
+    Ok(RefreshingScheme::new(cache))
+}
+
+/// `kind`'s verifying scheme under its name (`stripe`, `omise` or `2c2p`), from the webhook
+/// secret `secrets`, whose shape is checked first ([`PspSecrets::check_webhook`]).
+pub fn verifying_scheme(
+    kind: PspKind,
+    secrets: &PspSecrets,
+) -> Result<Arc<dyn WebhookScheme>, ConfigError> {
+    use crate::adapters::psp::{OmiseWebhooks, StripeWebhooks, TwoC2pNotifications};
+    secrets.check_webhook(kind)?;
+    let refused = |field: &'static str, problem: String| ConfigError::Secret {
+        secret: SecretRole::Webhook,
+        psp: kind.name(),
+        field,
+        problem,
+    };
+    Ok(match kind {
+        PspKind::Stripe => Arc::new(StripeWebhooks::new(
+            kind.name(),
+            secrets.webhook_secrets.clone(),
+        )),
+        PspKind::Omise => Arc::new(
+            OmiseWebhooks::new(&secrets.webhook_secrets)
+                .map_err(|e| refused("webhook_secrets", e.to_string()))?
+                .with_provider(kind.name()),
+        ),
+        PspKind::TwoC2p => Arc::new(
+            TwoC2pNotifications::new(
+                PspSecrets::field(&secrets.merchant_id),
+                PspSecrets::field(&secrets.secret_key),
+            )
+            .map_err(|e| refused("merchant_id/secret_key", e.to_string()))?
+            .with_provider(kind.name()),
+        ),
+    })
+}
+
+/// A scheme shared behind an `Arc`, to register in [`Providers`].
+struct SharedScheme(Arc<dyn WebhookScheme>);
+
+impl WebhookScheme for SharedScheme {
+    fn provider(&self) -> &str {
+        self.0.provider()
+    }
+
+    fn verify(
+        &self,
+        headers: &lambda_http::http::HeaderMap,
+        body: &[u8],
+        now_s: i64,
+    ) -> Result<(), crate::ports::SignatureError> {
+        self.0.verify(headers, body, now_s)
+    }
+
+    fn parse(&self, body: &[u8]) -> Result<crate::ports::PspEvent, serde_json::Error> {
+        self.0.parse(body)
+    }
+}
+
+/// The receiver's providers for an explicit PSP, fixed (no refresh): only `kind`'s scheme,
+/// verifying with the webhook secret `secrets` ([`verifying_scheme`]).
+pub fn webhook_providers_for(
+    kind: PspKind,
+    secrets: &PspSecrets,
+) -> Result<Providers, ConfigError> {
+    Ok(Providers::new().with(SharedScheme(verifying_scheme(kind, secrets)?)))
+}
+
+/// The webhook processor's providers: the configured PSP's scheme (`PSP`), to read the events
+/// the receiver verified and queued. Stripe's and Omise's events are read without a secret
+/// ([`ParseOnlyWebhooks`], which never verifies), so for them the processor reads no secret. A
+/// 2C2P notification is a signed JWT whose claims its scheme reads only after verifying them
+/// with the merchant's secret key, and checks against the merchant id: for 2C2P the processor
+/// loads the webhook secret (`PSP_WEBHOOK_SECRET_ARN`; the template grants it only when `Psp` is
+/// `2c2p`), and returns its [`RefreshingScheme`] for the entry point to refresh before each batch.
+///
+/// [`ParseOnlyWebhooks`]: crate::adapters::psp::ParseOnlyWebhooks
+pub async fn webhook_parsers(
+    aws: &aws_config::SdkConfig,
+) -> Result<(Providers, Option<RefreshingScheme>), ConfigError> {
+    let kind = PspKind::from_env()?;
+    match kind {
+        PspKind::TwoC2p => {
+            let scheme = webhook_scheme_for(aws, kind).await?;
+            Ok((scheme.providers(), Some(scheme)))
+        }
+        PspKind::Stripe | PspKind::Omise => Ok((webhook_parsers_for(kind, None)?, None)),
+    }
+}
+
+/// The processor's providers for an explicit PSP, fixed (no refresh); `secrets` (the webhook
+/// secret) is needed for 2C2P only.
+pub fn webhook_parsers_for(
+    kind: PspKind,
+    secrets: Option<&PspSecrets>,
+) -> Result<Providers, ConfigError> {
+    use crate::adapters::psp::ParseOnlyWebhooks;
+    Ok(match kind {
+        PspKind::Stripe => Providers::new().with(ParseOnlyWebhooks::stripe(kind.name())),
+        PspKind::Omise => Providers::new().with(ParseOnlyWebhooks::omise(kind.name())),
+        PspKind::TwoC2p => {
+            let secrets =
+                secrets.ok_or(ConfigError::Missing(SecretRole::Webhook.arn_variable()))?;
+            webhook_providers_for(kind, secrets)?
+        }
+    })
+}
