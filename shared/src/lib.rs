@@ -8,6 +8,7 @@
 //! - [`logging`]: the functions' flat JSON logs (request id, trace id, cold start), third-party
 //!   crates capped at INFO, tokens never written.
 //! - [`metrics`]: business metrics in CloudWatch Embedded Metric Format, one JSON line each.
+//! - [`xray`]: an X-Ray subsegment for each DynamoDB and PSP call.
 //!
 //! # Cargo features
 //!
@@ -51,3 +52,4 @@ pub mod ports;
 pub mod secrets;
 #[cfg(feature = "payments")]
 pub mod service;
+pub mod xray;

@@ -13,7 +13,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // The PSP named by `PSP` (stripe, omise, 2c2p), from the PSP API secret's fields for it,
     // rebuilt when the secret has rotated (re-read after `SECRETS_TTL_SECONDS`).
     let psp = payonce::config::psp(&aws).await?;
-    let client = aws_sdk_dynamodb::Client::new(&aws);
+    let client = payonce::adapters::dynamodb::traced_client(&aws);
     let records = DynamoIdempotencyStore::new(client.clone(), &tables.idempotency);
     let reconciler = Reconciler::new(
         DynamoPaymentStore::new(client, tables),

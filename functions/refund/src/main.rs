@@ -12,7 +12,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     // The PSP named by `PSP` (stripe, omise, 2c2p), from the PSP API secret's fields for it,
     // rebuilt when the secret has rotated (re-read after `SECRETS_TTL_SECONDS`).
     let psp = payonce::config::psp(&aws).await?;
-    let store = DynamoPaymentStore::new(aws_sdk_dynamodb::Client::new(&aws), tables);
+    let store = DynamoPaymentStore::new(payonce::adapters::dynamodb::traced_client(&aws), tables);
     let service = RefundService::new(store, psp, RefundConfig::default());
     lambda_http::run(lambda_http::service_fn(|request| async {
         Ok::<_, std::convert::Infallible>(payonce_refund::handler::handle(&service, request).await)

@@ -12,6 +12,18 @@ use aws_sdk_sqs::Client;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+/// The functions' SQS client: `aws`'s settings, with each operation recorded as an X-Ray
+/// subsegment when the function is traced (see [`crate::xray`]).
+pub fn traced_client(aws: &aws_config::SdkConfig) -> Client {
+    let config = aws_sdk_sqs::config::Builder::from(aws)
+        .interceptor(crate::xray::XRayInterceptor::new(
+            "SQS",
+            crate::xray::XRay::from_env(),
+        ))
+        .build();
+    Client::from_conf(config)
+}
+
 /// The most messages one `ReceiveMessage` returns (`MaxNumberOfMessages` is 1 to 10).
 const MAX_RECEIVE_BATCH: u32 = 10;
 

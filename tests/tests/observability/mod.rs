@@ -2,6 +2,7 @@
 //! JSON with the invocation's ids, and carries no token, secret, signature or webhook body.
 
 mod metrics;
+mod xray;
 
 use lambda_http::lambda_runtime::layers::trace::request_span;
 use lambda_http::lambda_runtime::Context;

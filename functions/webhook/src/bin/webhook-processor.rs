@@ -15,7 +15,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // secret for Stripe and Omise; 2C2P's are JWTs read only once verified, so it loads the
     // webhook secret (the merchant key), re-read once stale.
     let (providers, scheme) = payonce::config::webhook_parsers(&aws).await?;
-    let client = aws_sdk_dynamodb::Client::new(&aws);
+    let client = payonce::adapters::dynamodb::traced_client(&aws);
     let processor = WebhookProcessor::new(
         DynamoPaymentStore::new(client, tables),
         providers,

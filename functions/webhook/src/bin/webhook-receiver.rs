@@ -13,7 +13,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     // It verifies with the webhook secret alone (never the PSP API secret), re-read once stale.
     let scheme = payonce::config::webhook_scheme(&aws).await?;
     let queue_url = payonce::config::required("WEBHOOK_QUEUE_URL")?;
-    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let sqs = payonce::adapters::sqs::traced_client(&aws);
     let receiver = WebhookReceiver::new(
         scheme.providers(),
         SqsQueue::new(sqs, queue_url, MAX_WEBHOOK_BYTES),

@@ -18,7 +18,17 @@ pub use tables::create_payments_table;
 pub use tables::{create_idempotency_table, IDEMPOTENCY_TTL_ATTRIBUTE};
 
 use crate::idempotency::StoreError;
+use crate::xray::{XRay, XRayInterceptor};
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+
+/// The functions' DynamoDB client: `aws`'s settings, with each operation recorded as an X-Ray
+/// subsegment when the function is traced (see [`crate::xray`]).
+pub fn traced_client(aws: &aws_config::SdkConfig) -> aws_sdk_dynamodb::Client {
+    let config = aws_sdk_dynamodb::config::Builder::from(aws)
+        .interceptor(XRayInterceptor::new("DynamoDB", XRay::from_env()))
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
 
 /// Classifies an SDK error: whether DynamoDB rejected the request on a condition, reported a
 /// transaction conflict, or failed otherwise.

@@ -8,9 +8,10 @@
 //! calls to its in-process PSP model through a network fault layer. The transport knows nothing
 //! of any provider: the adapters classify the answers, the same code everywhere.
 
+use crate::xray::{Subsegment, XRay};
 use async_trait::async_trait;
 use reqwest::header::{HeaderValue, CONTENT_TYPE};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// One HTTP request to a PSP, as an adapter builds it.
 #[derive(Clone, PartialEq, Eq)]
@@ -112,6 +113,7 @@ pub trait PspTransport: Send + Sync {
 pub struct HttpTransport {
     http: reqwest::Client,
     base_url: String,
+    xray: XRay,
 }
 
 impl HttpTransport {
@@ -130,7 +132,23 @@ impl HttpTransport {
         Ok(Self {
             http,
             base_url: base_url.into().trim_end_matches('/').to_owned(),
+            xray: XRay::from_env(),
         })
+    }
+
+    /// Records each call with `xray` instead of the process's recorder.
+    pub fn with_xray(mut self, xray: XRay) -> Self {
+        self.xray = xray;
+        self
+    }
+
+    /// The host calls go to: the name of their X-Ray subsegments.
+    fn host(&self) -> &str {
+        let rest = self
+            .base_url
+            .split_once("://")
+            .map_or(self.base_url.as_str(), |(_, rest)| rest);
+        rest.split(['/', '?']).next().unwrap_or(rest)
     }
 
     /// The API base URL.
@@ -142,6 +160,34 @@ impl HttpTransport {
 #[async_trait]
 impl PspTransport for HttpTransport {
     async fn send(&self, call: &WireCall, timeout: Duration) -> Result<WireReply, CallFailure> {
+        if !self.xray.is_on() {
+            return self.send_untraced(call, timeout).await;
+        }
+        let start = SystemTime::now();
+        let reply = self.send_untraced(call, timeout).await;
+        self.xray.record(&Subsegment {
+            name: self.host().to_owned(),
+            namespace: "remote",
+            start,
+            end: SystemTime::now(),
+            aws: None,
+            // The path only: a query or a body may carry tokens.
+            request: Some((
+                call.method.to_owned(),
+                format!("{}{}", self.base_url, call.path),
+            )),
+            status: reply.as_ref().ok().map(|reply| reply.status),
+        });
+        reply
+    }
+}
+
+impl HttpTransport {
+    async fn send_untraced(
+        &self,
+        call: &WireCall,
+        timeout: Duration,
+    ) -> Result<WireReply, CallFailure> {
         let method = reqwest::Method::from_bytes(call.method.as_bytes()).map_err(|error| {
             CallFailure::NotConnected(format!("no valid HTTP method {:?}: {error}", call.method))
         })?;
