@@ -69,6 +69,12 @@ def main():
                                               "KeySchema": [{"AttributeName": "inflight", "KeyType": "HASH"},
                                                             {"AttributeName": "check_at_ms", "KeyType": "RANGE"}],
                                               "Projection": {"ProjectionType": "KEYS_ONLY"}}])
+    # The examples' own tables (examples/*/template.yaml): things, shipments.
+    example_tables = {"things": f"invoke-things-{suffix}", "shipments": f"invoke-ship-{suffix}"}
+    for table in example_tables.values():
+        ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
+                         AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+                         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
     sqs = boto3.client("sqs", endpoint_url=sqs_endpoint, region_name="us-east-1")
     queue_url = sqs.create_queue(QueueName=f"invoke-webhooks-{suffix}")["QueueUrl"]
 
@@ -88,6 +94,7 @@ def main():
         invoke_port = free_port()
         env = dict(os.environ,
                    IDEMPOTENCY_TABLE=tables["idempotency"], PAYMENTS_TABLE=tables["payments"],
+                   THINGS_TABLE=example_tables["things"], SHIPMENTS_TABLE=example_tables["shipments"],
                    AWS_ENDPOINT_URL_DYNAMODB=ddb_endpoint, AWS_ENDPOINT_URL_SQS=sqs_endpoint,
                    STRIPE_API_BASE=f"http://127.0.0.1:{psp_port}", STRIPE_API_KEY=FAKE_API_KEY,
                    STRIPE_WEBHOOK_SECRETS=WEBHOOK_SECRET, WEBHOOK_QUEUE_URL=queue_url,
@@ -99,7 +106,7 @@ def main():
         wait_port(invoke_port, "cargo lambda watch", watch, 120)
 
         def invoke(function, sample, patch=None):
-            with open(os.path.join(EVENTS, sample)) as f:
+            with open(os.path.join(EVENTS, sample)) as f:  # an absolute path is kept as it is
                 text = f.read()
             event = json.loads(text)
             if patch:
@@ -209,6 +216,35 @@ def main():
         check("reconcile: scheduled run -> report", r.get("examined") == 0 and r.get("errors") == 0, r)
         r = invoke("cleanup", "cleanup-schedule.json")
         check("cleanup: scheduled run -> report", r.get("finished") is True and r.get("deleted_records") == 0, r)
+
+        # The examples: payonce's layer and event wrapper in functions of their own.
+        def items(table):
+            return ddb.scan(TableName=table)["Items"]
+        create = os.path.join(ROOT, "examples", "http-create-thing", "events", "create.json")
+        r = invoke("create-thing", create)
+        thing = body(r) or {}
+        check("example create-thing: POST /things -> 201", r.get("statusCode") == 201 and thing.get("name") == "lamp"
+              and thing.get("id", "").startswith("thing_"), r)
+        r = invoke("create-thing", create)
+        check("example create-thing: same key -> the same thing, Idempotent-Replayed", r.get("statusCode") == 201
+              and (body(r) or {}).get("id") == thing.get("id") and r.get("headers", {}).get("idempotent-replayed") == "true", r)
+
+        def another_name(event):
+            event["body"] = json.dumps({"name": "chair"})
+            return event
+        r = invoke("create-thing", create, another_name)
+        check("example create-thing: same key, another body -> 422", r.get("statusCode") == 422
+              and (body(r) or {}).get("type") == "/problems/idempotency-key-mismatch", r)
+        check("example create-thing: one thing written", len(items(example_tables["things"])) == 1,
+              items(example_tables["things"]))
+
+        shipments = os.path.join(ROOT, "examples", "sqs-consumer", "events", "shipments.json")
+        r = invoke("ship-orders", shipments)
+        check("example ship-orders: a batch with a duplicate -> no failure", r.get("batchItemFailures") == [], r)
+        r = invoke("ship-orders", shipments)
+        check("example ship-orders: redelivered -> no failure", r.get("batchItemFailures") == [], r)
+        check("example ship-orders: one shipment for the order", len(items(example_tables["shipments"])) == 1,
+              items(example_tables["shipments"]))
     finally:
         for child in children:
             try:

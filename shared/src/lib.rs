@@ -32,7 +32,6 @@
 
 pub mod adapters;
 pub mod clock;
-#[cfg(feature = "payments")]
 pub mod config;
 #[cfg(feature = "payments")]
 pub mod domain;
@@ -52,4 +51,6 @@ pub mod ports;
 pub mod secrets;
 #[cfg(feature = "payments")]
 pub mod service;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 pub mod xray;

@@ -16,7 +16,7 @@ use payonce::adapters::dynamodb::{
 use payonce::adapters::faults::Faults;
 use payonce::adapters::memory::MemoryIdempotencyStore;
 use payonce::clock::ManualClock;
-use payonce::idempotency::{IdempotencyRecord, IdempotencyStore, RecordKey};
+use payonce::idempotency::{IdempotencyRecord, RecordKey};
 use std::sync::Arc;
 
 /// The DynamoDB Local endpoint `scripts/test` exported.
@@ -49,25 +49,7 @@ pub fn unique_table(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
 }
 
-/// What the conformance suite needs from a backend besides the port itself: a clock it can
-/// move, the fault hook, and a look at the raw stored record (expired or not).
-#[async_trait]
-pub trait StoreHarness: Send + Sync + 'static {
-    /// The store under test.
-    type Store: IdempotencyStore + Clone + 'static;
-    /// Backend name, for messages.
-    const NAME: &'static str;
-    /// The store under test.
-    fn store(&self) -> &Self::Store;
-    /// The clock the store reads.
-    fn clock(&self) -> &ManualClock;
-    /// The store's fault hook.
-    fn faults(&self) -> &Faults;
-    /// The record exactly as stored, even if expired.
-    async fn raw(&self, key: &RecordKey) -> Option<IdempotencyRecord>;
-    /// Requests sent to the backend so far (always 0 for the embedded store).
-    fn requests(&self) -> u64;
-}
+pub use payonce::testkit::StoreHarness;
 
 /// The embedded store on a manual clock.
 pub struct MemoryHarness {

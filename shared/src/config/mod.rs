@@ -135,7 +135,7 @@ pub fn millis(name: &'static str, default: Duration) -> Result<Duration, ConfigE
 }
 
 /// Table names (`IDEMPOTENCY_TABLE`, `PAYMENTS_TABLE`).
-#[cfg(feature = "dynamodb")]
+#[cfg(all(feature = "dynamodb", feature = "payments"))]
 pub fn tables() -> Result<crate::adapters::dynamodb::Tables, ConfigError> {
     Ok(crate::adapters::dynamodb::Tables {
         idempotency: required("IDEMPOTENCY_TABLE")?,
@@ -146,8 +146,10 @@ pub fn tables() -> Result<crate::adapters::dynamodb::Tables, ConfigError> {
 /// The PSP a deployment uses (`PSP`; one per deployment): it picks the adapter of the charge,
 /// refund and reconcile functions, the one webhook scheme the receiver and processor accept, and
 /// the charge limits orders are checked against.
+#[cfg(feature = "payments")]
 pub use crate::domain::PspKind;
 
+#[cfg(feature = "payments")]
 impl PspKind {
     /// The name in `PSP`, on payments and in `/webhooks/{provider}`.
     pub const fn name(self) -> &'static str {
@@ -199,6 +201,7 @@ pub use psp::*;
 /// Starts the function's JSON logs: see [`crate::logging`] (flat lines with the request id, trace
 /// id and cold start; level from `AWS_LAMBDA_LOG_LEVEL` or `RUST_LOG`, third-party crates capped
 /// at `INFO`).
+#[cfg(feature = "runtime")]
 pub use crate::logging::init_lambda_tracing;
 
 /// Reads an optional unsigned number.

@@ -8,8 +8,12 @@
 //! Backends implement [`IdempotencyStore`]: DynamoDB in `adapters::dynamodb`, the embedded
 //! store in `adapters::memory`. Both pass one conformance suite.
 
+#[cfg(feature = "runtime")]
+pub mod events;
 mod fingerprint;
 mod key;
+#[cfg(feature = "http")]
+pub mod layer;
 mod record;
 mod run;
 mod store;
@@ -24,3 +28,8 @@ pub use run::{
     decide, Attempt, Decision, Idempotency, IdempotencyConfig, Outcome, RunError, RunRequest,
 };
 pub use store::{Claim, ClaimOutcome, IdempotencyStore, StoreError, TakeoverOutcome};
+
+#[cfg(feature = "runtime")]
+pub use events::{EventError, IdempotentEvents};
+#[cfg(feature = "http")]
+pub use layer::{IdempotencyLayer, Idempotent};

@@ -35,6 +35,49 @@ impl Default for IdempotencyConfig {
     }
 }
 
+impl IdempotencyConfig {
+    /// The defaults, with what the environment sets (names as in Powertools for AWS Lambda
+    /// where the idea is the same):
+    ///
+    /// | variable | field | default |
+    /// |---|---|---|
+    /// | `IDEMPOTENCY_EXPIRES_AFTER_SECONDS` | [`retention`](Self::retention) (Powertools' `expires_after_seconds`) | 86400 |
+    /// | `IDEMPOTENCY_LEASE_MARGIN_MS` | [`lease_margin`](Self::lease_margin) | 5000 |
+    /// | `IDEMPOTENCY_CONFLICT_RETRIES` | [`conflict_retries`](Self::conflict_retries) | 3 |
+    pub fn from_env() -> Result<Self, crate::config::ConfigError> {
+        let defaults = Self::default();
+        let seconds = crate::config::number(
+            "IDEMPOTENCY_EXPIRES_AFTER_SECONDS",
+            u32::try_from(defaults.retention.as_secs()).unwrap_or(u32::MAX),
+        )?;
+        if seconds == 0 {
+            return Err(crate::config::ConfigError::Invalid {
+                name: "IDEMPOTENCY_EXPIRES_AFTER_SECONDS",
+                reason: "a record must be kept for at least one second".into(),
+            });
+        }
+        Ok(Self {
+            retention: Duration::from_secs(u64::from(seconds)),
+            lease_margin: crate::config::millis(
+                "IDEMPOTENCY_LEASE_MARGIN_MS",
+                defaults.lease_margin,
+            )?,
+            conflict_retries: crate::config::number(
+                "IDEMPOTENCY_CONFLICT_RETRIES",
+                defaults.conflict_retries,
+            )?,
+            ..defaults
+        })
+    }
+
+    /// The same configuration keeping records for `expires_after` (Powertools'
+    /// `expires_after_seconds`). Cap it at the downstream provider's own key retention.
+    pub fn expires_after(mut self, expires_after: Duration) -> Self {
+        self.retention = expires_after;
+        self
+    }
+}
+
 /// One idempotent request, as a handler describes it.
 #[derive(Clone, Debug)]
 pub struct RunRequest<'a> {

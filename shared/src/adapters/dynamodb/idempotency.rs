@@ -22,6 +22,9 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
 
+/// The variable [`DynamoIdempotencyStore::from_env`] reads the table name from.
+pub const TABLE_VARIABLE: &str = "IDEMPOTENCY_TABLE";
+
 pub(crate) const PK: &str = "pk";
 pub(crate) const STATUS: &str = "status";
 pub(crate) const FINGERPRINT: &str = "fingerprint";
@@ -50,6 +53,11 @@ impl DynamoIdempotencyStore {
             clock: system_clock(),
             faults: Faults::none(),
         }
+    }
+
+    /// The store on the table named in `IDEMPOTENCY_TABLE`.
+    pub fn from_env(client: Client) -> Result<Self, crate::config::ConfigError> {
+        Ok(Self::new(client, crate::config::required(TABLE_VARIABLE)?))
     }
 
     /// The same store reading time from `clock` (tests move a manual clock).

@@ -1,0 +1,636 @@
+//! The idempotency store conformance suite, for anyone writing another [`IdempotencyStore`]
+//! backend (feature `testkit`): the cases our DynamoDB and embedded stores pass, each checking
+//! what is persisted, not only what is answered.
+//!
+//! Implement [`StoreHarness`] for your backend (a fresh store per case, on a [`ManualClock`]
+//! the store reads its time from), then instantiate the suite in a test file:
+//!
+//! ```ignore
+//! payonce::store_conformance_suite!(my_backend, my_crate::fresh_harness().await);
+//! ```
+//!
+//! which expands to one `#[tokio::test]` per case in a module `my_backend` (the test crate needs
+//! `tokio` with the `macros` and `rt` features), or call [`run_store_conformance`] to run them
+//! all in one test. The transaction-conflict case arms [`Faults`]: the store must answer
+//! [`StoreError::Conflict`] while [`Faults::take_conflict`] says so (this feature turns the
+//! `faults` hooks on).
+
+use crate::adapters::faults::Faults;
+use crate::clock::{Clock, ManualClock};
+use crate::idempotency::{
+    Claim, ClaimOutcome, Fingerprint, Idempotency, IdempotencyConfig, IdempotencyKey,
+    IdempotencyRecord, IdempotencyStore, Lease, LeaseToken, Outcome, RecordKey, RecordState,
+    RunError, RunRequest, StoreError, TakeoverOutcome, MAX_ITEM_BYTES,
+};
+use async_trait::async_trait;
+use serde_json::json;
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// What the conformance suite needs from a backend besides the port itself: a clock it can
+/// move, the fault hook, and a look at the raw stored record (expired or not).
+#[async_trait]
+pub trait StoreHarness: Send + Sync + 'static {
+    /// The store under test.
+    type Store: IdempotencyStore + Clone + 'static;
+    /// Backend name, for messages.
+    const NAME: &'static str;
+    /// The store under test.
+    fn store(&self) -> &Self::Store;
+    /// The clock the store reads.
+    fn clock(&self) -> &ManualClock;
+    /// The store's fault hook.
+    fn faults(&self) -> &Faults;
+    /// The record exactly as stored, even if expired.
+    async fn raw(&self, key: &RecordKey) -> Option<IdempotencyRecord>;
+    /// Requests sent to the backend so far (always 0 for the embedded store).
+    fn requests(&self) -> u64;
+}
+
+const SCOPE: &str = "conformance.op";
+/// The invocation's remaining time in these tests (a Lambda timeout).
+const INVOCATION_MS: i64 = 10_000;
+const MARGIN_MS: i64 = 5_000;
+const RETENTION_S: i64 = 24 * 3600;
+
+fn key(raw: &str) -> IdempotencyKey {
+    IdempotencyKey::parse(raw).expect("valid key")
+}
+
+fn fingerprint(body: serde_json::Value) -> Fingerprint {
+    Fingerprint::of_value(&body)
+}
+
+fn layer<H: StoreHarness>(h: &H) -> Idempotency<H::Store> {
+    Idempotency::new(h.store().clone(), IdempotencyConfig::default())
+}
+
+fn request<'a, H: StoreHarness>(
+    h: &H,
+    user: &'a str,
+    key: &'a IdempotencyKey,
+    fp: &Fingerprint,
+) -> RunRequest<'a> {
+    RunRequest {
+        scope: SCOPE,
+        user,
+        key,
+        fingerprint: fp.clone(),
+        deadline_ms: h.clock().now_ms() + INVOCATION_MS,
+    }
+}
+
+/// A claim as `Idempotency::run` would make it, for driving the port directly.
+fn claim_for<H: StoreHarness>(h: &H, record: &RecordKey, fp: &Fingerprint) -> Claim {
+    let now_ms = h.clock().now_ms();
+    Claim {
+        key: record.clone(),
+        fingerprint: fp.clone(),
+        attempt_id: crate::ids::new_uuid().to_string(),
+        lease_token: LeaseToken::generate(),
+        lease_until_ms: now_ms + INVOCATION_MS + MARGIN_MS,
+        expires_at_s: now_ms.div_euclid(1000) + RETENTION_S,
+    }
+}
+
+/// Runs `Idempotency::run` with work that returns `value` and counts how often it ran.
+async fn run_counted<H: StoreHarness>(
+    h: &H,
+    user: &str,
+    k: &IdempotencyKey,
+    fp: &Fingerprint,
+    value: serde_json::Value,
+    calls: &AtomicU32,
+) -> Outcome<serde_json::Value> {
+    layer(h)
+        .run(request(h, user, k, fp), |_attempt| async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, std::convert::Infallible>(value)
+        })
+        .await
+        .expect("run succeeds")
+}
+
+pub async fn new_claim_is_in_progress_with_lease_and_expiry<H: StoreHarness>(h: H) {
+    // GIVEN an empty store
+    let k = key("new-claim-1");
+    let record_key = RecordKey::new(SCOPE, "alice", &k);
+    let fp = fingerprint(json!({"amount": 100}));
+    let now_ms = h.clock().now_ms();
+    let deadline_ms = now_ms + INVOCATION_MS;
+
+    // WHEN the work runs
+    let seen_while_working = std::sync::Mutex::new(None);
+    let outcome = layer(&h)
+        .run(
+            RunRequest {
+                scope: SCOPE,
+                user: "alice",
+                key: &k,
+                fingerprint: fp.clone(),
+                deadline_ms,
+            },
+            |attempt| async {
+                let raw = h.raw(&record_key).await;
+                let result = json!({"ran": attempt.attempt_id});
+                *seen_while_working.lock().unwrap() = Some((attempt, raw));
+                Ok::<_, std::convert::Infallible>(result)
+            },
+        )
+        .await
+        .expect("run succeeds");
+
+    // THEN while it ran the record was IN_PROGRESS under a lease of deadline + margin (ms)
+    // and an expiry of now + retention (epoch seconds)
+    let (attempt, raw) = seen_while_working
+        .into_inner()
+        .unwrap()
+        .expect("the work ran");
+    let raw = raw.expect("the record exists while the work runs");
+    assert!(!attempt.taken_over);
+    assert_eq!(raw.attempt_id, attempt.attempt_id);
+    assert_eq!(raw.fingerprint, fp);
+    assert_eq!(raw.created_at_ms, now_ms);
+    assert_eq!(raw.expires_at_s, now_ms.div_euclid(1000) + RETENTION_S);
+    let RecordState::InProgress { lease } = raw.state else {
+        panic!("expected IN_PROGRESS, got {:?}", raw.state)
+    };
+    assert_eq!(lease.until_ms, deadline_ms + MARGIN_MS);
+
+    // AND afterwards it is COMPLETED with the result, the lease cleared
+    assert_eq!(outcome, Outcome::Fresh(json!({"ran": attempt.attempt_id})));
+    let stored = h.raw(&record_key).await.expect("record stored");
+    assert_eq!(
+        stored.state,
+        RecordState::Completed {
+            result: json!({"ran": attempt.attempt_id}).to_string()
+        }
+    );
+    assert_eq!(stored.lease(), None);
+    assert_eq!(stored.attempt_id, attempt.attempt_id);
+}
+
+pub async fn duplicate_while_leased_is_in_progress_and_writes_nothing<H: StoreHarness>(h: H) {
+    // GIVEN a key claimed by an invocation that is still working
+    let k = key("dup-leased");
+    let record_key = RecordKey::new(SCOPE, "alice", &k);
+    let fp = fingerprint(json!({"amount": 100}));
+    let first = claim_for(&h, &record_key, &fp);
+    assert!(matches!(
+        h.store().claim(&first).await.unwrap(),
+        ClaimOutcome::Claimed(_)
+    ));
+    let before = h.raw(&record_key).await.unwrap();
+
+    // WHEN the same request arrives again
+    h.clock().advance(Duration::from_millis(2_500));
+    let calls = AtomicU32::new(0);
+    let requests_before = h.requests();
+    let outcome = run_counted(&h, "alice", &k, &fp, json!(1), &calls).await;
+
+    // THEN it is told to come back when the lease lapses, no work ran, nothing changed
+    let remaining_ms = first.lease_until_ms - h.clock().now_ms();
+    assert_eq!(
+        outcome,
+        Outcome::InProgress {
+            retry_after: Duration::from_secs(((remaining_ms + 999) / 1000) as u64)
+        }
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    assert_eq!(h.raw(&record_key).await.unwrap(), before);
+    if H::NAME == "dynamodb" {
+        assert_eq!(
+            h.requests() - requests_before,
+            1,
+            "a duplicate costs exactly one request"
+        );
+    }
+
+    // AND the port itself returns the existing record on a duplicate claim
+    let again = claim_for(&h, &record_key, &fp);
+    assert_eq!(
+        h.store().claim(&again).await.unwrap(),
+        ClaimOutcome::Existing(before.clone())
+    );
+    assert_eq!(h.raw(&record_key).await.unwrap(), before);
+}
+
+pub async fn duplicate_after_complete_replays_the_stored_result<H: StoreHarness>(h: H) {
+    let k = key("dup-done");
+    let fp = fingerprint(json!({"amount": 100}));
+    let calls = AtomicU32::new(0);
+
+    let first = run_counted(
+        &h,
+        "alice",
+        &k,
+        &fp,
+        json!({"payment": "p1", "n": 1}),
+        &calls,
+    )
+    .await;
+    h.clock().advance(Duration::from_secs(3600));
+    let second = run_counted(&h, "alice", &k, &fp, json!({"payment": "other"}), &calls).await;
+
+    assert_eq!(first, Outcome::Fresh(json!({"payment": "p1", "n": 1})));
+    assert_eq!(second, Outcome::Replayed(json!({"payment": "p1", "n": 1})));
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the work ran once");
+}
+
+pub async fn other_fingerprint_is_a_mismatch_and_changes_nothing<H: StoreHarness>(h: H) {
+    let k = key("mismatch");
+    let record_key = RecordKey::new(SCOPE, "alice", &k);
+    let fp = fingerprint(json!({"amount": 100}));
+    let other = fingerprint(json!({"amount": 101}));
+    let calls = AtomicU32::new(0);
+
+    // WHILE in progress: mismatch wins over "in progress"
+    let claim = claim_for(&h, &record_key, &fp);
+    h.store().claim(&claim).await.unwrap();
+    let leased = h.raw(&record_key).await.unwrap();
+    assert_eq!(
+        run_counted(&h, "alice", &k, &other, json!(1), &calls).await,
+        Outcome::Mismatch
+    );
+    assert_eq!(h.raw(&record_key).await.unwrap(), leased);
+
+    // AFTER completion, too
+    h.store()
+        .complete(
+            &record_key,
+            &claim.lease_token,
+            "\"done\"",
+            claim.expires_at_s,
+        )
+        .await
+        .unwrap();
+    let completed = h.raw(&record_key).await.unwrap();
+    assert_eq!(
+        run_counted(&h, "alice", &k, &other, json!(1), &calls).await,
+        Outcome::Mismatch
+    );
+    assert_eq!(h.raw(&record_key).await.unwrap(), completed);
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}
+
+pub async fn expired_record_still_present_is_claimable<H: StoreHarness>(h: H) {
+    // GIVEN a completed record whose retention has passed but which TTL has not deleted yet
+    let k = key("expired");
+    let record_key = RecordKey::new(SCOPE, "alice", &k);
+    let fp = fingerprint(json!({"amount": 100}));
+    let calls = AtomicU32::new(0);
+    run_counted(&h, "alice", &k, &fp, json!("first"), &calls).await;
+    let old = h.raw(&record_key).await.unwrap();
+    h.clock()
+        .advance(Duration::from_secs(RETENTION_S as u64 + 2));
+
+    // THEN it reads as absent but is still stored
+    assert_eq!(h.store().get(&record_key).await.unwrap(), None);
+    assert_eq!(h.raw(&record_key).await.unwrap(), old);
+
+    // WHEN the key is used again (even for another request), THEN it is a fresh attempt
+    let other = fingerprint(json!({"amount": 5}));
+    let outcome = run_counted(&h, "alice", &k, &other, json!("second"), &calls).await;
+    assert_eq!(outcome, Outcome::Fresh(json!("second")));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    let new = h.raw(&record_key).await.unwrap();
+    assert_ne!(new.attempt_id, old.attempt_id);
+    assert_eq!(new.fingerprint, other);
+    assert_eq!(h.store().get(&record_key).await.unwrap(), Some(new));
+}
+
+pub async fn lapsed_lease_is_taken_over_keeping_the_attempt_identity<H: StoreHarness>(h: H) {
+    // GIVEN an invocation that claimed the key and died before completing
+    let k = key("takeover");
+    let record_key = RecordKey::new(SCOPE, "alice", &k);
+    let fp = fingerprint(json!({"amount": 100}));
+    let crashed = claim_for(&h, &record_key, &fp);
+    h.store().claim(&crashed).await.unwrap();
+    let created = h.raw(&record_key).await.unwrap();
+
+    // WHEN its lease lapses and the client retries
+    h.clock().advance(Duration::from_millis(
+        (INVOCATION_MS + MARGIN_MS + 1) as u64,
+    ));
+    let retry = layer(&h)
+        .run(request(&h, "alice", &k, &fp), |attempt| async move {
+            Ok::<_, std::convert::Infallible>(attempt)
+        })
+        .await
+        .unwrap();
+
+    // THEN the retry runs the same attempt (same id, so downstream keys repeat) as a takeover
+    let Outcome::Fresh(attempt) = retry else {
+        panic!("expected Fresh, got {retry:?}")
+    };
+    assert!(attempt.taken_over);
+    assert_eq!(attempt.attempt_id, crashed.attempt_id);
+    assert_eq!(attempt.created_at_ms, created.created_at_ms);
+    let done = h.raw(&record_key).await.unwrap();
+    assert_eq!(done.attempt_id, crashed.attempt_id);
+    assert_eq!(done.created_at_ms, created.created_at_ms);
+    assert!(matches!(done.state, RecordState::Completed { .. }));
+}
+
+pub async fn takeover_changes_only_the_lease<H: StoreHarness>(h: H) {
+    let k = key("takeover-port");
+    let record_key = RecordKey::new(SCOPE, "alice", &k);
+    let fp = fingerprint(json!({"x": 1}));
+    let crashed = claim_for(&h, &record_key, &fp);
+    h.store().claim(&crashed).await.unwrap();
+    let before = h.raw(&record_key).await.unwrap();
+
+    let lease = Lease {
+        token: LeaseToken::generate(),
+        until_ms: h.clock().now_ms() + 99_000,
+    };
+    let TakeoverOutcome::TakenOver(after) = h
+        .store()
+        .take_over(&record_key, &crashed.lease_token, &lease)
+        .await
+        .unwrap()
+    else {
+        panic!("takeover with the current token succeeds")
+    };
+    assert_eq!(after, h.raw(&record_key).await.unwrap());
+    assert_eq!(
+        after.state,
+        RecordState::InProgress {
+            lease: lease.clone()
+        }
+    );
+    assert_eq!(
+        (
+            after.attempt_id,
+            after.fingerprint,
+            after.created_at_ms,
+            after.expires_at_s
+        ),
+        (
+            before.attempt_id,
+            before.fingerprint,
+            before.created_at_ms,
+            before.expires_at_s
+        )
+    );
+
+    // A second taker that saw the old token loses, and learns the current record.
+    let late = Lease {
+        token: LeaseToken::generate(),
+        until_ms: 1,
+    };
+    let lost = h
+        .store()
+        .take_over(&record_key, &crashed.lease_token, &late)
+        .await
+        .unwrap();
+    assert_eq!(lost, TakeoverOutcome::Lost(h.raw(&record_key).await));
+    let absent = RecordKey::new(SCOPE, "alice", &key("never-claimed"));
+    assert_eq!(
+        h.store()
+            .take_over(&absent, &crashed.lease_token, &late)
+            .await
+            .unwrap(),
+        TakeoverOutcome::Lost(None)
+    );
+    assert_eq!(h.raw(&absent).await, None);
+}
+
+pub async fn stale_lease_token_cannot_complete_or_release<H: StoreHarness>(h: H) {
+    // GIVEN a zombie whose lease lapsed and was taken over
+    let k = key("fencing");
+    let record_key = RecordKey::new(SCOPE, "alice", &k);
+    let fp = fingerprint(json!({"amount": 100}));
+    let zombie = claim_for(&h, &record_key, &fp);
+    h.store().claim(&zombie).await.unwrap();
+    let new_lease = Lease {
+        token: LeaseToken::generate(),
+        until_ms: h.clock().now_ms() + 60_000,
+    };
+    h.store()
+        .take_over(&record_key, &zombie.lease_token, &new_lease)
+        .await
+        .unwrap();
+    let owned = h.raw(&record_key).await.unwrap();
+
+    // WHEN the zombie tries to complete or release, THEN it is refused and nothing changes
+    let completed = h
+        .store()
+        .complete(
+            &record_key,
+            &zombie.lease_token,
+            "\"zombie\"",
+            zombie.expires_at_s,
+        )
+        .await;
+    assert!(
+        matches!(completed, Err(StoreError::LeaseLost { .. })),
+        "{completed:?}"
+    );
+    assert_eq!(h.raw(&record_key).await.unwrap(), owned);
+    let released = h.store().release(&record_key, &zombie.lease_token).await;
+    assert!(
+        matches!(released, Err(StoreError::LeaseLost { .. })),
+        "{released:?}"
+    );
+    assert_eq!(h.raw(&record_key).await.unwrap(), owned);
+
+    // AND after the owner completes, a stale token still cannot delete the result
+    h.store()
+        .complete(
+            &record_key,
+            &new_lease.token,
+            "\"owner\"",
+            zombie.expires_at_s,
+        )
+        .await
+        .unwrap();
+    let done = h.raw(&record_key).await.unwrap();
+    assert!(matches!(
+        h.store().release(&record_key, &new_lease.token).await,
+        Err(StoreError::LeaseLost { .. })
+    ));
+    assert!(matches!(
+        h.store()
+            .complete(&record_key, &new_lease.token, "\"again\"", 1)
+            .await,
+        Err(StoreError::LeaseLost { .. })
+    ));
+    assert_eq!(h.raw(&record_key).await.unwrap(), done);
+}
+
+pub async fn same_key_under_two_users_is_two_records<H: StoreHarness>(h: H) {
+    let k = key("shared-key");
+    let fp = fingerprint(json!({"amount": 100}));
+    let calls = AtomicU32::new(0);
+
+    let alice = run_counted(&h, "alice", &k, &fp, json!("alice's"), &calls).await;
+    let bob = run_counted(&h, "bob", &k, &fp, json!("bob's"), &calls).await;
+
+    assert_eq!(alice, Outcome::Fresh(json!("alice's")));
+    assert_eq!(bob, Outcome::Fresh(json!("bob's")));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    let a = h.raw(&RecordKey::new(SCOPE, "alice", &k)).await.unwrap();
+    let b = h.raw(&RecordKey::new(SCOPE, "bob", &k)).await.unwrap();
+    assert_ne!(a.attempt_id, b.attempt_id);
+    assert_eq!(
+        a.state,
+        RecordState::Completed {
+            result: "\"alice's\"".into()
+        }
+    );
+    assert_eq!(
+        b.state,
+        RecordState::Completed {
+            result: "\"bob's\"".into()
+        }
+    );
+}
+
+pub async fn failed_work_releases_the_key<H: StoreHarness>(h: H) {
+    let k = key("work-fails");
+    let record_key = RecordKey::new(SCOPE, "alice", &k);
+    let fp = fingerprint(json!({"amount": 100}));
+
+    let failed = layer(&h)
+        .run(request(&h, "alice", &k, &fp), |_| async {
+            Err::<serde_json::Value, _>("downstream said no")
+        })
+        .await;
+
+    assert!(
+        matches!(failed, Err(RunError::Work("downstream said no"))),
+        "{failed:?}"
+    );
+    assert_eq!(h.raw(&record_key).await, None, "the record is released");
+    let calls = AtomicU32::new(0);
+    assert_eq!(
+        run_counted(&h, "alice", &k, &fp, json!(2), &calls).await,
+        Outcome::Fresh(json!(2))
+    );
+}
+
+pub async fn transaction_conflicts_are_retried_then_answered_in_progress<H: StoreHarness>(h: H) {
+    let fp = fingerprint(json!({"amount": 100}));
+    let calls = AtomicU32::new(0);
+
+    // A conflict or two is absorbed by the retries.
+    let k = key("conflict-brief");
+    h.faults().inject_conflicts(2);
+    assert_eq!(
+        run_counted(&h, "alice", &k, &fp, json!(1), &calls).await,
+        Outcome::Fresh(json!(1))
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+    // A conflict that persists past the retries is answered InProgress, with nothing written.
+    let k = key("conflict-persistent");
+    h.faults().inject_conflicts(1_000);
+    let outcome = run_counted(&h, "alice", &k, &fp, json!(1), &calls).await;
+    h.faults().inject_conflicts(0);
+    assert_eq!(
+        outcome,
+        Outcome::InProgress {
+            retry_after: Duration::from_secs(1)
+        }
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the work did not run");
+    assert_eq!(h.raw(&RecordKey::new(SCOPE, "alice", &k)).await, None);
+}
+
+pub async fn result_over_the_item_limit_is_refused_clearly<H: StoreHarness>(h: H) {
+    let k = key("too-big");
+    let record_key = RecordKey::new(SCOPE, "alice", &k);
+    let fp = fingerprint(json!({"amount": 100}));
+    let big = "x".repeat(MAX_ITEM_BYTES);
+
+    let outcome = layer(&h)
+        .run(request(&h, "alice", &k, &fp), |_| async {
+            Ok::<_, std::convert::Infallible>(big)
+        })
+        .await;
+
+    match outcome {
+        Err(RunError::Store(
+            error @ StoreError::ItemTooLarge {
+                size_bytes,
+                limit_bytes,
+                ..
+            },
+        )) => {
+            assert!(size_bytes > limit_bytes);
+            assert!(error.to_string().contains("item limit"), "{error}");
+        }
+        other => panic!("expected ItemTooLarge, got {other:?}"),
+    }
+    assert_eq!(
+        h.raw(&record_key).await,
+        None,
+        "the key is released, not left leased"
+    );
+
+    // Just under the limit is stored and replayed intact.
+    let k = key("big-but-fits");
+    let fits = "y".repeat(MAX_ITEM_BYTES - 2_048);
+    let calls = AtomicU32::new(0);
+    let first = run_counted(&h, "alice", &k, &fp, json!(fits), &calls).await;
+    let replay = run_counted(&h, "alice", &k, &fp, json!("other"), &calls).await;
+    assert_eq!(first, Outcome::Fresh(json!(fits)));
+    assert_eq!(replay, Outcome::Replayed(json!(fits)));
+}
+
+/// Runs every case in turn, each on a fresh harness from `harness`.
+pub async fn run_store_conformance<H, F, Fut>(harness: F)
+where
+    H: StoreHarness,
+    F: Fn() -> Fut,
+    Fut: Future<Output = H>,
+{
+    new_claim_is_in_progress_with_lease_and_expiry(harness().await).await;
+    duplicate_while_leased_is_in_progress_and_writes_nothing(harness().await).await;
+    duplicate_after_complete_replays_the_stored_result(harness().await).await;
+    other_fingerprint_is_a_mismatch_and_changes_nothing(harness().await).await;
+    expired_record_still_present_is_claimable(harness().await).await;
+    lapsed_lease_is_taken_over_keeping_the_attempt_identity(harness().await).await;
+    takeover_changes_only_the_lease(harness().await).await;
+    stale_lease_token_cannot_complete_or_release(harness().await).await;
+    same_key_under_two_users_is_two_records(harness().await).await;
+    failed_work_releases_the_key(harness().await).await;
+    transaction_conflicts_are_retried_then_answered_in_progress(harness().await).await;
+    result_over_the_item_limit_is_refused_clearly(harness().await).await;
+}
+
+/// One `#[tokio::test]` per conformance case, in a module `$name`, each on a fresh harness
+/// from `$harness` (an expression, which may `.await`).
+#[macro_export]
+macro_rules! store_conformance_suite {
+    ($name:ident, $harness:expr) => {
+        $crate::store_conformance_suite!(@cases $name, $harness,
+            new_claim_is_in_progress_with_lease_and_expiry,
+            duplicate_while_leased_is_in_progress_and_writes_nothing,
+            duplicate_after_complete_replays_the_stored_result,
+            other_fingerprint_is_a_mismatch_and_changes_nothing,
+            expired_record_still_present_is_claimable,
+            lapsed_lease_is_taken_over_keeping_the_attempt_identity,
+            takeover_changes_only_the_lease,
+            stale_lease_token_cannot_complete_or_release,
+            same_key_under_two_users_is_two_records,
+            failed_work_releases_the_key,
+            transaction_conflicts_are_retried_then_answered_in_progress,
+            result_over_the_item_limit_is_refused_clearly
+        );
+    };
+    (@cases $name:ident, $harness:expr, $($case:ident),* $(,)?) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    $crate::testkit::$case($harness).await;
+                }
+            )*
+        }
+    };
+}
