@@ -4,3 +4,4 @@
 mod budget;
 mod concurrency;
 mod conformance;
+mod layer;
