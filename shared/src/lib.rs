@@ -1,14 +1,19 @@
-//! payonce: exactly-once payments on AWS Lambda.
+#![deny(missing_docs)]
+//! payonce: exactly-once payments on AWS Lambda, and the idempotency layer they are built on.
 //!
-//! - [`idempotency`]: the payment-agnostic idempotency layer any Rust Lambda can wrap its work with.
+//! - [`idempotency`]: the payment-agnostic idempotency layer any Rust Lambda can wrap its work
+//!   with: [`Idempotency::run`](idempotency::Idempotency::run), the `lambda_http` layer
+//!   (`IdempotencyLayer`, feature `http`) and the event wrapper (`IdempotentEvents`, feature
+//!   `runtime`). The guide `docs/guide.md` adds it to a function in five minutes.
 //! - [`adapters`]: DynamoDB and embedded implementations of the ports.
 //! - [`clock`]: time as a port, so tests cross leases and expiries without sleeping.
-//! - [`secrets`]: the PSP API and webhook secrets, re-read after a TTL so a rotation needs no
-//!   restart.
-//! - [`logging`]: the functions' flat JSON logs (request id, trace id, cold start), third-party
-//!   crates capped at INFO, tokens never written.
-//! - [`metrics`]: business metrics in CloudWatch Embedded Metric Format, one JSON line each.
 //! - [`xray`]: an X-Ray subsegment for each DynamoDB and PSP call.
+//! - `secrets` (feature `psp`): the PSP API and webhook secrets, re-read after a TTL so a
+//!   rotation needs no restart.
+//! - `logging` (feature `runtime`): the functions' flat JSON logs (request id, trace id, cold
+//!   start), third-party crates capped at INFO, tokens never written.
+//! - `metrics` (feature `payments`): business metrics in CloudWatch Embedded Metric Format.
+//! - `domain`, `ports`, `service`, `http`, `config` (feature `payments`): the payment product.
 //!
 //! # Cargo features
 //!

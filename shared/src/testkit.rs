@@ -112,6 +112,7 @@ async fn run_counted<H: StoreHarness>(
         .expect("run succeeds")
 }
 
+/// Case: A first claim stores an in-progress record with its lease, attempt id and expiry.
 pub async fn new_claim_is_in_progress_with_lease_and_expiry<H: StoreHarness>(h: H) {
     // GIVEN an empty store
     let k = key("new-claim-1");
@@ -171,6 +172,7 @@ pub async fn new_claim_is_in_progress_with_lease_and_expiry<H: StoreHarness>(h: 
     assert_eq!(stored.attempt_id, attempt.attempt_id);
 }
 
+/// Case: A duplicate while the lease is live is answered in progress and changes nothing stored.
 pub async fn duplicate_while_leased_is_in_progress_and_writes_nothing<H: StoreHarness>(h: H) {
     // GIVEN a key claimed by an invocation that is still working
     let k = key("dup-leased");
@@ -216,6 +218,7 @@ pub async fn duplicate_while_leased_is_in_progress_and_writes_nothing<H: StoreHa
     assert_eq!(h.raw(&record_key).await.unwrap(), before);
 }
 
+/// Case: A duplicate after completion replays the stored result without running the work.
 pub async fn duplicate_after_complete_replays_the_stored_result<H: StoreHarness>(h: H) {
     let k = key("dup-done");
     let fp = fingerprint(json!({"amount": 100}));
@@ -238,6 +241,7 @@ pub async fn duplicate_after_complete_replays_the_stored_result<H: StoreHarness>
     assert_eq!(calls.load(Ordering::SeqCst), 1, "the work ran once");
 }
 
+/// Case: The same key with another fingerprint is a mismatch, even in progress, and changes nothing.
 pub async fn other_fingerprint_is_a_mismatch_and_changes_nothing<H: StoreHarness>(h: H) {
     let k = key("mismatch");
     let record_key = RecordKey::new(SCOPE, "alice", &k);
@@ -274,6 +278,7 @@ pub async fn other_fingerprint_is_a_mismatch_and_changes_nothing<H: StoreHarness
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
 
+/// Case: A record past its expiry that the TTL has not deleted yet reads as absent and can be claimed.
 pub async fn expired_record_still_present_is_claimable<H: StoreHarness>(h: H) {
     // GIVEN a completed record whose retention has passed but which TTL has not deleted yet
     let k = key("expired");
@@ -300,6 +305,7 @@ pub async fn expired_record_still_present_is_claimable<H: StoreHarness>(h: H) {
     assert_eq!(h.store().get(&record_key).await.unwrap(), Some(new));
 }
 
+/// Case: A lapsed lease is taken over, keeping the attempt id and creation time.
 pub async fn lapsed_lease_is_taken_over_keeping_the_attempt_identity<H: StoreHarness>(h: H) {
     // GIVEN an invocation that claimed the key and died before completing
     let k = key("takeover");
@@ -333,6 +339,7 @@ pub async fn lapsed_lease_is_taken_over_keeping_the_attempt_identity<H: StoreHar
     assert!(matches!(done.state, RecordState::Completed { .. }));
 }
 
+/// Case: A takeover replaces the lease and nothing else; a second takeover from the same seen token loses.
 pub async fn takeover_changes_only_the_lease<H: StoreHarness>(h: H) {
     let k = key("takeover-port");
     let record_key = RecordKey::new(SCOPE, "alice", &k);
@@ -397,6 +404,7 @@ pub async fn takeover_changes_only_the_lease<H: StoreHarness>(h: H) {
     assert_eq!(h.raw(&absent).await, None);
 }
 
+/// Case: A superseded lease token can neither complete nor release the record.
 pub async fn stale_lease_token_cannot_complete_or_release<H: StoreHarness>(h: H) {
     // GIVEN a zombie whose lease lapsed and was taken over
     let k = key("fencing");
@@ -460,6 +468,7 @@ pub async fn stale_lease_token_cannot_complete_or_release<H: StoreHarness>(h: H)
     assert_eq!(h.raw(&record_key).await.unwrap(), done);
 }
 
+/// Case: The same key under two users is two independent records.
 pub async fn same_key_under_two_users_is_two_records<H: StoreHarness>(h: H) {
     let k = key("shared-key");
     let fp = fingerprint(json!({"amount": 100}));
@@ -488,6 +497,7 @@ pub async fn same_key_under_two_users_is_two_records<H: StoreHarness>(h: H) {
     );
 }
 
+/// Case: Failed work releases the record, so the same key can be retried.
 pub async fn failed_work_releases_the_key<H: StoreHarness>(h: H) {
     let k = key("work-fails");
     let record_key = RecordKey::new(SCOPE, "alice", &k);
@@ -511,6 +521,7 @@ pub async fn failed_work_releases_the_key<H: StoreHarness>(h: H) {
     );
 }
 
+/// Case: Store conflicts are retried with backoff, then answered in progress.
 pub async fn transaction_conflicts_are_retried_then_answered_in_progress<H: StoreHarness>(h: H) {
     let fp = fingerprint(json!({"amount": 100}));
     let calls = AtomicU32::new(0);
@@ -539,6 +550,7 @@ pub async fn transaction_conflicts_are_retried_then_answered_in_progress<H: Stor
     assert_eq!(h.raw(&RecordKey::new(SCOPE, "alice", &k)).await, None);
 }
 
+/// Case: A result over the item size limit is refused clearly and frees the key; one just under it is stored.
 pub async fn result_over_the_item_limit_is_refused_clearly<H: StoreHarness>(h: H) {
     let k = key("too-big");
     let record_key = RecordKey::new(SCOPE, "alice", &k);

@@ -5,7 +5,7 @@
 //! (`Root=1-…;Parent=…;Sampled=1`, set by the runtime before each invocation); the daemon
 //! listens on UDP at `AWS_XRAY_DAEMON_ADDRESS`. Each call we make becomes one subsegment of
 //! that segment: `DynamoDB` (namespace `aws`, with its operation and request id, from an SDK
-//! interceptor, see [`XRayInterceptor`]) or the PSP's host (namespace `remote`, with the method,
+//! interceptor, see `XRayInterceptor`, feature `dynamodb`) or the PSP's host (namespace `remote`, with the method,
 //! the URL without its query and the status). Sending is one UDP datagram after the call ends,
 //! never awaited and never failing the call; nothing is sent when the invocation is not sampled
 //! or the daemon is not configured (tests, the sandbox).

@@ -240,7 +240,7 @@ pub struct Settled<'a> {
 pub struct Checked {
     /// Broken invariants.
     pub violations: Vec<String>,
-    /// Payments left `processing` for an operator, by design (see [`left_to_operator`]).
+    /// Payments left `processing` for an operator, by design (see the `left_to_operator` check).
     pub left_to_operator: BTreeSet<String>,
 }
 

@@ -486,7 +486,7 @@ impl PaymentStack {
             .expect("read the record")
     }
 
-    /// Starts a [`WebhookSink`] and points the fake PSP's webhooks at it.
+    /// Starts a [`WebhookSink`](crate::webhook_sink::WebhookSink) and points the fake PSP's webhooks at it.
     pub async fn webhook_sink(&self) -> crate::webhook_sink::WebhookSink {
         let sink = crate::webhook_sink::WebhookSink::start().await;
         self.psp.set_webhook_url(Some(sink.url()));

@@ -21,7 +21,7 @@
 //! A function refuses to start when its secret is missing or unreadable, a field its PSP needs is
 //! missing or blank, or a webhook secret is empty (anyone can compute an HMAC under an empty key)
 //! or unusable; the error names the secret and the field, never a value. Secrets are re-read
-//! after `SECRETS_TTL_SECONDS` (default 300; see [`crate::secrets`]), so a rotation takes effect
+//! after `SECRETS_TTL_SECONDS` (default 300; see the `secrets` module), so a rotation takes effect
 //! without recycling instances.
 
 use std::time::Duration;
@@ -192,7 +192,6 @@ impl PspKind {
     }
 }
 
-/// Stripe's API base URL.
 #[cfg(feature = "psp")]
 mod psp;
 #[cfg(feature = "psp")]

@@ -12,6 +12,7 @@ use crate::service::webhooks::Providers;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Stripe's API base URL.
 pub const STRIPE_API_BASE: &str = "https://api.stripe.com";
 
 /// How the configured PSP is reached: read once at start-up by [`PspSettings::from_env`].

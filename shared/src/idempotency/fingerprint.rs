@@ -15,7 +15,17 @@ use std::fmt;
 pub struct Fingerprint(String);
 
 impl Fingerprint {
-    /// Fingerprint of raw JSON bytes, as received on the wire.
+    /// Fingerprint of raw JSON bytes, as received on the wire: key order and whitespace do not
+    /// count, values do.
+    ///
+    /// ```
+    /// use payonce::idempotency::Fingerprint;
+    /// let a = Fingerprint::of_json(br#"{"amount": 100, "currency": "usd"}"#).unwrap();
+    /// let b = Fingerprint::of_json(br#"{"currency":"usd","amount":100}"#).unwrap();
+    /// let c = Fingerprint::of_json(br#"{"currency":"usd","amount":101}"#).unwrap();
+    /// assert_eq!(a, b);
+    /// assert_ne!(a, c);
+    /// ```
     pub fn of_json(raw: &[u8]) -> Result<Self, serde_json::Error> {
         let value: Value = serde_json::from_slice(raw)?;
         Ok(Self::of_value(&value))

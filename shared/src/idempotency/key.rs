@@ -34,7 +34,15 @@ pub enum InvalidKey {
 }
 
 impl IdempotencyKey {
-    /// Validates `raw` as an idempotency key.
+    /// Validates `raw` as an idempotency key: 1 to 255 printable ASCII characters.
+    ///
+    /// ```
+    /// use payonce::idempotency::IdempotencyKey;
+    /// assert!(IdempotencyKey::parse("6f1c0d9e-3b5a-4f0e-9d61-2b7c8a1e4f55").is_ok());
+    /// assert!(IdempotencyKey::parse("").is_err());
+    /// assert!(IdempotencyKey::parse("has space").is_err());
+    /// assert!(IdempotencyKey::parse(&"k".repeat(256)).is_err());
+    /// ```
     pub fn parse(raw: &str) -> Result<Self, InvalidKey> {
         if raw.is_empty() {
             return Err(InvalidKey::Empty);

@@ -217,6 +217,36 @@ impl<S: IdempotencyStore> Idempotency<S> {
     /// Store requests: a first run costs two (claim, complete); a duplicate costs one (the
     /// claim, which returns the existing record). If `work` fails the record is released
     /// (fenced by the lease) and the error returned, so the client may retry with the same key.
+    ///
+    /// ```
+    /// use payonce::adapters::memory::MemoryIdempotencyStore;
+    /// use payonce::idempotency::{Fingerprint, Idempotency, IdempotencyConfig, IdempotencyKey, Outcome, RunRequest};
+    /// use std::convert::Infallible;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let idempotency = Idempotency::new(MemoryIdempotencyStore::default(), IdempotencyConfig::default());
+    /// let key = IdempotencyKey::parse("6f1c0d9e-3b5a-4f0e-9d61-2b7c8a1e4f55").unwrap();
+    /// let request = || RunRequest {
+    ///     scope: "things.create",
+    ///     user: "alice",
+    ///     key: &key,
+    ///     fingerprint: Fingerprint::of_json(br#"{"name": "lamp"}"#).unwrap(),
+    ///     deadline_ms: idempotency.store().now_ms() + 10_000,
+    /// };
+    /// # use payonce::idempotency::IdempotencyStore;
+    /// let first = idempotency
+    ///     .run(request(), |attempt| async move { Ok::<_, Infallible>(format!("thing_{}", attempt.attempt_id)) })
+    ///     .await
+    ///     .unwrap();
+    /// let again = idempotency
+    ///     .run(request(), |_| async { unreachable!("a duplicate never runs the work") as Result<String, Infallible> })
+    ///     .await
+    ///     .unwrap();
+    /// let (Outcome::Fresh(created), Outcome::Replayed(replayed)) = (first, again) else { panic!() };
+    /// assert_eq!(created, replayed);
+    /// # }
+    /// ```
     pub async fn run<T, E, F, Fut>(
         &self,
         request: RunRequest<'_>,

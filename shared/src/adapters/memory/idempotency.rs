@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// that has not run yet, and read as absent.
 ///
 /// Clones share the same records; so does a
-/// [`MemoryPaymentStore`](super::MemoryPaymentStore) built on it, as the DynamoDB adapters
+/// `MemoryPaymentStore` built on it (feature `payments`), as the DynamoDB adapters
 /// share the idempotency table.
 #[derive(Debug, Clone)]
 pub struct MemoryIdempotencyStore {
