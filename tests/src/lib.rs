@@ -11,7 +11,7 @@ pub mod webhook_sink;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use payonce::adapters::dynamodb::{
-    create_idempotency_table, DynamoIdempotencyStore, RequestCounter,
+    create_idempotency_table_with, DynamoIdempotencyStore, IdempotencyAttributes, RequestCounter,
 };
 use payonce::adapters::faults::Faults;
 use payonce::adapters::memory::MemoryIdempotencyStore;
@@ -97,17 +97,40 @@ pub struct DynamoHarness {
 
 /// A DynamoDB store on a new table.
 pub async fn dynamo_harness() -> DynamoHarness {
+    dynamo_harness_with(IdempotencyAttributes::default()).await
+}
+
+/// A DynamoDB store on a new table laid out as Powertools for AWS Lambda's idempotency utility
+/// lays out its own (`id`, `expiration`, `in_progress_expiration`, `status`, `data`,
+/// `validation`).
+pub async fn dynamo_harness_powertools_layout() -> DynamoHarness {
+    dynamo_harness_with(IdempotencyAttributes {
+        key: "id".into(),
+        expiry: "expiration".into(),
+        in_progress_expiry: "in_progress_expiration".into(),
+        status: "status".into(),
+        data: "data".into(),
+        validation: "validation".into(),
+    })
+    .await
+}
+
+/// A DynamoDB store on a new table whose attributes are named `names`.
+pub async fn dynamo_harness_with(names: IdempotencyAttributes) -> DynamoHarness {
     let counter = RequestCounter::new();
     let client = dynamodb_client(&counter);
     let table = unique_table("idem");
-    create_idempotency_table(&client, &table)
+    create_idempotency_table_with(&client, &table, &names)
         .await
         .expect("create the idempotency table in DynamoDB Local");
     counter.reset();
     let clock = ManualClock::at_system_time();
     DynamoHarness {
-        inspector: DynamoIdempotencyStore::new(dynamodb_client(&RequestCounter::new()), &table),
-        store: DynamoIdempotencyStore::new(client, table).with_clock(clock.clone()),
+        inspector: DynamoIdempotencyStore::new(dynamodb_client(&RequestCounter::new()), &table)
+            .with_attributes(names.clone()),
+        store: DynamoIdempotencyStore::new(client, table)
+            .with_attributes(names)
+            .with_clock(clock.clone()),
         clock,
         counter,
     }

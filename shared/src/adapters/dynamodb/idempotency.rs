@@ -21,6 +21,8 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
+use std::borrow::Cow;
+use std::sync::Arc;
 
 /// The variable [`DynamoIdempotencyStore::from_env`] reads the table name from.
 pub const TABLE_VARIABLE: &str = "IDEMPOTENCY_TABLE";
@@ -35,11 +37,72 @@ pub(crate) const LEASE_UNTIL_MS: &str = "lease_until_ms";
 pub(crate) const RESULT: &str = "result";
 pub(crate) const EXPIRES_AT: &str = "expires_at";
 
-/// [`IdempotencyStore`] on a DynamoDB table whose partition key is the string `pk`.
+/// The names of a record's attributes in the idempotency table, for a table laid out for
+/// another tool (Powertools for AWS Lambda calls them `key_attr`, `expiry_attr`,
+/// `in_progress_expiry_attr`, `status_attr`, `data_attr` and `validation_key_attr`). The
+/// attempt id, creation time and lease token keep their names. The payment functions, whose
+/// transactions write records beside orders and payments, use the defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyAttributes {
+    /// The string partition key (default `pk`).
+    pub key: Cow<'static, str>,
+    /// The TTL attribute, epoch seconds (default `expires_at`).
+    pub expiry: Cow<'static, str>,
+    /// The lease's end, epoch milliseconds (default `lease_until_ms`).
+    pub in_progress_expiry: Cow<'static, str>,
+    /// `INPROGRESS` or `COMPLETED` (default `status`).
+    pub status: Cow<'static, str>,
+    /// The stored result (default `result`).
+    pub data: Cow<'static, str>,
+    /// The request's fingerprint (default `fingerprint`).
+    pub validation: Cow<'static, str>,
+}
+
+/// payonce's own layout.
+const DEFAULT_ATTRIBUTES: IdempotencyAttributes = IdempotencyAttributes {
+    key: Cow::Borrowed(PK),
+    expiry: Cow::Borrowed(EXPIRES_AT),
+    in_progress_expiry: Cow::Borrowed(LEASE_UNTIL_MS),
+    status: Cow::Borrowed(STATUS),
+    data: Cow::Borrowed(RESULT),
+    validation: Cow::Borrowed(FINGERPRINT),
+};
+
+impl Default for IdempotencyAttributes {
+    fn default() -> Self {
+        DEFAULT_ATTRIBUTES
+    }
+}
+
+impl IdempotencyAttributes {
+    /// The defaults, each replaced by its variable when set: `IDEMPOTENCY_KEY_ATTR`,
+    /// `IDEMPOTENCY_EXPIRY_ATTR`, `IDEMPOTENCY_IN_PROGRESS_EXPIRY_ATTR`,
+    /// `IDEMPOTENCY_STATUS_ATTR`, `IDEMPOTENCY_DATA_ATTR`, `IDEMPOTENCY_VALIDATION_ATTR`.
+    pub fn from_env() -> Self {
+        let read = |name: &'static str, default: Cow<'static, str>| {
+            crate::config::optional(name).map_or(default, Cow::Owned)
+        };
+        Self {
+            key: read("IDEMPOTENCY_KEY_ATTR", DEFAULT_ATTRIBUTES.key),
+            expiry: read("IDEMPOTENCY_EXPIRY_ATTR", DEFAULT_ATTRIBUTES.expiry),
+            in_progress_expiry: read(
+                "IDEMPOTENCY_IN_PROGRESS_EXPIRY_ATTR",
+                DEFAULT_ATTRIBUTES.in_progress_expiry,
+            ),
+            status: read("IDEMPOTENCY_STATUS_ATTR", DEFAULT_ATTRIBUTES.status),
+            data: read("IDEMPOTENCY_DATA_ATTR", DEFAULT_ATTRIBUTES.data),
+            validation: read("IDEMPOTENCY_VALIDATION_ATTR", DEFAULT_ATTRIBUTES.validation),
+        }
+    }
+}
+
+/// [`IdempotencyStore`] on a DynamoDB table with a string partition key (`pk`, or the one
+/// [`IdempotencyAttributes`] names).
 #[derive(Debug, Clone)]
 pub struct DynamoIdempotencyStore {
     client: Client,
     table: String,
+    names: Arc<IdempotencyAttributes>,
     clock: SharedClock,
     faults: Faults,
 }
@@ -50,14 +113,28 @@ impl DynamoIdempotencyStore {
         Self {
             client,
             table: table.into(),
+            names: Arc::new(IdempotencyAttributes::default()),
             clock: system_clock(),
             faults: Faults::none(),
         }
     }
 
-    /// The store on the table named in `IDEMPOTENCY_TABLE`.
+    /// The store on the table named in `IDEMPOTENCY_TABLE`, with the attribute names of
+    /// [`IdempotencyAttributes::from_env`].
     pub fn from_env(client: Client) -> Result<Self, crate::config::ConfigError> {
-        Ok(Self::new(client, crate::config::required(TABLE_VARIABLE)?))
+        Ok(Self::new(client, crate::config::required(TABLE_VARIABLE)?)
+            .with_attributes(IdempotencyAttributes::from_env()))
+    }
+
+    /// The same store on a table whose attributes are named `names`.
+    pub fn with_attributes(mut self, names: IdempotencyAttributes) -> Self {
+        self.names = Arc::new(names);
+        self
+    }
+
+    /// The attribute names.
+    pub fn attributes(&self) -> &IdempotencyAttributes {
+        &self.names
     }
 
     /// The same store reading time from `clock` (tests move a manual clock).
@@ -86,12 +163,15 @@ impl DynamoIdempotencyStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .key(PK, s(key.as_str()))
+            .key(&*self.names.key, s(key.as_str()))
             .consistent_read(true)
             .send()
             .await
             .map_err(|error| backend("get", key.as_str(), error))?;
-        output.item().map(record_from_item).transpose()
+        output
+            .item()
+            .map(|item| read_record(item, &self.names))
+            .transpose()
     }
 
     fn check_faults(&self, key: &RecordKey) -> Result<(), StoreError> {
@@ -104,33 +184,41 @@ impl DynamoIdempotencyStore {
     }
 }
 
-/// Reads an item back into a record.
+/// Reads an item of payonce's layout back into a record.
 pub(crate) fn record_from_item(item: &Item) -> Result<IdempotencyRecord, StoreError> {
-    let key = string(item, PK).unwrap_or_default();
+    read_record(item, &DEFAULT_ATTRIBUTES)
+}
+
+/// Reads an item back into a record, its attributes named `names`.
+fn read_record(
+    item: &Item,
+    names: &IdempotencyAttributes,
+) -> Result<IdempotencyRecord, StoreError> {
+    let key = string(item, &names.key).unwrap_or_default();
     let corrupt = |reason: String| StoreError::Corrupt {
         key: key.clone(),
         reason,
     };
-    let status = string(item, STATUS).map_err(corrupt)?;
+    let status = string(item, &names.status).map_err(corrupt)?;
     let state = match RecordStatus::parse(&status) {
         Some(RecordStatus::InProgress) => RecordState::InProgress {
             lease: Lease {
                 token: LeaseToken::from_stored(string(item, LEASE_TOKEN).map_err(corrupt)?),
-                until_ms: number(item, LEASE_UNTIL_MS).map_err(corrupt)?,
+                until_ms: number(item, &names.in_progress_expiry).map_err(corrupt)?,
             },
         },
         Some(RecordStatus::Completed) => RecordState::Completed {
-            result: string(item, RESULT).map_err(corrupt)?,
+            result: string(item, &names.data).map_err(corrupt)?,
         },
         None => return Err(corrupt(format!("unknown status {status}"))),
     };
     Ok(IdempotencyRecord {
         key: RecordKey::from_stored(key.clone()),
         state,
-        fingerprint: Fingerprint::from_stored(string(item, FINGERPRINT).map_err(corrupt)?),
+        fingerprint: Fingerprint::from_stored(string(item, &names.validation).map_err(corrupt)?),
         attempt_id: string(item, ATTEMPT_ID).map_err(corrupt)?,
         created_at_ms: number(item, CREATED_AT_MS).map_err(corrupt)?,
-        expires_at_s: number(item, EXPIRES_AT).map_err(corrupt)?,
+        expires_at_s: number(item, &names.expiry).map_err(corrupt)?,
     })
 }
 
@@ -148,10 +236,10 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(item_from_record(&record)))
+            .set_item(Some(write_record(&record, &self.names)))
             .condition_expression("attribute_not_exists(#pk) OR #expires_at < :now_s")
-            .expression_attribute_names("#pk", PK)
-            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_names("#pk", &*self.names.key)
+            .expression_attribute_names("#expires_at", &*self.names.expiry)
             .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
@@ -166,7 +254,7 @@ impl IdempotencyStore for DynamoIdempotencyStore {
                 }
                 });
                 match existing {
-                    Some(item) => Ok(ClaimOutcome::Existing(record_from_item(item)?)),
+                    Some(item) => Ok(ClaimOutcome::Existing(read_record(item, &self.names)?)),
                     None => Err(StoreError::Corrupt {
                         key: claim.key.to_string(),
                         reason: "the claim's condition failed but no existing item was returned"
@@ -189,12 +277,12 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .key(PK, s(key.as_str()))
+            .key(&*self.names.key, s(key.as_str()))
             .update_expression("SET #lease_token = :new_token, #lease_until_ms = :until_ms")
             .condition_expression("#lease_token = :seen_token AND #status = :in_progress")
             .expression_attribute_names("#lease_token", LEASE_TOKEN)
-            .expression_attribute_names("#lease_until_ms", LEASE_UNTIL_MS)
-            .expression_attribute_names("#status", STATUS)
+            .expression_attribute_names("#lease_until_ms", &*self.names.in_progress_expiry)
+            .expression_attribute_names("#status", &*self.names.status)
             .expression_attribute_values(":new_token", s(lease.token.as_str()))
             .expression_attribute_values(":until_ms", n(lease.until_ms))
             .expression_attribute_values(":seen_token", s(seen.as_str()))
@@ -205,7 +293,7 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             .await;
         match sent {
             Ok(output) => match output.attributes() {
-                Some(item) => Ok(TakeoverOutcome::TakenOver(record_from_item(item)?)),
+                Some(item) => Ok(TakeoverOutcome::TakenOver(read_record(item, &self.names)?)),
                 None => Err(StoreError::Corrupt {
                     key: key.to_string(),
                     reason: "the takeover returned no attributes".into(),
@@ -219,7 +307,9 @@ impl IdempotencyStore for DynamoIdempotencyStore {
                 }
                 });
                 Ok(TakeoverOutcome::Lost(
-                    current.map(record_from_item).transpose()?,
+                    current
+                        .map(|item| read_record(item, &self.names))
+                        .transpose()?,
                 ))
             }
             Err(error) => Err(backend("take_over", key.as_str(), error)),
@@ -239,14 +329,14 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .key(PK, s(key.as_str()))
+            .key(&*self.names.key, s(key.as_str()))
             .update_expression("SET #status = :completed, #result = :result, #expires_at = :expires_at REMOVE #lease_token, #lease_until_ms")
             .condition_expression("#lease_token = :mine")
-            .expression_attribute_names("#status", STATUS)
-            .expression_attribute_names("#result", RESULT)
-            .expression_attribute_names("#expires_at", EXPIRES_AT)
+            .expression_attribute_names("#status", &*self.names.status)
+            .expression_attribute_names("#result", &*self.names.data)
+            .expression_attribute_names("#expires_at", &*self.names.expiry)
             .expression_attribute_names("#lease_token", LEASE_TOKEN)
-            .expression_attribute_names("#lease_until_ms", LEASE_UNTIL_MS)
+            .expression_attribute_names("#lease_until_ms", &*self.names.in_progress_expiry)
             .expression_attribute_values(":completed", s(RecordStatus::Completed.as_str()))
             .expression_attribute_values(":result", s(result))
             .expression_attribute_values(":expires_at", n(expires_at_s))
@@ -268,7 +358,7 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             .client
             .delete_item()
             .table_name(&self.table)
-            .key(PK, s(key.as_str()))
+            .key(&*self.names.key, s(key.as_str()))
             .condition_expression("#lease_token = :mine")
             .expression_attribute_names("#lease_token", LEASE_TOKEN)
             .expression_attribute_values(":mine", s(lease.as_str()))
@@ -299,22 +389,27 @@ fn existing_item<'a, E, R>(
     error.as_service_error().and_then(item)
 }
 
-/// Writes a record as an item.
+/// Writes a record as an item of payonce's layout.
 pub(crate) fn item_from_record(record: &IdempotencyRecord) -> Item {
+    write_record(record, &DEFAULT_ATTRIBUTES)
+}
+
+/// Writes a record as an item, its attributes named `names`.
+fn write_record(record: &IdempotencyRecord, names: &IdempotencyAttributes) -> Item {
     let mut item = Item::with_capacity(8);
-    item.insert(PK.into(), s(record.key.as_str()));
-    item.insert(STATUS.into(), s(record.status().as_str()));
-    item.insert(FINGERPRINT.into(), s(record.fingerprint.as_str()));
+    item.insert(names.key.to_string(), s(record.key.as_str()));
+    item.insert(names.status.to_string(), s(record.status().as_str()));
+    item.insert(names.validation.to_string(), s(record.fingerprint.as_str()));
     item.insert(ATTEMPT_ID.into(), s(&record.attempt_id));
     item.insert(CREATED_AT_MS.into(), n(record.created_at_ms));
-    item.insert(EXPIRES_AT.into(), n(record.expires_at_s));
+    item.insert(names.expiry.to_string(), n(record.expires_at_s));
     match &record.state {
         RecordState::InProgress { lease } => {
             item.insert(LEASE_TOKEN.into(), s(lease.token.as_str()));
-            item.insert(LEASE_UNTIL_MS.into(), n(lease.until_ms));
+            item.insert(names.in_progress_expiry.to_string(), n(lease.until_ms));
         }
         RecordState::Completed { result } => {
-            item.insert(RESULT.into(), s(result));
+            item.insert(names.data.to_string(), s(result));
         }
     }
     item

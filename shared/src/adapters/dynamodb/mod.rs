@@ -10,12 +10,14 @@ mod refunds;
 mod tables;
 
 pub use counting::RequestCounter;
-pub use idempotency::DynamoIdempotencyStore;
+pub use idempotency::{DynamoIdempotencyStore, IdempotencyAttributes};
 #[cfg(feature = "payments")]
 pub use payments::{DynamoPaymentStore, Tables, INFLIGHT_INDEX, INFLIGHT_PARTITION};
 #[cfg(feature = "payments")]
 pub use tables::create_payments_table;
-pub use tables::{create_idempotency_table, IDEMPOTENCY_TTL_ATTRIBUTE};
+pub use tables::{
+    create_idempotency_table, create_idempotency_table_with, IDEMPOTENCY_TTL_ATTRIBUTE,
+};
 
 use crate::idempotency::StoreError;
 use crate::xray::{XRay, XRayInterceptor};

@@ -1,6 +1,7 @@
 //! Table creation for tests, the sandbox and first-run set-up (SAM creates them in AWS).
 //! Both tables have the string partition key `pk` and on-demand billing.
 
+use super::IdempotencyAttributes;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
     ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
@@ -18,7 +19,17 @@ pub async fn create_idempotency_table(
     client: &Client,
     table: &str,
 ) -> Result<(), aws_sdk_dynamodb::Error> {
-    if !create_table(client, table, false).await? {
+    create_idempotency_table_with(client, table, &IdempotencyAttributes::default()).await
+}
+
+/// Creates an idempotency table whose attributes are named `names` (partition key, TTL) if it
+/// does not exist yet.
+pub async fn create_idempotency_table_with(
+    client: &Client,
+    table: &str,
+    names: &IdempotencyAttributes,
+) -> Result<(), aws_sdk_dynamodb::Error> {
+    if !create_table(client, table, &names.key, false).await? {
         return Ok(());
     }
     client
@@ -27,7 +38,7 @@ pub async fn create_idempotency_table(
         .time_to_live_specification(
             TimeToLiveSpecification::builder()
                 .enabled(true)
-                .attribute_name(IDEMPOTENCY_TTL_ATTRIBUTE)
+                .attribute_name(names.expiry.as_ref())
                 .build()?,
         )
         .send()
@@ -42,7 +53,7 @@ pub async fn create_payments_table(
     client: &Client,
     table: &str,
 ) -> Result<(), aws_sdk_dynamodb::Error> {
-    create_table(client, table, true).await.map(|_| ())
+    create_table(client, table, "pk", true).await.map(|_| ())
 }
 
 fn key(
@@ -69,14 +80,15 @@ fn attribute(
 async fn create_table(
     client: &Client,
     table: &str,
+    partition_key: &str,
     inflight_index: bool,
 ) -> Result<bool, aws_sdk_dynamodb::Error> {
     let mut request = client
         .create_table()
         .table_name(table)
         .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(attribute("pk", ScalarAttributeType::S)?)
-        .key_schema(key("pk", KeyType::Hash)?);
+        .attribute_definitions(attribute(partition_key, ScalarAttributeType::S)?)
+        .key_schema(key(partition_key, KeyType::Hash)?);
     if inflight_index {
         request = request
             .attribute_definitions(attribute("inflight", ScalarAttributeType::S)?)
