@@ -408,6 +408,105 @@ async fn time_runs<S: IdempotencyStore>(
     (percentiles(first), percentiles(replay))
 }
 
+/// The floor under the wrapper: the same DynamoDB requests made directly with the SDK, no layer
+/// around them — a conditional PutItem of the same in-progress item and the completing,
+/// token-conditioned UpdateItem for a first call; the refused PutItem returning the stored item
+/// (its result parsed) for a replay.
+async fn time_floor(client: &aws_sdk_dynamodb::Client, table: &str, n: usize) -> (Value, Value) {
+    use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+    let s = |v: &str| AttributeValue::S(v.to_owned());
+    let num = |v: i64| AttributeValue::N(v.to_string());
+    let fp = Fingerprint::of_value(
+        &json!({"order_id": "o1", "order_version": 1, "payment_method": "pm_card_visa"}),
+    );
+    let keys: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                "bench.floor#alice#floor-{i}-{}",
+                uuid::Uuid::new_v4().simple()
+            )
+        })
+        .collect();
+    let now_ms = || {
+        i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap()
+    };
+    let claim = |key: &str| {
+        let now = now_ms();
+        client
+            .put_item()
+            .table_name(table)
+            .item("pk", s(key))
+            .item("status", s("INPROGRESS"))
+            .item("fingerprint", s(fp.as_str()))
+            .item("attempt_id", s(&uuid::Uuid::new_v4().to_string()))
+            .item("created_at_ms", num(now))
+            .item("lease_token", s("token"))
+            .item("lease_until_ms", num(now + 15_000))
+            .item("expires_at", num(now / 1000 + 86_400))
+            .condition_expression("attribute_not_exists(#pk) OR #expires_at < :now_s")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_names("#expires_at", "expires_at")
+            .expression_attribute_values(":now_s", num(now / 1000))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+    };
+    let first_call = |key: String| async move {
+        claim(&key).await.expect("claim");
+        client
+            .update_item()
+            .table_name(table)
+            .key("pk", s(&key))
+            .update_expression(
+                "SET #status = :done, #result = :result REMOVE #lease_token, #lease_until_ms",
+            )
+            .condition_expression("#lease_token = :token")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#result", "result")
+            .expression_attribute_names("#lease_token", "lease_token")
+            .expression_attribute_names("#lease_until_ms", "lease_until_ms")
+            .expression_attribute_values(":done", s("COMPLETED"))
+            .expression_attribute_values(":result", s(r#"{"ok":true}"#))
+            .expression_attribute_values(":token", s("token"))
+            .send()
+            .await
+            .expect("complete");
+    };
+    let replay_call = |key: String| async move {
+        let refused = claim(&key).await.expect_err("a replay's claim is refused");
+        let item = refused
+            .as_service_error()
+            .and_then(|e| match e {
+                aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c) => c.item(),
+                _ => None,
+            })
+            .expect("the stored item");
+        let result: Value =
+            serde_json::from_str(item["result"].as_s().expect("result")).expect("json");
+        assert_eq!(result, json!({"ok": true}));
+    };
+    for key in keys.iter().take(n / 10) {
+        first_call(key.clone()).await;
+    }
+    let (mut first, mut replay) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for key in keys.iter().skip(n / 10) {
+        let started = Instant::now();
+        first_call(key.clone()).await;
+        first.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    for key in keys.iter().skip(n / 10) {
+        let started = Instant::now();
+        replay_call(key.clone()).await;
+        replay.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    (percentiles(first), percentiles(replay))
+}
+
 /// Latency of the generic wrapper around a no-op, first call and replay.
 pub async fn latency(n: usize) -> Value {
     let meter = CapacityMeter::default();
@@ -429,14 +528,18 @@ pub async fn latency(n: usize) -> Value {
             .build(),
     );
     let dynamo = Idempotency::new(
-        DynamoIdempotencyStore::new(timed, &table),
+        DynamoIdempotencyStore::new(timed.clone(), &table),
         IdempotencyConfig::default(),
     );
+    // Alternating halves, so drift in the emulator touches both sides alike.
     let (first, replay) = time_runs(&dynamo, n, "lat").await;
+    let (floor_first, floor_replay) = time_floor(&timed, &table, n).await;
     let embedded = Idempotency::new(
         MemoryIdempotencyStore::default(),
         IdempotencyConfig::default(),
     );
     let (embedded_first, embedded_replay) = time_runs(&embedded, n.max(1000), "emb").await;
-    json!({"dynamodb_local": {"first": first, "replay": replay}, "embedded": {"first": embedded_first, "replay": embedded_replay}})
+    json!({"dynamodb_local": {"first": first, "replay": replay},
+           "floor": {"first": floor_first, "replay": floor_replay},
+           "embedded": {"first": embedded_first, "replay": embedded_replay}})
 }
