@@ -195,15 +195,15 @@ async fn the_same_key_with_another_request_is_422_and_runs_nothing() {
 async fn a_request_while_the_first_still_runs_is_409_with_retry_after() {
     let setup = setup().await;
     // The example's handler, held until the test lets it go.
-    let release = Arc::new(Notify::new());
-    let (client, table, gate) = (
-        setup.client.clone(),
-        setup.things_table.clone(),
-        Arc::clone(&release),
-    );
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let (client, table) = (setup.client.clone(), setup.things_table.clone());
+    let (running, gate) = (Arc::clone(&started), Arc::clone(&release));
     let handler = service_fn(move |request| {
-        let (client, table, gate) = (client.clone(), table.clone(), Arc::clone(&gate));
+        let (client, table) = (client.clone(), table.clone());
+        let (running, gate) = (Arc::clone(&running), Arc::clone(&gate));
         async move {
+            // Only the request that claimed the key gets here.
+            running.notify_one();
             gate.notified().await;
             create_thing(&client, &table, request).await
         }
@@ -212,10 +212,8 @@ async fn a_request_while_the_first_still_runs_is_409_with_retry_after() {
     let mut second = function.clone();
 
     let concurrent = async {
-        // Wait until the first has claimed the key, then send the same request again.
-        while setup.counter.total() == 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        // Wait until the first holds the key (its handler runs), then send it again.
+        started.notified().await;
         let busy = call(&mut second, create("key-3", "lamp")).await;
         release.notify_one();
         busy
