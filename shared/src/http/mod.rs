@@ -12,4 +12,7 @@ pub use request::{
     authenticated_user, deadline_ms, has_scope, idempotency_key, json_response, parse_json_body,
     request_id, with_request_id, MAX_BODY_BYTES,
 };
-pub use routing::{is_id, Route, MAX_ID_LEN};
+pub use routing::{
+    is_id, match_route, not_this_function, operation_of, Access, ApiRoute, Operation, RouteMatch,
+    Server, MAX_ID_LEN, ROUTES,
+};
