@@ -934,18 +934,35 @@ async fn problem_types_resolve_to_their_pages_and_the_document_is_served() {
         assert_eq!(page.status(), 200, "{}", kind.uri());
         assert_eq!(page.text().await.unwrap(), kind.page());
     }
-    // AND an unknown slug, or another method, is API Gateway's 404
+    // AND an unknown slug, or a method no route has, is API Gateway's own 404, as in AWS (not
+    // the function's 405: API Gateway never passes such a request on)
     assert_eq!(
         get("/problems/no-such-problem").await.unwrap().status(),
         404
     );
-    let posted = sandbox
-        .http
-        .post(format!("{}/openapi.json", sandbox.api))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(posted.status(), 404);
+    for (method, path) in [
+        ("POST", "/openapi.json"),
+        ("DELETE", "/orders"),
+        ("PUT", "/payments/pay_1"),
+    ] {
+        let answer = sandbox
+            .http
+            .request(method.parse().unwrap(), format!("{}{path}", sandbox.api))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 404, "{method} {path}");
+        assert!(
+            answer.headers().contains_key("apigw-requestid"),
+            "{method} {path}"
+        );
+        assert_eq!(
+            answer.json::<Value>().await.unwrap(),
+            json!({"message": "Not Found"}),
+            "{method} {path}"
+        );
+    }
     sandbox.stop();
 }
 
