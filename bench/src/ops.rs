@@ -158,7 +158,13 @@ async fn pay(stack: &Stack, order: &Order, key: &str, pm: &str) -> PayAnswer {
     let key = IdempotencyKey::parse(key).expect("key");
     stack
         .charge
-        .pay("bench", &key, &request, stack.clock.now_ms() + 25_000)
+        .pay(
+            "bench",
+            &key,
+            &request,
+            stack.clock.now_ms() + 25_000,
+            "bench-request",
+        )
         .await
         .expect("pay")
 }
@@ -247,7 +253,7 @@ pub async fn requests() -> Value {
         async move {
             assert!(matches!(
                 pay(s, order, &format!("charge-{i}"), "pm_card_visa").await,
-                PayAnswer::Replayed(_)
+                PayAnswer::Replayed { .. }
             ));
         }
     })
@@ -301,7 +307,7 @@ pub async fn requests() -> Value {
     let charged: Vec<String> = {
         let mut ids = Vec::new();
         for (i, o) in orders.iter().enumerate() {
-            if let PayAnswer::Replayed(view) =
+            if let PayAnswer::Replayed { view, .. } =
                 pay(&s, o, &format!("charge-{i}"), "pm_card_visa").await
             {
                 ids.push(view.payment_id);
@@ -336,7 +342,7 @@ pub async fn requests() -> Value {
                 reason: None,
             };
             refunds
-                .refund("staff", &key, &command, deadline())
+                .refund("staff", &key, &command, deadline(), "bench-request")
                 .await
                 .expect("refunded")
         }
@@ -348,7 +354,7 @@ pub async fn requests() -> Value {
     .await;
     let refund_replay = per_op(&s.meter, |i| {
         let refund = &refund;
-        async move { assert!(matches!(refund(i).await, RefundAnswer::Replayed(_))) }
+        async move { assert!(matches!(refund(i).await, RefundAnswer::Replayed { .. })) }
     })
     .await;
 

@@ -122,7 +122,10 @@ pub fn insufficient_scope(scope: &str, request_id: &str) -> axum::response::Resp
         ProblemType::InsufficientScope,
         format!("this route needs a token with the {scope} scope"),
     );
-    let mut out = http_response(with_request_id(problem.into_response(), request_id));
+    let mut out = http_response(with_request_id(
+        problem.into_response(request_id),
+        request_id,
+    ));
     if let Ok(id) = axum::http::HeaderValue::from_str(request_id) {
         out.headers_mut().insert("apigw-requestid", id);
     }

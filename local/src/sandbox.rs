@@ -8,6 +8,7 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use payonce::adapters::psp::ConfiguredPsp;
 use payonce::clock::{Clock, SystemClock};
+use payonce::http::{match_route, Access, Operation, ProblemType, RouteMatch, Server};
 use payonce::idempotency::IdempotencyStore;
 use payonce::ports::{
     ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend, RefundStore,
@@ -17,7 +18,7 @@ use payonce::service::reconcile::Reconciler;
 use payonce::service::webhooks::{
     QueuedEvent, WebhookProcessor, WebhookReceiver, PROVIDER_ATTRIBUTE,
 };
-use payonce::service::{ChargeService, OrderService, RefundService, REFUND_OAUTH_SCOPE};
+use payonce::service::{ChargeService, OrderService, RefundService};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -136,23 +137,63 @@ where
     }
 }
 
-/// The sandbox's own endpoints: `/_sandbox/health`, `/_sandbox/config` (the PSP, the fake PSP's
-/// URL and test tokens, the same on every PSP, for the demo page) and `/_sandbox/token?user=<id>` (a development token — only
-/// the sandbox hands out tokens; in AWS they come from your identity provider).
+/// The sandbox's own routes ([`Server::Sandbox`] in the route table): the demo checkout page
+/// and the key manager it loads; the API's documentation — `/openapi.json` (the committed
+/// document) and `/problems/{slug}` (what each problem `type` means), so the relative `type`
+/// URIs of problems resolve; and its development endpoints: `/_sandbox/health`,
+/// `/_sandbox/config` (the PSP, the fake PSP's URL and test tokens, the same on every PSP, for
+/// the demo page) and `/_sandbox/token?user=<id>` (a development token — only the sandbox hands
+/// out tokens; in AWS they come from your identity provider). All are read-only and public.
 fn sandbox_endpoint<S, I, Q>(
     sandbox: &Sandbox<S, I, Q>,
+    operation: Operation,
+    param: Option<&str>,
     parts: &axum::http::request::Parts,
+    request_id: &str,
 ) -> Response {
-    match parts.uri.path() {
-        "/_sandbox/health" => axum::Json(serde_json::json!({"status": "ok"})).into_response(),
-        "/_sandbox/config" => axum::Json(serde_json::json!({
+    match operation {
+        Operation::GetCheckoutPage | Operation::GetCheckoutIndex => (
+            [
+                ("content-type", "text/html; charset=utf-8"),
+                ("content-security-policy", sandbox.page_csp.as_str()),
+                ("x-content-type-options", "nosniff"),
+            ],
+            sandbox.page,
+        )
+            .into_response(),
+        Operation::GetKeyManager => (
+            [("content-type", "text/javascript; charset=utf-8")],
+            crate::KEY_MANAGER_SCRIPT,
+        )
+            .into_response(),
+        Operation::GetOpenApi => (
+            [("content-type", "application/json")],
+            crate::OPENAPI_DOCUMENT,
+        )
+            .into_response(),
+        Operation::GetProblem => match param.and_then(ProblemType::from_slug) {
+            Some(kind) => (
+                [
+                    ("content-type", "text/html; charset=utf-8"),
+                    ("content-security-policy", "default-src 'none'"),
+                    ("x-content-type-options", "nosniff"),
+                ],
+                kind.page(),
+            )
+                .into_response(),
+            None => gateway_answer(404, "Not Found", request_id),
+        },
+        Operation::GetSandboxHealth => {
+            axum::Json(serde_json::json!({"status": "ok"})).into_response()
+        }
+        Operation::GetSandboxConfig => axum::Json(serde_json::json!({
             "psp": sandbox.psp_name,
             "psp_url": sandbox.psp_url,
             "payment_methods": ["pm_card_visa", "pm_card_mastercard", "pm_card_visa_chargeDeclined",
                 "pm_card_chargeDeclinedInsufficientFunds", "pm_fake_lost_response", "pm_fake_slow"],
         }))
         .into_response(),
-        "/_sandbox/token" => {
+        Operation::GetSandboxToken => {
             let user = parts
                 .uri
                 .query()
@@ -167,43 +208,40 @@ fn sandbox_endpoint<S, I, Q>(
             let token = jwt::sign(&sandbox.jwt_secret, user, SystemClock.now_s(), 3600, &[]);
             axum::Json(serde_json::json!({"user": user, "token": token})).into_response()
         }
-        _ => gateway_answer(404, "Not Found", "sandbox"),
+        // An API route: a function answers it, never the sandbox itself.
+        _ => gateway_answer(404, "Not Found", request_id),
     }
 }
 
-/// Which function a request belongs to, and whether API Gateway's JWT authorizer guards it.
-enum Target {
+/// The function behind an API route, as the template wires them.
+#[derive(Clone, Copy)]
+enum Function {
     Orders,
     Charge,
-    /// `POST /payments/{payment_id}/refunds`: the JWT authorizer with
-    /// `AuthorizationScopes: [payments:refund]`.
     Refund,
-    /// Another method on the refunds path: no route of the API matches it.
-    NoRoute,
     Webhooks,
-    Page,
-    Script,
-    Sandbox,
-    Unknown,
 }
 
-fn target(method: &axum::http::Method, path: &str) -> Target {
-    let segments: Vec<&str> = path.split('/').skip(1).collect();
-    if let ["payments", _, "refunds"] = segments.as_slice() {
-        return if method == axum::http::Method::POST {
-            Target::Refund
-        } else {
-            Target::NoRoute
-        };
+impl Function {
+    fn of(operation: Operation) -> Option<Self> {
+        match operation {
+            Operation::CreateOrder | Operation::GetOrder | Operation::ReviseOrder => {
+                Some(Self::Orders)
+            }
+            Operation::CreatePayment | Operation::GetPayment => Some(Self::Charge),
+            Operation::CreateRefund => Some(Self::Refund),
+            Operation::ReceiveWebhook => Some(Self::Webhooks),
+            _ => None,
+        }
     }
-    match segments.first().copied().unwrap_or("") {
-        "orders" => Target::Orders,
-        "payments" => Target::Charge,
-        "webhooks" => Target::Webhooks,
-        "" | "index.html" => Target::Page,
-        "payonce-keys.js" => Target::Script,
-        "_sandbox" => Target::Sandbox,
-        _ => Target::Unknown,
+
+    /// Its timeout (as in the template), which sets the invocation's deadline.
+    fn timeout_ms(self) -> i64 {
+        match self {
+            Self::Charge => CHARGE_TIMEOUT_MS,
+            Self::Refund => REFUND_TIMEOUT_MS,
+            Self::Orders | Self::Webhooks => API_TIMEOUT_MS,
+        }
     }
 }
 
@@ -253,9 +291,20 @@ where
     Q: QueueSend + QueueReceive + Clone + 'static,
 {
     let now = SystemClock;
-    let kind = target(&parts.method, parts.uri.path());
-    let claims = match kind {
-        Target::Orders | Target::Charge | Target::Refund => {
+    // Routed as API Gateway routes, by the one route table; what no route matches is
+    // API Gateway's own 404.
+    let (route, param) = match match_route(parts.method.as_str(), parts.uri.path()) {
+        RouteMatch::Found { route, param } => (route, param),
+        RouteMatch::OtherMethods { .. } | RouteMatch::None => {
+            return gateway_answer(404, "Not Found", request_id)
+        }
+    };
+    let function = match (route.server, Function::of(route.operation)) {
+        (Server::Api, Some(function)) => function,
+        _ => return sandbox_endpoint(sandbox, route.operation, param, parts, request_id),
+    };
+    let claims = match route.access {
+        Access::Bearer | Access::BearerWithScope(_) => {
             let token = parts
                 .headers
                 .get("authorization")
@@ -266,40 +315,16 @@ where
                 _ => return gateway_answer(401, "Unauthorized", request_id),
             };
             // The route's AuthorizationScopes: API Gateway refuses a token without them.
-            if matches!(kind, Target::Refund)
-                && !jwt::scopes(&claims).iter().any(|s| s == REFUND_OAUTH_SCOPE)
-            {
-                return insufficient_scope(REFUND_OAUTH_SCOPE, request_id);
+            if let Access::BearerWithScope(scope) = route.access {
+                if !jwt::scopes(&claims).iter().any(|s| s == scope) {
+                    return insufficient_scope(scope, request_id);
+                }
             }
             Some(claims)
         }
-        Target::Page => {
-            return (
-                [
-                    ("content-type", "text/html; charset=utf-8"),
-                    ("content-security-policy", sandbox.page_csp.as_str()),
-                    ("x-content-type-options", "nosniff"),
-                ],
-                sandbox.page,
-            )
-                .into_response();
-        }
-        Target::Script => {
-            return (
-                [("content-type", "text/javascript; charset=utf-8")],
-                crate::KEY_MANAGER_SCRIPT,
-            )
-                .into_response();
-        }
-        Target::Sandbox => return sandbox_endpoint(sandbox, parts),
-        Target::Unknown | Target::NoRoute => return gateway_answer(404, "Not Found", request_id),
-        Target::Webhooks => None,
+        Access::Signed | Access::Public => None,
     };
-    let timeout_ms = match kind {
-        Target::Charge => CHARGE_TIMEOUT_MS,
-        Target::Refund => REFUND_TIMEOUT_MS,
-        _ => API_TIMEOUT_MS,
-    };
+    let timeout_ms = function.timeout_ms();
     let event = match lambda_request(
         parts,
         &body,
@@ -314,11 +339,11 @@ where
         }
     };
     let handled = async {
-        match kind {
-            Target::Orders => payonce_orders::handler::handle(&sandbox.orders, event).await,
-            Target::Charge => payonce_charge::handler::handle(&sandbox.charge, event).await,
-            Target::Refund => payonce_refund::handler::handle(&sandbox.refund, event).await,
-            _ => payonce_webhook::receiver::handle(&sandbox.receiver, event).await,
+        match function {
+            Function::Orders => payonce_orders::handler::handle(&sandbox.orders, event).await,
+            Function::Charge => payonce_charge::handler::handle(&sandbox.charge, event).await,
+            Function::Refund => payonce_refund::handler::handle(&sandbox.refund, event).await,
+            Function::Webhooks => payonce_webhook::receiver::handle(&sandbox.receiver, event).await,
         }
     };
     // Like Lambda, kill the invocation at its deadline (leases count on it); API Gateway then

@@ -886,6 +886,86 @@ async fn webhooks_for_another_provider_get_404() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn problem_types_resolve_to_their_pages_and_the_document_is_served() {
+    let sandbox = Sandbox::start(Psp::Stripe, &[], &[]);
+    let get = |path: &str| sandbox.http.get(format!("{}{path}", sandbox.api)).send();
+
+    // WHEN the document is fetched, with no token
+    let served = get("/openapi.json").await.unwrap();
+    // THEN it is the committed docs/openapi.json, byte for byte
+    assert_eq!(served.status(), 200);
+    assert_eq!(served.headers()["content-type"], "application/json");
+    let committed = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi.json"),
+    )
+    .unwrap();
+    assert_eq!(served.text().await.unwrap(), committed);
+
+    // WHEN the API answers a problem (a payment without its Idempotency-Key)
+    let token = sandbox.token("alice", 600);
+    let (status, problem, headers) = sandbox
+        .post(
+            "/payments",
+            &token,
+            None,
+            json!({"order_id": "ord_1", "order_version": 1, "payment_method": "pm_card_visa"}),
+        )
+        .await;
+    // THEN its instance is the request id, and its relative type resolves to a page saying
+    // what it means and what to do
+    assert_eq!(status, 400);
+    assert_eq!(
+        problem["instance"].as_str(),
+        headers["x-request-id"].to_str().ok()
+    );
+    let page = get(problem["type"].as_str().unwrap()).await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    let page = page.text().await.unwrap();
+    assert!(
+        page.contains("Idempotency-Key header required") && page.contains("What to do"),
+        "{page}"
+    );
+
+    // AND so does every problem type's, from the one table
+    for kind in payonce::http::ProblemType::ALL {
+        let page = get(&kind.uri()).await.unwrap();
+        assert_eq!(page.status(), 200, "{}", kind.uri());
+        assert_eq!(page.text().await.unwrap(), kind.page());
+    }
+    // AND an unknown slug, or a method no route has, is API Gateway's own 404, as in AWS (not
+    // the function's 405: API Gateway never passes such a request on)
+    assert_eq!(
+        get("/problems/no-such-problem").await.unwrap().status(),
+        404
+    );
+    for (method, path) in [
+        ("POST", "/openapi.json"),
+        ("DELETE", "/orders"),
+        ("PUT", "/payments/pay_1"),
+    ] {
+        let answer = sandbox
+            .http
+            .request(method.parse().unwrap(), format!("{}{path}", sandbox.api))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 404, "{method} {path}");
+        assert!(
+            answer.headers().contains_key("apigw-requestid"),
+            "{method} {path}"
+        );
+        assert_eq!(
+            answer.json::<Value>().await.unwrap(),
+            json!({"message": "Not Found"}),
+            "{method} {path}"
+        );
+    }
+    sandbox.stop();
+}
+
 fn uuid_suffix() -> String {
     format!(
         "{:x}",

@@ -91,6 +91,7 @@ fn claim_for<H: StoreHarness>(h: &H, record: &RecordKey, fp: &Fingerprint) -> Cl
         lease_token: LeaseToken::generate(),
         lease_until_ms: now_ms + INVOCATION_MS + MARGIN_MS,
         expires_at_s: now_ms.div_euclid(1000) + RETENTION_S,
+        request_id: Some("req-claimer".into()),
     }
 }
 

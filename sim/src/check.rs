@@ -169,6 +169,70 @@ pub struct Observed {
     /// 503 answers ("nothing was charged") given while the PSP already held a capture for the
     /// key's attempt: (user, key, payment id).
     pub false_unavailable: Vec<(String, String, String)>,
+    /// Per (operation, user, key): the id of every request sent with the key, in order.
+    pub request_ids: BTreeMap<(&'static str, String, String), Vec<String>>,
+    /// Per (operation, user, key): the `instance` of the key's first replayed problem.
+    pub replayed_instance: BTreeMap<(&'static str, String, String), String>,
+    /// Problems whose `instance` broke the rule (a fresh one names its own request, a replayed
+    /// one the key's original request, the same every time).
+    pub wrong_instances: Vec<String>,
+}
+
+impl Observed {
+    /// Notes that request `id` is about to be sent with `key` for `operation` (before it is
+    /// sent: an invocation that dies may still have claimed the key).
+    pub fn sending(&mut self, operation: &'static str, user: &str, key: &str, id: &str) {
+        self.request_ids
+            .entry((operation, user.to_owned(), key.to_owned()))
+            .or_default()
+            .push(id.to_owned());
+    }
+
+    /// Checks the `instance` of a problem answered to request `id` with `key`: this request's
+    /// id when fresh; when replayed, the id of another request sent with the key (one sent
+    /// at the same time may have claimed it first), the same for every replay of it.
+    pub fn check_instance(
+        &mut self,
+        operation: &'static str,
+        user: &str,
+        key: &str,
+        id: &str,
+        replayed: bool,
+        problem: &serde_json::Value,
+    ) {
+        let instance = problem["instance"].as_str().unwrap_or_default().to_owned();
+        let slot = (operation, user.to_owned(), key.to_owned());
+        let wrong = if !replayed {
+            (instance != id)
+                .then(|| format!("a fresh problem's instance {instance:?} is not its request {id}"))
+        } else {
+            let earlier = self
+                .request_ids
+                .get(&slot)
+                .is_some_and(|ids| ids.iter().any(|sent| sent != id && *sent == instance));
+            let first = self
+                .replayed_instance
+                .entry(slot)
+                .or_insert_with(|| instance.clone());
+            if !earlier {
+                Some(format!(
+                    "a replayed problem's instance {instance:?} is no other request with the key"
+                ))
+            } else if *first != instance {
+                Some(format!(
+                    "replayed problems name {first:?}, then {instance:?}"
+                ))
+            } else {
+                None
+            }
+        };
+        if let Some(wrong) = wrong {
+            self.wrong_instances.push(format!(
+                "invariant 4: {operation} key {user}/{key}: {wrong} ({})",
+                problem["type"]
+            ));
+        }
+    }
 }
 
 impl Observed {
@@ -502,6 +566,8 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
             }
         }
     }
+
+    violations.extend(observed.wrong_instances.iter().cloned());
 
     for (user, key, payment_id) in &observed.false_unavailable {
         violations.push(format!(

@@ -553,7 +553,16 @@ async fn refund(system: &System, staff: &str, key: &str, asked: &RefundAsked) ->
         None => serde_json::json!({}),
     };
     let path = format!("/payments/{}/refunds", asked.payment_id);
-    let event = api_event_at(&path, staff, key, &body.to_string(), &["payments:refund"]);
+    let id = payonce::ids::new_uuid().simple().to_string();
+    lock(&system.observed).sending("refund", staff, key, &id);
+    let event = api_event_at(
+        &path,
+        &id,
+        staff,
+        key,
+        &body.to_string(),
+        &["payments:refund"],
+    );
     let answered = tokio::time::timeout(
         CHARGE_TIMEOUT,
         payonce_refund::handler::handle(&system.refunds, event),
@@ -565,6 +574,7 @@ async fn refund(system: &System, staff: &str, key: &str, asked: &RefundAsked) ->
             let status = response.status().as_u16();
             let json: serde_json::Value =
                 serde_json::from_slice(response.body().as_ref()).unwrap_or_default();
+            check_instance(system, "refund", staff, key, &id, &response, &json);
             Refunded::classify(status, &json)
         }
     };
@@ -582,7 +592,9 @@ async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> An
         "order_version": request.order_version,
         "payment_method": request.payment_method,
     });
-    let event = api_event(user, key, &body.to_string());
+    let id = payonce::ids::new_uuid().simple().to_string();
+    lock(&system.observed).sending("pay", user, key, &id);
+    let event = api_event_at("/payments", &id, user, key, &body.to_string(), &[]);
     let answered = tokio::time::timeout(
         CHARGE_TIMEOUT,
         payonce_charge::handler::handle(&system.charge, event),
@@ -594,6 +606,7 @@ async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> An
             let status = response.status().as_u16();
             let json: serde_json::Value =
                 serde_json::from_slice(response.body().as_ref()).unwrap_or_default();
+            check_instance(system, "pay", user, key, &id, &response, &json);
             classify(status, &json)
         }
     };
@@ -650,21 +663,36 @@ fn classify(status: u16, json: &serde_json::Value) -> Answer {
     }
 }
 
-/// The API Gateway (HTTP API, payload 2.0) event of a POST /payments by `user`, with the claims
-/// the JWT authorizer would have put there.
-fn api_event(user: &str, key: &str, body: &str) -> lambda_http::Request {
-    api_event_at("/payments", user, key, body, &[])
+/// Holds a problem answer's `instance` to the rule (see [`Observed::check_instance`]).
+fn check_instance(
+    system: &System,
+    operation: &'static str,
+    user: &str,
+    key: &str,
+    id: &str,
+    response: &lambda_http::Response<lambda_http::Body>,
+    json: &serde_json::Value,
+) {
+    let is_problem = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v == "application/problem+json");
+    if is_problem {
+        let replayed = response.headers().contains_key("idempotent-replayed");
+        lock(&system.observed).check_instance(operation, user, key, id, replayed, json);
+    }
 }
 
-/// The event of a POST to `path` by `user` holding `scopes`.
+/// The API Gateway (HTTP API, payload 2.0) event of a POST to `path` by `user` holding
+/// `scopes`, with the claims the JWT authorizer would have put there, as request `request_id`.
 fn api_event_at(
     path: &str,
+    request_id: &str,
     user: &str,
     key: &str,
     body: &str,
     scopes: &[&str],
 ) -> lambda_http::Request {
-    let request_id = payonce::ids::new_uuid().simple().to_string();
     let scopes = (!scopes.is_empty()).then_some(scopes);
     let event = serde_json::json!({
         "version": "2.0",

@@ -2,6 +2,7 @@
 //! embedded adapters. Run through `scripts/test`, which starts the emulators.
 
 mod conformance;
+mod contract;
 mod idempotency;
 mod jobs;
 mod observability;

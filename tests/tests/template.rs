@@ -372,6 +372,56 @@ fn set(items: &[&str]) -> BTreeSet<String> {
 }
 
 #[test]
+fn the_template_routes_exactly_the_route_tables_api_routes_behind_their_access() {
+    use payonce::http::{Access, Operation, Server, ROUTES};
+    // GIVEN the template's routes and the route table the functions and the sandbox use
+    let t = template();
+    let routed = routes(&t);
+    let api: BTreeMap<(String, String), _> = ROUTES
+        .iter()
+        .filter(|r| r.server == Server::Api)
+        .map(|r| ((r.method.to_owned(), r.path.to_owned()), r))
+        .collect();
+    // THEN API Gateway routes exactly the table's API routes (the sandbox's own are not deployed)
+    assert_eq!(
+        routed.keys().collect::<Vec<_>>(),
+        api.keys().collect::<Vec<_>>(),
+        "template routes and payonce::http::ROUTES"
+    );
+    for (key, route) in &api {
+        let (function, auth) = &routed[key];
+        // AND each reaches the function that answers its operation
+        let binary = match route.operation {
+            Operation::CreateOrder | Operation::GetOrder | Operation::ReviseOrder => "orders",
+            Operation::CreatePayment | Operation::GetPayment => "charge",
+            Operation::CreateRefund => "refund",
+            Operation::ReceiveWebhook => "webhook-receiver",
+            other => panic!("{other:?} is the sandbox's"),
+        };
+        assert_eq!(
+            resources(&t)[function.as_str()]["Metadata"]["BuildProperties"]["Binary"],
+            binary,
+            "{key:?}"
+        );
+        // AND behind the access the table gives it
+        let default_jwt = auth["Authorizer"].is_null() || auth["Authorizer"] == "JwtAuthorizer";
+        match route.access {
+            Access::Bearer => assert!(
+                default_jwt && auth["AuthorizationScopes"].is_null(),
+                "{key:?}: {auth}"
+            ),
+            Access::BearerWithScope(scope) => assert!(
+                default_jwt && auth["AuthorizationScopes"] == serde_json::json!([scope]),
+                "{key:?}: {auth}"
+            ),
+            Access::Signed | Access::Public => {
+                assert_eq!(auth["Authorizer"], "NONE", "{key:?}")
+            }
+        }
+    }
+}
+
+#[test]
 fn only_a_token_with_the_refund_scope_reaches_the_refund_function() {
     // GIVEN the template's routes
     let t = template();

@@ -1,12 +1,12 @@
 //! API Gateway event → charge service → response. Every answer is JSON or problem+json and
 //! carries `x-request-id`.
 
-use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
 use payonce::domain::PspKind;
 use payonce::http::{
-    authenticated_user, deadline_ms, has_scope, idempotency_key, json_response, parse_json_body,
-    payment_response, request_id, with_request_id, Problem, ProblemType, Route,
+    authenticated_user, deadline_ms, has_scope, idempotency_key, json_response, not_this_function,
+    operation_of, parse_json_body, payment_response, request_id, with_request_id, Operation,
+    Problem, ProblemType,
 };
 use payonce::ports::{ChargeStore, Psp, RefundStore};
 use payonce::service::{ChargeError, ChargeService, PayAnswer, PayRequest, REFUND_OAUTH_SCOPE};
@@ -22,29 +22,15 @@ pub async fn handle<S: ChargeStore + RefundStore, P: Psp>(
     request: Request,
 ) -> Response<Body> {
     let id = request_id(&request);
-    let route = Route::of(&request);
-    let answer = if route.is(&["payments"]) {
-        match *route.method {
-            Method::POST => pay(service, &request).await,
-            _ => Err(Problem::new(
-                ProblemType::MethodNotAllowed,
-                "use POST /payments",
-            )),
-        }
-    } else if let Some(payment_id) = route.param_after(&["payments"]) {
-        match *route.method {
-            Method::GET => get(service, &request, payment_id).await,
-            _ => Err(Problem::new(
-                ProblemType::MethodNotAllowed,
-                "use GET /payments/{payment_id}",
-            )),
-        }
-    } else {
-        Err(Problem::new(ProblemType::RouteNotFound, "no such route"))
+    let answer = match operation_of(&request) {
+        Ok((Operation::CreatePayment, _)) => pay(service, &request, &id).await,
+        Ok((Operation::GetPayment, Some(payment_id))) => get(service, &request, payment_id).await,
+        Ok(_) => Err(not_this_function()),
+        Err(problem) => Err(problem),
     };
     let response = answer.unwrap_or_else(|problem| {
         tracing::info!(request_id = %id, problem = %problem.kind.uri(), "request refused");
-        problem.into_response()
+        problem.into_response(&id)
     });
     with_request_id(response, &id)
 }
@@ -101,6 +87,7 @@ fn looks_like_card_data(value: &str) -> bool {
 async fn pay<S: ChargeStore, P: Psp>(
     service: &ChargeService<S, P>,
     request: &Request,
+    id: &str,
 ) -> Result<Response<Body>, Problem> {
     let user = authenticated_user(request).ok_or_else(|| {
         Problem::new(
@@ -120,9 +107,15 @@ async fn pay<S: ChargeStore, P: Psp>(
     let deadline = deadline_ms(request, now_ms, FALLBACK_TIMEOUT_MS);
     tracing::debug!(deadline_ms = deadline, now_ms, "payment request");
     let retry_after = service.config().processing_retry_after;
-    match service.pay(&user, &key, &pay, deadline).await? {
-        PayAnswer::Fresh(view) => Ok(payment_response(&view, false, retry_after)),
-        PayAnswer::Replayed(view) => Ok(payment_response(&view, true, retry_after)),
+    match service.pay(&user, &key, &pay, deadline, id).await? {
+        PayAnswer::Fresh(view) => payment_response(&view, false, retry_after, id),
+        // A stored problem names the request that claimed the key.
+        PayAnswer::Replayed { view, request_id } => payment_response(
+            &view,
+            true,
+            retry_after,
+            request_id.as_deref().unwrap_or(id),
+        ),
         PayAnswer::PspUnavailable { retry_after } => Err(Problem::new(
             ProblemType::PspUnavailable,
             "the payment provider could not be reached; nothing was charged; retry with the same Idempotency-Key",
@@ -160,10 +153,10 @@ async fn get<S: ChargeStore + RefundStore, P: Psp>(
     } else {
         Vec::new()
     };
-    Ok(json_response(
+    json_response(
         lambda_http::http::StatusCode::OK,
         &payonce::domain::payment_details(&payment, &refunds),
-    ))
+    )
 }
 
 #[cfg(test)]

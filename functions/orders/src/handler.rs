@@ -1,11 +1,11 @@
 //! API Gateway event → order service → response.
 
-use lambda_http::http::{HeaderValue, Method, StatusCode};
+use lambda_http::http::{HeaderValue, StatusCode};
 use lambda_http::{Body, Request, Response};
 use payonce::domain::LineItem;
 use payonce::http::{
-    authenticated_user, deadline_ms, idempotency_key, json_response, parse_json_body, request_id,
-    with_request_id, Problem, ProblemType, Route,
+    authenticated_user, deadline_ms, idempotency_key, json_response, not_this_function,
+    operation_of, parse_json_body, request_id, with_request_id, Operation, Problem, ProblemType,
 };
 use payonce::idempotency::IdempotencyStore;
 use payonce::ports::OrderStore;
@@ -21,45 +21,31 @@ pub async fn handle<O: OrderStore, I: IdempotencyStore>(
     request: Request,
 ) -> Response<Body> {
     let id = request_id(&request);
-    let route = Route::of(&request);
-    let answer = match authenticated_user(&request) {
-        None if route.is(&["orders"]) || route.param_after(&["orders"]).is_some() => {
-            Err(Problem::new(
-                ProblemType::Unauthorized,
-                "a valid bearer token is required",
-            ))
-        }
-        user => {
-            let user = user.unwrap_or_default();
-            if route.is(&["orders"]) {
-                match *route.method {
-                    Method::POST => create(service, &user, &request).await,
-                    _ => Err(Problem::new(
-                        ProblemType::MethodNotAllowed,
-                        "use POST /orders",
-                    )),
-                }
-            } else if let Some(order_id) = route.param_after(&["orders"]) {
-                match *route.method {
-                    Method::GET => service
-                        .get(&user, order_id)
-                        .await
-                        .map(|v| json_response(StatusCode::OK, &v))
-                        .map_err(Problem::from),
-                    Method::PATCH => revise(service, &user, order_id, &request).await,
-                    _ => Err(Problem::new(
-                        ProblemType::MethodNotAllowed,
-                        "use GET or PATCH /orders/{order_id}",
-                    )),
-                }
-            } else {
-                Err(Problem::new(ProblemType::RouteNotFound, "no such route"))
+    let answer = match operation_of(&request) {
+        Ok((operation, order_id)) => match (operation, order_id, authenticated_user(&request)) {
+            (Operation::CreateOrder | Operation::GetOrder | Operation::ReviseOrder, _, None) => {
+                Err(Problem::new(
+                    ProblemType::Unauthorized,
+                    "a valid bearer token is required",
+                ))
             }
-        }
+            (Operation::CreateOrder, _, Some(user)) => create(service, &user, &request).await,
+            (Operation::GetOrder, Some(order_id), Some(user)) => {
+                match service.get(&user, order_id).await {
+                    Ok(view) => json_response(StatusCode::OK, &view),
+                    Err(error) => Err(Problem::from(error)),
+                }
+            }
+            (Operation::ReviseOrder, Some(order_id), Some(user)) => {
+                revise(service, &user, order_id, &request).await
+            }
+            _ => Err(not_this_function()),
+        },
+        Err(problem) => Err(problem),
     };
     let response = answer.unwrap_or_else(|problem| {
         tracing::info!(request_id = %id, problem = %problem.kind.uri(), "request refused");
-        problem.into_response()
+        problem.into_response(&id)
     });
     with_request_id(response, &id)
 }
@@ -93,9 +79,9 @@ async fn create<O: OrderStore, I: IdempotencyStore>(
         .create(user, key.as_ref(), &body.currency, body.items, deadline)
         .await?
     {
-        Created::Fresh(view) => Ok(json_response(StatusCode::CREATED, &view)),
+        Created::Fresh(view) => json_response(StatusCode::CREATED, &view),
         Created::Replayed(view) => {
-            let mut response = json_response(StatusCode::CREATED, &view);
+            let mut response = json_response(StatusCode::CREATED, &view)?;
             response
                 .headers_mut()
                 .insert("idempotent-replayed", HeaderValue::from_static("true"));
@@ -114,5 +100,5 @@ async fn revise<O: OrderStore, I: IdempotencyStore>(
     let view = service
         .revise(user, order_id, body.version, body.items)
         .await?;
-    Ok(json_response(StatusCode::OK, &view))
+    json_response(StatusCode::OK, &view)
 }

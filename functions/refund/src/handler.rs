@@ -1,12 +1,11 @@
 //! API Gateway event → refund service → response. Every answer is JSON or problem+json and
 //! carries `x-request-id`.
 
-use lambda_http::http::Method;
 use lambda_http::{Body, Request, Response};
 use payonce::domain::RefundReason;
 use payonce::http::{
-    authenticated_user, deadline_ms, has_scope, idempotency_key, parse_json_body, refund_response,
-    request_id, with_request_id, Problem, ProblemType, Route,
+    authenticated_user, deadline_ms, has_scope, idempotency_key, not_this_function, operation_of,
+    parse_json_body, refund_response, request_id, with_request_id, Operation, Problem, ProblemType,
 };
 use payonce::ports::{Psp, RefundStore};
 use payonce::service::{RefundAnswer, RefundCommand, RefundService, REFUND_OAUTH_SCOPE};
@@ -22,20 +21,16 @@ pub async fn handle<S: RefundStore, P: Psp>(
     request: Request,
 ) -> Response<Body> {
     let id = request_id(&request);
-    let route = Route::of(&request);
-    let answer = match route.param_between(&["payments"], &["refunds"]) {
-        Some(payment_id) if *route.method == Method::POST => {
-            refund(service, &request, payment_id).await
+    let answer = match operation_of(&request) {
+        Ok((Operation::CreateRefund, Some(payment_id))) => {
+            refund(service, &request, payment_id, &id).await
         }
-        Some(_) => Err(Problem::new(
-            ProblemType::MethodNotAllowed,
-            "use POST /payments/{payment_id}/refunds",
-        )),
-        None => Err(Problem::new(ProblemType::RouteNotFound, "no such route")),
+        Ok(_) => Err(not_this_function()),
+        Err(problem) => Err(problem),
     };
     let response = answer.unwrap_or_else(|problem| {
         tracing::info!(request_id = %id, problem = %problem.kind.uri(), "request refused");
-        problem.into_response()
+        problem.into_response(&id)
     });
     with_request_id(response, &id)
 }
@@ -78,6 +73,7 @@ async fn refund<S: RefundStore, P: Psp>(
     service: &RefundService<S, P>,
     request: &Request,
     payment_id: &str,
+    id: &str,
 ) -> Result<Response<Body>, Problem> {
     let user = authenticated_user(request).ok_or_else(|| {
         Problem::new(
@@ -106,9 +102,15 @@ async fn refund<S: RefundStore, P: Psp>(
     let now_ms = service.store().refund_now_ms();
     let deadline = deadline_ms(request, now_ms, FALLBACK_TIMEOUT_MS);
     let retry_after = service.config().pending_retry_after;
-    match service.refund(&user, &key, &command, deadline).await? {
-        RefundAnswer::Fresh(view) => Ok(refund_response(&view, false, retry_after)),
-        RefundAnswer::Replayed(view) => Ok(refund_response(&view, true, retry_after)),
+    match service.refund(&user, &key, &command, deadline, id).await? {
+        RefundAnswer::Fresh(view) => refund_response(&view, false, retry_after, id),
+        // A stored problem names the request that claimed the key.
+        RefundAnswer::Replayed { view, request_id } => refund_response(
+            &view,
+            true,
+            retry_after,
+            request_id.as_deref().unwrap_or(id),
+        ),
         RefundAnswer::PspUnavailable { retry_after } => Err(Problem::new(
             ProblemType::PspUnavailable,
             "the payment provider could not be reached; nothing was refunded; retry with the same Idempotency-Key",

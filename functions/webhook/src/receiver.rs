@@ -1,9 +1,12 @@
 //! POST /webhooks/{provider}: verify the raw body, enqueue it, answer 200 — or tell the PSP to
 //! retry (5xx) when the queue is unavailable, so nothing is lost.
 
-use lambda_http::http::{Method, StatusCode};
+use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
-use payonce::http::{json_response, request_id, with_request_id, Problem, ProblemType, Route};
+use payonce::http::{
+    json_response, not_this_function, operation_of, request_id, with_request_id, Operation,
+    Problem, ProblemType,
+};
 use payonce::ports::{QueueSend, SignatureError};
 use payonce::service::webhooks::{ReceiveError, WebhookReceiver};
 use std::time::Duration;
@@ -14,18 +17,16 @@ pub async fn handle<Q: QueueSend>(
     request: Request,
 ) -> Response<Body> {
     let id = request_id(&request);
-    let route = Route::of(&request);
-    let answer = match (route.param_after(&["webhooks"]), route.method) {
-        (Some(provider), &Method::POST) => receive(receiver, provider, &request).await,
-        (Some(_), _) => Err(Problem::new(
-            ProblemType::MethodNotAllowed,
-            "use POST /webhooks/{provider}",
-        )),
-        (None, _) => Err(Problem::new(ProblemType::RouteNotFound, "no such route")),
+    let answer = match operation_of(&request) {
+        Ok((Operation::ReceiveWebhook, Some(provider))) => {
+            receive(receiver, provider, &request).await
+        }
+        Ok(_) => Err(not_this_function()),
+        Err(problem) => Err(problem),
     };
     let response = answer.unwrap_or_else(|problem| {
         tracing::info!(request_id = %id, problem = %problem.kind.uri(), "webhook refused");
-        problem.into_response()
+        problem.into_response(&id)
     });
     with_request_id(response, &id)
 }
@@ -37,10 +38,7 @@ async fn receive<Q: QueueSend>(
 ) -> Result<Response<Body>, Problem> {
     let body: &[u8] = request.body().as_ref();
     match receiver.receive(provider, request.headers(), body).await {
-        Ok(_) => Ok(json_response(
-            StatusCode::OK,
-            &serde_json::json!({"received": true}),
-        )),
+        Ok(_) => json_response(StatusCode::OK, &serde_json::json!({"received": true})),
         Err(ReceiveError::UnknownProvider) => Err(Problem::new(
             ProblemType::NotFound,
             "unknown webhook provider",

@@ -79,16 +79,18 @@ impl From<RefundError> for Problem {
 }
 
 /// A refund as the API answers it: 201 succeeded, 202 pending (with `Retry-After`), 402
-/// `refund-failed` once the PSP failed it. `replayed` adds `Idempotent-Replayed: true`.
+/// `refund-failed` once the PSP failed it, whose `instance` is `instance` (the request id: this
+/// request's, or for a replay the original request's). `replayed` adds `Idempotent-Replayed: true`.
 pub fn refund_response(
     view: &RefundView,
     replayed: bool,
     pending_retry_after: Duration,
-) -> Response<Body> {
+    instance: &str,
+) -> Result<Response<Body>, Problem> {
     let mut response = match view.status {
-        RefundStatus::Succeeded => json_response(StatusCode::CREATED, view),
+        RefundStatus::Succeeded => json_response(StatusCode::CREATED, view)?,
         RefundStatus::Pending => {
-            let mut response = json_response(StatusCode::ACCEPTED, view);
+            let mut response = json_response(StatusCode::ACCEPTED, view)?;
             response.headers_mut().insert(
                 header::RETRY_AFTER,
                 HeaderValue::from(pending_retry_after.as_secs().max(1)),
@@ -105,14 +107,14 @@ pub fn refund_response(
             "failure_code",
             view.failure_code.clone().unwrap_or_default(),
         )
-        .into_response(),
+        .into_response(instance),
     };
     if replayed {
         response
             .headers_mut()
             .insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
-    response
+    Ok(response)
 }
 
 impl From<OrdersError> for Problem {
@@ -151,16 +153,18 @@ impl From<OrdersError> for Problem {
 }
 
 /// A payment as the API answers it: 201 succeeded, 202 processing (with `Retry-After`), 402
-/// with the failure's problem type. `replayed` adds `Idempotent-Replayed: true`.
+/// with the failure's problem type, whose `instance` is `instance` (the request id: this
+/// request's, or for a replay the original request's). `replayed` adds `Idempotent-Replayed: true`.
 pub fn payment_response(
     view: &PaymentView,
     replayed: bool,
     processing_retry_after: Duration,
-) -> Response<Body> {
+    instance: &str,
+) -> Result<Response<Body>, Problem> {
     let mut response = match (view.status, view.failure.as_ref().map(|f| f.kind)) {
-        (PaymentStatus::Succeeded, _) => json_response(StatusCode::CREATED, view),
+        (PaymentStatus::Succeeded, _) => json_response(StatusCode::CREATED, view)?,
         (PaymentStatus::Processing, _) => {
-            let mut response = json_response(StatusCode::ACCEPTED, view);
+            let mut response = json_response(StatusCode::ACCEPTED, view)?;
             response.headers_mut().insert(
                 header::RETRY_AFTER,
                 HeaderValue::from(processing_retry_after.as_secs().max(1)),
@@ -191,7 +195,7 @@ pub fn payment_response(
             };
             problem
                 .with("payment_id", view.payment_id.clone())
-                .into_response()
+                .into_response(instance)
         }
     };
     if replayed {
@@ -199,5 +203,5 @@ pub fn payment_response(
             .headers_mut()
             .insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
-    response
+    Ok(response)
 }

@@ -16,4 +16,7 @@ pub use request::{
     request_id, with_request_id, MAX_BODY_BYTES,
 };
 #[cfg(feature = "payments")]
-pub use routing::{is_id, Route, MAX_ID_LEN};
+pub use routing::{
+    is_id, match_route, not_this_function, operation_of, Access, ApiRoute, Operation, RouteMatch,
+    Server, MAX_ID_LEN, ROUTES,
+};

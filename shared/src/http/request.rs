@@ -46,11 +46,18 @@ pub fn has_scope(request: &Request, scope: &str) -> bool {
         .is_some_and(|jwt| jwt.scopes.iter().flatten().any(|s| s == scope))
 }
 
-/// API Gateway's request id, or a fresh one.
+/// The longest request id kept (API Gateway's are far shorter); a longer one is replaced.
+pub const MAX_REQUEST_ID_LEN: usize = 128;
+
+/// API Gateway's request id, or a fresh one when it has none (or one that could not be a
+/// header value of at most [`MAX_REQUEST_ID_LEN`] characters). It is the `x-request-id` header
+/// and every problem's `instance`.
 pub fn request_id(request: &Request) -> String {
     v2_context(request)
         .and_then(|c| c.request_id.clone())
-        .filter(|id| !id.is_empty())
+        .filter(|id| {
+            (1..=MAX_REQUEST_ID_LEN).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic())
+        })
         .unwrap_or_else(|| crate::ids::new_uuid().to_string())
 }
 
@@ -187,20 +194,19 @@ pub fn parse_json_body<T: DeserializeOwned>(request: &Request) -> Result<T, Prob
     Ok(parsed)
 }
 
-/// A JSON response with `status`.
-pub fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response<Body> {
-    match serde_json::to_string(value) {
-        Ok(text) => {
-            let mut response = Response::new(Body::from(text));
-            *response.status_mut() = status;
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            response
-        }
-        Err(error) => Problem::internal(&error).into_response(),
-    }
+/// A JSON response with `status` (a value that cannot be serialised is a 500).
+pub fn json_response<T: Serialize>(
+    status: StatusCode,
+    value: &T,
+) -> Result<Response<Body>, Problem> {
+    let text = serde_json::to_string(value).map_err(|error| Problem::internal(&error))?;
+    let mut response = Response::new(Body::from(text));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
 }
 
 /// Adds `x-request-id` (every response payonce produces carries one).

@@ -42,7 +42,9 @@
 use super::{
     Attempt, Fingerprint, Idempotency, IdempotencyStore, Outcome, RunError, RunRequest, StoreError,
 };
-use crate::http::{authenticated_user, deadline_ms, idempotency_key, Problem, ProblemType};
+use crate::http::{
+    authenticated_user, deadline_ms, idempotency_key, request_id, Problem, ProblemType,
+};
 use lambda_http::http::{HeaderName, HeaderValue};
 use lambda_http::tower::{Layer, Service};
 use lambda_http::{Body, Request, Response};
@@ -310,6 +312,8 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
         Svc::Error: Into<BoxError>,
     {
         let options = &self.options;
+        // Problems name the request they answer (`instance`): API Gateway's request id.
+        let instance = request_id(&request);
         let key = match idempotency_key(&request) {
             Ok(Some(key)) => key,
             Ok(None) if !options.raise_on_missing_key => {
@@ -320,15 +324,15 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
                     ProblemType::IdempotencyKeyMissing,
                     "send an Idempotency-Key header (a UUID the client keeps for its retries)",
                 )
-                .into_response())
+                .into_response(&instance))
             }
-            Err(problem) => return Ok(problem.into_response()),
+            Err(problem) => return Ok(problem.into_response(&instance)),
         };
         let Some(user) = (options.identity)(&request).filter(|u| !u.is_empty() && !u.contains('#'))
         else {
             return Ok(
                 Problem::new(ProblemType::Unauthorized, "the caller is not identified")
-                    .into_response(),
+                    .into_response(&instance),
             );
         };
         let fingerprint = (options.fingerprint)(&request);
@@ -400,6 +404,6 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
             }
             Err(error) => Problem::internal(&error),
         };
-        Ok(problem.into_response())
+        Ok(problem.into_response(&instance))
     }
 }

@@ -116,6 +116,9 @@ pub struct IdempotencyRecord {
     pub created_at_ms: i64,
     /// Epoch seconds after which the record reads as absent (the DynamoDB TTL attribute).
     pub expires_at_s: i64,
+    /// The id of the request that claimed the key (see [`super::Claim::request_id`]); never
+    /// rewritten, like the attempt. `None` when the claimer gave none.
+    pub request_id: Option<String>,
 }
 
 impl IdempotencyRecord {
@@ -144,6 +147,19 @@ impl IdempotencyRecord {
 /// Longest attempt identity a record may hold, in bytes.
 pub const MAX_ATTEMPT_ID_BYTES: usize = 255;
 
+/// Longest request id a record may hold, in bytes (longer ones are cut when claimed).
+pub const MAX_REQUEST_ID_BYTES: usize = 128;
+
+/// `id` as a record keeps it: at most [`MAX_REQUEST_ID_BYTES`] (cut at a character boundary),
+/// `None` when empty.
+pub fn stored_request_id(id: &str) -> Option<String> {
+    let mut end = id.len().min(MAX_REQUEST_ID_BYTES);
+    while !id.is_char_boundary(end) {
+        end -= 1;
+    }
+    (end > 0).then(|| id[..end].to_owned())
+}
+
 /// Refuses, before any write, a result that would make the completed record exceed
 /// [`MAX_ITEM_BYTES`]. Counts as DynamoDB does (attribute names plus values), taking the
 /// largest possible attempt id and number sizes, so what passes here always fits.
@@ -153,6 +169,7 @@ pub fn check_completed_size(key: &RecordKey, result: &str) -> Result<(), StoreEr
         ("status", RecordStatus::Completed.as_str().len()),
         ("fingerprint", 64),
         ("attempt_id", MAX_ATTEMPT_ID_BYTES),
+        ("request_id", MAX_REQUEST_ID_BYTES),
         ("result", result.len()),
     ];
     let numbers = ["created_at_ms", "expires_at"];

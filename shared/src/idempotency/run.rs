@@ -320,6 +320,8 @@ impl<S: IdempotencyStore> Idempotency<S> {
                 lease_token: lease.token.clone(),
                 lease_until_ms: lease.until_ms,
                 expires_at_s: (now_ms + duration_ms(self.config.retention)).div_euclid(1000),
+                // Runs store results, never problems: no replay needs the first request's id.
+                request_id: None,
             };
             let claimed = self
                 .with_conflict_retries(request.deadline_ms, || self.store.claim(&claim))

@@ -20,6 +20,9 @@ pub struct Claim {
     pub lease_until_ms: i64,
     /// When the record expires, epoch seconds.
     pub expires_at_s: i64,
+    /// The id of the request that claims the key (its `x-request-id`), when the caller has one:
+    /// a stored problem replayed later names it as its `instance`.
+    pub request_id: Option<String>,
 }
 
 impl Claim {
@@ -37,6 +40,7 @@ impl Claim {
             attempt_id: self.attempt_id.clone(),
             created_at_ms: now_ms,
             expires_at_s: self.expires_at_s,
+            request_id: self.request_id.clone(),
         }
     }
 }

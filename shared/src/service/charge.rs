@@ -16,8 +16,8 @@ use crate::domain::{
     Settlement, Transition,
 };
 use crate::idempotency::{
-    decide, Claim, Decision, Fingerprint, IdempotencyKey, IdempotencyRecord, Lease, LeaseToken,
-    RecordKey, RecordState, StoreError,
+    decide, stored_request_id, Claim, Decision, Fingerprint, IdempotencyKey, IdempotencyRecord,
+    Lease, LeaseToken, RecordKey, RecordState, StoreError,
 };
 use crate::mutations::Mutation;
 use crate::ports::{
@@ -102,7 +102,13 @@ pub enum PayAnswer {
     /// This request decided the outcome (the view's status says which).
     Fresh(PaymentView),
     /// A stored outcome, kept current by webhooks and reconcile.
-    Replayed(PaymentView),
+    Replayed {
+        /// The payment as it stands now.
+        view: PaymentView,
+        /// The id of the request that claimed the key, if it had one: a replayed problem's
+        /// `instance`.
+        request_id: Option<String>,
+    },
     /// The PSP could not be reached; the order is released, retry with the same key.
     PspUnavailable {
         /// When to retry.
@@ -245,14 +251,19 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
     }
 
     /// Pays `request.order_id` for `user` at most once per key, and at most one attempt per order.
+    /// `request_id` (the request's `x-request-id`) is kept with a new claim: a later replay of a
+    /// stored problem names it as its `instance`.
     pub async fn pay(
         &self,
         user: &str,
         key: &IdempotencyKey,
         request: &PayRequest,
         deadline_ms: i64,
+        request_id: &str,
     ) -> Result<PayAnswer, ChargeError> {
-        let answer = self.pay_once(user, key, request, deadline_ms).await;
+        let answer = self
+            .pay_once(user, key, request, deadline_ms, request_id)
+            .await;
         if let Some(metric) = pay_metric(&answer) {
             crate::metrics::count(metric);
         }
@@ -265,6 +276,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         key: &IdempotencyKey,
         request: &PayRequest,
         deadline_ms: i64,
+        request_id: &str,
     ) -> Result<PayAnswer, ChargeError> {
         let record_key = RecordKey::new(PAY_SCOPE, user, key);
         let fingerprint = Self::fingerprint(request);
@@ -279,7 +291,12 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             if let Some(existing) = record.take() {
                 match decide(&existing, &fingerprint, self.store.now_ms()) {
                     Decision::Mismatch => return Err(ChargeError::Mismatch),
-                    Decision::Replay => return Ok(PayAnswer::Replayed(stored_view(&existing)?)),
+                    Decision::Replay => {
+                        return Ok(PayAnswer::Replayed {
+                            view: stored_view(&existing)?,
+                            request_id: existing.request_id,
+                        })
+                    }
                     Decision::Wait { retry_after } => {
                         return Err(ChargeError::KeyInUse { retry_after })
                     }
@@ -331,8 +348,14 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     }
                 }
             }
-            let (payment, claim) =
-                self.new_attempt(&record_key, &fingerprint, order_now, request, deadline_ms);
+            let (payment, claim) = self.new_attempt(
+                &record_key,
+                &fingerprint,
+                order_now,
+                request,
+                deadline_ms,
+                request_id,
+            );
             match self.store.begin_attempt(&claim, order_now, &payment).await {
                 Ok(BeginOutcome::Begun) => {
                     let lease = Lease {
@@ -400,6 +423,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         order: &Order,
         request: &PayRequest,
         deadline_ms: i64,
+        request_id: &str,
     ) -> (Payment, Claim) {
         let now_ms = self.store.now_ms();
         let payment = Payment {
@@ -432,6 +456,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             lease_token: LeaseToken::generate(),
             lease_until_ms: deadline_ms + duration_ms(self.config.lease_margin),
             expires_at_s: self.expires_at_s(),
+            request_id: stored_request_id(request_id),
         };
         (payment, claim)
     }
@@ -465,9 +490,10 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 .finish_attempt(&payment, &Transition::Unchanged, seen, self.expires_at_s())
                 .await
             {
-                Ok(SettleOutcome::Settled(now)) => {
-                    Ok(Resumed::Answer(PayAnswer::Replayed(now.view())))
-                }
+                Ok(SettleOutcome::Settled(now)) => Ok(Resumed::Answer(PayAnswer::Replayed {
+                    view: now.view(),
+                    request_id: record.request_id.clone(),
+                })),
                 Ok(SettleOutcome::Moved | SettleOutcome::Duplicate)
                 | Err(StoreError::LeaseLost { .. }) => Ok(Resumed::Again(None)),
                 Err(error) => Err(error.into()),
@@ -682,7 +708,7 @@ fn pay_metric(answer: &Result<PayAnswer, ChargeError>) -> Option<&'static str> {
             PaymentStatus::Failed => PAYMENT_DECLINED,
             PaymentStatus::Processing => PAYMENT_PENDING,
         },
-        Ok(PayAnswer::Replayed(_)) => PAYMENT_REPLAYED,
+        Ok(PayAnswer::Replayed { .. }) => PAYMENT_REPLAYED,
         Ok(PayAnswer::PspUnavailable { .. }) => PAYMENT_PSP_UNAVAILABLE,
         Err(ChargeError::KeyInUse { .. }) => PAYMENT_IN_USE,
         Err(ChargeError::TooManyAttempts { .. }) => PAYMENT_TOO_MANY_ATTEMPTS,

@@ -15,8 +15,8 @@ use crate::domain::{
     RefundStatus, RefundTransition, RefundView,
 };
 use crate::idempotency::{
-    decide, Claim, Decision, Fingerprint, IdempotencyKey, IdempotencyRecord, Lease, LeaseToken,
-    RecordKey, RecordState, StoreError,
+    decide, stored_request_id, Claim, Decision, Fingerprint, IdempotencyKey, IdempotencyRecord,
+    Lease, LeaseToken, RecordKey, RecordState, StoreError,
 };
 use crate::mutations::Mutation;
 use crate::ports::{
@@ -83,7 +83,13 @@ pub enum RefundAnswer {
     /// This request decided the outcome (the view's status says which).
     Fresh(RefundView),
     /// A stored outcome, kept current by webhooks and reconcile.
-    Replayed(RefundView),
+    Replayed {
+        /// The refund as it stands now.
+        view: RefundView,
+        /// The id of the request that claimed the key, if it had one: a replayed problem's
+        /// `instance`.
+        request_id: Option<String>,
+    },
     /// The PSP could not be reached; nothing was refunded and the key is free: retry with it.
     PspUnavailable {
         /// When to retry.
@@ -178,12 +184,15 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
     }
 
     /// Refunds `command.payment_id` at most once per key, never past what was captured.
+    /// `request_id` (the request's `x-request-id`) is kept with a new claim: a later replay of a
+    /// stored problem names it as its `instance`.
     pub async fn refund(
         &self,
         user: &str,
         key: &IdempotencyKey,
         command: &RefundCommand,
         deadline_ms: i64,
+        request_id: &str,
     ) -> Result<RefundAnswer, RefundError> {
         if !self.psp.supports_refunds() {
             // Answered before anything is claimed or sent: nothing pretends to refund.
@@ -200,7 +209,12 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
             if let Some(existing) = record.take() {
                 match decide(&existing, &fingerprint, self.store.refund_now_ms()) {
                     Decision::Mismatch => return Err(RefundError::Mismatch),
-                    Decision::Replay => return Ok(RefundAnswer::Replayed(stored_view(&existing)?)),
+                    Decision::Replay => {
+                        return Ok(RefundAnswer::Replayed {
+                            view: stored_view(&existing)?,
+                            request_id: existing.request_id,
+                        })
+                    }
                     Decision::Wait { retry_after } => {
                         return Err(RefundError::KeyInUse { retry_after })
                     }
@@ -262,6 +276,7 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 lease_token: LeaseToken::generate(),
                 lease_until_ms: deadline_ms + duration_ms(self.config.lease_margin),
                 expires_at_s: self.expires_at_s(),
+                request_id: stored_request_id(request_id),
             };
             match self.store.begin_refund(&claim, read, &refund).await {
                 Ok(BeginRefundOutcome::Begun) => {
@@ -324,7 +339,10 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 .await
             {
                 Ok(RefundSettleOutcome::Settled(now)) => {
-                    Ok(Resumed::Answer(RefundAnswer::Replayed(now.view())))
+                    Ok(Resumed::Answer(RefundAnswer::Replayed {
+                        view: now.view(),
+                        request_id: record.request_id.clone(),
+                    }))
                 }
                 Ok(RefundSettleOutcome::Moved | RefundSettleOutcome::Duplicate)
                 | Err(StoreError::LeaseLost { .. }) => Ok(Resumed::Again(None)),

@@ -91,6 +91,7 @@ async fn each_dynamodb_operation_is_one_subsegment_named_by_its_operation() {
         lease_token: LeaseToken::generate(),
         lease_until_ms: store.now_ms() + 10_000,
         expires_at_s: store.now_ms() / 1000 + 3600,
+        request_id: None,
     };
     store.claim(&claim).await.expect("first claim");
     store.claim(&claim).await.expect("duplicate claim");

@@ -171,7 +171,18 @@ async fn every_bad_request_is_refused_precisely_and_writes_nothing() {
             "{}",
             case.name
         );
+        // AND a 405 names the methods the path takes (RFC 9110)
+        if case.status == 405 {
+            assert_eq!(reply.header("allow"), Some("POST"), "{}", case.name);
+        }
+        // AND its instance is the request id, the same as the x-request-id header
         assert!(reply.header("x-request-id").is_some(), "{}", case.name);
+        assert_eq!(
+            reply.json["instance"].as_str(),
+            reply.header("x-request-id"),
+            "{}",
+            case.name
+        );
         assert!(
             !reply.body.contains("4242"),
             "{}: card data must never be echoed",

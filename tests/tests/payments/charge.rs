@@ -301,6 +301,14 @@ async fn a_decline_is_stored_and_replayed_and_releases_the_order_for_another_car
         Some("application/problem+json")
     );
     let declined_id = declined.json["payment_id"].as_str().unwrap().to_owned();
+    // AND its instance is this request's id, the x-request-id header
+    let first_request = declined.header("x-request-id").unwrap().to_owned();
+    assert_eq!(declined.json["instance"], first_request.as_str());
+    // AND the record keeps that id beside the stored outcome
+    assert_eq!(
+        stack.charge_record("alice", "key-decline").await.request_id,
+        Some(first_request.clone())
+    );
 
     let seen = stack.psp.requests_seen();
     let replay = stack
@@ -315,6 +323,9 @@ async fn a_decline_is_stored_and_replayed_and_releases_the_order_for_another_car
         (402, Some("true"))
     );
     assert_eq!(replay.json["payment_id"], declined_id.as_str());
+    // AND the replayed problem names the original request, while x-request-id is its own
+    assert_eq!(replay.json["instance"], first_request.as_str());
+    assert_ne!(replay.header("x-request-id"), Some(first_request.as_str()));
     assert_eq!(
         stack.psp.requests_seen(),
         seen,

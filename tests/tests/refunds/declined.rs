@@ -189,6 +189,9 @@ async fn a_refund_the_psp_refuses_at_once_is_402_stored_and_replayed_and_frees_i
     );
     assert_eq!(reply.json["failure_code"], "charge_already_refunded");
     let refund_id = reply.json["refund_id"].as_str().unwrap().to_owned();
+    // AND its instance is this request's id, the x-request-id header
+    let first_request = reply.header("x-request-id").unwrap().to_owned();
+    assert_eq!(reply.json["instance"], first_request.as_str());
     // AND the PSP made no refund for it
     assert_eq!(stack.psp.refunds().len(), 1, "only the out-of-band one");
     assert!(psp_refunds_for(&stack, &refund_id).is_empty());
@@ -225,6 +228,9 @@ async fn a_refund_the_psp_refuses_at_once_is_402_stored_and_replayed_and_frees_i
         ),
         (Some(refund_id.as_str()), Some("charge_already_refunded"))
     );
+    // AND the replayed problem names the original request, while x-request-id is its own
+    assert_eq!(replay.json["instance"], first_request.as_str());
+    assert_ne!(replay.header("x-request-id"), Some(first_request.as_str()));
     assert_eq!(stack.psp.refunds().len(), 1);
     // AND the payment shows nothing refunded or pending, and the failed refund
     let details = stack.get_payment(STAFF, STAFF_SCOPES, &payment_id).await;

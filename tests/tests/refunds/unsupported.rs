@@ -49,6 +49,7 @@ async fn a_psp_without_refunds_is_answered_409_before_anything_is_claimed() {
                 reason: None,
             },
             store.refund_now_ms() + 10_000,
+            "req-1",
         )
         .await;
     assert!(

@@ -39,6 +39,7 @@ pub async fn begin_attempt_writes_the_record_the_order_and_the_payment<H: Paymen
             attempt_id: payment.payment_id.clone(),
             created_at_ms: now_ms,
             expires_at_s: claim.expires_at_s,
+            request_id: Some("req-claimer".into()),
         },
         "{}",
         H::NAME

@@ -126,6 +126,7 @@ fn new_attempt<H: PaymentStoreHarness>(h: &H, order: &Order, key: &str) -> (Paym
         lease_token: LeaseToken::generate(),
         lease_until_ms: now_ms + LEASE_MS,
         expires_at_s: (now_ms + duration_ms(RETENTION)).div_euclid(1000),
+        request_id: Some("req-claimer".into()),
     };
     (payment, claim)
 }

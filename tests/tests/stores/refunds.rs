@@ -74,6 +74,7 @@ fn refund_claim<H: PaymentStoreHarness>(
         lease_token: LeaseToken::generate(),
         lease_until_ms: now_ms + LEASE_MS,
         expires_at_s: (now_ms + duration_ms(RETENTION)).div_euclid(1000),
+        request_id: Some("req-claimer".into()),
     };
     Claimed { refund, claim }
 }

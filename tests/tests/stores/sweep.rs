@@ -22,6 +22,7 @@ async fn claimed<H: PaymentStoreHarness>(
         lease_token: LeaseToken::generate(),
         lease_until_ms,
         expires_at_s,
+        request_id: None,
     };
     let outcome = h.records().claim(&claim).await.unwrap();
     assert!(matches!(outcome, ClaimOutcome::Claimed(_)), "{outcome:?}");

@@ -2,7 +2,8 @@
 //!
 //! Item layout (every name goes through ExpressionAttributeNames; `status` is reserved):
 //! `pk` S `<scope>#<user>#<key>` · `status` S · `fingerprint` S · `attempt_id` S ·
-//! `created_at_ms` N · `lease_token` S and `lease_until_ms` N while in progress ·
+//! `created_at_ms` N · `request_id` S (the claiming request's, when it has one) ·
+//! `lease_token` S and `lease_until_ms` N while in progress ·
 //! `result` S once completed · `expires_at` N epoch seconds, the TTL attribute.
 
 use super::attributes::{n, number, s, string, Item};
@@ -36,6 +37,7 @@ pub(crate) const LEASE_TOKEN: &str = "lease_token";
 pub(crate) const LEASE_UNTIL_MS: &str = "lease_until_ms";
 pub(crate) const RESULT: &str = "result";
 pub(crate) const EXPIRES_AT: &str = "expires_at";
+pub(crate) const REQUEST_ID: &str = "request_id";
 
 /// The names of a record's attributes in the idempotency table, for a table laid out for
 /// another tool (Powertools for AWS Lambda calls them `key_attr`, `expiry_attr`,
@@ -219,6 +221,7 @@ fn read_record(
         attempt_id: string(item, ATTEMPT_ID).map_err(corrupt)?,
         created_at_ms: number(item, CREATED_AT_MS).map_err(corrupt)?,
         expires_at_s: number(item, &names.expiry).map_err(corrupt)?,
+        request_id: string(item, REQUEST_ID).ok(),
     })
 }
 
@@ -403,6 +406,9 @@ fn write_record(record: &IdempotencyRecord, names: &IdempotencyAttributes) -> It
     item.insert(ATTEMPT_ID.into(), s(&record.attempt_id));
     item.insert(CREATED_AT_MS.into(), n(record.created_at_ms));
     item.insert(names.expiry.to_string(), n(record.expires_at_s));
+    if let Some(request_id) = &record.request_id {
+        item.insert(REQUEST_ID.into(), s(request_id));
+    }
     match &record.state {
         RecordState::InProgress { lease } => {
             item.insert(LEASE_TOKEN.into(), s(lease.token.as_str()));
