@@ -88,9 +88,6 @@ pub fn sandbox_page() -> &'static str {
     include_str!("../../clients/web/index.html")
 }
 
-/// The API document (OpenAPI 3.1), served at `/openapi.json`.
-pub const OPENAPI_DOCUMENT: &str = include_str!("../../docs/openapi.json");
-
 /// The browser key manager module, served at `/payonce-keys.js` for the demo page.
 pub const KEY_MANAGER_SCRIPT: &str = include_str!("../../clients/web/payonce-keys.js");
 

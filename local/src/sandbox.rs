@@ -8,7 +8,7 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use payonce::adapters::psp::ConfiguredPsp;
 use payonce::clock::{Clock, SystemClock};
-use payonce::http::{match_route, Access, Operation, ProblemType, RouteMatch, Server};
+use payonce::http::{match_route, Access, Operation, RouteMatch, Server};
 use payonce::idempotency::IdempotencyStore;
 use payonce::ports::{
     ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend, RefundStore,
@@ -138,16 +138,13 @@ where
 }
 
 /// The sandbox's own routes ([`Server::Sandbox`] in the route table): the demo checkout page
-/// and the key manager it loads; the API's documentation — `/openapi.json` (the committed
-/// document) and `/problems/{slug}` (what each problem `type` means), so the relative `type`
-/// URIs of problems resolve; and its development endpoints: `/_sandbox/health`,
+/// and the key manager it loads, and its development endpoints: `/_sandbox/health`,
 /// `/_sandbox/config` (the PSP, the fake PSP's URL and test tokens, the same on every PSP, for
 /// the demo page) and `/_sandbox/token?user=<id>` (a development token — only the sandbox hands
 /// out tokens; in AWS they come from your identity provider). All are read-only and public.
 fn sandbox_endpoint<S, I, Q>(
     sandbox: &Sandbox<S, I, Q>,
     operation: Operation,
-    param: Option<&str>,
     parts: &axum::http::request::Parts,
     request_id: &str,
 ) -> Response {
@@ -166,23 +163,6 @@ fn sandbox_endpoint<S, I, Q>(
             crate::KEY_MANAGER_SCRIPT,
         )
             .into_response(),
-        Operation::GetOpenApi => (
-            [("content-type", "application/json")],
-            crate::OPENAPI_DOCUMENT,
-        )
-            .into_response(),
-        Operation::GetProblem => match param.and_then(ProblemType::from_slug) {
-            Some(kind) => (
-                [
-                    ("content-type", "text/html; charset=utf-8"),
-                    ("content-security-policy", "default-src 'none'"),
-                    ("x-content-type-options", "nosniff"),
-                ],
-                kind.page(),
-            )
-                .into_response(),
-            None => gateway_answer(404, "Not Found", request_id),
-        },
         Operation::GetSandboxHealth => {
             axum::Json(serde_json::json!({"status": "ok"})).into_response()
         }
@@ -225,9 +205,11 @@ enum Function {
 impl Function {
     fn of(operation: Operation) -> Option<Self> {
         match operation {
-            Operation::CreateOrder | Operation::GetOrder | Operation::ReviseOrder => {
-                Some(Self::Orders)
-            }
+            Operation::CreateOrder
+            | Operation::GetOrder
+            | Operation::ReviseOrder
+            | Operation::GetOpenApi
+            | Operation::GetProblem => Some(Self::Orders),
             Operation::CreatePayment | Operation::GetPayment => Some(Self::Charge),
             Operation::CreateRefund => Some(Self::Refund),
             Operation::ReceiveWebhook => Some(Self::Webhooks),
@@ -293,15 +275,15 @@ where
     let now = SystemClock;
     // Routed as API Gateway routes, by the one route table; what no route matches is
     // API Gateway's own 404.
-    let (route, param) = match match_route(parts.method.as_str(), parts.uri.path()) {
-        RouteMatch::Found { route, param } => (route, param),
+    let route = match match_route(parts.method.as_str(), parts.uri.path()) {
+        RouteMatch::Found { route, .. } => route,
         RouteMatch::OtherMethods { .. } | RouteMatch::None => {
             return gateway_answer(404, "Not Found", request_id)
         }
     };
     let function = match (route.server, Function::of(route.operation)) {
         (Server::Api, Some(function)) => function,
-        _ => return sandbox_endpoint(sandbox, route.operation, param, parts, request_id),
+        _ => return sandbox_endpoint(sandbox, route.operation, parts, request_id),
     };
     let claims = match route.access {
         Access::Bearer | Access::BearerWithScope(_) => {

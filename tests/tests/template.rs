@@ -160,6 +160,10 @@ fn every_order_and_payment_route_requires_the_jwt_authorizer() {
                     authorizer.is_none() || authorizer == Some("JwtAuthorizer"),
                     "{name} {path} must use the JWT authorizer"
                 );
+            } else if path == "/openapi.json" || path.starts_with("/problems/") {
+                // The API's documentation, public and read-only, from the orders function.
+                assert_eq!(name, "OrdersFunction", "{path}");
+                assert_eq!(authorizer, Some("NONE"), "{path} is public documentation");
             } else {
                 assert!(
                     path.starts_with("/webhooks/"),
@@ -392,7 +396,11 @@ fn the_template_routes_exactly_the_route_tables_api_routes_behind_their_access()
         let (function, auth) = &routed[key];
         // AND each reaches the function that answers its operation
         let binary = match route.operation {
-            Operation::CreateOrder | Operation::GetOrder | Operation::ReviseOrder => "orders",
+            Operation::CreateOrder
+            | Operation::GetOrder
+            | Operation::ReviseOrder
+            | Operation::GetOpenApi
+            | Operation::GetProblem => "orders",
             Operation::CreatePayment | Operation::GetPayment => "charge",
             Operation::CreateRefund => "refund",
             Operation::ReceiveWebhook => "webhook-receiver",

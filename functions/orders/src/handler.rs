@@ -22,7 +22,16 @@ pub async fn handle<O: OrderStore, I: IdempotencyStore>(
 ) -> Response<Body> {
     let id = request_id(&request);
     let answer = match operation_of(&request) {
-        Ok((operation, order_id)) => match (operation, order_id, authenticated_user(&request)) {
+        Ok((operation, param)) => match (operation, param, authenticated_user(&request)) {
+            // The API's documentation is public: problem `type`s resolve to these pages.
+            (Operation::GetOpenApi, _, _) => Ok(document(
+                "application/json",
+                payonce::http::OPENAPI_DOCUMENT.to_owned(),
+            )),
+            (Operation::GetProblem, Some(slug), _) => match ProblemType::from_slug(slug) {
+                Some(kind) => Ok(document("text/html; charset=utf-8", kind.page())),
+                None => Err(Problem::new(ProblemType::NotFound, "no such problem type")),
+            },
             (Operation::CreateOrder | Operation::GetOrder | Operation::ReviseOrder, _, None) => {
                 Err(Problem::new(
                     ProblemType::Unauthorized,
@@ -48,6 +57,26 @@ pub async fn handle<O: OrderStore, I: IdempotencyStore>(
         problem.into_response(&id)
     });
     with_request_id(response, &id)
+}
+
+/// A documentation page: cacheable for an hour, never sniffed, no script.
+fn document(content_type: &'static str, body: String) -> Response<Body> {
+    let mut response = Response::new(Body::Text(body));
+    let headers = response.headers_mut();
+    headers.insert("content-type", HeaderValue::from_static(content_type));
+    headers.insert(
+        "cache-control",
+        HeaderValue::from_static("public, max-age=3600"),
+    );
+    headers.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        "content-security-policy",
+        HeaderValue::from_static("default-src 'none'"),
+    );
+    response
 }
 
 /// The POST /orders body.

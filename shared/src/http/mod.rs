@@ -3,6 +3,11 @@
 
 #[cfg(feature = "payments")]
 pub mod errors;
+
+/// The API's OpenAPI 3.1 document (`docs/openapi.json`), served at `/openapi.json` by the orders
+/// function and the sandbox; tests hold it to the route table, the template and the code.
+#[cfg(feature = "payments")]
+pub const OPENAPI_DOCUMENT: &str = include_str!("../../../docs/openapi.json");
 pub mod problem;
 pub mod request;
 #[cfg(feature = "payments")]

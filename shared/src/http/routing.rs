@@ -59,9 +59,9 @@ pub enum Operation {
     CreateRefund,
     /// `POST /webhooks/{provider}` (webhook receiver).
     ReceiveWebhook,
-    /// `GET /openapi.json`: the API document (sandbox).
+    /// `GET /openapi.json`: the API document (orders function; the sandbox serves it too).
     GetOpenApi,
-    /// `GET /problems/{slug}`: what a problem `type` means (sandbox).
+    /// `GET /problems/{slug}`: what a problem `type` means (orders function; the sandbox too).
     GetProblem,
     /// `GET /`: the demo checkout page (sandbox).
     GetCheckoutPage,
@@ -180,8 +180,18 @@ pub const ROUTES: &[ApiRoute] = &[
         Operation::ReceiveWebhook,
         Access::Signed,
     ),
-    sandbox("GET", "/openapi.json", Operation::GetOpenApi),
-    sandbox("GET", "/problems/{slug}", Operation::GetProblem),
+    api(
+        "GET",
+        "/openapi.json",
+        Operation::GetOpenApi,
+        Access::Public,
+    ),
+    api(
+        "GET",
+        "/problems/{slug}",
+        Operation::GetProblem,
+        Access::Public,
+    ),
     sandbox("GET", "/", Operation::GetCheckoutPage),
     sandbox("GET", "/index.html", Operation::GetCheckoutIndex),
     sandbox("GET", "/payonce-keys.js", Operation::GetKeyManager),

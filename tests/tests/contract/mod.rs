@@ -383,3 +383,39 @@ async fn every_documented_body_field_is_accepted_and_an_undocumented_one_refused
         }
     }
 }
+
+#[tokio::test]
+async fn the_orders_function_serves_the_documentation_problem_types_resolve_to_without_a_token() {
+    // GIVEN the deployed stack's orders function, and a caller with no token
+    let stack = PaymentStack::start().await;
+    // WHEN it asks for the API document and the page of a problem type
+    let document = stack
+        .orders_request(api_event("GET", "/openapi.json", None, &[], ""))
+        .await;
+    let page = stack
+        .orders_request(api_event(
+            "GET",
+            "/problems/idempotency-key-mismatch",
+            None,
+            &[],
+            "",
+        ))
+        .await;
+    let unknown = stack
+        .orders_request(api_event("GET", "/problems/no-such-problem", None, &[], ""))
+        .await;
+    // THEN both are answered, as the committed document and the table's page
+    assert_eq!(document.status, 200);
+    assert_eq!(document.headers["content-type"], "application/json");
+    assert_eq!(document.body, payonce::http::OPENAPI_DOCUMENT);
+    assert_eq!(page.status, 200);
+    assert!(page.headers["content-type"].starts_with("text/html"));
+    assert_eq!(page.body, ProblemType::IdempotencyKeyMismatch.page());
+    assert_eq!(
+        page.headers["content-security-policy"],
+        "default-src 'none'"
+    );
+    // AND an unknown slug is a problem, itself resolvable
+    assert_eq!(unknown.status, 404);
+    assert_eq!(unknown.problem_type(), "/problems/not-found");
+}
