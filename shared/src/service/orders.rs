@@ -96,7 +96,8 @@ impl<O: OrderStore, I: IdempotencyStore> OrderService<O, I> {
     ) -> Result<Created, OrdersError> {
         let new = NewOrder::validate(currency, items, self.psp)?;
         let Some(key) = key else {
-            return Ok(Created::Fresh(self.insert(user, &new).await?));
+            let order_id = format!("ord_{}", crate::ids::new_uuid().simple());
+            return Ok(Created::Fresh(self.insert(user, &order_id, &new).await?));
         };
         let fingerprint = Fingerprint::of_value(
             &serde_json::json!({"currency": new.currency, "items": new.items}),
@@ -110,7 +111,13 @@ impl<O: OrderStore, I: IdempotencyStore> OrderService<O, I> {
         };
         let outcome = self
             .idempotency
-            .run(request, |_| self.insert(user, &new))
+            // The order is named after the attempt, which a takeover keeps: an invocation that
+            // crashed after inserting it and before completing the record leaves the order the
+            // takeover finds and answers, not a second one no client ever sees.
+            .run(request, |attempt| async move {
+                let order_id = format!("ord_{}", attempt.attempt_id.replace('-', ""));
+                self.insert(user, &order_id, &new).await
+            })
             .await
             .map_err(|e| match e {
                 RunError::Work(e) => e,
@@ -134,10 +141,17 @@ impl<O: OrderStore, I: IdempotencyStore> OrderService<O, I> {
         }
     }
 
-    async fn insert(&self, user: &str, new: &NewOrder) -> Result<OrderView, OrdersError> {
+    /// Inserts the order `order_id`; if it exists already as this user's order — inserted by an
+    /// earlier invocation of the same attempt — that order is the answer.
+    async fn insert(
+        &self,
+        user: &str,
+        order_id: &str,
+        new: &NewOrder,
+    ) -> Result<OrderView, OrdersError> {
         let now_ms = self.now_ms();
         let order = Order {
-            order_id: format!("ord_{}", crate::ids::new_uuid().simple()),
+            order_id: order_id.to_owned(),
             owner: user.to_owned(),
             version: 1,
             currency: new.currency,
@@ -148,8 +162,19 @@ impl<O: OrderStore, I: IdempotencyStore> OrderService<O, I> {
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
         };
-        self.orders.create_order(&order).await?;
-        Ok(order.view())
+        match self.orders.create_order(&order).await {
+            Ok(()) => Ok(order.view()),
+            Err(error) => match self.orders.get_order(order_id).await {
+                Ok(Some(existing)) if existing.owner == user => {
+                    tracing::info!(
+                        order_id,
+                        "the order of this attempt exists already (takeover)"
+                    );
+                    Ok(existing.view())
+                }
+                _ => Err(error.into()),
+            },
+        }
     }
 
     /// The order, if it is `user`'s.

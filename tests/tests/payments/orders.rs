@@ -2,6 +2,7 @@
 
 use payonce::service::CrashPoint;
 use payonce_tests::stack::{api_event, PaymentStack};
+use payonce_tests::stores::PaymentStoreHarness as _;
 use serde_json::json;
 
 #[tokio::test]
@@ -256,4 +257,136 @@ async fn a_total_below_the_psps_minimum_is_refused_and_stores_nothing() {
         assert_eq!(stack.snapshot().await, before, "{currency}");
     }
     assert_eq!(stack.psp.requests_seen(), 0);
+}
+
+/// An order store that, once the order is inserted, makes the idempotency record's completion
+/// fail on every retry — as if the invocation died between the two writes.
+struct DiesAfterInsert<O> {
+    orders: O,
+    records: payonce::adapters::faults::Faults,
+    inserted: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+#[async_trait::async_trait]
+impl<O: payonce::ports::OrderStore> payonce::ports::OrderStore for DiesAfterInsert<O> {
+    async fn create_order(
+        &self,
+        order: &payonce::domain::Order,
+    ) -> Result<(), payonce::idempotency::StoreError> {
+        let created = self.orders.create_order(order).await;
+        if created.is_ok() {
+            let mut inserted = self.inserted.lock().unwrap();
+            if inserted.is_empty() {
+                // The first invocation's completion and its conflict retries all fail: the
+                // lease is left to lapse.
+                self.records.inject_conflicts(10);
+            }
+            inserted.push(order.order_id.clone());
+        }
+        created
+    }
+    async fn get_order(
+        &self,
+        order_id: &str,
+    ) -> Result<Option<payonce::domain::Order>, payonce::idempotency::StoreError> {
+        self.orders.get_order(order_id).await
+    }
+    async fn revise_order(
+        &self,
+        read: &payonce::domain::Order,
+        next: &payonce::domain::Order,
+    ) -> Result<payonce::ports::ReviseOutcome, payonce::idempotency::StoreError> {
+        self.orders.revise_order(read, next).await
+    }
+}
+
+/// A crash between inserting the order and completing the record, then the client's retry: the
+/// retry takes the attempt over and answers the order the crashed invocation inserted, rather
+/// than inserting a second one nobody will ever see.
+async fn a_takeover_after_a_crash_answers_the_order_already_inserted<H>(
+    h: H,
+    record_faults: payonce::adapters::faults::Faults,
+) where
+    H: payonce_tests::stores::PaymentStoreHarness,
+{
+    use payonce::idempotency::{Idempotency, IdempotencyConfig, IdempotencyKey, IdempotencyStore};
+    use payonce::service::{Created, OrderService};
+    let inserted = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let dying = DiesAfterInsert {
+        orders: h.payments().clone(),
+        records: record_faults.clone(),
+        inserted: inserted.clone(),
+    };
+    let service = OrderService::new(
+        dying,
+        Idempotency::new(h.records().clone(), IdempotencyConfig::default()),
+    );
+    let key = IdempotencyKey::parse("order-key-1").unwrap();
+    let items = || {
+        vec![
+            serde_json::from_value(json!({"sku": "A1", "quantity": 1, "unit_amount": 1500}))
+                .unwrap(),
+        ]
+    };
+    let deadline = h.records().now_ms() + 10_000;
+
+    let crashed = service
+        .create("alice", Some(&key), "usd", items(), deadline)
+        .await;
+    assert!(
+        crashed.is_err(),
+        "the first invocation dies before completing: {crashed:?}"
+    );
+    record_faults.inject_conflicts(0);
+    // The client retries once the dead invocation's lease has lapsed.
+    h.clock().advance(std::time::Duration::from_secs(16));
+    let retry = service
+        .create(
+            "alice",
+            Some(&key),
+            "usd",
+            items(),
+            h.records().now_ms() + 10_000,
+        )
+        .await
+        .expect("the retry takes over");
+    let Created::Fresh(view) = retry else {
+        panic!("a takeover runs the work: {retry:?}")
+    };
+    let inserted = inserted.lock().unwrap().clone();
+    assert_eq!(
+        inserted.len(),
+        1,
+        "one order inserted, by the crashed invocation: {inserted:?}"
+    );
+    assert_eq!(view.order_id, inserted[0], "the retry answers that order");
+    // AND a later replay answers it too
+    let Created::Replayed(replayed) = service
+        .create(
+            "alice",
+            Some(&key),
+            "usd",
+            items(),
+            h.records().now_ms() + 10_000,
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("a replay")
+    };
+    assert_eq!(replayed.order_id, inserted[0]);
+}
+
+#[tokio::test]
+async fn a_takeover_after_a_crash_answers_the_order_already_inserted_embedded() {
+    let stores = payonce_tests::stores::memory_stores();
+    let faults = stores.records().faults().clone();
+    a_takeover_after_a_crash_answers_the_order_already_inserted(stores, faults).await;
+}
+
+#[tokio::test]
+async fn a_takeover_after_a_crash_answers_the_order_already_inserted_dynamodb() {
+    let stores = payonce_tests::stores::dynamo_stores().await;
+    let faults = stores.records().faults().clone();
+    a_takeover_after_a_crash_answers_the_order_already_inserted(stores, faults).await;
 }
