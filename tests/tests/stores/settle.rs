@@ -258,7 +258,62 @@ pub async fn a_late_success_settles_the_payment_alone_when_another_attempt_holds
     );
 }
 
+/// The race the load run found: a webhook settling while the charge's invocation completes the
+/// record with what it read before. Whatever the interleaving, the record a replay reads ends up
+/// describing the payment as it is (the holder re-reads when its payment moved).
+pub async fn settling_while_the_holder_completes_never_leaves_a_stale_mirror<
+    H: PaymentStoreHarness,
+>(
+    h: H,
+) {
+    for i in 0..25 {
+        // GIVEN an attempt whose PSP answer was lost: its invocation completes the record with
+        // the processing view, while the PSP's webhook settles the payment
+        let first = begun(&h, &format!("race-{i}")).await;
+        let step = transition(&first.payment, &succeeded(&format!("pi_race_{i}")));
+        let finish = h.payments().finish_attempt(
+            &first.payment,
+            &Transition::Unchanged,
+            &first.claim.lease_token,
+            first.claim.expires_at_s,
+        );
+        let settle = h.payments().settle(&first.payment, &step, RETENTION, None);
+        let (finished, settled) = tokio::join!(finish, settle);
+        assert!(
+            matches!(settled, Ok(SettleOutcome::Settled(_))),
+            "{}: {settled:?}",
+            H::NAME
+        );
+        if finished.as_ref().is_ok_and(|f| *f == SettleOutcome::Moved) {
+            // The holder saw its payment move: it completes with what it reads now.
+            let now = payment_now(&h, &first.payment.payment_id).await;
+            h.payments()
+                .finish_attempt(
+                    &now,
+                    &Transition::Unchanged,
+                    &first.claim.lease_token,
+                    first.claim.expires_at_s,
+                )
+                .await
+                .expect("complete with the current view");
+        } else {
+            finished.expect("the holder completes");
+        }
+        // THEN the record describes the payment as it is: succeeded
+        let payment = payment_now(&h, &first.payment.payment_id).await;
+        assert_eq!(payment.status, PaymentStatus::Succeeded, "{}", H::NAME);
+        let record = live_record(&h, &first.claim.key).await;
+        assert_eq!(
+            stored_result(&record),
+            view_json(&payment),
+            "{} round {i}: the mirror is stale",
+            H::NAME
+        );
+    }
+}
+
 store_suite!(
+    settling_while_the_holder_completes_never_leaves_a_stale_mirror,
     a_webhook_settles_once_and_its_redelivery_is_a_duplicate,
     a_settle_on_a_stale_read_is_moved_and_does_not_mark_the_event,
     record_event_is_true_once_then_false_until_the_mark_expires,

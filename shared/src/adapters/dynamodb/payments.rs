@@ -546,6 +546,33 @@ pub(super) fn payment_unchanged(
     Ok(TransactWriteItem::builder().condition_check(check).build())
 }
 
+/// How many times `settle` switches between writing the mirror and checking there is none to
+/// write before it reports a conflict (each switch means the record changed in between).
+pub(super) const MIRROR_TRIES: usize = 6;
+
+/// The condition of a move written without the mirror: the key's record is not (or no longer
+/// only) a completed record of this attempt — absent, in progress, or another attempt's.
+pub(super) fn record_not_mirrored(
+    table: &str,
+    record_pk: &str,
+    payment_id: &str,
+) -> Result<TransactWriteItem, StoreError> {
+    let check = ConditionCheck::builder()
+        .table_name(table)
+        .key(PK, s(record_pk))
+        .condition_expression(
+            "attribute_not_exists(#pk) OR #status <> :completed OR #attempt_id <> :pid",
+        )
+        .set_expression_attribute_names(names(&[PK, STATUS, ATTEMPT_ID]))
+        .set_expression_attribute_values(values(vec![
+            (":completed", s(RecordStatus::Completed.as_str())),
+            (":pid", s(payment_id)),
+        ]))
+        .build()
+        .map_err(build_error)?;
+    Ok(TransactWriteItem::builder().condition_check(check).build())
+}
+
 /// The order follows its payment: paid on success (if free or ours), released on failure (if ours).
 fn order_follow(
     table: &str,
@@ -1098,8 +1125,13 @@ impl ChargeStore for DynamoPaymentStore {
         let record_table = self.tables.idempotency.clone();
         let now_ms = self.clock.now_ms();
         let expires_at_s = (now_ms + duration_ms(retention)).div_euclid(1000);
+        // The key's record holds a mirror of the payment for replays. Written with the move when
+        // the record is completed by this attempt; otherwise the move is conditioned on the
+        // record still not being so, so a holder completing it in between (with the state it
+        // read before this move) sends the move again with the mirror: never a record left
+        // describing a payment that has moved on.
         let mut with_mirror = true;
-        loop {
+        for _ in 0..MIRROR_TRIES {
             let written = self
                 .write_transition("settle", payment, transition, |after| {
                     let mut extra = Vec::with_capacity(2);
@@ -1123,6 +1155,15 @@ impl ChargeStore for DynamoPaymentStore {
                             ],
                         )?;
                         extra.push((Op::Record, mirror));
+                    } else {
+                        extra.push((
+                            Op::Record,
+                            record_not_mirrored(
+                                &record_table,
+                                &payment.idempotency_pk,
+                                &payment.payment_id,
+                            )?,
+                        ));
                     }
                     Ok(extra)
                 })
@@ -1131,9 +1172,13 @@ impl ChargeStore for DynamoPaymentStore {
                 TransitionWrite::Written(after) => return Ok(SettleOutcome::Settled(after)),
                 TransitionWrite::PaymentMoved => return Ok(SettleOutcome::Moved),
                 TransitionWrite::EventSeen => return Ok(SettleOutcome::Duplicate),
-                TransitionWrite::RecordRefused => with_mirror = false,
+                TransitionWrite::RecordRefused => with_mirror = !with_mirror,
             }
         }
+        // The record kept changing under us (completed, then released or expired…): retryable.
+        Err(StoreError::Conflict {
+            item: payment.idempotency_pk.clone(),
+        })
     }
 
     async fn record_event(&self, event: &EventMark) -> Result<bool, StoreError> {

@@ -452,7 +452,10 @@ impl RefundStore for DynamoPaymentStore {
         let now_ms = self.clock.now_ms();
         let after = refund.after(step, now_ms);
         let view = encode_refund_view(&after)?;
+        // As in `settle`: the move carries the mirror, or the condition that there is no
+        // completed record of this refund to mirror onto (see `record_not_mirrored`).
         let mut with_mirror = true;
+        let mut switches = 0;
         loop {
             let mut items = Vec::with_capacity(4);
             let mut labels = Vec::with_capacity(4);
@@ -514,6 +517,16 @@ impl RefundStore for DynamoPaymentStore {
                     )?);
                     labels.push(Op::Record);
                 }
+                (RefundRecordWrite::Mirror { .. }, Some(pk))
+                    if matches!(step, RefundTransition::Apply { .. }) =>
+                {
+                    items.push(super::payments::record_not_mirrored(
+                        &self.tables.idempotency,
+                        pk,
+                        &refund.refund_id,
+                    )?);
+                    labels.push(Op::Record);
+                }
                 (RefundRecordWrite::Mirror { .. } | RefundRecordWrite::Keep, _) => {}
             }
             if let Some(event) = event {
@@ -542,8 +555,15 @@ impl RefundStore for DynamoPaymentStore {
                     }
                     if failed(Op::Record) {
                         if let RefundRecordWrite::Mirror { .. } = record {
-                            // No completed record of this refund to mirror onto.
-                            with_mirror = false;
+                            // A completed record of this refund appeared, or there is none to
+                            // mirror onto: switch, unless it keeps changing under us.
+                            switches += 1;
+                            if switches >= super::payments::MIRROR_TRIES {
+                                return Err(StoreError::Conflict {
+                                    item: refund.refund_id.clone(),
+                                });
+                            }
+                            with_mirror = !with_mirror;
                             continue;
                         }
                         return Err(StoreError::LeaseLost {
