@@ -242,7 +242,8 @@ async fn run(args: Args) -> Result<usize, String> {
     };
     let (input, settle_s) =
         settle_and_collect(&driver_for_run, &psp_url, &flows, args.settle_s).await?;
-    let anomalies = audit::check(&input);
+    let findings = audit::check(&input);
+    let anomalies = &findings.anomalies;
 
     // The report.
     let stats = report::endpoint_stats(&samples, load_window_s);
@@ -298,6 +299,14 @@ async fn run(args: Args) -> Result<usize, String> {
     } else {
         format!("audit: {} anomalies", anomalies.len())
     };
+    if !findings.unsent_processing.is_empty() {
+        let _ = writeln!(
+            md,
+            "\nStill `processing` after the bounded settle, never having reached the PSP (no charge under their key; reconcile fails them through the PSP fence once older than 20 min, by design; not anomalies): {} ({}).",
+            findings.unsent_processing.len(),
+            findings.unsent_processing.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
     let _ = writeln!(md, "\n{audit_line}");
     for anomaly in anomalies.iter().take(50) {
         let _ = writeln!(md, "- {anomaly}");
@@ -328,11 +337,12 @@ async fn run(args: Args) -> Result<usize, String> {
             "successful_payments": successful,
             "dynamodb_per_successful_payment": capacity,
             "anomalies": anomalies,
+            "unsent_processing": findings.unsent_processing,
         });
         write(format!("{dir}/{name}.json"), &format!("{summary:#}\n"))?;
         eprintln!("load: wrote {dir}/{name}.md, .svg and .json");
     }
-    for anomaly in &anomalies {
+    for anomaly in anomalies {
         eprintln!("anomaly: {anomaly}");
     }
     eprintln!("{audit_line}");
@@ -483,10 +493,17 @@ async fn settle_and_collect(
     ids.sort();
     ids.dedup();
     let mut payments = fetch_payments(api, &driver.staff, &ids).await;
+    let charged: std::collections::BTreeSet<String> = charges
+        .iter()
+        .filter_map(|c| c.payment_id.clone())
+        .collect();
     loop {
+        // An attempt that never reached the PSP waits for reconcile's fence (20 min): not for it.
         let open: Vec<String> = payments
             .values()
-            .filter(|p| unsettled(p))
+            .filter(|p| {
+                unsettled(p) && (charged.contains(&p.payment_id) || p.status != "processing")
+            })
             .map(|p| p.payment_id.clone())
             .collect();
         if open.is_empty() || started.elapsed() >= bound {
