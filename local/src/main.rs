@@ -4,6 +4,7 @@
 //! payonce-local [--port 3000] [--psp stripe|omise|2c2p] [--psp-port 0]
 //!               [--dynamodb-endpoint URL|aws] [--sqs-endpoint URL|aws]
 //!               [--allowed-origin ORIGIN]... [--host ADDR --allow-remote]
+//!               [--reconcile-every-seconds 30] [--count-dynamodb]
 //! payonce-local token <user> [--scope SCOPE]... [--ttl-seconds 3600]
 //! ```
 //!
@@ -14,6 +15,10 @@
 //! endpoint needs `--allow-remote` and a `PAYONCE_LOCAL_JWT_SECRET` of your own. A checkout on
 //! another origin needs that origin in `--allowed-origin`.
 //!
+//! `--count-dynamodb` (with `--dynamodb-endpoint`, on loopback) counts the sandbox's DynamoDB
+//! requests and consumed capacity and serves the totals at `GET /_sandbox/dynamodb-usage`, for
+//! `scripts/load`.
+//!
 //! `token` prints an HS256 token for `<user>`; each `--scope` adds an OAuth scope to its
 //! space-separated `scope` claim (`--scope payments:refund` for a token that may refund).
 
@@ -22,6 +27,7 @@ mod gateway;
 mod jwt;
 mod psp;
 mod sandbox;
+mod usage;
 mod wiring;
 
 use payonce::clock::{Clock, SystemClock};

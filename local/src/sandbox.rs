@@ -64,6 +64,8 @@ pub struct Sandbox<S, I, Q> {
     pub psp_url: String,
     /// The PSP the sandbox runs (`stripe`, `omise`), shown to the demo page.
     pub psp_name: &'static str,
+    /// DynamoDB requests and capacity, when counted (`--count-dynamodb`).
+    pub dynamodb_usage: Option<crate::usage::DynamoUsage>,
 }
 
 impl<S, I, Q> Sandbox<S, I, Q>
@@ -140,8 +142,10 @@ where
 /// The sandbox's own routes ([`Server::Sandbox`] in the route table): the demo checkout page
 /// and the key manager it loads, and its development endpoints: `/_sandbox/health`,
 /// `/_sandbox/config` (the PSP, the fake PSP's URL and test tokens, the same on every PSP, for
-/// the demo page) and `/_sandbox/token?user=<id>` (a development token — only the sandbox hands
-/// out tokens; in AWS they come from your identity provider). All are read-only and public.
+/// the demo page), `/_sandbox/token?user=<id>` (a development token — only the sandbox hands
+/// out tokens; in AWS they come from your identity provider) and, with `--count-dynamodb`,
+/// `/_sandbox/dynamodb-usage` (DynamoDB requests and capacity so far). All are read-only and
+/// public.
 fn sandbox_endpoint<S, I, Q>(
     sandbox: &Sandbox<S, I, Q>,
     operation: Operation,
@@ -173,6 +177,10 @@ fn sandbox_endpoint<S, I, Q>(
                 "pm_card_chargeDeclinedInsufficientFunds", "pm_fake_lost_response", "pm_fake_slow"],
         }))
         .into_response(),
+        Operation::GetSandboxDynamodbUsage => match &sandbox.dynamodb_usage {
+            Some(usage) => axum::Json(usage.to_json()).into_response(),
+            None => gateway_answer(404, "Not Found", request_id),
+        },
         Operation::GetSandboxToken => {
             let user = parts
                 .uri

@@ -3,6 +3,7 @@
 
 use crate::psp::{PspSecrets, SandboxPsp};
 use crate::sandbox::Sandbox;
+use crate::usage::DynamoUsage;
 use payonce::adapters::dynamodb::{
     create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore,
     Tables,
@@ -50,6 +51,10 @@ pub struct Options {
     /// Origins a browser checkout may call the API from (`--allowed-origin`, repeatable, or
     /// `PAYONCE_LOCAL_ALLOWED_ORIGINS`, comma-separated).
     pub allowed_origins: Vec<String>,
+    /// `--count-dynamodb`: count DynamoDB requests and capacity, shown at
+    /// `/_sandbox/dynamodb-usage` (load runs only; needs `--dynamodb-endpoint`, not
+    /// `--allow-remote`).
+    pub count_dynamodb: bool,
 }
 
 /// The value following `name` in `args`.
@@ -62,8 +67,8 @@ pub fn flag(args: &[String], name: &str) -> Option<String> {
 
 impl Options {
     /// Parses `--port`, `--host`, `--psp`, `--psp-port`, `--dynamodb-endpoint`, `--sqs-endpoint`,
-    /// `--reconcile-every-seconds`, `--allowed-origin` (repeatable) and the switch
-    /// `--allow-remote`; the endpoints also come from `AWS_ENDPOINT_URL_DYNAMODB` /
+    /// `--reconcile-every-seconds`, `--allowed-origin` (repeatable) and the switches
+    /// `--allow-remote` and `--count-dynamodb`; the endpoints also come from `AWS_ENDPOINT_URL_DYNAMODB` /
     /// `AWS_ENDPOINT_URL_SQS`, the PSP from `PAYONCE_LOCAL_PSP` (default `stripe`), the origins
     /// from `PAYONCE_LOCAL_ALLOWED_ORIGINS`.
     pub fn parse(args: &[String]) -> Result<Self, Error> {
@@ -77,14 +82,15 @@ impl Options {
             "--reconcile-every-seconds",
             "--allowed-origin",
         ];
-        let switches = ["--allow-remote"];
+        let switches = ["--allow-remote", "--count-dynamodb"];
         let mut allowed_origins = Vec::new();
-        let mut allow_remote = false;
+        let (mut allow_remote, mut count_dynamodb) = (false, false);
         let mut i = 0;
         while i < args.len() {
             let arg = args[i].as_str();
             if switches.contains(&arg) {
-                allow_remote = true;
+                allow_remote |= arg == "--allow-remote";
+                count_dynamodb |= arg == "--count-dynamodb";
                 i += 1;
                 continue;
             }
@@ -110,6 +116,12 @@ impl Options {
             .map(|name| SandboxPsp::from_name(&name))
             .transpose()?
             .unwrap_or_default();
+        let dynamodb =
+            flag(args, "--dynamodb-endpoint").or_else(|| env("AWS_ENDPOINT_URL_DYNAMODB"));
+        if count_dynamodb && (dynamodb.is_none() || allow_remote) {
+            // The counts are a debug endpoint: only on loopback, and only with a DynamoDB to count.
+            return Err("--count-dynamodb needs --dynamodb-endpoint and no --allow-remote".into());
+        }
         Ok(Self {
             host: flag(args, "--host").unwrap_or_else(|| "127.0.0.1".into()),
             port: flag(args, "--port")
@@ -120,8 +132,7 @@ impl Options {
                 .map(|p| p.parse())
                 .transpose()?
                 .unwrap_or(0),
-            dynamodb: flag(args, "--dynamodb-endpoint")
-                .or_else(|| env("AWS_ENDPOINT_URL_DYNAMODB")),
+            dynamodb,
             sqs: flag(args, "--sqs-endpoint").or_else(|| env("AWS_ENDPOINT_URL_SQS")),
             reconcile_every: Duration::from_secs(
                 flag(args, "--reconcile-every-seconds")
@@ -132,6 +143,7 @@ impl Options {
             psp,
             allow_remote,
             allowed_origins,
+            count_dynamodb,
         })
     }
 }
@@ -211,6 +223,7 @@ pub async fn run(
         format!("127.0.0.1:{}", options.psp_port).parse()?,
     )
     .await?;
+    let usage = options.count_dynamodb.then(DynamoUsage::default);
     let context = Context {
         cors,
         options: options.clone(),
@@ -222,6 +235,7 @@ pub async fn run(
         psp_url: psp.base_url(),
         api_url,
         started,
+        usage: usage.clone(),
     };
 
     let memory_records = MemoryIdempotencyStore::new(system_clock());
@@ -239,7 +253,7 @@ pub async fn run(
             serve(listener, context, store, memory_records, memory_queue()).await?
         }
         (Some(ddb), None) => {
-            let (store, records) = dynamo(ddb).await?;
+            let (store, records) = dynamo(ddb, usage.clone()).await?;
             serve(listener, context, store, records, memory_queue()).await?
         }
         (None, Some(sqs)) => {
@@ -254,7 +268,7 @@ pub async fn run(
             .await?
         }
         (Some(ddb), Some(sqs)) => {
-            let (store, records) = dynamo(ddb).await?;
+            let (store, records) = dynamo(ddb, usage.clone()).await?;
             serve(listener, context, store, records, sqs_queue(sqs).await?).await?
         }
     }
@@ -262,8 +276,15 @@ pub async fn run(
     Ok(())
 }
 
-async fn dynamo(endpoint: &str) -> Result<(DynamoPaymentStore, DynamoIdempotencyStore), Error> {
-    let client = aws_sdk_dynamodb::Client::new(&aws_config(endpoint).await);
+async fn dynamo(
+    endpoint: &str,
+    usage: Option<DynamoUsage>,
+) -> Result<(DynamoPaymentStore, DynamoIdempotencyStore), Error> {
+    let config = aws_sdk_dynamodb::config::Builder::from(&aws_config(endpoint).await);
+    let client = aws_sdk_dynamodb::Client::from_conf(match usage {
+        Some(usage) => config.interceptor(usage).build(),
+        None => config.build(),
+    });
     let tables = Tables {
         idempotency: table_name("PAYONCE_IDEMPOTENCY_TABLE", "payonce-idempotency"),
         payments: table_name("PAYONCE_PAYMENTS_TABLE", "payonce-payments"),
@@ -300,6 +321,8 @@ struct Context {
     psp_url: String,
     api_url: String,
     started: Instant,
+    /// The DynamoDB counts (`--count-dynamodb`).
+    usage: Option<DynamoUsage>,
 }
 
 async fn serve<S, I, Q>(
@@ -354,6 +377,7 @@ where
         allow_remote: context.options.allow_remote,
         psp_url: context.psp_url.clone(),
         psp_name: context.options.psp.name(),
+        dynamodb_usage: context.usage.clone(),
     });
     let tasks = [
         tokio::spawn(sandbox.clone().process_queue_forever()),

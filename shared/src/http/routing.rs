@@ -75,6 +75,9 @@ pub enum Operation {
     GetSandboxConfig,
     /// `GET /_sandbox/token`: a development token (sandbox).
     GetSandboxToken,
+    /// `GET /_sandbox/dynamodb-usage`: DynamoDB requests and capacity so far, with
+    /// `--count-dynamodb` (sandbox; `scripts/load` reads it).
+    GetSandboxDynamodbUsage,
 }
 
 impl Operation {
@@ -96,6 +99,7 @@ impl Operation {
             Self::GetSandboxHealth => "getSandboxHealth",
             Self::GetSandboxConfig => "getSandboxConfig",
             Self::GetSandboxToken => "getSandboxToken",
+            Self::GetSandboxDynamodbUsage => "getSandboxDynamodbUsage",
         }
     }
 }
@@ -198,6 +202,11 @@ pub const ROUTES: &[ApiRoute] = &[
     sandbox("GET", "/_sandbox/health", Operation::GetSandboxHealth),
     sandbox("GET", "/_sandbox/config", Operation::GetSandboxConfig),
     sandbox("GET", "/_sandbox/token", Operation::GetSandboxToken),
+    sandbox(
+        "GET",
+        "/_sandbox/dynamodb-usage",
+        Operation::GetSandboxDynamodbUsage,
+    ),
 ];
 
 /// A path's segments, without empty ones (`/orders/` is `/orders`).
