@@ -12,10 +12,20 @@ import zipfile
 out, readme = sys.argv[1], sys.argv[2]
 load = lambda name: json.load(open(os.path.join(out, name)))
 requests = load("requests.json")
-ours = [load(f"latency-{i}.json") for i in (1, 2)]
-theirs = [load(f"powertools-{i}.json") for i in (1, 2)]
+rounds = sorted(int(name[len("latency-"):-len(".json")]) for name in os.listdir(out)
+                if name.startswith("latency-") and name.endswith(".json"))
+ours = [load(f"latency-{i}.json") for i in rounds]
+theirs = [load(f"powertools-{i}.json") for i in rounds]
 functions = ["orders", "charge", "refund", "webhook-receiver", "webhook-processor", "reconcile", "cleanup"]
 cold = {fn: load(f"coldstart-{fn}.json") for fn in functions}
+ARM64_DIR = sys.argv[3] if len(sys.argv) > 3 else "target/lambda-arm64"
+
+def zipped(binary):
+    """The size in MB of `binary` zipped as a Lambda package (deflate)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.write(binary, "bootstrap")
+    return len(buf.getvalue()) / 1e6
 
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 lines = []
@@ -51,23 +61,29 @@ def pooled(runs, path):
     return statistics.median(values)
 
 w("")
-w("**Latency of the idempotency wrapper around a no-op handler** (median of the two alternating rounds' "
-  "p50/p99, ms) — payonce's `Idempotency::run` vs Powertools for Python "
+w(f"**Latency of the idempotency wrapper around a no-op handler** ({len(rounds)} alternating rounds of "
+  f"{ours[0]['dynamodb_local']['first']['n']} timed calls per side; each figure is the median over the rounds of "
+  "that round's p50 or p99, in ms; a ratio is the median over the rounds of that round's ratio of p50s, with its "
+  "range across rounds) — payonce's `Idempotency::run`, the raw-SDK floor, and Powertools for Python "
   f"{theirs[0].get('version', '')} (`@idempotent`, DynamoDB persistence layer, key from the `Idempotency-Key` header, "
   "payload validation on, no local cache), same DynamoDB Local, same run:")
 w("")
 w("| call | payonce p50 | payonce p99 | raw-SDK floor p50 | floor p99 | Powertools p50 | Powertools p99 | payonce / floor (target ≤ 1.1) | payonce / Powertools |")
 w("|---|---|---|---|---|---|---|---|---|")
+def ratio(values):
+    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
 for call in ("first", "replay"):
     op50 = pooled(ours, ["dynamodb_local", call, "p50_ms"]); op99 = pooled(ours, ["dynamodb_local", call, "p99_ms"])
     fp50 = pooled(ours, ["floor", call, "p50_ms"]); fp99 = pooled(ours, ["floor", call, "p99_ms"])
     tp50 = pooled(theirs, [call, "p50_ms"]); tp99 = pooled(theirs, [call, "p99_ms"])
-    w(f"| {call} | {op50:.2f} | {op99:.2f} | {fp50:.2f} | {fp99:.2f} | {tp50:.2f} | {tp99:.2f} | {op50 / fp50:.2f} | {op50 / tp50:.2f} |")
+    to_floor = [o["dynamodb_local"][call]["p50_ms"] / o["floor"][call]["p50_ms"] for o in ours]
+    to_peer = [o["dynamodb_local"][call]["p50_ms"] / t[call]["p50_ms"] for o, t in zip(ours, theirs)]
+    w(f"| {call} | {op50:.2f} | {op99:.2f} | {fp50:.2f} | {fp99:.2f} | {tp50:.2f} | {tp99:.2f} | {ratio(to_floor)} | {ratio(to_peer)} |")
 w("")
 w("All three make the same round trips (first call: the conditional put and the completing update; replay: "
   "the conditional put alone, which returns the stored record). The floor is those requests sent with the SDK "
   "directly, the same items and conditions, no layer around them (`time_floor` in `bench/src/ops.rs`), measured "
-  "in the same process and run as payonce; the first column pair is payonce's wrapper over the same client.")
+  "in the same process and round as payonce, which of the two goes first alternating by round.")
 e_first = pooled(ours, ["embedded", "first", "p50_ms"]) * 1000
 e_replay = pooled(ours, ["embedded", "replay", "p50_ms"]) * 1000
 w("")
@@ -76,14 +92,12 @@ w("")
 w("**Cold start, memory and size per function binary** (process start to its first poll of a local "
   "Lambda Runtime API stub, credentials from env, median of 20; peak RSS at that point; release `bootstrap` zipped):")
 w("")
-w("| function | cold start median (ms) | target | peak RSS (MB) | target | zip (MB) | target |")
-w("|---|---|---|---|---|---|---|")
+w("| function | cold start median (ms) | target | peak RSS (MB) | target | zip x86_64 (MB) | zip arm64, as deployed (MB) | target |")
+w("|---|---|---|---|---|---|---|---|")
 for fn in functions:
     c = cold[fn]
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        z.write(c["binary"], "bootstrap")
-    w(f"| {fn} | {c['median_ms']:.1f} | ≤ 20 | {c['peak_rss_kb'] / 1024:.1f} | ≤ 25 | {len(buf.getvalue()) / 1e6:.2f} | ≤ 4 |")
+    arm64 = os.path.join(ARM64_DIR, fn, "bootstrap")
+    w(f"| {fn} | {c['median_ms']:.1f} | ≤ 20 | {c['peak_rss_kb'] / 1024:.1f} | ≤ 25 | {zipped(c['binary']):.2f} | {zipped(arm64):.2f} | ≤ 3 |")
 
 # Cost: a successful payment = first charge + the webhook confirming it (on-demand, us-east-1:
 # $0.625 per million write request units, $0.125 per million read request units).
@@ -103,7 +117,31 @@ for key in ("charge_first", "webhook_confirm"):
 w("")
 w(f"**Cost per 1 million successful payments** (first charge + the webhook confirming it) in DynamoDB on-demand: "
   f"{wru:g} WRU + {rru:g} RRU per payment = {wru:g} M WRU × $0.625 + {rru:g} M RRU × $0.125 = "
-  f"**${wru * 0.625 + rru * 0.125:.2f}** (us-east-1 prices; storage and TTL deletes, which are free, excluded).")
+  f"**${wru * 0.625 + rru * 0.125:.2f}** (us-east-1 prices; storage and TTL deletes, which are free, excluded; "
+  "AWS also bills 1 RRU for the first charge's read of its absent idempotency record, which DynamoDB Local reports as 0).")
+
+# Where the units of a successful payment go: by table or index, and which items are written how.
+def merged(field):
+    total = {}
+    for key in ("charge_first", "webhook_confirm"):
+        for name, value in requests[key].get(field, {}).items():
+            total[name] = total.get(name, 0) + value
+    return total
+w("")
+w("Where those units go, by table or index (capacity units as DynamoDB Local reports them with "
+  "`ReturnConsumedCapacity = INDEXES`), and the item writes behind them (every item here is under 1 KB, so a "
+  "write costs 1 WRU, or 2 inside a transaction, and each write that adds or removes an in-flight index entry "
+  "costs the same again on the index):")
+w("")
+w("| table or index | capacity units per payment |")
+w("|---|---|")
+for name, value in sorted(merged("by_table").items()):
+    w(f"| {name} | {value:g} |")
+w("")
+w("| item written | writes per payment |")
+w("|---|---|")
+for name, value in sorted(merged("writes_by_item").items()):
+    w(f"| {name} | {value:g} |")
 
 section = "\n".join(lines)
 print(section)

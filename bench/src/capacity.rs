@@ -1,6 +1,7 @@
 //! Counts requests and consumed capacity per operation, without touching the adapters: the
-//! interceptor asks DynamoDB for `ReturnConsumedCapacity = TOTAL` on every request it sends,
-//! and reads the units from every answer.
+//! interceptor asks DynamoDB for `ReturnConsumedCapacity = INDEXES` on every request it sends,
+//! reads the units from every answer (in total, and by table and index), and notes which items
+//! each write request targets, by kind, so the cost of each item is visible.
 
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
@@ -11,46 +12,142 @@ use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::ConfigBag;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-/// Requests and capacity units, by operation.
+/// What the meter has counted since its last reset.
+#[derive(Debug, Clone, Default)]
+pub struct Counts {
+    /// (requests, capacity units) by API operation.
+    pub by_operation: BTreeMap<String, (u64, f64)>,
+    /// Capacity units by table or index (`payments`, `payments/inflight-index`, …).
+    pub by_table: BTreeMap<String, f64>,
+    /// Item writes by item kind and how they were written (`payment (transaction)`, …).
+    pub writes_by_item: BTreeMap<String, u64>,
+}
+
+/// Requests and capacity units, by operation, table and item kind.
 #[derive(Debug, Clone, Default)]
 pub struct CapacityMeter {
-    inner: Arc<Mutex<BTreeMap<String, (u64, f64)>>>,
+    inner: Arc<Mutex<Counts>>,
 }
 
 impl CapacityMeter {
     /// Sets every count to zero.
     pub fn reset(&self) {
-        self.lock().clear();
+        *self.lock() = Counts::default();
     }
 
-    /// (requests, capacity units) by operation.
-    pub fn by_operation(&self) -> BTreeMap<String, (u64, f64)> {
+    /// Everything counted since the last reset.
+    pub fn counts(&self) -> Counts {
         self.lock().clone()
     }
 
     /// Total (requests, capacity units).
     pub fn total(&self) -> (u64, f64) {
         self.lock()
+            .by_operation
             .values()
             .fold((0, 0.0), |(r, c), (r2, c2)| (r + r2, c + c2))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, (u64, f64)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-fn units(value: &serde_json::Value) -> f64 {
+/// The kind of item a partition key names: the prefix of the payments table's keys and of
+/// webhook marks, or `record` for an idempotency record (`<scope>#<user>#<key>`).
+fn item_kind(pk: &str) -> &'static str {
+    match pk.split_once('#').map(|(prefix, _)| prefix) {
+        Some("order") => "order",
+        Some("payment") => "payment",
+        Some("refund") => "refund",
+        Some("webhook") => "webhook event mark",
+        _ => "idempotency record",
+    }
+}
+
+fn key_pk(value: &Value) -> Option<&str> {
+    value["pk"]["S"].as_str()
+}
+
+/// The items a write request targets, with the verb used: (kind, verb).
+fn written_items(operation: &str, body: &serde_json::Map<String, Value>) -> Vec<(String, String)> {
+    let single = |verb: &str, value: &Value| {
+        key_pk(value).map(|pk| (item_kind(pk).to_owned(), verb.to_owned()))
+    };
+    match operation {
+        "PutItem" => single("put", &body["Item"]).into_iter().collect(),
+        "UpdateItem" => single("update", &body["Key"]).into_iter().collect(),
+        "DeleteItem" => single("delete", &body["Key"]).into_iter().collect(),
+        "TransactWriteItems" => body["TransactItems"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|item| {
+                        let (verb, value) = if item["Put"].is_object() {
+                            ("put in a transaction", &item["Put"]["Item"])
+                        } else if item["Update"].is_object() {
+                            ("update in a transaction", &item["Update"]["Key"])
+                        } else if item["Delete"].is_object() {
+                            ("delete in a transaction", &item["Delete"]["Key"])
+                        } else {
+                            (
+                                "condition check in a transaction",
+                                &item["ConditionCheck"]["Key"],
+                            )
+                        };
+                        single(verb, value)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// A table's run-unique name (`bench-pay-…`) as the role it plays.
+fn table_role(name: &str) -> &str {
+    if name.starts_with("bench-idem") {
+        "idempotency"
+    } else if name.starts_with("bench-pay") {
+        "payments"
+    } else {
+        name
+    }
+}
+
+fn units(value: &Value) -> f64 {
     match value {
-        serde_json::Value::Array(items) => items.iter().map(units).sum(),
-        serde_json::Value::Object(map) => map
+        Value::Array(items) => items.iter().map(units).sum(),
+        Value::Object(map) => map
             .get("CapacityUnits")
-            .and_then(serde_json::Value::as_f64)
+            .and_then(Value::as_f64)
             .unwrap_or(0.0),
         _ => 0.0,
+    }
+}
+
+fn by_table(consumed: &Value, into: &mut BTreeMap<String, f64>) {
+    let entries = match consumed {
+        Value::Array(items) => items.iter().collect(),
+        Value::Object(_) => vec![consumed],
+        _ => Vec::new(),
+    };
+    for entry in entries {
+        let table = table_role(entry["TableName"].as_str().unwrap_or("?")).to_owned();
+        let own = entry["Table"]["CapacityUnits"]
+            .as_f64()
+            .unwrap_or_else(|| units(entry));
+        *into.entry(table.clone()).or_default() += own;
+        if let Some(indexes) = entry["GlobalSecondaryIndexes"].as_object() {
+            for (index, used) in indexes {
+                *into.entry(format!("{table}/{index}")).or_default() += units(used);
+            }
+        }
     }
 }
 
@@ -68,17 +165,28 @@ impl Intercept for CapacityMeter {
         let operation = cfg
             .load::<Metadata>()
             .map_or_else(String::new, |m| m.name().to_owned());
-        self.lock().entry(operation).or_default().0 += 1;
+        self.lock()
+            .by_operation
+            .entry(operation.clone())
+            .or_default()
+            .0 += 1;
         let request = context.request_mut();
         let Some(bytes) = request.body().bytes() else {
             return Ok(());
         };
-        let Ok(serde_json::Value::Object(mut body)) =
-            serde_json::from_slice::<serde_json::Value>(bytes)
-        else {
+        let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(bytes) else {
             return Ok(());
         };
-        body.insert("ReturnConsumedCapacity".into(), "TOTAL".into());
+        {
+            let mut counts = self.lock();
+            for (kind, verb) in written_items(&operation, &body) {
+                *counts
+                    .writes_by_item
+                    .entry(format!("{kind}: {verb}"))
+                    .or_default() += 1;
+            }
+        }
+        body.insert("ReturnConsumedCapacity".into(), "INDEXES".into());
         let new = serde_json::to_vec(&body)?;
         request
             .headers_mut()
@@ -99,8 +207,10 @@ impl Intercept for CapacityMeter {
         let Some(bytes) = context.response().body().bytes() else {
             return Ok(());
         };
-        if let Ok(body) = serde_json::from_slice::<serde_json::Value>(bytes) {
-            self.lock().entry(operation).or_default().1 += units(&body["ConsumedCapacity"]);
+        if let Ok(body) = serde_json::from_slice::<Value>(bytes) {
+            let mut counts = self.lock();
+            counts.by_operation.entry(operation).or_default().1 += units(&body["ConsumedCapacity"]);
+            by_table(&body["ConsumedCapacity"], &mut counts.by_table);
         }
         Ok(())
     }

@@ -2,8 +2,9 @@
 //! the Powertools peer and writes the README table). Subcommands print JSON:
 //!
 //! - `requests`: DynamoDB requests and consumed capacity per operation;
-//! - `latency <n>`: p50/p99 of `Idempotency::run` around a no-op, first call and replay, against
-//!   DynamoDB Local and the embedded store;
+//! - `latency <n> [round]`: p50/p99 of `Idempotency::run` around a no-op, first call and replay,
+//!   against DynamoDB Local (beside the raw-SDK floor; `round` sets which goes first) and the
+//!   embedded store;
 //! - `coldstart <binary> <runs>`: process start to the first poll of a local Runtime API stub,
 //!   and peak RSS, per function binary.
 
@@ -17,7 +18,11 @@ async fn main() {
     let report = match args.first().map(String::as_str) {
         Some("requests") => ops::requests().await,
         Some("latency") => {
-            ops::latency(args.get(1).and_then(|n| n.parse().ok()).unwrap_or(300)).await
+            ops::latency(
+                args.get(1).and_then(|n| n.parse().ok()).unwrap_or(300),
+                args.get(2).and_then(|n| n.parse().ok()).unwrap_or(0),
+            )
+            .await
         }
         Some("coldstart") => {
             coldstart::measure(
@@ -27,7 +32,9 @@ async fn main() {
             .await
         }
         _ => {
-            eprintln!("usage: payonce-bench requests | latency [n] | coldstart <binary> [runs]");
+            eprintln!(
+                "usage: payonce-bench requests | latency [n] [round] | coldstart <binary> [runs]"
+            );
             std::process::exit(2);
         }
     };

@@ -1,6 +1,6 @@
 //! Requests, capacity and latency of the operations, against DynamoDB Local.
 
-use crate::capacity::CapacityMeter;
+use crate::capacity::{CapacityMeter, Counts};
 use payonce::adapters::dynamodb::{
     create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore,
     Tables,
@@ -45,29 +45,49 @@ where
     F: FnMut(u32) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let mut by_operation = std::collections::BTreeMap::<String, (u64, f64)>::new();
+    let mut total = Counts::default();
     for i in 0..ROUNDS {
         meter.reset();
         op(i).await;
-        for (name, (n, units)) in meter.by_operation() {
-            let entry = by_operation.entry(name).or_default();
-            entry.0 += n;
-            entry.1 += units;
-        }
+        add(&mut total, &meter.counts());
     }
-    summary(&by_operation, f64::from(ROUNDS))
+    summary(&total, f64::from(ROUNDS))
 }
 
-/// Requests and capacity per operation and in total, divided by `per`.
-fn summary(by_operation: &std::collections::BTreeMap<String, (u64, f64)>, per: f64) -> Value {
-    let requests: u64 = by_operation.values().map(|v| v.0).sum();
-    let units: f64 = by_operation.values().map(|v| v.1).sum();
+/// Adds `more` to `total`.
+fn add(total: &mut Counts, more: &Counts) {
+    for (name, (n, units)) in &more.by_operation {
+        let entry = total.by_operation.entry(name.clone()).or_default();
+        entry.0 += n;
+        entry.1 += units;
+    }
+    for (table, units) in &more.by_table {
+        *total.by_table.entry(table.clone()).or_default() += units;
+    }
+    for (item, n) in &more.writes_by_item {
+        *total.writes_by_item.entry(item.clone()).or_default() += n;
+    }
+}
+
+/// Requests and capacity per operation, per table or index and in total, and item writes by
+/// kind, divided by `per`.
+fn summary(counts: &Counts, per: f64) -> Value {
+    let requests: u64 = counts.by_operation.values().map(|v| v.0).sum();
+    let units: f64 = counts.by_operation.values().map(|v| v.1).sum();
     json!({
         "requests": requests as f64 / per,
         "capacity_units": units / per,
-        "by_operation": by_operation
+        "by_operation": counts.by_operation
             .iter()
             .map(|(k, (n, u))| (k.clone(), json!({"requests": *n as f64 / per, "capacity_units": u / per})))
+            .collect::<serde_json::Map<_, _>>(),
+        "by_table": counts.by_table
+            .iter()
+            .map(|(k, u)| (k.clone(), json!(u / per)))
+            .collect::<serde_json::Map<_, _>>(),
+        "writes_by_item": counts.writes_by_item
+            .iter()
+            .map(|(k, n)| (k.clone(), json!(*n as f64 / per)))
             .collect::<serde_json::Map<_, _>>(),
     })
 }
@@ -300,7 +320,7 @@ pub async fn requests() -> Value {
     );
     s.meter.reset();
     let report = reconciler.run().await.expect("reconcile");
-    let mut reconcile = summary(&s.meter.by_operation(), f64::from(report.succeeded.max(1)));
+    let mut reconcile = summary(&s.meter.counts(), f64::from(report.succeeded.max(1)));
     reconcile["settled"] = json!(report.succeeded);
 
     // The webhook that confirms a payment the charge already recorded (the usual case).
@@ -513,8 +533,10 @@ async fn time_floor(client: &aws_sdk_dynamodb::Client, table: &str, n: usize) ->
     (percentiles(first), percentiles(replay))
 }
 
-/// Latency of the generic wrapper around a no-op, first call and replay.
-pub async fn latency(n: usize) -> Value {
+/// Latency of the generic wrapper around a no-op, first call and replay, and of the raw-SDK
+/// floor, in one round: `round` (the round's number in `scripts/bench`) decides which side goes
+/// first, so over alternating rounds drift in the emulator touches both sides alike.
+pub async fn latency(n: usize, round: u32) -> Value {
     let meter = CapacityMeter::default();
     let client = client(&meter);
     let table = std::env::var("BENCH_IDEMPOTENCY_TABLE")
@@ -537,9 +559,13 @@ pub async fn latency(n: usize) -> Value {
         DynamoIdempotencyStore::new(timed.clone(), &table),
         IdempotencyConfig::default(),
     );
-    // Alternating halves, so drift in the emulator touches both sides alike.
-    let (first, replay) = time_runs(&dynamo, n, "lat").await;
-    let (floor_first, floor_replay) = time_floor(&timed, &table, n).await;
+    let ((first, replay), (floor_first, floor_replay)) = if round % 2 == 0 {
+        let ours = time_runs(&dynamo, n, "lat").await;
+        (ours, time_floor(&timed, &table, n).await)
+    } else {
+        let floor = time_floor(&timed, &table, n).await;
+        (time_runs(&dynamo, n, "lat").await, floor)
+    };
     let embedded = Idempotency::new(
         MemoryIdempotencyStore::default(),
         IdempotencyConfig::default(),

@@ -59,3 +59,16 @@ pub mod service;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod xray;
+
+/// `error` and each of its sources, on one line (`outer: cause: root cause`): how an error is
+/// logged or reported to the Lambda runtime.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut chain = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        chain.push_str(": ");
+        chain.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    chain
+}

@@ -28,6 +28,21 @@ pub fn dynamodb_endpoint() -> String {
 
 /// A DynamoDB client for DynamoDB Local, counting its requests into `counter`.
 pub fn dynamodb_client(counter: &RequestCounter) -> Client {
+    client_for(&dynamodb_endpoint(), counter)
+}
+
+/// A DynamoDB client for an endpoint nothing listens on (a closed loopback port), without
+/// retries: every request fails fast, as during an outage.
+pub fn unreachable_dynamodb_client(counter: &RequestCounter) -> Client {
+    let config = client_for("http://127.0.0.1:9", counter)
+        .config()
+        .to_builder()
+        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+        .build();
+    Client::from_conf(config)
+}
+
+fn client_for(endpoint: &str, counter: &RequestCounter) -> Client {
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
         .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
@@ -38,7 +53,7 @@ pub fn dynamodb_client(counter: &RequestCounter) -> Client {
             None,
             "payonce-tests",
         ))
-        .endpoint_url(dynamodb_endpoint())
+        .endpoint_url(endpoint)
         .interceptor(counter.clone())
         .build();
     Client::from_conf(config)

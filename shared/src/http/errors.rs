@@ -3,6 +3,7 @@
 use super::problem::{Problem, ProblemType};
 use super::request::json_response;
 use crate::domain::{FailureKind, PaymentStatus, PaymentView, RefundStatus, RefundView};
+use crate::idempotency::StoreError;
 use crate::service::{ChargeError, OrdersError, RefundError};
 use lambda_http::http::{header, HeaderValue, StatusCode};
 use lambda_http::{Body, Response};
@@ -35,9 +36,7 @@ impl From<ChargeError> for Problem {
                 ProblemType::PaymentInProgress,
                 "another payment attempt for this order is being processed; wait for its outcome",
             ),
-            ChargeError::Store(crate::idempotency::StoreError::Conflict { .. }) => {
-                Problem::new(ProblemType::IdempotencyKeyInUse, "the request is contended; retry shortly").retry_after(Duration::from_secs(1))
-            }
+            ChargeError::Store(error) => store_problem(error),
             other => Problem::internal(&other),
         }
     }
@@ -70,10 +69,7 @@ impl From<RefundError> for Problem {
                 ProblemType::RefundNotSupported,
                 format!("refunds through {provider} need its refund API, which this deployment cannot call; refund from the provider's portal"),
             ),
-            RefundError::Store(crate::idempotency::StoreError::Conflict { .. }) => {
-                Problem::new(ProblemType::IdempotencyKeyInUse, "the request is contended; retry shortly").retry_after(Duration::from_secs(1))
-            }
-            other => Problem::internal(&other),
+            RefundError::Store(error) => store_problem(error),
         }
     }
 }
@@ -147,8 +143,31 @@ impl From<OrdersError> for Problem {
                 "a request with this Idempotency-Key is still being processed",
             )
             .retry_after(retry_after),
-            other => Problem::internal(&other),
+            OrdersError::Store(error) => store_problem(error),
         }
+    }
+}
+
+/// A store failure as an answer. Contention asks for a retry shortly (409
+/// `idempotency-key-in-use`); a failed backend (unreachable, throttled) for a retry with the same
+/// key once it is back (503 `service-unavailable`): what was written, if anything, is held under
+/// that key, so the retry finds it. Anything else (a corrupt item, a lost lease) is a 500.
+fn store_problem(error: StoreError) -> Problem {
+    match error {
+        StoreError::Conflict { .. } => Problem::new(
+            ProblemType::IdempotencyKeyInUse,
+            "the request is contended; retry shortly",
+        )
+        .retry_after(Duration::from_secs(1)),
+        StoreError::Backend { .. } => {
+            tracing::warn!(error = %crate::error_chain(&error), "the store failed; asking the client to retry");
+            Problem::new(
+                ProblemType::ServiceUnavailable,
+                "the request could not be completed now; retry with the same Idempotency-Key",
+            )
+            .retry_after(Duration::from_secs(1))
+        }
+        other => Problem::internal(&other),
     }
 }
 
@@ -204,4 +223,50 @@ pub fn payment_response(
             .insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outage() -> StoreError {
+        StoreError::Backend {
+            operation: "load",
+            source: "connection refused".into(),
+        }
+    }
+
+    fn conflict() -> StoreError {
+        StoreError::Conflict {
+            item: "order#o1".into(),
+        }
+    }
+
+    #[test]
+    fn a_failed_store_asks_every_api_for_a_retry_and_a_corrupt_one_is_internal() {
+        let cases = [
+            Problem::from(ChargeError::Store(outage())),
+            Problem::from(RefundError::Store(outage())),
+            Problem::from(OrdersError::Store(outage())),
+        ];
+        for problem in cases {
+            assert_eq!(problem.kind, ProblemType::ServiceUnavailable);
+            assert_eq!(problem.retry_after, Some(Duration::from_secs(1)));
+        }
+        let contended = [
+            Problem::from(ChargeError::Store(conflict())),
+            Problem::from(RefundError::Store(conflict())),
+            Problem::from(OrdersError::Store(conflict())),
+        ];
+        for problem in contended {
+            assert_eq!(problem.kind, ProblemType::IdempotencyKeyInUse);
+            assert_eq!(problem.retry_after, Some(Duration::from_secs(1)));
+        }
+        let corrupt = Problem::from(OrdersError::Store(StoreError::Corrupt {
+            key: "order#o1".into(),
+            reason: "no version".into(),
+        }));
+        assert_eq!(corrupt.kind, ProblemType::Internal);
+        assert_eq!(corrupt.retry_after, None);
+    }
 }

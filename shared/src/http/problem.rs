@@ -273,14 +273,7 @@ impl Problem {
 
     /// The 500 answer: logs `error` with its sources, tells the client nothing of it.
     pub fn internal(error: &(dyn std::error::Error + 'static)) -> Self {
-        let mut chain = error.to_string();
-        let mut source = error.source();
-        while let Some(cause) = source {
-            chain.push_str(": ");
-            chain.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        tracing::error!(error = %chain, "internal error");
+        tracing::error!(error = %crate::error_chain(error), "internal error");
         Self::new(
             ProblemType::Internal,
             "An unexpected error occurred; it has been logged.",

@@ -273,16 +273,7 @@ impl<S: IdempotencyStore> IdempotentEvents<S> {
 fn cause<E: std::fmt::Display>(error: &EventError<E>) -> String {
     match error {
         EventError::Work(e) => e.to_string(),
-        EventError::Store(e) => {
-            let mut text = e.to_string();
-            let mut source = std::error::Error::source(e);
-            while let Some(s) = source {
-                text.push_str(": ");
-                text.push_str(&s.to_string());
-                source = s.source();
-            }
-            text
-        }
+        EventError::Store(e) => crate::error_chain(e),
         _ => String::new(),
     }
 }

@@ -164,16 +164,9 @@ impl From<StoreError> for lambda_runtime::Diagnostic {
         } else {
             "payonce.NonRetryable"
         };
-        let mut message = error.to_string();
-        let mut source = std::error::Error::source(&error);
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
         Self {
             error_type: kind.to_owned(),
-            error_message: message,
+            error_message: crate::error_chain(&error),
         }
     }
 }

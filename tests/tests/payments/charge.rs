@@ -888,3 +888,48 @@ async fn transaction_conflicts_on_the_completion_write_are_retried_and_the_clien
         assert_eq!(replay.json, reply.json);
     }
 }
+
+#[tokio::test]
+async fn a_store_outage_answers_503_with_retry_after_and_calls_no_psp() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let before = stack.snapshot().await;
+
+    // GIVEN the charge function cut off from DynamoDB (every request fails to connect)
+    let counter = payonce::adapters::dynamodb::RequestCounter::default();
+    let store = payonce::adapters::dynamodb::DynamoPaymentStore::new(
+        payonce_tests::unreachable_dynamodb_client(&counter),
+        stack.tables.clone(),
+    );
+    let cut_off = ChargeService::new(
+        store,
+        payonce_tests::stack::psp_for(&stack.psp),
+        stack.charge.config().clone(),
+    );
+
+    // WHEN alice pays
+    let answer = stack
+        .pay_through(
+            &cut_off,
+            "alice",
+            "key-outage",
+            body(&order, "pm_card_visa"),
+        )
+        .await;
+
+    // THEN 503 service-unavailable with Retry-After, the store was asked, the PSP never was,
+    // and nothing changed
+    assert_eq!(answer.status, 503, "{}", answer.body);
+    assert_eq!(answer.problem_type(), "/problems/service-unavailable");
+    assert_eq!(answer.header("retry-after"), Some("1"));
+    assert!(counter.total() >= 1);
+    assert_eq!(stack.psp.requests_seen(), 0);
+    assert_eq!(stack.snapshot().await, before);
+
+    // WHEN DynamoDB is back, THEN the same key pays once
+    let retried = stack
+        .pay("alice", "key-outage", body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(retried.status, 201, "{}", retried.body);
+    assert_eq!(stack.psp.charges().len(), 1);
+}
