@@ -11,7 +11,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let table = payonce::config::required("IDEMPOTENCY_TABLE")?;
     let config = CleanupConfig::from_env()?;
     let store = DynamoIdempotencyStore::new(
-        payonce::adapters::dynamodb::traced_client(&aws_config::load_from_env().await),
+        payonce::adapters::dynamodb::traced_client(&payonce::config::lambda_aws()),
         table,
     );
     lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| async {

@@ -9,7 +9,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     payonce::config::init_lambda_tracing();
     payonce::metrics::init("orders");
     let tables = payonce::config::tables()?;
-    let client = payonce::adapters::dynamodb::traced_client(&aws_config::load_from_env().await);
+    let client = payonce::adapters::dynamodb::traced_client(&payonce::config::lambda_aws());
     let idempotency = Idempotency::new(
         DynamoIdempotencyStore::new(client.clone(), &tables.idempotency),
         IdempotencyConfig::default(),

@@ -8,7 +8,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     payonce::config::init_lambda_tracing();
     payonce::metrics::init("refund");
     let tables = payonce::config::tables()?;
-    let aws = aws_config::load_from_env().await;
+    let aws = payonce::config::lambda_aws();
     // The PSP named by `PSP` (stripe, omise, 2c2p), from the PSP API secret's fields for it,
     // rebuilt when the secret has rotated (re-read after `SECRETS_TTL_SECONDS`).
     let psp = payonce::config::psp(&aws).await?;

@@ -192,6 +192,10 @@ impl PspKind {
     }
 }
 
+#[cfg(feature = "dynamodb")]
+mod aws;
+#[cfg(feature = "dynamodb")]
+pub use aws::lambda_aws;
 #[cfg(feature = "psp")]
 mod psp;
 #[cfg(feature = "psp")]

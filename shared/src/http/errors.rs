@@ -37,7 +37,8 @@ impl From<ChargeError> for Problem {
                 "another payment attempt for this order is being processed; wait for its outcome",
             ),
             ChargeError::Store(error) => store_problem(error),
-            other => Problem::internal(&other),
+            #[cfg(feature = "faults")]
+            crash @ ChargeError::InjectedCrash(_) => Problem::internal(&crash),
         }
     }
 }

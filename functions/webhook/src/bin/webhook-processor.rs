@@ -10,7 +10,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     payonce::config::init_lambda_tracing();
     payonce::metrics::init("webhook-processor");
     let tables = payonce::config::tables()?;
-    let aws = aws_config::load_from_env().await;
+    let aws = payonce::config::lambda_aws();
     // The configured PSP's events, as the receiver verified and queued them: read without a
     // secret for Stripe and Omise; 2C2P's are JWTs read only once verified, so it loads the
     // webhook secret (the merchant key), re-read once stale.

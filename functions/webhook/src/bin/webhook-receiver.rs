@@ -8,7 +8,7 @@ use payonce::service::webhooks::{WebhookReceiver, MAX_WEBHOOK_BYTES};
 async fn main() -> Result<(), lambda_http::Error> {
     payonce::config::init_lambda_tracing();
     payonce::metrics::init("webhook-receiver");
-    let aws = aws_config::load_from_env().await;
+    let aws = payonce::config::lambda_aws();
     // Only the configured PSP's scheme (`PSP`): webhooks for another provider are answered 404.
     // It verifies with the webhook secret alone (never the PSP API secret), re-read once stale.
     let scheme = payonce::config::webhook_scheme(&aws).await?;
