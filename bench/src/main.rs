@@ -8,7 +8,6 @@
 //! - `coldstart <binary> <runs>`: process start to the first poll of a local Runtime API stub,
 //!   and peak RSS, per function binary.
 
-mod capacity;
 mod coldstart;
 mod ops;
 

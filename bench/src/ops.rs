@@ -1,9 +1,8 @@
 //! Requests, capacity and latency of the operations, against DynamoDB Local.
 
-use crate::capacity::{CapacityMeter, Counts};
 use payonce::adapters::dynamodb::{
-    create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore,
-    Tables,
+    create_idempotency_table, create_payments_table, CapacityMeter, Counts, DynamoIdempotencyStore,
+    DynamoPaymentStore, Tables,
 };
 use payonce::adapters::memory::MemoryIdempotencyStore;
 use payonce::adapters::psp::{StripeConfig, StripePsp};
@@ -69,6 +68,21 @@ fn add(total: &mut Counts, more: &Counts) {
     }
 }
 
+/// A bench table's run-unique name (`bench-pay-…`, `bench-pay-…/inflight`) as the role it plays.
+fn table_role(name: &str) -> String {
+    let (table, index) = name
+        .split_once('/')
+        .map_or((name, None), |(t, i)| (t, Some(i)));
+    let role = if table.starts_with("bench-idem") {
+        "idempotency"
+    } else if table.starts_with("bench-pay") {
+        "payments"
+    } else {
+        table
+    };
+    index.map_or_else(|| role.to_owned(), |index| format!("{role}/{index}"))
+}
+
 /// Requests and capacity per operation, per table or index and in total, and item writes by
 /// kind, divided by `per`.
 fn summary(counts: &Counts, per: f64) -> Value {
@@ -83,7 +97,7 @@ fn summary(counts: &Counts, per: f64) -> Value {
             .collect::<serde_json::Map<_, _>>(),
         "by_table": counts.by_table
             .iter()
-            .map(|(k, u)| (k.clone(), json!(u / per)))
+            .map(|(k, u)| (table_role(k), json!(u / per)))
             .collect::<serde_json::Map<_, _>>(),
         "writes_by_item": counts.writes_by_item
             .iter()

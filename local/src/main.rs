@@ -27,7 +27,6 @@ mod gateway;
 mod jwt;
 mod psp;
 mod sandbox;
-mod usage;
 mod wiring;
 
 use payonce::clock::{Clock, SystemClock};

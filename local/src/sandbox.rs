@@ -65,7 +65,7 @@ pub struct Sandbox<S, I, Q> {
     /// The PSP the sandbox runs (`stripe`, `omise`), shown to the demo page.
     pub psp_name: &'static str,
     /// DynamoDB requests and capacity, when counted (`--count-dynamodb`).
-    pub dynamodb_usage: Option<crate::usage::DynamoUsage>,
+    pub dynamodb_usage: Option<payonce::adapters::dynamodb::CapacityMeter>,
 }
 
 impl<S, I, Q> Sandbox<S, I, Q>

@@ -3,7 +3,7 @@
 
 use crate::psp::{PspSecrets, SandboxPsp};
 use crate::sandbox::Sandbox;
-use crate::usage::DynamoUsage;
+use payonce::adapters::dynamodb::CapacityMeter;
 use payonce::adapters::dynamodb::{
     create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore,
     Tables,
@@ -223,7 +223,7 @@ pub async fn run(
         format!("127.0.0.1:{}", options.psp_port).parse()?,
     )
     .await?;
-    let usage = options.count_dynamodb.then(DynamoUsage::default);
+    let usage = options.count_dynamodb.then(CapacityMeter::default);
     let context = Context {
         cors,
         options: options.clone(),
@@ -278,7 +278,7 @@ pub async fn run(
 
 async fn dynamo(
     endpoint: &str,
-    usage: Option<DynamoUsage>,
+    usage: Option<CapacityMeter>,
 ) -> Result<(DynamoPaymentStore, DynamoIdempotencyStore), Error> {
     let config = aws_sdk_dynamodb::config::Builder::from(&aws_config(endpoint).await);
     let client = aws_sdk_dynamodb::Client::from_conf(match usage {
@@ -322,7 +322,7 @@ struct Context {
     api_url: String,
     started: Instant,
     /// The DynamoDB counts (`--count-dynamodb`).
-    usage: Option<DynamoUsage>,
+    usage: Option<CapacityMeter>,
 }
 
 async fn serve<S, I, Q>(

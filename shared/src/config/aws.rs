@@ -136,7 +136,10 @@ mod tests {
             endpoint(&aws, "DynamoDB").as_deref(),
             Some("http://127.0.0.1:4566")
         );
-        assert_eq!(endpoint(&aws, "SQS").as_deref(), Some("http://127.0.0.1:5000"));
+        assert_eq!(
+            endpoint(&aws, "SQS").as_deref(),
+            Some("http://127.0.0.1:5000")
+        );
         let plain = config(&[("AWS_REGION", "us-east-1")]);
         assert_eq!(endpoint(&plain, "DynamoDB"), None);
     }

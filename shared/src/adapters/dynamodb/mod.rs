@@ -1,6 +1,7 @@
 //! DynamoDB adapters: item mapping, conditional writes, table creation and request counting.
 
 mod attributes;
+mod capacity;
 mod counting;
 mod idempotency;
 #[cfg(feature = "payments")]
@@ -9,6 +10,7 @@ mod payments;
 mod refunds;
 mod tables;
 
+pub use capacity::{CapacityMeter, Counts};
 pub use counting::RequestCounter;
 pub use idempotency::{DynamoIdempotencyStore, IdempotencyAttributes};
 #[cfg(feature = "payments")]

@@ -1,7 +1,9 @@
-//! Counts requests and consumed capacity per operation, without touching the adapters: the
-//! interceptor asks DynamoDB for `ReturnConsumedCapacity = INDEXES` on every request it sends,
-//! reads the units from every answer (in total, and by table and index), and notes which items
-//! each write request targets, by kind, so the cost of each item is visible.
+//! [`CapacityMeter`]: what DynamoDB requests cost, for benchmarks and load runs (`scripts/bench`,
+//! `payonce-local --count-dynamodb`), without touching the adapters. The interceptor asks
+//! DynamoDB for `ReturnConsumedCapacity = INDEXES` on every request it sends, reads the units from
+//! every answer (in total, and by table and index), and notes which items each write request
+//! targets, by kind, so the cost of each item is visible. No function installs it: their clients
+//! ask for no capacity.
 
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
@@ -21,7 +23,7 @@ use std::sync::{Arc, Mutex};
 pub struct Counts {
     /// (requests, capacity units) by API operation.
     pub by_operation: BTreeMap<String, (u64, f64)>,
-    /// Capacity units by table or index (`payments`, `payments/inflight-index`, …).
+    /// Capacity units by table or index (`<table>`, `<table>/<index>`).
     pub by_table: BTreeMap<String, f64>,
     /// Item writes by item kind and how they were written (`payment (transaction)`, …).
     pub writes_by_item: BTreeMap<String, u64>,
@@ -50,6 +52,22 @@ impl CapacityMeter {
             .by_operation
             .values()
             .fold((0, 0.0), |(r, c), (r2, c2)| (r + r2, c + c2))
+    }
+
+    /// The counts as JSON: `requests`, `capacity_units`, `by_operation` (`{"PutItem":
+    /// {"requests", "capacity_units"}}`), `by_table` and `writes_by_item`.
+    pub fn to_json(&self) -> Value {
+        let counts = self.counts();
+        let (requests, units) = self.total();
+        serde_json::json!({
+            "requests": requests,
+            "capacity_units": units,
+            "by_operation": counts.by_operation.iter()
+                .map(|(k, (n, u))| (k.clone(), serde_json::json!({"requests": n, "capacity_units": u})))
+                .collect::<serde_json::Map<_, _>>(),
+            "by_table": counts.by_table,
+            "writes_by_item": counts.writes_by_item,
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
@@ -109,17 +127,6 @@ fn written_items(operation: &str, body: &serde_json::Map<String, Value>) -> Vec<
     }
 }
 
-/// A table's run-unique name (`bench-pay-…`) as the role it plays.
-fn table_role(name: &str) -> &str {
-    if name.starts_with("bench-idem") {
-        "idempotency"
-    } else if name.starts_with("bench-pay") {
-        "payments"
-    } else {
-        name
-    }
-}
-
 fn units(value: &Value) -> f64 {
     match value {
         Value::Array(items) => items.iter().map(units).sum(),
@@ -138,7 +145,7 @@ fn by_table(consumed: &Value, into: &mut BTreeMap<String, f64>) {
         _ => Vec::new(),
     };
     for entry in entries {
-        let table = table_role(entry["TableName"].as_str().unwrap_or("?")).to_owned();
+        let table = entry["TableName"].as_str().unwrap_or("?").to_owned();
         let own = entry["Table"]["CapacityUnits"]
             .as_f64()
             .unwrap_or_else(|| units(entry));
@@ -153,7 +160,7 @@ fn by_table(consumed: &Value, into: &mut BTreeMap<String, f64>) {
 
 impl Intercept for CapacityMeter {
     fn name(&self) -> &'static str {
-        "payonce-bench.CapacityMeter"
+        "payonce.CapacityMeter"
     }
 
     fn modify_before_signing(
@@ -213,5 +220,70 @@ impl Intercept for CapacityMeter {
             by_table(&body["ConsumedCapacity"], &mut counts.by_table);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn units_add_up_single_and_per_table_entries_and_their_indexes() {
+        assert_eq!(units(&json!({"TableName": "t", "CapacityUnits": 2.5})), 2.5);
+        assert_eq!(
+            units(&json!([{"CapacityUnits": 2.0}, {"CapacityUnits": 4.0}])),
+            6.0
+        );
+        assert_eq!(units(&json!(null)), 0.0);
+        let mut tables = BTreeMap::new();
+        by_table(
+            &json!([{"TableName": "pay", "CapacityUnits": 6.0, "Table": {"CapacityUnits": 4.0},
+                     "GlobalSecondaryIndexes": {"inflight": {"CapacityUnits": 2.0}}},
+                    {"TableName": "idem", "CapacityUnits": 2.0}]),
+            &mut tables,
+        );
+        assert_eq!(
+            tables,
+            BTreeMap::from([
+                ("idem".to_owned(), 2.0),
+                ("pay".to_owned(), 4.0),
+                ("pay/inflight".to_owned(), 2.0)
+            ])
+        );
+    }
+
+    #[test]
+    fn writes_are_told_apart_by_item_kind_and_how_they_are_written() {
+        let body = json!({"TransactItems": [
+            {"Put": {"Item": {"pk": {"S": "payments.create#alice#k1"}}}},
+            {"Update": {"Key": {"pk": {"S": "order#o1"}}}},
+            {"ConditionCheck": {"Key": {"pk": {"S": "payment#p1"}}}},
+        ]});
+        let Value::Object(body) = body else {
+            unreachable!()
+        };
+        assert_eq!(
+            written_items("TransactWriteItems", &body),
+            vec![
+                (
+                    "idempotency record".to_owned(),
+                    "put in a transaction".to_owned()
+                ),
+                ("order".to_owned(), "update in a transaction".to_owned()),
+                (
+                    "payment".to_owned(),
+                    "condition check in a transaction".to_owned()
+                ),
+            ]
+        );
+        let put = json!({"Item": {"pk": {"S": "webhook#stripe#evt_1"}}});
+        let Value::Object(put) = put else {
+            unreachable!()
+        };
+        assert_eq!(
+            written_items("PutItem", &put),
+            vec![("webhook event mark".to_owned(), "put".to_owned())]
+        );
     }
 }
