@@ -121,15 +121,19 @@ async fn expired_records_go_live_ones_stay_and_an_interrupted_sweep_resumes() {
         }
         assert!(pending.is_empty(), "every item written");
     }
-    assert_eq!(
-        stack.snapshot().await.0.len(),
-        items.len(),
-        "the table holds every item before the sweep"
+    // DynamoDB Local runs TTL too, and may already have deleted some expired items (as AWS may,
+    // up to days late): the sweep must delete every expired item still there, and only those.
+    let before = stack.snapshot().await.0;
+    let still_there = |prefix: &str| before.keys().filter(|pk| pk.starts_with(prefix)).count();
+    let (expired_records, expired_events) = (
+        u32::try_from(still_there("payments.create#")).unwrap(),
+        u32::try_from(still_there("webhook#")).unwrap(),
     );
-    let live_before: Vec<_> = {
-        let all = stack.snapshot().await.0;
-        live.iter().map(|pk| all[pk].clone()).collect()
-    };
+    assert!(
+        expired_records + expired_events > 900,
+        "most expired items are still there: {expired_records} + {expired_events}"
+    );
+    let live_before: Vec<_> = live.iter().map(|pk| before[pk].clone()).collect();
 
     // WHEN a bounded run stops part-way (as if interrupted), then the next runs resume
     let records = stack.records();
@@ -153,7 +157,11 @@ async fn expired_records_go_live_ones_stay_and_an_interrupted_sweep_resumes() {
     // THEN every expired record is gone, each counted once, and the live ones are untouched
     let deleted_records: u32 = reports.iter().map(|r| r.deleted_records).sum();
     let deleted_events: u32 = reports.iter().map(|r| r.deleted_events).sum();
-    assert_eq!((deleted_records, deleted_events), (700, 300), "{reports:?}");
+    assert_eq!(
+        (deleted_records, deleted_events),
+        (expired_records, expired_events),
+        "{reports:?}"
+    );
     let pages: u32 = reports.iter().map(|r| r.pages).sum();
     assert!(
         pages <= 1051 / 100 + 2,

@@ -219,9 +219,115 @@ pub async fn deferring_a_settled_payment_does_not_bring_it_back_into_the_scan<
     );
 }
 
+pub async fn the_scan_merges_every_partition_of_the_index_most_overdue_first<
+    H: PaymentStoreHarness,
+>(
+    h: H,
+) {
+    // GIVEN twenty attempts begun a second apart (spread over the index's partitions on DynamoDB)
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        ids.push(begun(&h, &format!("spread-{i}")).await.payment.payment_id);
+        h.clock().advance(Duration::from_secs(1));
+    }
+    let bound_ms = h.clock().now_ms();
+
+    // WHEN reconcile pages through them three at a time
+    let listed = pages(&h, bound_ms, 3, None).await;
+
+    // THEN every page holds at most three, and together they are every attempt once, oldest first
+    assert!(
+        listed.iter().all(|page| page.len() <= 3),
+        "{}: {listed:?}",
+        H::NAME
+    );
+    assert_eq!(listed.concat(), ids, "{}", H::NAME);
+    // AND a page of all of them at once is the same list
+    assert_eq!(
+        pages(&h, bound_ms, 50, None).await.concat(),
+        ids,
+        "{}",
+        H::NAME
+    );
+}
+
 store_suite!(
+    the_scan_merges_every_partition_of_the_index_most_overdue_first,
     list_inflight_pages_through_processing_payments_oldest_first,
     an_inflight_cursor_survives_the_listed_payment_settling,
     a_deferred_check_moves_the_attempt_behind_the_others_until_it_falls_due,
     deferring_a_settled_payment_does_not_bring_it_back_into_the_scan,
 );
+
+/// The DynamoDB layout of the index: sharded partition values, and entries written before the
+/// shards still read.
+mod sharded_index {
+    use super::*;
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use payonce::adapters::dynamodb::{inflight_shard, RequestCounter, INFLIGHT_SHARDS};
+
+    #[tokio::test]
+    async fn attempts_spread_over_the_shards_and_unsharded_entries_are_still_listed() {
+        let h = payonce_tests::stores::dynamo_stores().await;
+        let client = payonce_tests::dynamodb_client(&RequestCounter::new());
+        let table = h.payments().tables().payments.clone();
+        let item = |pk: String| {
+            let (client, table) = (client.clone(), table.clone());
+            async move {
+                client
+                    .get_item()
+                    .table_name(table)
+                    .key("pk", AttributeValue::S(pk))
+                    .consistent_read(true)
+                    .send()
+                    .await
+                    .unwrap()
+                    .item
+                    .unwrap()
+            }
+        };
+
+        // GIVEN forty attempts in flight
+        let mut ids = Vec::new();
+        for i in 0..40 {
+            ids.push(begun(&h, &format!("shard-{i}")).await.payment.payment_id);
+            h.clock().advance(Duration::from_millis(10));
+        }
+
+        // THEN each carries its id's shard, and together they use every shard
+        let mut shards = std::collections::BTreeSet::new();
+        for id in &ids {
+            let stored = item(format!("payment#{id}")).await;
+            let shard = stored["inflight"].as_s().unwrap().clone();
+            assert_eq!(shard, inflight_shard(id));
+            shards.insert(shard);
+        }
+        assert_eq!(shards.len(), INFLIGHT_SHARDS as usize, "{shards:?}");
+
+        // WHEN an entry written before the index was sharded (partition `processing`) is there too
+        let mut legacy = item(format!("payment#{}", ids[0])).await;
+        let legacy_id = "pay_0000000000000000000000000000000a".to_owned();
+        legacy.insert(
+            "pk".into(),
+            AttributeValue::S(format!("payment#{legacy_id}")),
+        );
+        legacy.insert("inflight".into(), AttributeValue::S("processing".into()));
+        client
+            .put_item()
+            .table_name(&table)
+            .set_item(Some(legacy))
+            .send()
+            .await
+            .unwrap();
+
+        // THEN the scan lists it with the others, in check-time order (it is as old as the first)
+        let listed = pages(&h, h.clock().now_ms(), 7, None).await.concat();
+        assert_eq!(listed.len(), 41, "{listed:?}");
+        let mut first_two = listed[..2].to_vec();
+        first_two.sort();
+        let mut oldest = vec![legacy_id, ids[0].clone()];
+        oldest.sort();
+        assert_eq!(first_two, oldest, "{listed:?}");
+        assert_eq!(listed[2..], ids[1..], "{listed:?}");
+    }
+}

@@ -5,6 +5,8 @@ mod capacity;
 mod counting;
 mod idempotency;
 #[cfg(feature = "payments")]
+mod inflight;
+#[cfg(feature = "payments")]
 mod payments;
 #[cfg(feature = "payments")]
 mod refunds;
@@ -14,7 +16,9 @@ pub use capacity::{CapacityMeter, Counts};
 pub use counting::RequestCounter;
 pub use idempotency::{DynamoIdempotencyStore, IdempotencyAttributes};
 #[cfg(feature = "payments")]
-pub use payments::{DynamoPaymentStore, Tables, INFLIGHT_INDEX, INFLIGHT_PARTITION};
+pub use inflight::{inflight_shard, INFLIGHT_INDEX, INFLIGHT_PARTITION, INFLIGHT_SHARDS};
+#[cfg(feature = "payments")]
+pub use payments::{DynamoPaymentStore, Tables};
 #[cfg(feature = "payments")]
 pub use tables::create_payments_table;
 pub use tables::{

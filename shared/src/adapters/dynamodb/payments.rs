@@ -5,8 +5,8 @@
 //! - order `order#<id>`: `owner`, `version`, `currency`, `items` (JSON), `amount`,
 //!   `payment_state`, `payment_id` (the attempt holding or having paid it), timestamps;
 //! - payment `payment#<id>`: its fields, `status`, `failure_kind`, `decline_code`,
-//!   `idempotency_pk`, `psp_maybe_reached` (only once true), and — only while processing — `inflight` + `created_at_ms`, the key of
-//!   the sparse GSI reconcile reads.
+//!   `idempotency_pk`, `psp_maybe_reached` (only once true), and — only while processing — `inflight` +
+//!   `check_at_ms`, the keys of the sparse, sharded GSI reconcile reads (see `inflight.rs`).
 
 use super::attributes::{n, number, s, string, Item};
 use super::idempotency::{
@@ -42,7 +42,6 @@ use std::time::Duration;
 /// How often a transaction cancelled by a conflict or throttling is sent again.
 const TRANSACT_RETRIES: u32 = 3;
 
-pub use super::tables::INFLIGHT_INDEX;
 /// The in-flight index's sort key: when reconcile should next look at the attempt.
 pub(super) const CHECK_AT: &str = "check_at_ms";
 /// The payment attribute saying a call under its PSP key may have reached the PSP.
@@ -55,8 +54,6 @@ pub(super) const REFUND_PENDING: &str = "refund_pending";
 pub(super) const REFUND_COUNT: &str = "refund_count";
 /// Set once the automatic refund of a late duplicate was created.
 pub(super) const DUPLICATE_REFUND: &str = "duplicate_refund";
-/// Partition value of every in-flight payment in [`INFLIGHT_INDEX`].
-pub const INFLIGHT_PARTITION: &str = "processing";
 
 /// The tables the payment path uses.
 #[derive(Debug, Clone)]
@@ -762,8 +759,7 @@ fn payment_to_item(payment: &Payment) -> Item {
     item.insert("created_at_ms".into(), n(payment.created_at_ms));
     item.insert("updated_at_ms".into(), n(payment.updated_at_ms));
     if payment.status == PaymentStatus::Processing {
-        item.insert("inflight".into(), s(INFLIGHT_PARTITION));
-        item.insert(CHECK_AT.into(), n(payment.check_at_ms));
+        super::inflight::mark_inflight(&mut item, &payment.payment_id, payment.check_at_ms);
     }
     item
 }
@@ -1211,36 +1207,15 @@ impl InflightScan for DynamoPaymentStore {
         limit: u32,
         cursor: Option<String>,
     ) -> Result<(Vec<String>, Option<String>), StoreError> {
-        let start = match cursor {
-            Some(raw) => Some(decode_cursor(&raw)?),
-            None => None,
-        };
-        let page = self
-            .client
-            .query()
-            .table_name(&self.tables.payments)
-            .index_name(INFLIGHT_INDEX)
-            .key_condition_expression("#inflight = :processing AND #check_at_ms <= :due")
-            .expression_attribute_names("#inflight", "inflight")
-            .expression_attribute_names("#check_at_ms", CHECK_AT)
-            .expression_attribute_values(":processing", s(INFLIGHT_PARTITION))
-            .expression_attribute_values(":due", n(due_at_ms))
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|e| backend("list_inflight", INFLIGHT_INDEX, e))?;
-        let ids = page
-            .items()
+        let (keys, next) = self.scan_inflight(due_at_ms, limit, cursor).await?;
+        let ids = keys
             .iter()
-            .filter_map(|item| string(item, PK).ok())
             .filter_map(|pk| {
                 pk.strip_prefix("payment#")
                     .or_else(|| pk.strip_prefix("refund#"))
                     .map(str::to_owned)
             })
             .collect();
-        let next = page.last_evaluated_key().map(encode_cursor);
         Ok((ids, next))
     }
 

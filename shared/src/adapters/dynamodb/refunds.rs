@@ -35,9 +35,6 @@ use aws_sdk_dynamodb::types::{
 };
 use std::collections::HashMap;
 
-/// Partition value of every pending refund in the in-flight index.
-const INFLIGHT_PARTITION: &str = super::payments::INFLIGHT_PARTITION;
-
 pub(super) fn refund_pk(refund_id: &str) -> String {
     format!("refund#{refund_id}")
 }
@@ -69,8 +66,7 @@ fn refund_to_item(refund: &Refund) -> Item {
     item.insert("created_at_ms".into(), n(refund.created_at_ms));
     item.insert("updated_at_ms".into(), n(refund.updated_at_ms));
     if refund.status == RefundStatus::Pending {
-        item.insert("inflight".into(), s(INFLIGHT_PARTITION));
-        item.insert(CHECK_AT.into(), n(refund.check_at_ms));
+        super::inflight::mark_inflight(&mut item, &refund.refund_id, refund.check_at_ms);
     }
     item
 }

@@ -1,0 +1,217 @@
+//! The in-flight index: payments still `processing` and refunds still `pending` carry an
+//! `inflight` partition value and a `check_at_ms` sort key, the keys of the sparse, keys-only GSI
+//! reconcile reads; an attempt leaves it by dropping `inflight`.
+//!
+//! The partition value is sharded: `processing#<n>`, `n` a stable hash of the item's id modulo
+//! [`INFLIGHT_SHARDS`]. One partition value would funnel every index write through one index
+//! partition (about 1,000 write units a second); shards spread them. Reading the index means one
+//! Query per shard, merged by check time, so the scan still yields the most overdue first. The
+//! unsharded value `processing` (items written before shards) is read too.
+
+use super::attributes::{n, s, string, Item};
+use super::idempotency::PK;
+use super::payments::CHECK_AT;
+use super::{backend, DynamoPaymentStore};
+use crate::idempotency::StoreError;
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::collections::{BTreeMap, HashMap};
+
+pub use super::tables::INFLIGHT_INDEX;
+
+/// The index's partition attribute.
+pub(super) const INFLIGHT: &str = "inflight";
+
+/// The partition value of items written before the index was sharded (still read).
+pub const INFLIGHT_PARTITION: &str = "processing";
+
+/// How many partition values the in-flight index spreads its entries over.
+pub const INFLIGHT_SHARDS: u32 = 8;
+
+/// The in-flight partition value of the payment or refund `id`: a pure function of the id, so
+/// every writer of the item computes the same one.
+pub fn inflight_shard(id: &str) -> String {
+    // FNV-1a: stable across builds and platforms, unlike the standard library's hasher.
+    let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{INFLIGHT_PARTITION}#{}", hash % u64::from(INFLIGHT_SHARDS))
+}
+
+/// Every partition value the scan reads: the shards, and the unsharded value.
+fn partitions() -> Vec<String> {
+    std::iter::once(INFLIGHT_PARTITION.to_owned())
+        .chain((0..INFLIGHT_SHARDS).map(|i| format!("{INFLIGHT_PARTITION}#{i}")))
+        .collect()
+}
+
+/// Puts the in-flight index keys on `item` (a new payment or refund in flight).
+pub(super) fn mark_inflight(item: &mut Item, id: &str, check_at_ms: i64) {
+    item.insert(INFLIGHT.into(), s(inflight_shard(id)));
+    item.insert(CHECK_AT.into(), n(check_at_ms));
+}
+
+/// Where the scan is in each partition: the start key of its next Query, or `None` once read to
+/// the end. A partition absent from the map has not been read yet.
+type Positions = BTreeMap<String, Option<HashMap<String, AttributeValue>>>;
+
+/// One entry read from the index.
+struct Entry {
+    partition: String,
+    check_at_ms: i64,
+    pk: String,
+}
+
+impl Entry {
+    fn start_key(&self) -> HashMap<String, AttributeValue> {
+        HashMap::from([
+            (PK.to_owned(), s(&self.pk)),
+            (INFLIGHT.to_owned(), s(&self.partition)),
+            (CHECK_AT.to_owned(), n(self.check_at_ms)),
+        ])
+    }
+}
+
+impl DynamoPaymentStore {
+    /// Up to `limit` item keys (`payment#…`, `refund#…`) due at `due_at_ms`, most overdue first,
+    /// after `cursor`, and the cursor of the rest, if any: one Query per partition not yet read
+    /// to its end, merged by check time.
+    pub(super) async fn scan_inflight(
+        &self,
+        due_at_ms: i64,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<(Vec<String>, Option<String>), StoreError> {
+        let mut positions = match cursor {
+            Some(raw) => decode_positions(&raw)?,
+            None => Positions::new(),
+        };
+        // Each partition's entries in the order the index returned them (by check time; ties in
+        // the index's own order, which the start keys follow).
+        let mut read: Vec<std::collections::VecDeque<Entry>> = Vec::new();
+        // Partitions that hold more due entries than this page read from them.
+        let mut more = BTreeMap::new();
+        for partition in partitions() {
+            let start = match positions.get(&partition) {
+                Some(None) => continue,
+                Some(Some(key)) => Some(key.clone()),
+                None => None,
+            };
+            let page = self
+                .client
+                .query()
+                .table_name(&self.tables.payments)
+                .index_name(INFLIGHT_INDEX)
+                .key_condition_expression("#inflight = :partition AND #check_at_ms <= :due")
+                .expression_attribute_names("#inflight", INFLIGHT)
+                .expression_attribute_names("#check_at_ms", CHECK_AT)
+                .expression_attribute_values(":partition", s(&partition))
+                .expression_attribute_values(":due", n(due_at_ms))
+                .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| backend("list_inflight", INFLIGHT_INDEX, e))?;
+            more.insert(partition.clone(), page.last_evaluated_key().is_some());
+            read.push(
+                page.items()
+                    .iter()
+                    .map(|item| Entry {
+                        partition: partition.clone(),
+                        check_at_ms: super::attributes::number(item, CHECK_AT).unwrap_or(0),
+                        pk: string(item, PK).unwrap_or_default(),
+                    })
+                    .collect(),
+            );
+        }
+        // Merge: the most overdue head first, so what is taken from each partition is a prefix of
+        // what it returned.
+        let mut entries = Vec::new();
+        while entries.len() < limit as usize {
+            let next = read
+                .iter()
+                .enumerate()
+                .filter_map(|(i, queue)| queue.front().map(|e| (e.check_at_ms, i)))
+                .min();
+            let Some((_, i)) = next else { break };
+            entries.extend(read[i].pop_front());
+        }
+        let taken = entries.len();
+        entries.extend(read.into_iter().flatten());
+        // Each partition goes on after the last entry taken from it (or from where it was, if
+        // none was taken); one whose entries were all taken and that has no more is done.
+        for (partition, has_more) in &more {
+            let last_taken = entries[..taken]
+                .iter()
+                .rev()
+                .find(|e| &e.partition == partition);
+            let left = entries[taken..].iter().any(|e| &e.partition == partition);
+            if !left && !has_more {
+                positions.insert(partition.clone(), None);
+            } else if let Some(entry) = last_taken {
+                positions.insert(partition.clone(), Some(entry.start_key()));
+            }
+        }
+        let keys = entries
+            .into_iter()
+            .take(taken)
+            .map(|entry| entry.pk)
+            .collect();
+        let all_done = partitions()
+            .iter()
+            .all(|p| matches!(positions.get(p), Some(None)));
+        Ok((keys, (!all_done).then(|| encode_positions(&positions))))
+    }
+}
+
+fn encode_positions(positions: &Positions) -> String {
+    let map: serde_json::Map<String, serde_json::Value> = positions
+        .iter()
+        .map(|(partition, key)| {
+            let value = match key {
+                Some(key) => serde_json::Value::String(super::payments::encode_cursor(key)),
+                None => serde_json::Value::Null,
+            };
+            (partition.clone(), value)
+        })
+        .collect();
+    serde_json::Value::Object(map).to_string()
+}
+
+fn decode_positions(raw: &str) -> Result<Positions, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        key: "cursor".into(),
+        reason,
+    };
+    let value: serde_json::Value = serde_json::from_str(raw).map_err(|e| corrupt(e.to_string()))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| corrupt("not an object".into()))?;
+    object
+        .iter()
+        .map(|(partition, key)| {
+            let key = match key {
+                serde_json::Value::Null => None,
+                serde_json::Value::String(raw) => Some(super::payments::decode_cursor(raw)?),
+                _ => return Err(corrupt(format!("partition {partition}"))),
+            };
+            Ok((partition.clone(), key))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_are_stable_and_spread() {
+        assert_eq!(inflight_shard("pay_0"), inflight_shard("pay_0"));
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..200 {
+            let shard = inflight_shard(&format!("pay_{i:032x}"));
+            assert!(shard.starts_with("processing#"), "{shard}");
+            seen.insert(shard);
+        }
+        assert_eq!(seen.len(), INFLIGHT_SHARDS as usize);
+    }
+}
