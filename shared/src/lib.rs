@@ -23,7 +23,7 @@
 //!
 //! | feature | adds | links |
 //! |---|---|---|
-//! | `dynamodb` (default) | the DynamoDB idempotency store | `aws-sdk-dynamodb`, `aws-config` |
+//! | `dynamodb` (default) | the DynamoDB idempotency store, a Lambda's AWS configuration (`config::lambda_aws`) | `aws-sdk-dynamodb`, `aws-config`, `aws-types` |
 //! | `runtime` | the event-handler wrapper, the functions' JSON logs | `lambda_runtime` |
 //! | `http` | the `lambda_http` layer, problem+json, request helpers | `lambda_http` |
 //! | `payments` | orders, charges, refunds, webhooks and jobs (ports, services, embedded adapters) | — |
