@@ -700,12 +700,15 @@ pub trait ExpiredSweep: Send + Sync {
 /// `service::limits`): one item per counter key, holding `attempts` and `declines`.
 #[async_trait]
 pub trait AttemptCounter: Send + Sync {
-    /// Counts one attempt under `counter`, unless it already holds `max_attempts` attempts or
-    /// `max_declines` declines (then nothing is written); whether it was counted. The counter is
-    /// forgotten after `expires_at_s`.
+    /// Counts the attempt `attempt` (a short tag of its idempotency key) under `counter`, unless
+    /// it already holds `max_attempts` attempts or `max_declines` declines (then nothing is
+    /// written); whether the attempt is admitted. An attempt already counted under `counter` is
+    /// admitted again without being counted twice, so a double click or a retry of a request cut
+    /// after counting costs one attempt. The counter is forgotten after `expires_at_s`.
     async fn count_attempt(
         &self,
         counter: &str,
+        attempt: &str,
         max_attempts: u32,
         max_declines: u32,
         expires_at_s: i64,

@@ -10,6 +10,19 @@
 //!   [--keep-going]                          report every failing seed (unshrunk), not the first
 //! ```
 
+/// What `--help` prints, and what follows a usage error.
+const USAGE: &str = "\
+usage: payonce-sim --seeds N [--start S]   run seeds S..S+N (default S = 0)
+       payonce-sim --seed N [--trace]      replay one seed (its trace with --trace)
+options:
+  --psp stripe|omise|2c2p      the PSP model and adapter (default stripe)
+  --clients N                  a shrunk schedule's clients, as printed on failure
+  --faults a,b,...|none        a shrunk schedule's fault kinds, as printed on failure
+  --mutation NAME              put a fixed hole back (mutation check; repeatable)
+  --expect-violation           succeed only if some seed breaks an invariant
+  --keep-going                 report every failing seed (unshrunk), not only the first
+  -h, --help                   this text";
+
 use payonce::config::PspKind;
 use payonce::mutations::Mutation;
 use payonce_sim::{run, FaultKind, Schedule};
@@ -88,10 +101,14 @@ fn schedule(args: &Args, seed: u64) -> Schedule {
 }
 
 fn main() -> ExitCode {
+    if std::env::args().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
     let args = match parse() {
         Ok(args) => args,
         Err(error) => {
-            eprintln!("payonce-sim: {error}");
+            eprintln!("payonce-sim: {error}\n{USAGE}");
             return ExitCode::from(2);
         }
     };

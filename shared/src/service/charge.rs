@@ -339,7 +339,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             // A new attempt: counted against the limits once, before anything is claimed.
             if let (Some(limiter), false) = (&self.limiter, admitted) {
                 match limiter
-                    .admit(user, &request.order_id, self.store.now_ms())
+                    .admit(user, &request.order_id, &record_key, self.store.now_ms())
                     .await?
                 {
                     Admission::Admitted => admitted = true,

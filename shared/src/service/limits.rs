@@ -7,13 +7,15 @@
 //!
 //! The counters live in the idempotency table beside the records, one item per user or order
 //! and window (`limit#user#<sub>#<window>`, `limit#order#<id>#<window>`), expiring by TTL.
-//! Counting an attempt is one conditional `UpdateItem` per counter; a decline adds one more.
+//! Counting an attempt is one conditional `UpdateItem` per counter; a decline adds one more. A
+//! counter remembers which keys it counted, so an attempt counts once however many requests
+//! carry its key (a double click, a retry of a request cut after it was counted).
 //! The user's counter is counted first: an attempt it admits and the order's refuses still
 //! counts against the user. Declines count when the charge answers them; a decline learnt later
 //! (webhook, reconcile) does not.
 
 use crate::config::{number, ConfigError};
-use crate::idempotency::StoreError;
+use crate::idempotency::{RecordKey, StoreError};
 use crate::ports::AttemptCounter;
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,6 +103,15 @@ pub enum Admission {
     },
 }
 
+/// What a counter remembers of an attempt: 16 hex digits of the SHA-256 of its idempotency key
+/// (short, so a full counter stays under 1 KB; a collision between two keys of one user in one
+/// window would only count them as one attempt).
+fn attempt_tag(record: &RecordKey) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(record.as_str().as_bytes());
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Applies [`AttemptLimits`] over an [`AttemptCounter`].
 #[derive(Clone)]
 pub struct AttemptLimiter {
@@ -161,18 +172,22 @@ impl AttemptLimiter {
         )
     }
 
-    /// Counts a new attempt by `user` on `order_id`, or refuses it if either counter is full.
+    /// Counts a new attempt by `user` on `order_id` under the idempotency key `record`, or
+    /// refuses it if either counter is full. The attempt is counted once per key: a double click,
+    /// or a retry of a request cut after it was counted, is admitted without counting again.
     pub async fn admit(
         &self,
         user: &str,
         order_id: &str,
+        record: &RecordKey,
         now_ms: i64,
     ) -> Result<Admission, StoreError> {
         let (counters, ends_ms, expires_at_s) = self.counters(user, order_id, now_ms);
+        let attempt = attempt_tag(record);
         for (key, limit, scope) in counters {
             let counted = self
                 .counter
-                .count_attempt(&key, limit.attempts, limit.declines, expires_at_s)
+                .count_attempt(&key, &attempt, limit.attempts, limit.declines, expires_at_s)
                 .await?;
             if !counted {
                 let retry_after =

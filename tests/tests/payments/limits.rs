@@ -2,6 +2,7 @@
 //! answer is 429 `too-many-attempts` with `Retry-After`, nothing is written and nothing reaches
 //! the PSP, while replays of earlier keys are never limited.
 
+use payonce::clock::Clock;
 use payonce::service::limits::{AttemptLimiter, AttemptLimits, Limit};
 use payonce_tests::stack::{stripe_for, PaymentStack, TableSnapshot};
 use serde_json::json;
@@ -180,4 +181,61 @@ async fn declines_on_one_order_close_it_for_the_window() {
         .pay_through(&service, "erin", "o1", pay_body(&other, "pm_card_visa"))
         .await;
     assert_eq!(reply.status, 201, "{}", reply.body);
+}
+
+#[tokio::test]
+async fn a_request_cut_after_it_was_counted_and_retried_counts_one_attempt() {
+    let stack = PaymentStack::start().await;
+    let limiter = AttemptLimiter::new(
+        Arc::new(stack.records()),
+        limits(
+            Limit {
+                attempts: 2,
+                declines: 100,
+            },
+            Limit {
+                attempts: 100,
+                declines: 100,
+            },
+        ),
+    );
+    let service = stack
+        .charge_with(stripe_for(&stack.psp))
+        .with_attempt_limits(limiter.clone());
+    // GIVEN dave, allowed two attempts, whose first request was counted and then cut before it
+    // claimed its key (the invocation died, or the sandbox dropped it with the connection)
+    let first = stack.create_order("dave").await;
+    let key = payonce::idempotency::RecordKey::new(
+        payonce::service::charge::PAY_SCOPE,
+        "dave",
+        &payonce::idempotency::IdempotencyKey::parse("cut").unwrap(),
+    );
+    let admitted = limiter
+        .admit("dave", &first, &key, stack.clock.now_ms())
+        .await
+        .unwrap();
+    assert_eq!(admitted, payonce::service::limits::Admission::Admitted);
+    assert_eq!(stack.psp.charges().len(), 0);
+
+    // WHEN his client retries the same key, then pays a second order with a new key
+    let retried = stack
+        .pay_through(&service, "dave", "cut", pay_body(&first, "pm_card_visa"))
+        .await;
+    assert_eq!(retried.status, 201, "{}", retried.body);
+    let second = stack.create_order("dave").await;
+    let next = stack
+        .pay_through(&service, "dave", "next", pay_body(&second, "pm_card_visa"))
+        .await;
+
+    // THEN the retry was the same attempt, so the new key is his second: admitted and charged
+    assert_eq!(next.status, 201, "{}", next.body);
+    assert_eq!(stack.psp.charges().len(), 2);
+    // AND a third attempt is refused, nothing reaching the PSP
+    let third = stack.create_order("dave").await;
+    let refused = stack
+        .pay_through(&service, "dave", "third", pay_body(&third, "pm_card_visa"))
+        .await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(refused.problem_type(), "/problems/too-many-attempts");
+    assert_eq!(stack.psp.charges().len(), 2);
 }

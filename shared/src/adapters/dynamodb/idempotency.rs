@@ -433,38 +433,63 @@ impl AttemptCounter for DynamoIdempotencyStore {
     async fn count_attempt(
         &self,
         counter: &str,
+        attempt: &str,
         max_attempts: u32,
         max_declines: u32,
         expires_at_s: i64,
     ) -> Result<bool, StoreError> {
         // A counter's key names its window, and it expires a window after that one ends: it is
-        // never read past its expiry.
+        // never read past its expiry. `attempts` counts the tags in `keys`; a tag already there is
+        // refused by the condition and read back from the refusal (no second request).
         let sent = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(PK, s(counter))
             .update_expression(
-                "SET #attempts = if_not_exists(#attempts, :zero) + :one, #expires_at = :exp",
+                "SET #attempts = if_not_exists(#attempts, :zero) + :one, #expires_at = :exp \
+                 ADD #keys :attempts",
             )
             .condition_expression(
-                "attribute_not_exists(#pk) OR (#attempts < :max_attempts \
+                "attribute_not_exists(#pk) OR (NOT contains(#keys, :attempt) \
+                 AND #attempts < :max_attempts \
                  AND (attribute_not_exists(#declines) OR #declines < :max_declines))",
             )
             .expression_attribute_names("#pk", PK)
             .expression_attribute_names("#attempts", "attempts")
             .expression_attribute_names("#declines", "declines")
+            .expression_attribute_names("#keys", "keys")
             .expression_attribute_names("#expires_at", EXPIRES_AT)
             .expression_attribute_values(":zero", n(0))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":exp", n(expires_at_s))
+            .expression_attribute_values(":attempt", s(attempt))
+            .expression_attribute_values(
+                ":attempts",
+                aws_sdk_dynamodb::types::AttributeValue::Ss(vec![attempt.to_owned()]),
+            )
             .expression_attribute_values(":max_attempts", n(i64::from(max_attempts)))
             .expression_attribute_values(":max_declines", n(i64::from(max_declines)))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
         match sent {
             Ok(_) => Ok(true),
-            Err(error) if is_condition_failure(&error) => Ok(false),
+            Err(error) if is_condition_failure(&error) => {
+                // Refused: either this attempt was counted already (admitted again), or the
+                // counter is full.
+                let counted = match error.as_service_error() {
+                    Some(
+                        aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(refused),
+                    ) => refused
+                        .item()
+                        .and_then(|item| item.get("keys"))
+                        .and_then(|keys| keys.as_ss().ok())
+                        .is_some_and(|keys| keys.iter().any(|k| k == attempt)),
+                    _ => false,
+                };
+                Ok(counted)
+            }
             Err(error) => Err(backend("count_attempt", counter, error)),
         }
     }

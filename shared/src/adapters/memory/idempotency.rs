@@ -196,6 +196,9 @@ pub(crate) struct MemoryTables {
     /// read as absent until swept.
     #[cfg(feature = "payments")]
     pub(crate) counters: BTreeMap<String, (u32, u32, i64)>,
+    /// The attempts each counter has counted (tags of their keys), as DynamoDB's `keys` set.
+    #[cfg(feature = "payments")]
+    pub(crate) counted: BTreeMap<String, std::collections::BTreeSet<String>>,
     /// Where an interrupted cleanup sweep stopped.
     #[cfg(feature = "payments")]
     pub(crate) checkpoint: Option<String>,
@@ -234,12 +237,20 @@ impl AttemptCounter for MemoryIdempotencyStore {
     async fn count_attempt(
         &self,
         counter: &str,
+        attempt: &str,
         max_attempts: u32,
         max_declines: u32,
         expires_at_s: i64,
     ) -> Result<bool, StoreError> {
         // As in DynamoDB: a counter's key names its window, never read past its expiry.
         let mut tables = self.lock();
+        if tables
+            .counted
+            .get(counter)
+            .is_some_and(|counted| counted.contains(attempt))
+        {
+            return Ok(true);
+        }
         let entry = tables
             .counters
             .entry(counter.to_owned())
@@ -249,6 +260,11 @@ impl AttemptCounter for MemoryIdempotencyStore {
         }
         entry.0 += 1;
         entry.2 = expires_at_s;
+        tables
+            .counted
+            .entry(counter.to_owned())
+            .or_default()
+            .insert(attempt.to_owned());
         Ok(true)
     }
 
@@ -315,6 +331,7 @@ impl ExpiredSweep for MemoryIdempotencyStore {
         if let Some((_, _, expires_at_s)) = tables.counters.get(key) {
             if *expires_at_s < now_ms.div_euclid(1000) {
                 tables.counters.remove(key);
+                tables.counted.remove(key);
                 return Ok(true);
             }
             return Ok(false);
