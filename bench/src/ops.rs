@@ -573,7 +573,7 @@ pub async fn latency(n: usize, round: u32) -> Value {
         DynamoIdempotencyStore::new(timed.clone(), &table),
         IdempotencyConfig::default(),
     );
-    let ((first, replay), (floor_first, floor_replay)) = if round % 2 == 0 {
+    let ((first, replay), (floor_first, floor_replay)) = if round.is_multiple_of(2) {
         let ours = time_runs(&dynamo, n, "lat").await;
         (ours, time_floor(&timed, &table, n).await)
     } else {
