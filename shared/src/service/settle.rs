@@ -98,9 +98,10 @@ pub fn settlement_of_outcome(outcome: PspOutcome) -> Option<Settlement> {
 pub enum EventApplied {
     /// The event moved the payment (its dedup record written in the same transaction).
     Moved(Box<Payment>),
-    /// The event changes nothing (already there, or it would move backwards); recorded as seen.
+    /// The event changes nothing (already there, or it would move backwards); nothing written,
+    /// so a redelivery answers the same.
     Unchanged(Box<Payment>),
-    /// The event was processed before; nothing written.
+    /// The event was processed before (it moved the payment, or was rejected); nothing written.
     Duplicate,
     /// The event's amount or currency is not the payment's: nothing applied, the event
     /// recorded as processed, an alarm raised.
@@ -131,6 +132,7 @@ pub enum EventError {
 /// Applies a webhook event's settlement exactly once: the dedup record and the transition are
 /// written in one transaction, so a crash can never mark an event done without its effect, and
 /// a duplicate delivery — sequential or concurrent — finds the dedup record and writes nothing.
+/// An event that changes nothing is read and acknowledged, with no write at all.
 /// An event whose `reported` amount or currency is not the payment's applies nothing.
 pub async fn apply_event<S: ChargeStore + ?Sized>(
     store: &S,
@@ -157,11 +159,10 @@ pub async fn apply_event<S: ChargeStore + ?Sized>(
         }
         let step = transition(&payment, settlement);
         if step == Transition::Unchanged {
-            return Ok(if store.record_event(event).await? {
-                EventApplied::Unchanged(Box::new(payment))
-            } else {
-                EventApplied::Duplicate
-            });
+            // States only move forward, so an event that changes nothing now changes nothing
+            // on any later delivery either: it needs no dedup record, and costs no write (the
+            // webhook confirming a charge that already recorded its success is this case).
+            return Ok(EventApplied::Unchanged(Box::new(payment)));
         }
         match store
             .settle(&payment, &step, retention, Some(event))

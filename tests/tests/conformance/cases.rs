@@ -368,8 +368,11 @@ pub async fn lost_response<F: Face>() {
     }
     // AND the PSP's own webhook, through receiver, SQS and processor, settles it
     pipeline.drain(&stack, 1).await;
-    assert!(
-        !dedup_records(&stack).await.is_empty(),
+    // (Where the charge already knew the outcome, the webhook changes nothing and leaves no
+    // dedup record.)
+    assert_eq!(
+        dedup_records(&stack).await.is_empty(),
+        first.status != 202,
         "the webhook was processed"
     );
     assert_eq!(pipeline.depth().await, 0);
@@ -783,7 +786,7 @@ pub async fn webhook_five_times_at_once<F: Face>() {
     for task in applied {
         match task.await.expect("the processing task") {
             Processed::Applied(EventApplied::Moved(_)) => moved += 1,
-            Processed::Applied(EventApplied::Duplicate) => {}
+            Processed::Applied(EventApplied::Duplicate | EventApplied::Unchanged(_)) => {}
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -862,7 +865,9 @@ pub async fn webhooks_reordered<F: Face>() {
         stack.payment(&payment_b).await.provider_payment_id,
         Some(charge_b)
     );
-    assert_eq!(dedup_records(&stack).await.len(), 4);
+    // A dedup record for each of the three events that moved a payment; B's late decline
+    // changed nothing and cost no write.
+    assert_eq!(dedup_records(&stack).await.len(), 3);
     assert_eq!(pipeline.depth().await, 0);
 }
 
@@ -887,23 +892,15 @@ pub async fn late_failure<F: Face>() {
     stack.counter.reset();
     let processed = pipeline.drain(&stack, 1).await;
 
-    // THEN it changes nothing: no transition, the payment as it was, the order paid; the event is
-    // recorded as processed
+    // THEN it changes nothing: one read of the payment and no write at all, the payment as it
+    // was, the order paid, no dedup record (a redelivery would change nothing either)
+    assert_eq!(processed.len(), 1);
     assert_eq!(
-        stack.counter.by_operation().get("TransactWriteItems"),
-        None,
-        "{:?}",
-        stack.counter.by_operation()
+        stack.counter.by_operation(),
+        [("GetItem".to_owned(), 1)].into_iter().collect(),
     );
     assert_eq!(stack.item(&format!("payment#{payment_id}")).await, before);
-    let event_id = processed[0]
-        .attributes
-        .get("event_id")
-        .expect("the event id attribute");
-    assert_eq!(
-        dedup_records(&stack).await,
-        [format!("webhook#{}#{event_id}", F::WEBHOOK_PROVIDER)]
-    );
+    assert!(dedup_records(&stack).await.is_empty());
     assert_paid_once(&stack, USER, "k", &order, "pm_card_visa", &payment_id).await;
 }
 

@@ -76,7 +76,7 @@ async fn payments_webhooks_and_reconcile_emit_one_emf_line_per_outcome() {
         "pi_m",
     );
     stack.deliver(&event).await.expect("applied");
-    stack.deliver(&event).await.expect("a duplicate");
+    stack.deliver(&event).await.expect("changes nothing");
     assert_eq!(
         stack.payment(&payment_id).await.status.as_str(),
         "succeeded"
@@ -150,7 +150,7 @@ async fn payments_webhooks_and_reconcile_emit_one_emf_line_per_outcome() {
         ("PspCalls/declined", 1.0),
         ("PspCalls/unknown", 1.0),
         (metrics::WEBHOOK_APPLIED, 1.0),
-        (metrics::WEBHOOK_DUPLICATE, 1.0),
+        (metrics::WEBHOOK_UNCHANGED, 1.0),
         (metrics::WEBHOOK_SIGNATURE_REJECTED, 1.0),
         (metrics::RECONCILE_SETTLED, 0.0),
         (metrics::RECONCILE_FENCED, 0.0),

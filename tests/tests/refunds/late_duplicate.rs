@@ -193,7 +193,10 @@ async fn a_late_duplicate_success_by_webhook_is_refunded_once_by_reconcile() {
         matches!(&first, Processed::Applied(EventApplied::Moved(p)) if p.status == PaymentStatus::Succeeded),
         "{first:?}"
     );
-    assert_eq!(redelivered, Processed::Applied(EventApplied::Duplicate));
+    assert!(
+        matches!(&redelivered, Processed::Applied(EventApplied::Unchanged(_))),
+        "{redelivered:?}"
+    );
     assert!(
         matches!(&other, Processed::Applied(EventApplied::Unchanged(_))),
         "{other:?}"
@@ -300,7 +303,10 @@ async fn a_late_duplicate_success_found_by_reconcile_then_by_webhook_is_refunded
         matches!(&first, Processed::Applied(EventApplied::Unchanged(_))),
         "{first:?}"
     );
-    assert_eq!(second, Processed::Applied(EventApplied::Duplicate));
+    assert!(
+        matches!(&second, Processed::Applied(EventApplied::Unchanged(_))),
+        "{second:?}"
+    );
     assert_duplicate_refund(&stack, &order, &a, &b, "pending").await;
     assert_eq!(logs.alarms("late-duplicate-charge").len(), 1);
 

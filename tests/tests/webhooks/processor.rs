@@ -42,10 +42,11 @@ async fn the_same_event_five_times_in_sequence_is_one_transition() {
     assert!(
         matches!(&outcomes[0], Processed::Applied(EventApplied::Moved(p)) if p.status.as_str() == "succeeded")
     );
+    // The redeliveries find the payment where the first left it: nothing to do, nothing written.
     assert!(
         outcomes[1..]
             .iter()
-            .all(|o| *o == Processed::Applied(EventApplied::Duplicate)),
+            .all(|o| matches!(o, Processed::Applied(EventApplied::Unchanged(p)) if p.status.as_str() == "succeeded")),
         "{outcomes:?}"
     );
     assert_eq!(
@@ -76,6 +77,55 @@ async fn the_same_event_five_times_in_sequence_is_one_transition() {
     assert_eq!(replay.json["provider_payment_id"], "pi_seq");
 }
 
+#[tokio::test]
+async fn the_webhook_confirming_a_recorded_success_is_one_read_and_no_write() {
+    // GIVEN a payment the charge already recorded as succeeded
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let reply = stack
+        .pay(
+            "alice",
+            "k",
+            json!({"order_id": order, "order_version": 1, "payment_method": "pm_card_visa"}),
+        )
+        .await;
+    assert_eq!(
+        (reply.status, reply.json["status"].as_str()),
+        (201, Some("succeeded")),
+        "{}",
+        reply.body
+    );
+    let payment_id = reply.json["payment_id"].as_str().unwrap().to_owned();
+    let (idempotency_before, payments_before) = stack.snapshot().await;
+
+    // WHEN the PSP's success webhook arrives, and is redelivered
+    stack.counter.reset();
+    let body = event(
+        "evt_confirm",
+        "payment_intent.succeeded",
+        &payment_id,
+        "pi_confirm",
+    );
+    let first = deliver(&stack, &body).await;
+    let again = deliver(&stack, &body).await;
+
+    // THEN each delivery is one consistent read of the payment and nothing else
+    for outcome in [&first, &again] {
+        assert!(
+            matches!(outcome, Processed::Applied(EventApplied::Unchanged(p)) if p.status.as_str() == "succeeded"),
+            "{outcome:?}"
+        );
+    }
+    assert_eq!(
+        stack.counter.by_operation(),
+        [("GetItem".to_owned(), 2)].into_iter().collect(),
+    );
+    // AND no item changed: no dedup record, the payment and order as the charge left them
+    let (idempotency_after, payments_after) = stack.snapshot().await;
+    assert_eq!(idempotency_after, idempotency_before);
+    assert_eq!(payments_after, payments_before);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_same_event_five_times_at_once_is_one_transition() {
     let stack = Arc::new(PaymentStack::start().await);
@@ -98,7 +148,7 @@ async fn the_same_event_five_times_at_once_is_one_transition() {
     for task in tasks {
         match task.await.unwrap() {
             Processed::Applied(EventApplied::Moved(_)) => moved += 1,
-            Processed::Applied(EventApplied::Duplicate) => {}
+            Processed::Applied(EventApplied::Duplicate | EventApplied::Unchanged(_)) => {}
             other => panic!("unexpected {other:?}"),
         }
     }
