@@ -13,48 +13,36 @@ store_suite!(
     declines_close_a_counter_and_an_expired_one_is_swept
 );
 
-async fn an_attempt_counts_once_however_many_requests_carry_it<H: PaymentStoreHarness>(h: H) {
+/// Counts `attempt` on a counter of 2 attempts and 2 declines: whether it was admitted.
+async fn admit<H: PaymentStoreHarness>(h: &H, counter: &str, attempt: &str) -> bool {
     let expires_at_s = h.clock().now_s() + 7200;
+    h.records()
+        .count_attempt(counter, attempt, 2, 2, expires_at_s)
+        .await
+        .unwrap()
+}
+
+async fn an_attempt_counts_once_however_many_requests_carry_it<H: PaymentStoreHarness>(h: H) {
     let counter = "limit#user#bob#1";
     // GIVEN a counter of two, and one attempt counted twice (a double click, or a retry of a
     // request cut after it was counted)
-    for _ in 0..2 {
-        assert!(h
-            .records()
-            .count_attempt(counter, "k1", 2, 2, expires_at_s)
-            .await
-            .unwrap());
-    }
+    assert!(admit(&h, counter, "k1").await && admit(&h, counter, "k1").await);
     // THEN a second attempt still fits, and fills it
     assert!(
-        h.records()
-            .count_attempt(counter, "k2", 2, 2, expires_at_s)
-            .await
-            .unwrap(),
+        admit(&h, counter, "k2").await,
         "{}: the repeated attempt counted once",
         H::NAME
     );
-    // AND a third is refused, while the two counted are admitted again
-    assert!(!h
-        .records()
-        .count_attempt(counter, "k3", 2, 2, expires_at_s)
-        .await
-        .unwrap());
+    // AND a third is refused, while the two counted are admitted again, and the third still not
+    assert!(!admit(&h, counter, "k3").await, "{}", H::NAME);
     for counted in ["k1", "k2"] {
         assert!(
-            h.records()
-                .count_attempt(counter, counted, 2, 2, expires_at_s)
-                .await
-                .unwrap(),
+            admit(&h, counter, counted).await,
             "{}: {counted} is admitted again",
             H::NAME
         );
     }
-    assert!(!h
-        .records()
-        .count_attempt(counter, "k3", 2, 2, expires_at_s)
-        .await
-        .unwrap());
+    assert!(!admit(&h, counter, "k3").await, "{}", H::NAME);
 }
 
 async fn an_attempt_counter_stops_at_its_limit<H: PaymentStoreHarness>(h: H) {

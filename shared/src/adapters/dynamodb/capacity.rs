@@ -10,7 +10,6 @@ use aws_smithy_runtime_api::client::interceptors::context::{
     AfterDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextMut,
 };
 use aws_smithy_runtime_api::client::interceptors::Intercept;
-use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::ConfigBag;
@@ -169,9 +168,7 @@ impl Intercept for CapacityMeter {
         _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let operation = cfg
-            .load::<Metadata>()
-            .map_or_else(String::new, |m| m.name().to_owned());
+        let operation = super::operation_name(cfg);
         self.lock()
             .by_operation
             .entry(operation.clone())
@@ -208,9 +205,7 @@ impl Intercept for CapacityMeter {
         _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let operation = cfg
-            .load::<Metadata>()
-            .map_or_else(String::new, |m| m.name().to_owned());
+        let operation = super::operation_name(cfg);
         let Some(bytes) = context.response().body().bytes() else {
             return Ok(());
         };

@@ -4,7 +4,6 @@
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
-use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use std::collections::BTreeMap;
@@ -57,10 +56,7 @@ impl Intercept for RequestCounter {
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let operation = cfg
-            .load::<Metadata>()
-            .map_or_else(|| "unknown".to_owned(), |m| m.name().to_owned());
-        *self.lock().entry(operation).or_insert(0) += 1;
+        *self.lock().entry(super::operation_name(cfg)).or_insert(0) += 1;
         Ok(())
     }
 }

@@ -178,23 +178,16 @@ fn encode_positions(positions: &Positions) -> String {
 }
 
 fn decode_positions(raw: &str) -> Result<Positions, StoreError> {
-    let corrupt = |reason: String| StoreError::Corrupt {
-        key: "cursor".into(),
-        reason,
-    };
-    let value: serde_json::Value = serde_json::from_str(raw).map_err(|e| corrupt(e.to_string()))?;
-    let object = value
-        .as_object()
-        .ok_or_else(|| corrupt("not an object".into()))?;
-    object
-        .iter()
+    use super::payments::{corrupt_cursor, decode_cursor, parse_cursor_object};
+    parse_cursor_object(raw)?
+        .into_iter()
         .map(|(partition, key)| {
             let key = match key {
                 serde_json::Value::Null => None,
-                serde_json::Value::String(raw) => Some(super::payments::decode_cursor(raw)?),
-                _ => return Err(corrupt(format!("partition {partition}"))),
+                serde_json::Value::String(raw) => Some(decode_cursor(&raw)?),
+                _ => return Err(corrupt_cursor(format!("partition {partition}"))),
             };
-            Ok((partition.clone(), key))
+            Ok((partition, key))
         })
         .collect()
 }

@@ -38,6 +38,12 @@ pub fn traced_client(aws: &aws_config::SdkConfig) -> aws_sdk_dynamodb::Client {
     aws_sdk_dynamodb::Client::from_conf(config)
 }
 
+/// The name of the operation a request is for (`PutItem`, …), as an interceptor sees it.
+pub(crate) fn operation_name(cfg: &aws_smithy_types::config_bag::ConfigBag) -> String {
+    cfg.load::<aws_smithy_runtime_api::client::orchestrator::Metadata>()
+        .map_or_else(|| "unknown".to_owned(), |m| m.name().to_owned())
+}
+
 /// Classifies an SDK error: whether DynamoDB rejected the request on a condition, reported a
 /// transaction conflict, or failed otherwise.
 pub(crate) fn service_code<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> Option<&str> {

@@ -1261,23 +1261,33 @@ pub(crate) fn encode_cursor(key: &HashMap<String, AttributeValue>) -> String {
 
 /// Reads a cursor made by [`encode_cursor`].
 pub(crate) fn decode_cursor(raw: &str) -> Result<HashMap<String, AttributeValue>, StoreError> {
-    let corrupt = |reason: String| StoreError::Corrupt {
-        key: "cursor".into(),
-        reason,
-    };
-    let value: serde_json::Value = serde_json::from_str(raw).map_err(|e| corrupt(e.to_string()))?;
-    let object = value
-        .as_object()
-        .ok_or_else(|| corrupt("not an object".into()))?;
-    object
-        .iter()
+    parse_cursor_object(raw)?
+        .into_iter()
         .map(|(name, typed)| {
             let attribute = match (typed["S"].as_str(), typed["N"].as_str()) {
                 (Some(v), _) => AttributeValue::S(v.to_owned()),
                 (_, Some(v)) => AttributeValue::N(v.to_owned()),
-                _ => return Err(corrupt(format!("attribute {name}"))),
+                _ => return Err(corrupt_cursor(format!("attribute {name}"))),
             };
-            Ok((name.clone(), attribute))
+            Ok((name, attribute))
         })
         .collect()
+}
+
+/// A cursor as the JSON object it must be.
+pub(crate) fn parse_cursor_object(
+    raw: &str,
+) -> Result<serde_json::Map<String, serde_json::Value>, StoreError> {
+    match serde_json::from_str(raw).map_err(|e| corrupt_cursor(e.to_string()))? {
+        serde_json::Value::Object(object) => Ok(object),
+        _ => Err(corrupt_cursor("not an object".into())),
+    }
+}
+
+/// The error of a cursor that does not decode.
+pub(crate) fn corrupt_cursor(reason: String) -> StoreError {
+    StoreError::Corrupt {
+        key: "cursor".into(),
+        reason,
+    }
 }

@@ -192,19 +192,36 @@ pub(crate) struct MemoryTables {
     /// stay until overwritten or swept, and read as absent.
     #[cfg(feature = "payments")]
     pub(crate) events: BTreeMap<String, i64>,
-    /// Attempt-limit counters: `limit#…` → (attempts, declines, expires_at_s). Expired ones
-    /// read as absent until swept.
+    /// Attempt-limit counters by key (`limit#…`). Expired ones stay until swept.
     #[cfg(feature = "payments")]
-    pub(crate) counters: BTreeMap<String, (u32, u32, i64)>,
-    /// The attempts each counter has counted (tags of their keys), as DynamoDB's `keys` set.
-    #[cfg(feature = "payments")]
-    pub(crate) counted: BTreeMap<String, std::collections::BTreeSet<String>>,
+    pub(crate) counters: BTreeMap<String, Counter>,
     /// Where an interrupted cleanup sweep stopped.
     #[cfg(feature = "payments")]
     pub(crate) checkpoint: Option<String>,
     /// Orders and payments.
     #[cfg(feature = "payments")]
     pub(crate) payments: PaymentTables,
+}
+
+/// One attempt-limit counter, as DynamoDB's counter item holds it.
+#[cfg(feature = "payments")]
+#[derive(Debug, Default)]
+pub(crate) struct Counter {
+    attempts: u32,
+    declines: u32,
+    expires_at_s: i64,
+    /// The attempts counted (tags of their keys), as the item's `keys` set.
+    keys: std::collections::BTreeSet<String>,
+}
+
+#[cfg(feature = "payments")]
+impl Counter {
+    fn until(expires_at_s: i64) -> Self {
+        Self {
+            expires_at_s,
+            ..Self::default()
+        }
+    }
 }
 
 /// Every item of the idempotency "table" as the sweep sees it: its key and whether it has
@@ -226,7 +243,7 @@ fn swept_items(tables: &MemoryTables, now_ms: i64) -> Vec<(&str, bool)> {
             tables
                 .counters
                 .iter()
-                .map(|(key, (_, _, expires_at_s))| (key.as_str(), *expires_at_s < now_s)),
+                .map(|(key, counter)| (key.as_str(), counter.expires_at_s < now_s)),
         )
         .collect()
 }
@@ -244,27 +261,19 @@ impl AttemptCounter for MemoryIdempotencyStore {
     ) -> Result<bool, StoreError> {
         // As in DynamoDB: a counter's key names its window, never read past its expiry.
         let mut tables = self.lock();
-        if tables
-            .counted
-            .get(counter)
-            .is_some_and(|counted| counted.contains(attempt))
-        {
-            return Ok(true);
-        }
         let entry = tables
             .counters
             .entry(counter.to_owned())
-            .or_insert((0, 0, expires_at_s));
-        if entry.0 >= max_attempts || entry.1 >= max_declines {
+            .or_insert_with(|| Counter::until(expires_at_s));
+        if entry.keys.contains(attempt) {
+            return Ok(true);
+        }
+        if entry.attempts >= max_attempts || entry.declines >= max_declines {
             return Ok(false);
         }
-        entry.0 += 1;
-        entry.2 = expires_at_s;
-        tables
-            .counted
-            .entry(counter.to_owned())
-            .or_default()
-            .insert(attempt.to_owned());
+        entry.attempts += 1;
+        entry.expires_at_s = expires_at_s;
+        entry.keys.insert(attempt.to_owned());
         Ok(true)
     }
 
@@ -274,9 +283,9 @@ impl AttemptCounter for MemoryIdempotencyStore {
         let entry = tables
             .counters
             .entry(counter.to_owned())
-            .or_insert((0, 0, expires_at_s));
-        entry.1 += 1;
-        entry.2 = expires_at_s;
+            .or_insert_with(|| Counter::until(expires_at_s));
+        entry.declines += 1;
+        entry.expires_at_s = expires_at_s;
         Ok(())
     }
 }
@@ -328,10 +337,9 @@ impl ExpiredSweep for MemoryIdempotencyStore {
             tables.records.remove(&record_key);
             return Ok(true);
         }
-        if let Some((_, _, expires_at_s)) = tables.counters.get(key) {
-            if *expires_at_s < now_ms.div_euclid(1000) {
+        if let Some(counter) = tables.counters.get(key) {
+            if counter.expires_at_s < now_ms.div_euclid(1000) {
                 tables.counters.remove(key);
-                tables.counted.remove(key);
                 return Ok(true);
             }
             return Ok(false);
