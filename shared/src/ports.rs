@@ -38,6 +38,8 @@ pub enum BeginOutcome {
     KeyTaken(IdempotencyRecord),
     /// The order is no longer as it was read: as it is now (nothing written).
     OrderChanged(Option<Order>),
+    /// The counter at this index of the counts asked for is full (nothing written).
+    OverLimit(usize),
 }
 
 /// What resuming (taking over) a lapsed attempt found.
@@ -87,13 +89,15 @@ pub trait ChargeStore: Send + Sync {
         order_id: &str,
     ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError>;
 
-    /// Claims the key, reserves `order` (as read: same version, unpaid) for `payment` and
-    /// creates `payment`, in one transaction.
+    /// Claims the key, reserves `order` (as read: same version, unpaid) for `payment`, creates
+    /// `payment` and counts it against each of `counts` (none of them full), in one
+    /// transaction. Refusals are reported in that order: the key, the order, the counters.
     async fn begin_attempt(
         &self,
         claim: &Claim,
         order: &Order,
         payment: &Payment,
+        counts: &[AttemptCount],
     ) -> Result<BeginOutcome, StoreError>;
 
     /// Takes a lapsed attempt over (fenced on `seen`) and reserves its order for it again,
@@ -697,23 +701,23 @@ pub trait ExpiredSweep: Send + Sync {
 }
 
 /// Counters of payment attempts and declines that expire (the card-testing limits of
-/// `service::limits`): one item per counter key, holding `attempts` and `declines`.
+/// `service::limits`): one item per counter key, holding `attempts` and `declines`. Attempts
+/// are counted by [`ChargeStore::begin_attempt`], in the claim itself; declines here.
 #[async_trait]
 pub trait AttemptCounter: Send + Sync {
-    /// Counts the attempt `attempt` (a short tag of its idempotency key) under `counter`, unless
-    /// it already holds `max_attempts` attempts or `max_declines` declines (then nothing is
-    /// written); whether the attempt is admitted. An attempt already counted under `counter` is
-    /// admitted again without being counted twice, so a double click or a retry of a request cut
-    /// after counting costs one attempt. The counter is forgotten after `expires_at_s`.
-    async fn count_attempt(
-        &self,
-        counter: &str,
-        attempt: &str,
-        max_attempts: u32,
-        max_declines: u32,
-        expires_at_s: i64,
-    ) -> Result<bool, StoreError>;
-
-    /// Counts one decline under `counter`.
+    /// Counts one decline under `counter`, forgotten after `expires_at_s`.
     async fn count_decline(&self, counter: &str, expires_at_s: i64) -> Result<(), StoreError>;
+}
+
+/// A counter a new attempt counts against, in the same write as its claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptCount {
+    /// The counter's key (`limit#…`, naming its window).
+    pub counter: String,
+    /// The attempts it admits.
+    pub max_attempts: u32,
+    /// The declines after which it admits no attempt.
+    pub max_declines: u32,
+    /// When it may be forgotten, epoch seconds.
+    pub expires_at_s: i64,
 }

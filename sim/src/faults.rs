@@ -16,8 +16,8 @@ use payonce::idempotency::{
     StoreError, TakeoverOutcome,
 };
 use payonce::ports::{
-    BeginOutcome, BeginRefundOutcome, ChargeStore, EventMark, InflightScan, OrderStore,
-    RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome, ReviseOutcome,
+    AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, EventMark, InflightScan,
+    OrderStore, RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome, ReviseOutcome,
     SettleOutcome,
 };
 use payonce_fake_psp::model::{Delivery, ModelEvent, StripeModel, WireRequest};
@@ -168,9 +168,13 @@ impl ChargeStore for FaultyStore {
         claim: &Claim,
         order: &Order,
         payment: &Payment,
+        counts: &[AttemptCount],
     ) -> Result<BeginOutcome, StoreError> {
         self.before("begin_attempt", Access::Write).await?;
-        let result = self.payments.begin_attempt(claim, order, payment).await;
+        let result = self
+            .payments
+            .begin_attempt(claim, order, payment, counts)
+            .await;
         if matches!(result, Ok(BeginOutcome::Begun)) {
             self.begun
                 .lock()

@@ -9,7 +9,7 @@
 //!
 //! Request budget: a first charge is load + begin + finish (3); a replay is the load alone (1).
 
-use super::limits::{Admission, AttemptLimiter};
+use super::limits::{AttemptLimiter, Refusal};
 use crate::clock::duration_ms;
 use crate::domain::{
     transition, FailureKind, Order, OrderPaymentState, Payment, PaymentStatus, PaymentView,
@@ -286,7 +286,6 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             .await?;
         let mut conflicts = 0;
         let mut rechecked = false;
-        let mut admitted = false;
         for _ in 0..MAX_ROUNDS {
             if let Some(existing) = record.take() {
                 match decide(&existing, &fingerprint, self.store.now_ms()) {
@@ -336,18 +335,10 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 }
                 Err(refusal) => return Err(refusal),
             };
-            // A new attempt: counted against the limits once, before anything is claimed.
-            if let (Some(limiter), false) = (&self.limiter, admitted) {
-                match limiter
-                    .admit(user, &request.order_id, &record_key, self.store.now_ms())
-                    .await?
-                {
-                    Admission::Admitted => admitted = true,
-                    Admission::Refused { retry_after, scope } => {
-                        return Err(ChargeError::TooManyAttempts { retry_after, scope })
-                    }
-                }
-            }
+            // A new attempt: counted against the limits by the claim itself.
+            let counts = self.limiter.as_ref().map_or_else(Vec::new, |limiter| {
+                limiter.counts(user, &request.order_id, self.store.now_ms())
+            });
             let (payment, claim) = self.new_attempt(
                 &record_key,
                 &fingerprint,
@@ -356,7 +347,11 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 deadline_ms,
                 request_id,
             );
-            match self.store.begin_attempt(&claim, order_now, &payment).await {
+            match self
+                .store
+                .begin_attempt(&claim, order_now, &payment, &counts)
+                .await
+            {
                 Ok(BeginOutcome::Begun) => {
                     let lease = Lease {
                         token: claim.lease_token,
@@ -370,6 +365,17 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 }
                 Ok(BeginOutcome::KeyTaken(existing)) => record = Some(existing),
                 Ok(BeginOutcome::OrderChanged(now)) => order = now,
+                Ok(BeginOutcome::OverLimit(index)) => {
+                    let Refusal { retry_after, scope } = self
+                        .limiter
+                        .as_ref()
+                        .map(|limiter| limiter.refusal(index, self.store.now_ms()))
+                        .ok_or_else(|| StoreError::Corrupt {
+                            key: claim.key.to_string(),
+                            reason: "a counter refused an attempt that counted against none".into(),
+                        })?;
+                    return Err(ChargeError::TooManyAttempts { retry_after, scope });
+                }
                 Err(StoreError::Conflict { .. }) if conflicts < self.config.conflict_retries => {
                     conflicts += 1;
                     tokio::time::sleep(Duration::from_millis(fastrand::u64(10..50) << conflicts))

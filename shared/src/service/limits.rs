@@ -7,16 +7,16 @@
 //!
 //! The counters live in the idempotency table beside the records, one item per user or order
 //! and window (`limit#user#<sub>#<window>`, `limit#order#<id>#<window>`), expiring by TTL.
-//! Counting an attempt is one conditional `UpdateItem` per counter; a decline adds one more. A
-//! counter remembers which keys it counted, so an attempt counts once however many requests
-//! carry its key (a double click, a retry of a request cut after it was counted).
-//! The user's counter is counted first: an attempt it admits and the order's refuses still
-//! counts against the user. Declines count when the charge answers them; a decline learnt later
-//! (webhook, reconcile) does not.
+//! An attempt is counted in the transaction that claims its key and reserves its order (one
+//! conditional update per counter, in the same request): it counts exactly when it begins, so
+//! an attempt counts once however many requests carry its key (a double click, a retry of a
+//! request cut after its claim), and a request refused for any reason counts nothing. A
+//! decline adds one more `UpdateItem` per counter when the charge answers it; a decline learnt
+//! later (webhook, reconcile) does not count.
 
 use crate::config::{number, ConfigError};
-use crate::idempotency::{RecordKey, StoreError};
-use crate::ports::AttemptCounter;
+use crate::idempotency::StoreError;
+use crate::ports::{AttemptCount, AttemptCounter};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,27 +89,13 @@ impl AttemptLimits {
     }
 }
 
-/// Whether a new attempt may start.
+/// Why a new attempt was refused: over a limit, nothing claimed or sent until its window ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Admission {
-    /// Counted; go on.
-    Admitted,
-    /// Over a limit: nothing may be claimed or sent until the window ends.
-    Refused {
-        /// Until the window ends.
-        retry_after: Duration,
-        /// `user` or `order`: whose limit.
-        scope: &'static str,
-    },
-}
-
-/// What a counter remembers of an attempt: 16 hex digits of the SHA-256 of its idempotency key
-/// (short, so a full counter stays under 1 KB; a collision between two keys of one user in one
-/// window would only count them as one attempt).
-fn attempt_tag(record: &RecordKey) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(record.as_str().as_bytes());
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+pub struct Refusal {
+    /// Until the window ends.
+    pub retry_after: Duration,
+    /// `user` or `order`: whose limit.
+    pub scope: &'static str,
 }
 
 /// Applies [`AttemptLimits`] over an [`AttemptCounter`].
@@ -172,35 +158,34 @@ impl AttemptLimiter {
         )
     }
 
-    /// Counts a new attempt by `user` on `order_id` under the idempotency key `record`, or
-    /// refuses it if either counter is full. The attempt is counted once per key: a double click,
-    /// or a retry of a request cut after it was counted, is admitted without counting again.
-    pub async fn admit(
-        &self,
-        user: &str,
-        order_id: &str,
-        record: &RecordKey,
-        now_ms: i64,
-    ) -> Result<Admission, StoreError> {
-        let (counters, ends_ms, expires_at_s) = self.counters(user, order_id, now_ms);
-        let attempt = attempt_tag(record);
-        for (key, limit, scope) in counters {
-            let counted = self
-                .counter
-                .count_attempt(&key, &attempt, limit.attempts, limit.declines, expires_at_s)
-                .await?;
-            if !counted {
-                let retry_after =
-                    Duration::from_millis(u64::try_from(ends_ms - now_ms).unwrap_or(0).max(1000));
-                tracing::warn!(
-                    scope,
-                    retry_after_s = retry_after.as_secs(),
-                    "payment attempt refused: over the attempt limit"
-                );
-                return Ok(Admission::Refused { retry_after, scope });
-            }
-        }
-        Ok(Admission::Admitted)
+    /// The counters a new attempt by `user` on `order_id` at `now_ms` counts against, in its
+    /// claim ([`crate::ports::ChargeStore::begin_attempt`]): the user's, then the order's.
+    pub fn counts(&self, user: &str, order_id: &str, now_ms: i64) -> Vec<AttemptCount> {
+        let (counters, _, expires_at_s) = self.counters(user, order_id, now_ms);
+        counters
+            .into_iter()
+            .map(|(counter, limit, _)| AttemptCount {
+                counter,
+                max_attempts: limit.attempts,
+                max_declines: limit.declines,
+                expires_at_s,
+            })
+            .collect()
+    }
+
+    /// The refusal of an attempt whose claim found the counter at `index` of
+    /// [`Self::counts`] full at `now_ms`.
+    pub fn refusal(&self, index: usize, now_ms: i64) -> Refusal {
+        let (counters, ends_ms, _) = self.counters("", "", now_ms);
+        let scope = counters.get(index).map_or("user", |(_, _, scope)| *scope);
+        let retry_after =
+            Duration::from_millis(u64::try_from(ends_ms - now_ms).unwrap_or(0).max(1000));
+        tracing::warn!(
+            scope,
+            retry_after_s = retry_after.as_secs(),
+            "payment attempt refused: over the attempt limit"
+        );
+        Refusal { retry_after, scope }
     }
 
     /// Counts a decline of an attempt by `user` on `order_id`.

@@ -2,9 +2,9 @@
 //! answer is 429 `too-many-attempts` with `Retry-After`, nothing is written and nothing reaches
 //! the PSP, while replays of earlier keys are never limited.
 
-use payonce::clock::Clock;
+use payonce::service::charge::CrashPoint;
 use payonce::service::limits::{AttemptLimiter, AttemptLimits, Limit};
-use payonce_tests::stack::{stripe_for, PaymentStack, TableSnapshot};
+use payonce_tests::stack::{stripe_for, PaymentStack};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,13 +15,6 @@ fn limits(per_user: Limit, per_order: Limit) -> AttemptLimits {
         per_user,
         per_order,
     }
-}
-
-/// Both tables without the limit counters.
-async fn without_counters(stack: &PaymentStack) -> (TableSnapshot, TableSnapshot) {
-    let (mut records, payments) = stack.snapshot().await;
-    records.retain(|pk, _| !pk.starts_with("limit#"));
-    (records, payments)
 }
 
 fn pay_body(order: &str, payment_method: &str) -> serde_json::Value {
@@ -152,7 +145,7 @@ async fn declines_on_one_order_close_it_for_the_window() {
         assert_eq!(reply.status, 402, "{}", reply.body);
     }
     let charges = stack.psp.charges().len();
-    let before = without_counters(&stack).await;
+    let before = stack.snapshot().await;
 
     // WHEN a third card is tried on it
     let refused = stack
@@ -169,8 +162,8 @@ async fn declines_on_one_order_close_it_for_the_window() {
     assert!(refused.header("retry-after").is_some());
     assert!(refused.json["detail"].as_str().unwrap().contains("order"));
     assert_eq!(stack.psp.charges().len(), charges);
-    // (the user's counter admitted it before the order's refused it: that attempt counts)
-    assert_eq!(without_counters(&stack).await, before);
+    // (the counters included: a refused attempt counts against neither)
+    assert_eq!(stack.snapshot().await, before);
     assert_eq!(
         stack.get_order("erin", &order).await.json["payment_state"],
         "unpaid"
@@ -184,7 +177,7 @@ async fn declines_on_one_order_close_it_for_the_window() {
 }
 
 #[tokio::test]
-async fn a_request_cut_after_it_was_counted_and_retried_counts_one_attempt() {
+async fn a_request_cut_after_its_claim_and_retried_counts_one_attempt() {
     let stack = PaymentStack::start().await;
     let limiter = AttemptLimiter::new(
         Arc::new(stack.records()),
@@ -201,21 +194,17 @@ async fn a_request_cut_after_it_was_counted_and_retried_counts_one_attempt() {
     );
     let service = stack
         .charge_with(stripe_for(&stack.psp))
-        .with_attempt_limits(limiter.clone());
-    // GIVEN dave, allowed two attempts, whose first request was counted and then cut before it
-    // claimed its key (the invocation died, or the sandbox dropped it with the connection)
+        .with_attempt_limits(limiter);
+    // GIVEN dave, allowed two attempts, whose first request claimed its key (and so counted)
+    // and then died before calling the PSP
     let first = stack.create_order("dave").await;
-    let key = payonce::idempotency::RecordKey::new(
-        payonce::service::charge::PAY_SCOPE,
-        "dave",
-        &payonce::idempotency::IdempotencyKey::parse("cut").unwrap(),
-    );
-    let admitted = limiter
-        .admit("dave", &first, &key, stack.clock.now_ms())
-        .await
-        .unwrap();
-    assert_eq!(admitted, payonce::service::limits::Admission::Admitted);
+    service.inject_crash(CrashPoint::AfterClaim);
+    let cut = stack
+        .pay_through(&service, "dave", "cut", pay_body(&first, "pm_card_visa"))
+        .await;
+    assert_eq!(cut.status, 500, "{}", cut.body);
     assert_eq!(stack.psp.charges().len(), 0);
+    stack.clock.advance(Duration::from_secs(60));
 
     // WHEN his client retries the same key, then pays a second order with a new key
     let retried = stack
@@ -227,7 +216,8 @@ async fn a_request_cut_after_it_was_counted_and_retried_counts_one_attempt() {
         .pay_through(&service, "dave", "next", pay_body(&second, "pm_card_visa"))
         .await;
 
-    // THEN the retry was the same attempt, so the new key is his second: admitted and charged
+    // THEN the retry took the same attempt over, so the new key is his second: admitted and
+    // charged
     assert_eq!(next.status, 201, "{}", next.body);
     assert_eq!(stack.psp.charges().len(), 2);
     // AND a third attempt is refused, nothing reaching the PSP

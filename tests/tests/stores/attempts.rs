@@ -18,7 +18,7 @@ pub async fn begin_attempt_writes_the_record_the_order_and_the_payment<H: Paymen
     // WHEN an attempt begins
     let outcome = h
         .payments()
-        .begin_attempt(&claim, &order, &payment)
+        .begin_attempt(&claim, &order, &payment, &[])
         .await
         .unwrap();
 
@@ -81,7 +81,7 @@ pub async fn a_second_begin_with_the_same_key_is_key_taken_and_changes_nothing<
     let (payment, claim) = new_attempt(&h, &first.order, "same-key");
     let outcome = h
         .payments()
-        .begin_attempt(&claim, &first.order, &payment)
+        .begin_attempt(&claim, &first.order, &payment, &[])
         .await
         .unwrap();
 
@@ -110,7 +110,7 @@ pub async fn another_key_on_a_reserved_order_is_order_changed<H: PaymentStoreHar
     let (payment, claim) = new_attempt(&h, &first.order, "second-key");
     let outcome = h
         .payments()
-        .begin_attempt(&claim, &first.order, &payment)
+        .begin_attempt(&claim, &first.order, &payment, &[])
         .await
         .unwrap();
 
@@ -158,7 +158,7 @@ pub async fn an_order_not_as_read_is_order_changed_and_nothing_is_written<
     let (payment, claim) = new_attempt(&h, &read, "stale");
     let outcome = h
         .payments()
-        .begin_attempt(&claim, &read, &payment)
+        .begin_attempt(&claim, &read, &payment, &[])
         .await
         .unwrap();
 
@@ -184,7 +184,7 @@ pub async fn an_order_not_as_read_is_order_changed_and_nothing_is_written<
     let (payment, claim) = new_attempt(&h, &theirs, "not-mine");
     let outcome = h
         .payments()
-        .begin_attempt(&claim, &theirs, &payment)
+        .begin_attempt(&claim, &theirs, &payment, &[])
         .await
         .unwrap();
     // THEN it is refused with the order as it is, and nothing was written
@@ -199,7 +199,7 @@ pub async fn an_order_not_as_read_is_order_changed_and_nothing_is_written<
     let (payment, claim) = new_attempt(&h, &ghost, "ghost");
     let outcome = h
         .payments()
-        .begin_attempt(&claim, &ghost, &payment)
+        .begin_attempt(&claim, &ghost, &payment, &[])
         .await
         .unwrap();
     // THEN there is no order to report, and nothing was written
@@ -534,7 +534,10 @@ pub async fn injected_conflicts_surface_as_conflict_and_write_nothing<H: Payment
     // DynamoDB adapter sends a conflicted transaction again a few times before giving up)
     let tries = H::TRIES_PER_TRANSACTION;
     h.faults().inject_conflicts(tries);
-    let begin = h.payments().begin_attempt(&claim, &free, &payment).await;
+    let begin = h
+        .payments()
+        .begin_attempt(&claim, &free, &payment, &[])
+        .await;
     h.faults().inject_conflicts(tries);
     let resume = h
         .payments()
@@ -598,7 +601,7 @@ pub async fn injected_conflicts_surface_as_conflict_and_write_nothing<H: Payment
     );
     let outcome = h
         .payments()
-        .begin_attempt(&claim, &free, &payment)
+        .begin_attempt(&claim, &free, &payment, &[])
         .await
         .unwrap();
     assert_eq!(outcome, BeginOutcome::Begun, "{}", H::NAME);
@@ -619,7 +622,7 @@ pub async fn conflicts_within_the_adapters_retries_are_absorbed_and_write_once<
     h.faults().inject_conflicts(absorbed);
     let begin = h
         .payments()
-        .begin_attempt(&claim, &free, &payment)
+        .begin_attempt(&claim, &free, &payment, &[])
         .await
         .unwrap();
     h.clock().advance(Duration::from_secs(1));

@@ -149,7 +149,7 @@ async fn begun_on<H: PaymentStoreHarness>(h: &H, order: Order, key: &str) -> Beg
     let (payment, claim) = new_attempt(h, &order, key);
     let outcome = h
         .payments()
-        .begin_attempt(&claim, &order, &payment)
+        .begin_attempt(&claim, &order, &payment, &[])
         .await
         .expect("begin the attempt");
     assert_eq!(outcome, BeginOutcome::Begun, "{}", H::NAME);

@@ -26,8 +26,8 @@ use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordStatus, StoreError,
 };
 use crate::ports::{
-    BeginOutcome, ChargeStore, EventMark, InflightScan, OrderStore, ResumeOutcome, ReviseOutcome,
-    SettleOutcome,
+    AttemptCount, BeginOutcome, ChargeStore, EventMark, InflightScan, OrderStore, ResumeOutcome,
+    ReviseOutcome, SettleOutcome,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -404,6 +404,27 @@ pub(super) fn update_item(
         .build()
         .map_err(build_error)?;
     Ok(TransactWriteItem::builder().update(update).build())
+}
+
+/// Counts a new attempt on an attempt-limit counter, unless it is full (its key names its
+/// window, so it is never read past its expiry). A counter that a decline created holds no
+/// `attempts` yet.
+fn count_attempt(table: &str, count: &AttemptCount) -> Result<TransactWriteItem, StoreError> {
+    update_item(
+        table,
+        &count.counter,
+        "SET #attempts = if_not_exists(#attempts, :zero) + :one, #expires_at = :exp",
+        "(attribute_not_exists(#attempts) OR #attempts < :max_attempts) \
+         AND (attribute_not_exists(#declines) OR #declines < :max_declines)",
+        &["attempts", "declines", EXPIRES_AT],
+        vec![
+            (":zero", n(0)),
+            (":one", n(1)),
+            (":exp", n(count.expires_at_s)),
+            (":max_attempts", n(i64::from(count.max_attempts))),
+            (":max_declines", n(i64::from(count.max_declines))),
+        ],
+    )
 }
 
 pub(super) fn put_item(
@@ -879,10 +900,11 @@ impl ChargeStore for DynamoPaymentStore {
         claim: &Claim,
         order: &Order,
         payment: &Payment,
+        counts: &[AttemptCount],
     ) -> Result<BeginOutcome, StoreError> {
         let now_ms = self.clock.now_ms();
         let record = claim.record(now_ms);
-        let items = vec![
+        let mut items = vec![
             put_item(
                 &self.tables.idempotency,
                 item_from_record(&record),
@@ -919,6 +941,10 @@ impl ChargeStore for DynamoPaymentStore {
                 vec![],
             )?,
         ];
+        const COUNTS_FROM: usize = 3;
+        for count in counts {
+            items.push(count_attempt(&self.tables.idempotency, count)?);
+        }
         match self.transact("begin_attempt", items).await {
             Ok(()) => Ok(BeginOutcome::Begun),
             Err(TxFailure::Store(error)) => Err(error),
@@ -936,6 +962,13 @@ impl ChargeStore for DynamoPaymentStore {
                     return Ok(BeginOutcome::OrderChanged(
                         r.item.as_ref().map(order_from_item).transpose()?,
                     ));
+                }
+                if let Some(full) = reasons
+                    .iter()
+                    .skip(COUNTS_FROM)
+                    .position(Reason::condition_failed)
+                {
+                    return Ok(BeginOutcome::OverLimit(full));
                 }
                 Err(StoreError::Corrupt {
                     key: payment.payment_id.clone(),

@@ -207,16 +207,14 @@ pub(crate) struct MemoryTables {
 #[cfg(feature = "payments")]
 #[derive(Debug, Default)]
 pub(crate) struct Counter {
-    attempts: u32,
-    declines: u32,
-    expires_at_s: i64,
-    /// The attempts counted (tags of their keys), as the item's `keys` set.
-    keys: std::collections::BTreeSet<String>,
+    pub(crate) attempts: u32,
+    pub(crate) declines: u32,
+    pub(crate) expires_at_s: i64,
 }
 
 #[cfg(feature = "payments")]
 impl Counter {
-    fn until(expires_at_s: i64) -> Self {
+    pub(crate) fn until(expires_at_s: i64) -> Self {
         Self {
             expires_at_s,
             ..Self::default()
@@ -251,32 +249,6 @@ fn swept_items(tables: &MemoryTables, now_ms: i64) -> Vec<(&str, bool)> {
 #[cfg(feature = "payments")]
 #[async_trait]
 impl AttemptCounter for MemoryIdempotencyStore {
-    async fn count_attempt(
-        &self,
-        counter: &str,
-        attempt: &str,
-        max_attempts: u32,
-        max_declines: u32,
-        expires_at_s: i64,
-    ) -> Result<bool, StoreError> {
-        // As in DynamoDB: a counter's key names its window, never read past its expiry.
-        let mut tables = self.lock();
-        let entry = tables
-            .counters
-            .entry(counter.to_owned())
-            .or_insert_with(|| Counter::until(expires_at_s));
-        if entry.keys.contains(attempt) {
-            return Ok(true);
-        }
-        if entry.attempts >= max_attempts || entry.declines >= max_declines {
-            return Ok(false);
-        }
-        entry.attempts += 1;
-        entry.expires_at_s = expires_at_s;
-        entry.keys.insert(attempt.to_owned());
-        Ok(true)
-    }
-
     async fn count_decline(&self, counter: &str, expires_at_s: i64) -> Result<(), StoreError> {
         // As in DynamoDB: a counter's key names its window, never read past its expiry.
         let mut tables = self.lock();

@@ -7,7 +7,7 @@
 //! an await. Where DynamoDB would cancel the transaction, the answer is picked from the failed
 //! conditions in the order the DynamoDB adapter reads its cancellation reasons.
 
-use super::idempotency::{MemoryIdempotencyStore, MemoryTables};
+use super::idempotency::{Counter, MemoryIdempotencyStore, MemoryTables};
 use crate::adapters::encode_view;
 use crate::adapters::faults::Faults;
 use crate::clock::{duration_ms, SharedClock};
@@ -19,8 +19,8 @@ use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError,
 };
 use crate::ports::{
-    BeginOutcome, BeginRefundOutcome, ChargeStore, EventMark, InflightScan, OrderStore,
-    RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome, ReviseOutcome,
+    AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, EventMark, InflightScan,
+    OrderStore, RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome, ReviseOutcome,
     SettleOutcome,
 };
 use async_trait::async_trait;
@@ -381,6 +381,7 @@ impl ChargeStore for MemoryPaymentStore {
         claim: &Claim,
         order: &Order,
         payment: &Payment,
+        counts: &[AttemptCount],
     ) -> Result<BeginOutcome, StoreError> {
         self.transaction("begin_attempt")?;
         let now_ms = self.clock.now_ms();
@@ -404,6 +405,23 @@ impl ChargeStore for MemoryPaymentStore {
                 key: payment.payment_id.clone(),
                 reason: "begin_attempt cancelled: the payment already exists".into(),
             });
+        }
+        // As DynamoDB's condition: a counter that a decline created holds no attempts yet.
+        let full = counts.iter().position(|count| {
+            tables.counters.get(&count.counter).is_some_and(|counter| {
+                counter.attempts >= count.max_attempts || counter.declines >= count.max_declines
+            })
+        });
+        if let Some(full) = full {
+            return Ok(BeginOutcome::OverLimit(full));
+        }
+        for count in counts {
+            let counter = tables
+                .counters
+                .entry(count.counter.clone())
+                .or_insert_with(|| Counter::until(count.expires_at_s));
+            counter.attempts += 1;
+            counter.expires_at_s = count.expires_at_s;
         }
         tables
             .records
