@@ -13,8 +13,10 @@ use std::time::Duration;
 pub trait OrderStore: Send + Sync {
     /// Stores a new order (conditional on its id being new).
     async fn create_order(&self, order: &Order) -> Result<(), StoreError>;
-    /// Reads an order consistently.
+    /// Reads an order consistently, as stored: see [`Order::settled_by`] for how readers see it.
     async fn get_order(&self, order_id: &str) -> Result<Option<Order>, StoreError>;
+    /// Reads the attempt (payment) an order is stored `processing` under, consistently.
+    async fn get_holder(&self, payment_id: &str) -> Result<Option<Payment>, StoreError>;
     /// Replaces the items of `order` (as read) with `next`'s, bumping the version; refused
     /// with [`ReviseOutcome::Changed`] if the order moved since it was read.
     async fn revise_order(&self, read: &Order, next: &Order) -> Result<ReviseOutcome, StoreError>;

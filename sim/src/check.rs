@@ -409,8 +409,13 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
 
     // 1, 3. Money: per order, paid iff exactly one capture; per payment, our state is the PSP's.
     for order_id in &observed.orders {
-        let Ok(Some(order)) = inner.get_order(order_id).await else {
+        let Ok(Some(stored)) = inner.get_order(order_id).await else {
             violations.push(format!("order {order_id} is missing"));
+            continue;
+        };
+        // As every reader sees it: stored `processing` under the attempt that paid it is paid.
+        let Ok(order) = payonce::service::orders::settled(inner, stored).await else {
+            violations.push(format!("order {order_id}: its holder is unreadable"));
             continue;
         };
         let payments: Vec<_> = begun.iter().filter(|p| &p.order_id == order_id).collect();

@@ -128,6 +128,12 @@ impl FaultyStore {
 
 #[async_trait]
 impl OrderStore for FaultyStore {
+    async fn get_holder(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
+        self.before("get_holder", Access::Read).await?;
+        let result = self.payments.get_holder(payment_id).await;
+        self.after("get_holder", result).await
+    }
+
     async fn create_order(&self, order: &Order) -> Result<(), StoreError> {
         self.before("create_order", Access::Write).await?;
         let result = self.payments.create_order(order).await;

@@ -10,8 +10,8 @@ pub mod refund;
 pub use money::{Currency, MAX_AMOUNT_MINOR};
 pub use order::{LineItem, NewOrder, Order, OrderError, OrderPaymentState};
 pub use payment::{
-    log_order_not_following, transition, Failure, FailureKind, Payment, PaymentStatus, PaymentView,
-    Settlement, Transition,
+    completion_leaves_order, log_order_not_following, transition, Failure, FailureKind, Payment,
+    PaymentStatus, PaymentView, Settlement, Transition,
 };
 pub use psp::PspKind;
 pub use refund::{

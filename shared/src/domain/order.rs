@@ -139,7 +139,8 @@ impl NewOrder {
 pub enum OrderPaymentState {
     /// No attempt holds it: it can be paid or edited.
     Unpaid,
-    /// One attempt is processing; no other may start, and it cannot be edited.
+    /// One attempt is processing; no other may start, and it cannot be edited. Stored, it
+    /// also means paid once that attempt has succeeded: see [`Order::settled_by`].
     Processing,
     /// Paid by one attempt; final.
     Paid,
@@ -206,6 +207,29 @@ pub struct OrderView {
 }
 
 impl Order {
+    /// The order as its readers see it, given `holder`, the attempt it is stored `processing`
+    /// under (read only then): paid if that attempt succeeded. A charge that succeeds while it
+    /// holds its order leaves the order stored `processing` under it (one write fewer, see
+    /// [`crate::domain::completion_leaves_order`]), so every reader settles it here.
+    pub fn settled_by(mut self, holder: Option<&crate::domain::Payment>) -> Self {
+        let paid = self.payment_state == OrderPaymentState::Processing
+            && holder.is_some_and(|p| {
+                Some(&p.payment_id) == self.payment_id.as_ref()
+                    && p.status == crate::domain::PaymentStatus::Succeeded
+            });
+        if paid {
+            self.payment_state = OrderPaymentState::Paid;
+        }
+        self
+    }
+
+    /// The attempt to read for [`Self::settled_by`]: the one it is stored `processing` under.
+    pub fn holder_to_read(&self) -> Option<&str> {
+        (self.payment_state == OrderPaymentState::Processing)
+            .then_some(self.payment_id.as_deref())
+            .flatten()
+    }
+
     /// The API representation.
     pub fn view(&self) -> OrderView {
         OrderView {

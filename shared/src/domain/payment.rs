@@ -230,6 +230,22 @@ pub enum Transition {
     Unchanged,
 }
 
+/// Whether the charge's own completion of `read` with `transition` leaves the order as it is:
+/// an attempt that succeeds from `processing` holds its order (it reserved it, under the lease
+/// the completion is fenced on, and only a failure of the attempt itself releases it), so the
+/// order stays stored `processing` under it and reads as paid ([`crate::domain::Order::settled_by`]).
+/// Webhooks and reconcile still write the order.
+pub fn completion_leaves_order(read: &Payment, transition: &Transition) -> bool {
+    read.status == PaymentStatus::Processing
+        && matches!(
+            transition,
+            Transition::Apply {
+                status: PaymentStatus::Succeeded,
+                ..
+            }
+        )
+}
+
 /// The one transition function. States only move forward: `processing → succeeded | failed`;
 /// a late failure never overrides `succeeded`; a PSP-confirmed success beats any failure
 /// (the customer's money moved, which is the truth the books must show), in particular one

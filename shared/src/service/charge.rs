@@ -333,6 +333,13 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                         .await?;
                     continue;
                 }
+                Err(ChargeError::PaymentInProgress) => {
+                    // Stored `processing` also means paid once its attempt succeeded.
+                    let seen = self.settled(order.take()).await?;
+                    return Err(payable(seen.as_ref(), user, request)
+                        .err()
+                        .unwrap_or(ChargeError::PaymentInProgress));
+                }
                 Err(refusal) => return Err(refusal),
             };
             // A new attempt: counted against the limits by the claim itself.
@@ -530,7 +537,10 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     .map(Resumed::Answer)
             }
             ResumeOutcome::KeyMoved(now) => Ok(Resumed::Again(now)),
-            ResumeOutcome::OrderChanged(order) => Err(order_conflict(order.as_ref(), &payment)),
+            ResumeOutcome::OrderChanged(order) => Err(order_conflict(
+                self.settled(order).await?.as_ref(),
+                &payment,
+            )),
         }
     }
 
@@ -647,6 +657,19 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         Err(ChargeError::KeyInUse {
             retry_after: Duration::from_secs(1),
         })
+    }
+
+    /// `order` as its readers see it ([`Order::settled_by`]): one more read, only for an order
+    /// stored `processing`.
+    async fn settled(&self, order: Option<Order>) -> Result<Option<Order>, ChargeError> {
+        let Some(order) = order else {
+            return Ok(None);
+        };
+        let holder = match order.holder_to_read() {
+            Some(payment_id) => self.store.get_payment(payment_id).await?,
+            None => None,
+        };
+        Ok(Some(order.settled_by(holder.as_ref())))
     }
 
     /// A payment of `user`, or `None` (404) if it does not exist or is someone else's.

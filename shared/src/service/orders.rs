@@ -204,6 +204,7 @@ impl<O: OrderStore, I: IdempotencyStore> OrderService<O, I> {
         match self.orders.revise_order(&read, &next).await? {
             ReviseOutcome::Revised => Ok(next.view()),
             ReviseOutcome::Changed(Some(now)) => {
+                let now = settled(&self.orders, now).await?;
                 check_revisable(&now, Some(read.version))?;
                 Err(OrdersError::VersionMismatch {
                     current: now.version,
@@ -214,12 +215,24 @@ impl<O: OrderStore, I: IdempotencyStore> OrderService<O, I> {
     }
 
     async fn owned(&self, user: &str, order_id: &str) -> Result<Order, OrdersError> {
-        self.orders
+        let order = self
+            .orders
             .get_order(order_id)
             .await?
             .filter(|o| o.owner == user)
-            .ok_or(OrdersError::NotFound)
+            .ok_or(OrdersError::NotFound)?;
+        Ok(settled(&self.orders, order).await?)
     }
+}
+
+/// `order` as its readers see it ([`Order::settled_by`]): one more read, only for an order
+/// stored `processing`.
+pub async fn settled<S: OrderStore + ?Sized>(store: &S, order: Order) -> Result<Order, StoreError> {
+    let holder = match order.holder_to_read() {
+        Some(payment_id) => store.get_holder(payment_id).await?,
+        None => None,
+    };
+    Ok(order.settled_by(holder.as_ref()))
 }
 
 fn check_revisable(order: &Order, expected_version: Option<i64>) -> Result<(), OrdersError> {

@@ -863,7 +863,8 @@ async fn transaction_conflicts_on_the_completion_write_are_retried_and_the_clien
             completed_view(&record),
             serde_json::from_value::<PaymentView>(reply.json.clone()).unwrap()
         );
-        // AND the payment succeeded and the order is paid by it, with one charge at the PSP
+        // AND the payment succeeded and the order is held by it (which reads as paid), with one
+        // charge at the PSP
         let payment = stack
             .charge
             .store()
@@ -873,8 +874,12 @@ async fn transaction_conflicts_on_the_completion_write_are_retried_and_the_clien
             .unwrap();
         assert_eq!(payment.status, PaymentStatus::Succeeded);
         let order_item = stack.item(&format!("order#{order}")).await.unwrap();
-        assert_eq!(order_item["payment_state"], "S(\"paid\")");
+        assert_eq!(order_item["payment_state"], "S(\"processing\")");
         assert_eq!(order_item["payment_id"], format!("S(\"{payment_id}\")"));
+        assert_eq!(
+            stack.get_order("alice", &order).await.json["payment_state"],
+            "paid"
+        );
         assert_eq!(stack.psp.charges().len(), 1);
         assert_eq!(stack.psp.succeeded_charges_for(&payment_id), 1);
         // AND a replay answers the same 201

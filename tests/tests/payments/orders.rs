@@ -291,6 +291,12 @@ impl<O: payonce::ports::OrderStore> payonce::ports::OrderStore for DiesAfterInse
     ) -> Result<Option<payonce::domain::Order>, payonce::idempotency::StoreError> {
         self.orders.get_order(order_id).await
     }
+    async fn get_holder(
+        &self,
+        payment_id: &str,
+    ) -> Result<Option<payonce::domain::Payment>, payonce::idempotency::StoreError> {
+        self.orders.get_holder(payment_id).await
+    }
     async fn revise_order(
         &self,
         read: &payonce::domain::Order,

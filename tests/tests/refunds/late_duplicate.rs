@@ -60,7 +60,7 @@ fn with_event_id(body: &str, event_id: &str) -> String {
     event.to_string()
 }
 
-/// A succeeded, its order still paid by B, and its duplicate refund created: pending (or
+/// A succeeded, its order still B's, and its duplicate refund created: pending (or
 /// `refund_status`), the whole amount, reason duplicate, no idempotency record.
 async fn assert_duplicate_refund(
     stack: &PaymentStack,
@@ -90,13 +90,18 @@ async fn assert_duplicate_refund(
         ),
         (Some("duplicate"), Some("dup"), Some("N(\"3000\")"), false)
     );
+    // (B's charge left the order stored as B holds it, which reads as paid)
     let order_item = stack.item(&format!("order#{order}")).await.unwrap();
     assert_eq!(
         (
             string_attribute(&order_item, "payment_state").as_deref(),
             string_attribute(&order_item, "payment_id").as_deref()
         ),
-        (Some("paid"), Some(b))
+        (Some("processing"), Some(b))
+    );
+    assert_eq!(
+        stack.get_order("alice", order).await.json["payment_state"],
+        "paid"
     );
     let b_now = stack.payment(b).await;
     assert_eq!(

@@ -1,12 +1,13 @@
 //! Finishing an attempt on the charge path: the payment, its order and the completed record in
-//! one write, fenced on the lease and on the payment status that was read.
+//! one write, fenced on the lease and on the payment status that was read. A success leaves the
+//! order stored `processing` under the attempt, which every reader sees as paid.
 
 use super::*;
 use payonce::domain::{transition, Failure, FailureKind, OrderPaymentState, Transition};
 use payonce::idempotency::{RecordState, StoreError};
 use payonce::ports::{ResumeOutcome, SettleOutcome};
 
-pub async fn a_success_pays_the_order_and_completes_the_record_with_the_view<
+pub async fn a_success_leaves_the_order_to_read_as_paid_and_completes_the_record<
     H: PaymentStoreHarness,
 >(
     h: H,
@@ -45,18 +46,30 @@ pub async fn a_success_pays_the_order_and_completes_the_record_with_the_view<
         H::NAME
     );
     assert_eq!(payment_now(&h, &first.payment.payment_id).await, expected);
-    // AND the order is paid by it
-    let order = order_now(&h, &first.order.order_id).await;
+    // AND the order is not written: still stored as the attempt reserved it...
+    let reserved = order_now(&h, &first.order.order_id).await;
     assert_eq!(
-        (order.payment_state, order.payment_id.clone()),
+        (reserved.payment_state, reserved.payment_id.clone()),
         (
-            OrderPaymentState::Paid,
+            OrderPaymentState::Processing,
             Some(first.payment.payment_id.clone())
         ),
         "{}",
         H::NAME
     );
-    assert_eq!(order.updated_at_ms, now_ms);
+    // ...and read as paid by it, through the attempt that holds it
+    let seen = payonce::service::orders::settled(h.payments(), reserved.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        seen,
+        Order {
+            payment_state: OrderPaymentState::Paid,
+            ..reserved
+        },
+        "{}",
+        H::NAME
+    );
     // AND the record is COMPLETED with the payment's view as its result, lease cleared,
     // expiry renewed from this outcome
     let record = live_record(&h, &first.claim.key).await;
@@ -256,7 +269,7 @@ pub async fn finishing_unchanged_completes_the_record_with_the_pending_view<
 }
 
 store_suite!(
-    a_success_pays_the_order_and_completes_the_record_with_the_view,
+    a_success_leaves_the_order_to_read_as_paid_and_completes_the_record,
     a_decline_fails_the_payment_and_releases_the_order,
     finishing_a_payment_a_webhook_moved_is_moved_and_writes_nothing,
     finishing_with_a_lost_lease_is_lease_lost_and_writes_nothing,

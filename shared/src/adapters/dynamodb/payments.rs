@@ -245,17 +245,20 @@ impl DynamoPaymentStore {
         }
     }
 
-    /// Writes `transition` (and, when `with_order`, its effect on the order) plus `extra_ops`.
+    /// Writes `transition` (and, unless `order` says to leave it, its effect on the order) plus
+    /// `extra_ops`.
     async fn write_transition(
         &self,
         operation: &'static str,
         payment: &Payment,
         transition: &Transition,
+        order: OrderWrite,
         extra_ops: impl Fn(&Payment) -> Result<Vec<(Op, TransactWriteItem)>, StoreError>,
     ) -> Result<TransitionWrite, StoreError> {
         let now_ms = self.clock.now_ms();
         let mut after = payment.after(transition, now_ms);
-        let mut with_order = matches!(transition, Transition::Apply { .. });
+        let mut with_order =
+            matches!(transition, Transition::Apply { .. }) && order == OrderWrite::Follow;
         let mut duplicate = None;
         loop {
             let mut items = Vec::with_capacity(4);
@@ -319,6 +322,15 @@ impl DynamoPaymentStore {
             }
         }
     }
+}
+
+/// Whether a transition also writes the order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OrderWrite {
+    /// The order follows the payment (or, held by another attempt, a duplicate refund is made).
+    Follow,
+    /// The order is left as it is ([`crate::domain::completion_leaves_order`]).
+    Leave,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -810,6 +822,10 @@ pub(super) fn complete_record(
 
 #[async_trait]
 impl OrderStore for DynamoPaymentStore {
+    async fn get_holder(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
+        ChargeStore::get_payment(self, payment_id).await
+    }
+
     async fn create_order(&self, order: &Order) -> Result<(), StoreError> {
         let pk = order_pk(&order.order_id);
         self.client
@@ -1078,8 +1094,13 @@ impl ChargeStore for DynamoPaymentStore {
         expires_at_s: i64,
     ) -> Result<SettleOutcome, StoreError> {
         let record_table = self.tables.idempotency.clone();
+        let order = if crate::domain::completion_leaves_order(payment, transition) {
+            OrderWrite::Leave
+        } else {
+            OrderWrite::Follow
+        };
         let written = self
-            .write_transition("finish_attempt", payment, transition, |after| {
+            .write_transition("finish_attempt", payment, transition, order, |after| {
                 let complete = complete_record(
                     &record_table,
                     &payment.idempotency_pk,
@@ -1162,7 +1183,7 @@ impl ChargeStore for DynamoPaymentStore {
         let mut with_mirror = true;
         for _ in 0..MIRROR_TRIES {
             let written = self
-                .write_transition("settle", payment, transition, |after| {
+                .write_transition("settle", payment, transition, OrderWrite::Follow, |after| {
                     let mut extra = Vec::with_capacity(2);
                     if let Some(event) = event {
                         extra.push((Op::Event, event_put(&record_table, event, now_ms)?));

@@ -212,6 +212,9 @@ fn write_transition(
     record_write: RecordWrite<'_>,
     event: Option<&EventMark>,
 ) -> Result<TransitionWrite, StoreError> {
+    // As DynamoDB's: a completion that leaves the order does not read it either.
+    let leave_order = matches!(record_write, RecordWrite::Complete { .. })
+        && crate::domain::completion_leaves_order(payment, transition);
     let mut after = payment.after(transition, now_ms);
     let record_key = RecordKey::from_stored(payment.idempotency_pk.clone());
     let event = event.map(|e| (event_key(e), e.expires_at_s));
@@ -249,13 +252,14 @@ fn write_transition(
         ),
     };
     let applies = matches!(transition, Transition::Apply { .. });
-    let order_follows =
-        applies && order_may_follow(tables.payments.orders.get(&payment.order_id), &after);
-    let duplicate = (applies && !order_follows)
+    let order_follows = applies
+        && !leave_order
+        && order_may_follow(tables.payments.orders.get(&payment.order_id), &after);
+    let duplicate = (applies && !leave_order && !order_follows)
         .then(|| crate::domain::duplicate_refund_for(payment, &mut after, now_ms))
         .flatten();
     let view = encode_view(&after)?;
-    if applies && !order_follows {
+    if applies && !leave_order && !order_follows {
         // The order is held or paid by another attempt: the payment still moves, the order
         // stays as it is.
         crate::domain::log_order_not_following(&after);
@@ -316,6 +320,10 @@ fn decode_cursor(raw: &str) -> Result<(i64, String), StoreError> {
 
 #[async_trait]
 impl OrderStore for MemoryPaymentStore {
+    async fn get_holder(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
+        ChargeStore::get_payment(self, payment_id).await
+    }
+
     async fn create_order(&self, order: &Order) -> Result<(), StoreError> {
         let mut tables = self.lock();
         if tables.payments.orders.contains_key(&order.order_id) {
