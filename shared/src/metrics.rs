@@ -61,7 +61,8 @@ pub const PSP_LATENCY: &str = "PspLatency";
 pub const WEBHOOK_APPLIED: &str = "WebhookApplied";
 /// A webhook that changes nothing (the state is there already, or it would move backwards).
 pub const WEBHOOK_UNCHANGED: &str = "WebhookUnchanged";
-/// A webhook event processed before (a PSP retry, a queue redelivery).
+/// A webhook event that moved something (or was refused as a mismatch) delivered again (a PSP
+/// retry, a queue redelivery); a redelivered event that changes nothing counts as unchanged.
 pub const WEBHOOK_DUPLICATE: &str = "WebhookDuplicate";
 /// A webhook whose signature is missing, malformed or does not verify (400/401).
 pub const WEBHOOK_SIGNATURE_REJECTED: &str = "WebhookSignatureRejected";
