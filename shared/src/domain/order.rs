@@ -359,4 +359,75 @@ mod tests {
             })
         );
     }
+
+    #[test]
+    fn an_order_held_by_the_attempt_that_paid_it_reads_as_paid() {
+        let order = Order {
+            order_id: "ord_1".into(),
+            owner: "u".into(),
+            version: 1,
+            currency: Currency::Jpy,
+            items: vec![item("A1", 1, 100)],
+            amount: 100,
+            payment_state: OrderPaymentState::Processing,
+            payment_id: Some("pay_1".into()),
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        };
+        let holder = |payment_id: &str, status| crate::domain::Payment {
+            payment_id: payment_id.into(),
+            order_id: "ord_1".into(),
+            order_version: 1,
+            owner: "u".into(),
+            amount: 100,
+            currency: Currency::Jpy,
+            payment_method: "pm_card_visa".into(),
+            provider: "stripe".into(),
+            provider_payment_id: None,
+            status,
+            failure: None,
+            idempotency_pk: "payments.create#u#k".into(),
+            psp_maybe_reached: false,
+            amount_refunded: 0,
+            refund_pending: 0,
+            refund_count: 0,
+            duplicate_refund: false,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            check_at_ms: 0,
+        };
+        use crate::domain::PaymentStatus::{Failed, Processing, Succeeded};
+        let state = |order: &Order, holder: Option<&crate::domain::Payment>| {
+            order.clone().settled_by(holder).payment_state
+        };
+        assert_eq!(order.holder_to_read(), Some("pay_1"));
+        assert_eq!(
+            state(&order, Some(&holder("pay_1", Succeeded))),
+            OrderPaymentState::Paid
+        );
+        // Still processing, or its attempt not read, or another attempt: as stored.
+        for (read, expected) in [
+            (
+                Some(holder("pay_1", Processing)),
+                OrderPaymentState::Processing,
+            ),
+            (Some(holder("pay_1", Failed)), OrderPaymentState::Processing),
+            (
+                Some(holder("pay_2", Succeeded)),
+                OrderPaymentState::Processing,
+            ),
+            (None, OrderPaymentState::Processing),
+        ] {
+            assert_eq!(state(&order, read.as_ref()), expected, "{read:?}");
+        }
+        // An unpaid or paid order is as stored, and needs no read.
+        for stored in [OrderPaymentState::Unpaid, OrderPaymentState::Paid] {
+            let other = Order {
+                payment_state: stored,
+                ..order.clone()
+            };
+            assert_eq!(other.holder_to_read(), None);
+            assert_eq!(state(&other, Some(&holder("pay_1", Succeeded))), stored);
+        }
+    }
 }

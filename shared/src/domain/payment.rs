@@ -413,4 +413,30 @@ mod tests {
             Transition::Unchanged
         );
     }
+
+    #[test]
+    fn only_the_charges_own_success_from_processing_leaves_the_order() {
+        let processing = payment(PaymentStatus::Processing, None);
+        let failed = payment(PaymentStatus::Failed, Some(FailureKind::Abandoned));
+        // A success from processing: the attempt holds its order, which it leaves.
+        assert!(completion_leaves_order(
+            &processing,
+            &transition(&processing, &succeeded())
+        ));
+        // A success that beats an inferred failure: the order may have moved on, so it follows
+        // (or a duplicate refund is made).
+        assert!(!completion_leaves_order(
+            &failed,
+            &transition(&failed, &succeeded())
+        ));
+        // A decline releases the order; nothing changing writes no order either way.
+        assert!(!completion_leaves_order(
+            &processing,
+            &transition(&processing, &declined())
+        ));
+        assert!(!completion_leaves_order(
+            &processing,
+            &Transition::Unchanged
+        ));
+    }
 }
