@@ -98,6 +98,9 @@ pub struct Refusal {
     pub scope: &'static str,
 }
 
+/// Whose limit each counter of an attempt is, in the order they are counted.
+const SCOPES: [&str; 2] = ["user", "order"];
+
 /// Applies [`AttemptLimits`] over an [`AttemptCounter`].
 #[derive(Clone)]
 pub struct AttemptLimiter {
@@ -124,47 +127,40 @@ impl AttemptLimiter {
         &self.limits
     }
 
-    /// The two counters of an attempt by `user` on `order_id` at `now_ms` with their limits,
-    /// when their window ends (epoch ms), and when they may be forgotten (a window later, epoch
-    /// s).
-    #[allow(clippy::type_complexity)]
-    fn counters(
-        &self,
-        user: &str,
-        order_id: &str,
-        now_ms: i64,
-    ) -> ([(String, Limit, &'static str); 2], i64, i64) {
+    /// The window `now_ms` falls in: its number, when it ends (epoch ms), and when its counters
+    /// may be forgotten (a window later, epoch s).
+    fn window(&self, now_ms: i64) -> (i64, i64, i64) {
         let width_ms = i64::try_from(self.limits.window.as_millis())
             .unwrap_or(i64::MAX)
             .max(1);
         let number = now_ms.div_euclid(width_ms);
         let ends_ms = (number + 1).saturating_mul(width_ms);
-        let expires_at_s = ends_ms.saturating_add(width_ms).div_euclid(1000);
         (
-            [
-                (
-                    format!("limit#user#{user}#{number}"),
-                    self.limits.per_user,
-                    "user",
-                ),
-                (
-                    format!("limit#order#{order_id}#{number}"),
-                    self.limits.per_order,
-                    "order",
-                ),
-            ],
+            number,
             ends_ms,
-            expires_at_s,
+            ends_ms.saturating_add(width_ms).div_euclid(1000),
         )
+    }
+
+    /// The two counters of an attempt by `user` on `order_id` in the window `number`, in the
+    /// order of [`SCOPES`], with their limits.
+    fn counters(&self, user: &str, order_id: &str, number: i64) -> [(String, Limit); 2] {
+        [
+            (format!("limit#user#{user}#{number}"), self.limits.per_user),
+            (
+                format!("limit#order#{order_id}#{number}"),
+                self.limits.per_order,
+            ),
+        ]
     }
 
     /// The counters a new attempt by `user` on `order_id` at `now_ms` counts against, in its
     /// claim ([`crate::ports::ChargeStore::begin_attempt`]): the user's, then the order's.
     pub fn counts(&self, user: &str, order_id: &str, now_ms: i64) -> Vec<AttemptCount> {
-        let (counters, _, expires_at_s) = self.counters(user, order_id, now_ms);
-        counters
+        let (number, _, expires_at_s) = self.window(now_ms);
+        self.counters(user, order_id, number)
             .into_iter()
-            .map(|(counter, limit, _)| AttemptCount {
+            .map(|(counter, limit)| AttemptCount {
                 counter,
                 max_attempts: limit.attempts,
                 max_declines: limit.declines,
@@ -176,8 +172,8 @@ impl AttemptLimiter {
     /// The refusal of an attempt whose claim found the counter at `index` of
     /// [`Self::counts`] full at `now_ms`.
     pub fn refusal(&self, index: usize, now_ms: i64) -> Refusal {
-        let (counters, ends_ms, _) = self.counters("", "", now_ms);
-        let scope = counters.get(index).map_or("user", |(_, _, scope)| *scope);
+        let (_, ends_ms, _) = self.window(now_ms);
+        let scope = SCOPES.get(index).copied().unwrap_or(SCOPES[0]);
         let retry_after =
             Duration::from_millis(u64::try_from(ends_ms - now_ms).unwrap_or(0).max(1000));
         tracing::warn!(
@@ -195,8 +191,8 @@ impl AttemptLimiter {
         order_id: &str,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        let (counters, _, expires_at_s) = self.counters(user, order_id, now_ms);
-        for (key, _, _) in counters {
+        let (number, _, expires_at_s) = self.window(now_ms);
+        for (key, _) in self.counters(user, order_id, number) {
             self.counter.count_decline(&key, expires_at_s).await?;
         }
         Ok(())
