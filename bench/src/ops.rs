@@ -328,7 +328,6 @@ pub async fn requests() -> Value {
     s.clock.advance(Duration::from_secs(600));
     let reconciler = Reconciler::new(
         s.store.clone(),
-        s.records.clone(),
         s.charge.psp().clone(),
         ReconcileConfig::default(),
     );

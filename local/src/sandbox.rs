@@ -45,7 +45,7 @@ pub struct Sandbox<S, I, Q> {
     /// The webhook processor.
     pub processor: WebhookProcessor<S>,
     /// The reconcile job.
-    pub reconciler: Reconciler<S, I, ConfiguredPsp>,
+    pub reconciler: Reconciler<S, ConfiguredPsp>,
     /// The store the cleanup job sweeps.
     pub records: I,
     /// The queue the processor polls.

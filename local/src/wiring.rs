@@ -361,7 +361,6 @@ where
         processor: WebhookProcessor::new(store.clone(), providers, ProcessorConfig::default()),
         reconciler: Reconciler::new(
             store,
-            records.clone(),
             adapter()?,
             ReconcileConfig {
                 min_age: Duration::from_secs(30),

@@ -4,7 +4,9 @@
 use crate::domain::{
     Currency, Order, Payment, Refund, RefundReason, RefundSettlement, RefundTransition, Transition,
 };
-use crate::idempotency::{Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, StoreError};
+use crate::idempotency::{
+    Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, StoreError, TakeoverOutcome,
+};
 use async_trait::async_trait;
 use std::time::Duration;
 
@@ -77,22 +79,23 @@ pub struct EventMark {
     pub expires_at_s: i64,
 }
 
-/// The charge path's store: idempotency record, order and payment, written together.
+/// The charge path's store: the key's record, the order and the payment, written together.
+/// The payment of a key is [`crate::domain::payment_id_for`] it, and holds the key's record.
 #[async_trait]
 pub trait ChargeStore: Send + Sync {
     /// The store's notion of now, epoch milliseconds.
     fn now_ms(&self) -> i64;
 
-    /// Reads the idempotency record (expired reads as absent) and the order together, with
-    /// consistent reads, in one request.
+    /// Reads the key's record (on its payment) and the order together, with consistent reads,
+    /// in one request.
     async fn load_for_charge(
         &self,
         record: &RecordKey,
         order_id: &str,
     ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError>;
 
-    /// Claims the key, reserves `order` (as read: same version, unpaid) for `payment`, creates
-    /// `payment` and counts it against each of `counts` (none of them full), in one
+    /// Claims the key by creating `payment` (the key's, holding its record), reserves `order`
+    /// (as read: same version, unpaid) for it and counts it against each of `counts` (none of them full), in one
     /// transaction. Refusals are reported in that order: the key, the order, the counters.
     async fn begin_attempt(
         &self,
@@ -115,15 +118,15 @@ pub trait ChargeStore: Send + Sync {
     /// Reads a payment consistently.
     async fn get_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError>;
 
-    /// Applies `transition` to `payment` (as read) and its order, and completes the
-    /// idempotency record held under `lease` with the resulting view, in one transaction.
-    /// With [`Transition::Unchanged`] only the record is completed.
+    /// Applies `transition` to `payment` (as read) and, unless the completion leaves it
+    /// ([`crate::domain::completion_leaves_order`]), its order, and completes the key's record
+    /// held under `lease`, atomically. With [`Transition::Unchanged`] only the record is
+    /// completed.
     async fn finish_attempt(
         &self,
         payment: &Payment,
         transition: &Transition,
         lease: &LeaseToken,
-        expires_at_s: i64,
     ) -> Result<SettleOutcome, StoreError>;
 
     /// The PSP was never reached: releases the order and clears the lease (keeping the
@@ -132,16 +135,30 @@ pub trait ChargeStore: Send + Sync {
         -> Result<(), StoreError>;
 
     /// Applies `transition` to `payment` (as read) outside the charge path (webhooks,
-    /// reconcile): payment, order, the status mirror on the idempotency record when that
-    /// record is completed for this attempt, and — for a webhook — the event's dedup record,
-    /// in one transaction, so an event is never marked done without its effect.
+    /// reconcile): payment, order and — for a webhook — the event's dedup record, atomically,
+    /// so an event is never marked done without its effect. A replay of the key then answers
+    /// with the payment as it is now.
     async fn settle(
         &self,
         payment: &Payment,
         transition: &Transition,
-        retention: Duration,
         event: Option<&EventMark>,
     ) -> Result<SettleOutcome, StoreError>;
+
+    /// The charge's idempotency record under `key`. A charge's record lives as long as its
+    /// payment (its expiry is [`crate::domain::CHARGE_RECORD_NEVER_EXPIRES_S`]); it is read
+    /// and leased only through this port.
+    async fn charge_record(&self, key: &RecordKey)
+        -> Result<Option<IdempotencyRecord>, StoreError>;
+
+    /// Takes the lease of the in-progress charge record under `key` from `seen` (reconcile's
+    /// fenced takeover), setting nothing else.
+    async fn take_over_charge(
+        &self,
+        key: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+    ) -> Result<TakeoverOutcome, StoreError>;
 
     /// Records a webhook event as processed (when it changes nothing); false if it already was.
     async fn record_event(&self, event: &EventMark) -> Result<bool, StoreError>;

@@ -216,12 +216,11 @@ impl ChargeStore for FaultyStore {
         payment: &Payment,
         transition: &Transition,
         lease: &LeaseToken,
-        expires_at_s: i64,
     ) -> Result<SettleOutcome, StoreError> {
         self.before("finish_attempt", Access::Write).await?;
         let result = self
             .payments
-            .finish_attempt(payment, transition, lease, expires_at_s)
+            .finish_attempt(payment, transition, lease)
             .await;
         self.after("finish_attempt", result).await
     }
@@ -240,18 +239,34 @@ impl ChargeStore for FaultyStore {
         &self,
         payment: &Payment,
         transition: &Transition,
-        retention: Duration,
         event: Option<&EventMark>,
     ) -> Result<SettleOutcome, StoreError> {
         self.before("settle", Access::Write).await?;
-        let result = self
-            .payments
-            .settle(payment, transition, retention, event)
-            .await;
+        let result = self.payments.settle(payment, transition, event).await;
         if let (Some(event), Ok(SettleOutcome::Settled(_))) = (event, &result) {
             self.mark(event);
         }
         self.after("settle", result).await
+    }
+
+    async fn charge_record(
+        &self,
+        key: &RecordKey,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.before("charge_record", Access::Read).await?;
+        let result = self.payments.charge_record(key).await;
+        self.after("charge_record", result).await
+    }
+
+    async fn take_over_charge(
+        &self,
+        key: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+    ) -> Result<TakeoverOutcome, StoreError> {
+        self.before("take_over_charge", Access::Write).await?;
+        let result = self.payments.take_over_charge(key, seen, lease).await;
+        self.after("take_over_charge", result).await
     }
 
     async fn record_event(&self, event: &EventMark) -> Result<bool, StoreError> {

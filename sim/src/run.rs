@@ -71,7 +71,7 @@ struct System {
     charge: ChargeService<FaultyStore, Psp>,
     refunds: RefundService<FaultyStore, Psp>,
     orders: OrderService<FaultyStore, FaultyStore>,
-    reconciler: Reconciler<FaultyStore, FaultyStore, Psp>,
+    reconciler: Reconciler<FaultyStore, Psp>,
     receiver: WebhookReceiver<MemoryQueue>,
     queue: MemoryQueue,
     dead_letters: MemoryQueue,
@@ -161,12 +161,7 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
             Idempotency::new(store.clone(), IdempotencyConfig::default()),
         )
         .for_psp(psp),
-        reconciler: Reconciler::new(
-            store.clone(),
-            store.clone(),
-            adapter(),
-            ReconcileConfig::default(),
-        ),
+        reconciler: Reconciler::new(store.clone(), adapter(), ReconcileConfig::default()),
         receiver: WebhookReceiver::new(face::receiver_providers(psp), queue.clone(), clock.clone()),
         queue,
         dead_letters,

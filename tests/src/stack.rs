@@ -19,7 +19,7 @@ use payonce::clock::{system_clock, Clock, ManualClock};
 use payonce::config::{webhook_parsers_for, webhook_providers_for, PspKind, PspSecrets};
 use payonce::domain::{Currency, LineItem, Order, OrderPaymentState, PaymentView};
 use payonce::idempotency::{
-    Idempotency, IdempotencyConfig, IdempotencyRecord, IdempotencyStore, RecordKey, RecordState,
+    Idempotency, IdempotencyConfig, IdempotencyRecord, RecordKey, RecordState,
 };
 use payonce::ports::{ChargeStore, OrderStore, Psp, QueueSend};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
@@ -141,21 +141,16 @@ impl PaymentStack {
     pub fn reconciler(
         &self,
         config: ReconcileConfig,
-    ) -> Reconciler<DynamoPaymentStore, DynamoIdempotencyStore, ConfiguredPsp> {
-        Reconciler::new(
-            self.charge.store().clone(),
-            self.records(),
-            psp_for(&self.psp),
-            config,
-        )
+    ) -> Reconciler<DynamoPaymentStore, ConfiguredPsp> {
+        Reconciler::new(self.charge.store().clone(), psp_for(&self.psp), config)
     }
 
     /// The charge record of `key` for `user`, as stored.
     pub async fn charge_record(&self, user: &str, key: &str) -> IdempotencyRecord {
-        self.records()
-            .get(&RecordKey::from_stored(format!(
-                "payments.create#{user}#{key}"
-            )))
+        let key_record = RecordKey::from_stored(format!("payments.create#{user}#{key}"));
+        self.charge
+            .store()
+            .charge_record(&key_record)
             .await
             .expect("read the record")
             .unwrap_or_else(|| panic!("no record for {key}"))

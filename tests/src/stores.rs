@@ -40,7 +40,8 @@ pub trait PaymentStoreHarness: Send + Sync + 'static {
     fn clock(&self) -> &ManualClock;
     /// The payment store's fault hook.
     fn faults(&self) -> &Faults;
-    /// The record exactly as stored, even if expired (`None` once deleted).
+    /// The record exactly as stored, even if expired (`None` once deleted): a charge's from
+    /// its payment, any other from the idempotency table.
     async fn raw_record(&self, key: &RecordKey) -> Option<IdempotencyRecord>;
 }
 
@@ -81,7 +82,14 @@ impl PaymentStoreHarness for MemoryStores {
         self.payments.faults()
     }
     async fn raw_record(&self, key: &RecordKey) -> Option<IdempotencyRecord> {
-        self.records.raw(key)
+        match self.records.raw(key) {
+            Some(record) => Some(record),
+            None => self
+                .payments
+                .charge_record(key)
+                .await
+                .expect("read the charge record"),
+        }
     }
 }
 
@@ -133,9 +141,18 @@ impl PaymentStoreHarness for DynamoStores {
         self.payments.faults()
     }
     async fn raw_record(&self, key: &RecordKey) -> Option<IdempotencyRecord> {
-        self.records
+        let generic = self
+            .records
             .get_including_expired(key)
             .await
-            .expect("read the raw record")
+            .expect("read the raw record");
+        match generic {
+            Some(record) => Some(record),
+            None => self
+                .payments
+                .charge_record(key)
+                .await
+                .expect("read the charge record"),
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Lambda entry point of the reconcile job.
 
 use lambda_runtime::{service_fn, LambdaEvent};
-use payonce::adapters::dynamodb::{DynamoIdempotencyStore, DynamoPaymentStore};
+use payonce::adapters::dynamodb::DynamoPaymentStore;
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 
 #[tokio::main]
@@ -14,10 +14,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // rebuilt when the secret has rotated (re-read after `SECRETS_TTL_SECONDS`).
     let psp = payonce::config::psp(&aws).await?;
     let client = payonce::adapters::dynamodb::traced_client(&aws);
-    let records = DynamoIdempotencyStore::new(client.clone(), &tables.idempotency);
     let reconciler = Reconciler::new(
         DynamoPaymentStore::new(client, tables),
-        records,
         psp,
         ReconcileConfig::from_env()?,
     );

@@ -10,8 +10,9 @@ pub mod refund;
 pub use money::{Currency, MAX_AMOUNT_MINOR};
 pub use order::{LineItem, NewOrder, Order, OrderError, OrderPaymentState};
 pub use payment::{
-    completion_leaves_order, log_order_not_following, transition, Failure, FailureKind, Payment,
-    PaymentStatus, PaymentView, Settlement, Transition,
+    completion_leaves_order, log_order_not_following, payment_id_for, transition, Failure,
+    FailureKind, Payment, PaymentStatus, PaymentView, Settlement, Transition,
+    CHARGE_RECORD_NEVER_EXPIRES_S,
 };
 pub use psp::PspKind;
 pub use refund::{

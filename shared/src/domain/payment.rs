@@ -62,7 +62,8 @@ pub struct Failure {
 /// A payment attempt, as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Payment {
-    /// `pay_<uuid>`; the PSP key is derived from it.
+    /// `pay_` + a hash of the idempotency record's key ([`payment_id_for`]); the PSP key is
+    /// derived from it.
     pub payment_id: String,
     /// The order it pays.
     pub order_id: String,
@@ -84,7 +85,7 @@ pub struct Payment {
     pub status: PaymentStatus,
     /// Failure detail when failed.
     pub failure: Option<Failure>,
-    /// The idempotency record that created it (to keep its status mirror current).
+    /// The key of the idempotency record that created it (kept on the payment itself).
     pub idempotency_pk: String,
     /// Whether a call under the attempt's PSP key may have reached the PSP. Set when an
     /// invocation takes over a lease that lapsed (its holder may have called the PSP and died);
@@ -109,8 +110,8 @@ pub struct Payment {
     pub check_at_ms: i64,
 }
 
-/// The payment as the API shows it; also the status mirror stored on the idempotency record,
-/// so a replay is answered from that record alone.
+/// The payment as the API shows it; also the result of the key's completed record, which a
+/// replay answers with.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PaymentView {
     /// Id.
@@ -132,6 +133,20 @@ pub struct PaymentView {
     pub failure: Option<Failure>,
 }
 
+/// The id of the payment a charge's idempotency key creates: `pay_` and 32 hex digits of the
+/// SHA-256 of the record's key (`<scope>#<user>#<key>`). A key has one payment for ever, so
+/// the charge can read the payment (which holds the key's record) by the key alone, in the
+/// same request as the order.
+pub fn payment_id_for(record: &crate::idempotency::RecordKey) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(record.as_str().as_bytes());
+    format!("pay_{}", hex::encode(&digest[..16]))
+}
+
+/// The expiry (epoch seconds) of a charge's idempotency record: never. It lives on its payment,
+/// which is kept, so a retry with the key replays the payment however late it comes.
+pub const CHARGE_RECORD_NEVER_EXPIRES_S: i64 = i64::MAX;
+
 impl Payment {
     /// The payment once `transition` is applied at `now_ms` (what every store writes).
     pub fn after(&self, transition: &Transition, now_ms: i64) -> Payment {
@@ -151,7 +166,7 @@ impl Payment {
         }
     }
 
-    /// The view as stored in the idempotency record's mirror (JSON).
+    /// The view as the key's completed record gives it (JSON).
     pub fn view_json(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string(&self.view())
     }

@@ -36,8 +36,6 @@ pub const PAY_SCOPE: &str = "payments.create";
 /// Tunables of the charge path.
 #[derive(Debug, Clone)]
 pub struct ChargeConfig {
-    /// Idempotency record retention after the last outcome (≤ the PSP's key retention).
-    pub retention: Duration,
     /// Added to the invocation deadline to form the lease.
     pub lease_margin: Duration,
     /// Upper bound of one PSP call.
@@ -56,7 +54,6 @@ pub struct ChargeConfig {
 impl Default for ChargeConfig {
     fn default() -> Self {
         Self {
-            retention: Duration::from_secs(24 * 3600),
             lease_margin: Duration::from_secs(5),
             psp_timeout: Duration::from_secs(10),
             deadline_reserve: Duration::from_secs(2),
@@ -440,7 +437,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
     ) -> (Payment, Claim) {
         let now_ms = self.store.now_ms();
         let payment = Payment {
-            payment_id: format!("pay_{}", crate::ids::new_uuid().simple()),
+            payment_id: crate::domain::payment_id_for(record_key),
             order_id: order.order_id.clone(),
             order_version: order.version,
             owner: order.owner.clone(),
@@ -468,14 +465,10 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             attempt_id: payment.payment_id.clone(),
             lease_token: LeaseToken::generate(),
             lease_until_ms: deadline_ms + duration_ms(self.config.lease_margin),
-            expires_at_s: self.expires_at_s(),
+            expires_at_s: crate::domain::CHARGE_RECORD_NEVER_EXPIRES_S,
             request_id: stored_request_id(request_id),
         };
         (payment, claim)
-    }
-
-    fn expires_at_s(&self) -> i64 {
-        (self.store.now_ms() + duration_ms(self.config.retention)).div_euclid(1000)
     }
 
     /// Takes a lapsed attempt over: the same payment id, hence the same PSP key.
@@ -500,7 +493,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             // state as it is under the lapsed lease; only reconcile moves it further.
             return match self
                 .store
-                .finish_attempt(&payment, &Transition::Unchanged, seen, self.expires_at_s())
+                .finish_attempt(&payment, &Transition::Unchanged, seen)
                 .await
             {
                 Ok(SettleOutcome::Settled(now)) => Ok(Resumed::Answer(PayAnswer::Replayed {
@@ -629,7 +622,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 .map_or(Transition::Unchanged, |s| transition(&current, s));
             match self
                 .store
-                .finish_attempt(&current, &step, &lease.token, self.expires_at_s())
+                .finish_attempt(&current, &step, &lease.token)
                 .await
             {
                 Ok(SettleOutcome::Settled(now)) => return Ok(PayAnswer::Fresh(now.view())),
@@ -754,7 +747,7 @@ fn pay_metric(answer: &Result<PayAnswer, ChargeError>) -> Option<&'static str> {
     })
 }
 
-/// The payment view mirrored on a completed record.
+/// The payment view a completed record answers with (the payment as it is when read).
 fn stored_view(record: &IdempotencyRecord) -> Result<PaymentView, ChargeError> {
     match &record.state {
         RecordState::Completed { result } => serde_json::from_str(result).map_err(|e| {

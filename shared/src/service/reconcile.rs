@@ -18,9 +18,7 @@ use super::settle::{amount_mismatch, settlement_of, settlement_of_outcome};
 use crate::clock::duration_ms;
 use crate::domain::{is_refund_id, Refund, RefundSettlement, RefundStatus};
 use crate::domain::{transition, Payment, PaymentStatus, Settlement, Transition};
-use crate::idempotency::{
-    IdempotencyStore, Lease, LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome,
-};
+use crate::idempotency::{Lease, LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome};
 use crate::ports::{
     ChargeRequest, ChargeStore, Fence, InflightScan, Psp, PspError, PspLookup, RefundRecordWrite,
     RefundRequest, RefundStore, SettleOutcome,
@@ -59,7 +57,7 @@ pub struct ReconcileConfig {
     pub max_pages: u32,
     /// The lease reconcile takes on a lapsed attempt while it asks the PSP.
     pub lease: Duration,
-    /// Idempotency record retention after a settlement.
+    /// A refund's idempotency record retention after a settlement.
     pub record_retention: Duration,
     /// How long a succeeded refund is still looked up (it may fail later, and its webhook may
     /// be lost).
@@ -166,22 +164,16 @@ pub enum ReconcileError {
 }
 
 /// The reconcile job.
-pub struct Reconciler<S, I, P> {
+pub struct Reconciler<S, P> {
     store: S,
-    records: I,
     psp: P,
     config: ReconcileConfig,
 }
 
-impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> Reconciler<S, I, P> {
-    /// The job over the payments store, the idempotency store (for leases) and the PSP.
-    pub fn new(store: S, records: I, psp: P, config: ReconcileConfig) -> Self {
-        Self {
-            store,
-            records,
-            psp,
-            config,
-        }
+impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
+    /// The job over the payments store (attempts, refunds and their records) and the PSP.
+    pub fn new(store: S, psp: P, config: ReconcileConfig) -> Self {
+        Self { store, psp, config }
     }
 
     /// One bounded run over the attempts whose check is due, most overdue first, stopping
@@ -370,20 +362,9 @@ impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> R
         };
         let step = transition(&payment, &settlement);
         let written = match &lease {
-            Some(token) => {
-                let expires_at_s = (self.store.now_ms()
-                    + duration_ms(self.config.record_retention))
-                .div_euclid(1000);
-                self.store
-                    .finish_attempt(&payment, &step, token, expires_at_s)
-                    .await
-            }
+            Some(token) => self.store.finish_attempt(&payment, &step, token).await,
             None if step == Transition::Unchanged => return Ok(Reconciled::AlreadySettled),
-            None => {
-                self.store
-                    .settle(&payment, &step, self.config.record_retention, None)
-                    .await
-            }
+            None => self.store.settle(&payment, &step, None).await,
         };
         match written {
             Ok(SettleOutcome::Settled(after)) => Ok(match (after.status, &settlement) {
@@ -577,7 +558,7 @@ impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> R
         Reconciled::Pending
     }
 
-    /// Takes a lapsed lease on the attempt's idempotency record, so no client retry re-sends
+    /// Takes a lapsed lease on the attempt's idempotency record (on its payment), so no client retry re-sends
     /// the charge while reconcile settles it; a live lease means a handler is at work.
     async fn take_lapsed_lease(
         &self,
@@ -586,7 +567,7 @@ impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> R
         created_at_ms: i64,
     ) -> Result<LeaseTaken, StoreError> {
         let key = RecordKey::from_stored(idempotency_pk.to_owned());
-        let Some(record) = self.records.get(&key).await? else {
+        let Some(record) = self.store.charge_record(&key).await? else {
             return Ok(LeaseTaken::NoneNeeded);
         };
         let RecordState::InProgress { lease } = &record.state else {
@@ -595,7 +576,7 @@ impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> R
         if record.attempt_id != attempt_id {
             return Ok(LeaseTaken::NoneNeeded);
         }
-        let now_ms = self.records.now_ms();
+        let now_ms = self.store.now_ms();
         if lease.until_ms > now_ms {
             return Ok(LeaseTaken::HeldByOthers);
         }
@@ -611,7 +592,11 @@ impl<S: ChargeStore + RefundStore + InflightScan, I: IdempotencyStore, P: Psp> R
             token: LeaseToken::generate(),
             until_ms: now_ms + duration_ms(self.config.lease),
         };
-        match self.records.take_over(&key, &lease.token, &ours).await? {
+        match self
+            .store
+            .take_over_charge(&key, &lease.token, &ours)
+            .await?
+        {
             TakeoverOutcome::TakenOver(_) => Ok(LeaseTaken::Ours(ours.token)),
             TakeoverOutcome::Lost(_) => Ok(LeaseTaken::HeldByOthers),
         }

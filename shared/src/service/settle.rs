@@ -4,7 +4,6 @@
 use crate::domain::{transition, Payment, Settlement, Transition};
 use crate::idempotency::StoreError;
 use crate::ports::{ChargeStore, CheckedAmount, EventMark, PspLookup, PspOutcome, SettleOutcome};
-use std::time::Duration;
 
 /// How often a settlement re-reads a payment that moved under it before giving up (the caller
 /// retries later: SQS redelivers, reconcile runs again).
@@ -22,13 +21,12 @@ pub enum Applied {
 }
 
 /// Applies `settlement` to the payment `payment_id`: read, decide with [`transition`], write
-/// payment, order and idempotency mirror in one transaction conditioned on the state read;
+/// payment and order in one transaction conditioned on the state read;
 /// on a race, read again and decide again.
 pub async fn apply_settlement<S: ChargeStore + ?Sized>(
     store: &S,
     payment_id: &str,
     settlement: &Settlement,
-    retention: Duration,
 ) -> Result<Applied, StoreError> {
     for _ in 0..MAX_ROUNDS {
         let Some(payment) = store.get_payment(payment_id).await? else {
@@ -38,7 +36,7 @@ pub async fn apply_settlement<S: ChargeStore + ?Sized>(
         if step == Transition::Unchanged {
             return Ok(Applied::Unchanged(payment));
         }
-        match store.settle(&payment, &step, retention, None).await? {
+        match store.settle(&payment, &step, None).await? {
             SettleOutcome::Settled(after) => return Ok(Applied::Moved(*after)),
             SettleOutcome::Moved | SettleOutcome::Duplicate => continue,
         }
@@ -140,7 +138,6 @@ pub async fn apply_event<S: ChargeStore + ?Sized>(
     settlement: &Settlement,
     event: &EventMark,
     reported: Option<&CheckedAmount>,
-    retention: Duration,
 ) -> Result<EventApplied, EventError> {
     for _ in 0..MAX_ROUNDS {
         let payment = store
@@ -164,10 +161,7 @@ pub async fn apply_event<S: ChargeStore + ?Sized>(
             // webhook confirming a charge that already recorded its success is this case).
             return Ok(EventApplied::Unchanged(Box::new(payment)));
         }
-        match store
-            .settle(&payment, &step, retention, Some(event))
-            .await?
-        {
+        match store.settle(&payment, &step, Some(event)).await? {
             SettleOutcome::Settled(after) => return Ok(EventApplied::Moved(after)),
             SettleOutcome::Duplicate => return Ok(EventApplied::Duplicate),
             SettleOutcome::Moved => continue,

@@ -135,7 +135,7 @@ impl<Q: QueueSend> WebhookReceiver<Q> {
 pub struct ProcessorConfig {
     /// How long an event id is remembered (30 days, beyond the PSP's 3-day retry window).
     pub dedup_retention: Duration,
-    /// Idempotency record retention after a settlement (as the charge path's).
+    /// A refund's idempotency record retention after a settlement (as the refund path's).
     pub record_retention: Duration,
     /// The PSP mode this deployment runs in (`true`: live), where known: an event from the
     /// other mode is never applied. `None`: not checked.
@@ -282,7 +282,6 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             settlement,
             &mark,
             parsed.amount.as_ref(),
-            self.config.record_retention,
         )
         .await?;
         use crate::metrics::{count_webhook, WEBHOOK_APPLIED, WEBHOOK_DUPLICATE};

@@ -152,7 +152,8 @@ async fn an_attempt_the_psp_never_saw_is_failed_when_old_enough_and_a_younger_on
     );
 
     // AND the young one is untouched, but for its next check: half its age (3 minutes) from
-    // the run, pushed back by the recheck bounds' minimum of a minute at least
+    // the run, pushed back by the recheck bounds' minimum of a minute at least; and the lapsed
+    // lease on its key's record, which reconcile took while it asked the PSP
     assert_eq!(
         stack.get_order("alice", &young_order).await.json["payment_state"],
         "processing"
@@ -175,6 +176,14 @@ async fn an_attempt_the_psp_never_saw_is_failed_when_old_enough_and_a_younger_on
                     "check_at_ms".into(),
                     format!("N(\"{}\")", run_at_ms + 90_000),
                 );
+                let (_, now) = young_after
+                    .iter()
+                    .find(|(p, _)| *p == pk)
+                    .expect("the young payment");
+                assert_ne!(now["lease_token"], item["lease_token"], "the lease taken");
+                for lease in ["lease_token", "lease_until_ms"] {
+                    item.insert(lease.into(), now[lease].clone());
+                }
             }
             (pk, item)
         })

@@ -165,7 +165,6 @@ async fn a_run_stops_at_its_deadline_and_the_next_run_takes_what_it_left() {
     stack.clock.advance(Duration::from_secs(600));
     let reconciler = Reconciler::new(
         stack.charge.store().clone(),
-        stack.records(),
         SlowLookups {
             inner: stripe_for(&stack.psp),
             clock: stack.clock.clone(),

@@ -97,6 +97,55 @@ async fn approved_charge_pays_the_order_and_a_replay_answers_from_one_request() 
 }
 
 #[tokio::test]
+async fn a_key_retried_days_later_replays_its_payment_and_reused_elsewhere_is_422() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let first = stack
+        .pay("alice", "key-kept", body(&order, "pm_card_visa"))
+        .await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let payment_id = first.json["payment_id"].as_str().unwrap().to_owned();
+    // AND the key's record is on its payment: the idempotency table holds none for it
+    let (records, _) = stack.snapshot().await;
+    assert!(
+        records
+            .iter()
+            .all(|(pk, _)| !pk.starts_with("payments.create#")),
+        "{records:?}"
+    );
+
+    // WHEN the same request comes again three days later (past any other record's retention)
+    stack.clock.advance(Duration::from_secs(3 * 86_400));
+    stack.counter.reset();
+    let late = stack
+        .pay("alice", "key-kept", body(&order, "pm_card_visa"))
+        .await;
+    // THEN it replays the payment from one request, and the PSP was called once in all
+    assert_eq!(
+        (late.status, late.header("idempotent-replayed")),
+        (201, Some("true"))
+    );
+    assert_eq!(late.json, first.json);
+    assert_eq!(
+        stack.counter.by_operation(),
+        [("BatchGetItem".to_owned(), 1)].into()
+    );
+    assert_eq!(stack.psp.succeeded_charges_for(&payment_id), 1);
+    assert_eq!(stack.psp.charges().len(), 1);
+
+    // AND the key reused for another order is a mismatch that writes nothing
+    let other = stack.create_order("alice").await;
+    let before = stack.snapshot().await;
+    let reused = stack
+        .pay("alice", "key-kept", body(&other, "pm_card_visa"))
+        .await;
+    assert_eq!(reused.status, 422, "{}", reused.body);
+    assert_eq!(reused.json["type"], "/problems/idempotency-key-mismatch");
+    assert_eq!(stack.snapshot().await, before);
+    assert_eq!(stack.psp.charges().len(), 1);
+}
+
+#[tokio::test]
 async fn lost_response_is_answered_202_then_the_settled_payment_replays_201() {
     let stack = PaymentStack::start().await;
     let order = stack.create_order("alice").await;
@@ -132,14 +181,9 @@ async fn lost_response_is_answered_202_then_the_settled_payment_replays_201() {
         .await
         .unwrap();
     let settlement = payonce::service::settlement_of(lookup).expect("the PSP knows the charge");
-    payonce::service::apply_settlement(
-        stack.charge.store(),
-        &payment_id,
-        &settlement,
-        Duration::from_secs(86_400),
-    )
-    .await
-    .unwrap();
+    payonce::service::apply_settlement(stack.charge.store(), &payment_id, &settlement)
+        .await
+        .unwrap();
 
     // THEN the same key answers 201 with the settled payment, and the order is paid
     let after = stack

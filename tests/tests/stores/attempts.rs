@@ -3,7 +3,7 @@
 
 use super::*;
 use payonce::domain::{transition, OrderPaymentState, PaymentStatus};
-use payonce::idempotency::{RecordState, StoreError};
+use payonce::idempotency::{RecordState, RecordStatus, StoreError};
 use payonce::ports::{BeginOutcome, ResumeOutcome, ReviseOutcome, SettleOutcome};
 
 pub async fn begin_attempt_writes_the_record_the_order_and_the_payment<H: PaymentStoreHarness>(
@@ -92,12 +92,13 @@ pub async fn a_second_begin_with_the_same_key_is_key_taken_and_changes_nothing<
         "{}",
         H::NAME
     );
-    // AND nothing was written: the first attempt's items are as they were, no second payment
-    assert_eq!(persisted(&h, &first).await, before, "{}", H::NAME);
+    // AND nothing was written: the key's one payment, its record and the order are as the
+    // first attempt wrote them
     assert_eq!(
-        h.payments().get_payment(&payment.payment_id).await.unwrap(),
-        None
+        payment.payment_id, first.payment.payment_id,
+        "one payment per key"
     );
+    assert_eq!(persisted(&h, &first).await, before, "{}", H::NAME);
 }
 
 pub async fn another_key_on_a_reserved_order_is_order_changed<H: PaymentStoreHarness>(h: H) {
@@ -211,47 +212,67 @@ pub async fn an_order_not_as_read_is_order_changed_and_nothing_is_written<
     );
 }
 
-pub async fn an_expired_record_can_be_claimed_again<H: PaymentStoreHarness>(h: H) {
-    // GIVEN a declined attempt whose record expires in a minute (the order is free again)
-    let first = begun(&h, "expiring").await;
-    let expires_at_s = h.clock().now_s() + 60;
+pub async fn a_charge_key_is_kept_with_its_payment_and_never_expires<H: PaymentStoreHarness>(h: H) {
+    // GIVEN a declined attempt (the order is free again)
+    let first = begun(&h, "kept").await;
     let step = transition(&first.payment, &declined("pi_declined"));
     h.payments()
-        .finish_attempt(
-            &first.payment,
-            &step,
-            &first.claim.lease_token,
-            expires_at_s,
-        )
+        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
         .await
         .unwrap();
+    // AND its key's record lives on the payment: the generic idempotency store has none
+    assert_eq!(
+        h.records().get(&first.claim.key).await.unwrap(),
+        None,
+        "{}",
+        H::NAME
+    );
 
-    // WHEN the record has expired (TTL has not deleted it yet)
-    h.clock().advance(Duration::from_secs(120));
+    // WHEN a month has passed (far beyond any other record's retention)
+    h.clock().advance(Duration::from_secs(31 * 86_400));
     let (record, order) = h
         .payments()
         .load_for_charge(&first.claim.key, &first.order.order_id)
         .await
         .unwrap();
-    // THEN the charge path's read treats it as absent, though it is still stored
-    assert_eq!(record, None, "{}", H::NAME);
-    assert!(h.raw_record(&first.claim.key).await.is_some());
+    // THEN the key still reads as the completed record of its payment, as the payment is now
+    let record = record.expect("the key's record");
+    assert_eq!(record.attempt_id, first.payment.payment_id, "{}", H::NAME);
+    assert_eq!(record.status(), RecordStatus::Completed, "{}", H::NAME);
+    let stored = h
+        .payments()
+        .get_payment(&first.payment.payment_id)
+        .await
+        .unwrap()
+        .expect("the payment");
+    assert_eq!(
+        stored_result(&record),
+        serde_json::to_value(stored.view()).unwrap(),
+        "{}",
+        H::NAME
+    );
     let order = order.expect("the order");
     assert_eq!(order.payment_state, OrderPaymentState::Unpaid);
 
-    // AND a new attempt under the same key begins, replacing the record
-    let second = begun_on(&h, order, "expiring").await;
-    let record = live_record(&h, &second.claim.key).await;
-    assert_eq!(record.attempt_id, second.payment.payment_id, "{}", H::NAME);
-    assert_eq!(record.expires_at_s, second.claim.expires_at_s);
+    // AND a new attempt under the same key is refused as the key taken, writing nothing
+    let (payment, claim) = new_attempt(&h, &order, "kept");
     assert_eq!(
-        record.lease().map(|l| &l.token),
-        Some(&second.claim.lease_token)
+        payment.payment_id, first.payment.payment_id,
+        "one payment per key"
     );
+    let outcome = h
+        .payments()
+        .begin_attempt(&claim, &order, &payment, &[])
+        .await
+        .unwrap();
     assert_eq!(
-        order_now(&h, &first.order.order_id).await.payment_id,
-        Some(second.payment.payment_id.clone())
+        outcome,
+        BeginOutcome::KeyTaken(record.clone()),
+        "{}",
+        H::NAME
     );
+    assert_eq!(live_record(&h, &first.claim.key).await, record);
+    assert_eq!(order_now(&h, &first.order.order_id).await, order);
 }
 
 pub async fn a_lapsed_attempt_is_resumed_under_a_new_lease_keeping_its_identity<
@@ -329,12 +350,7 @@ pub async fn resume_of_a_finished_or_another_attempt_is_key_moved<H: PaymentStor
     let first = begun(&h, "finished").await;
     let step = transition(&first.payment, &succeeded("pi_ok"));
     h.payments()
-        .finish_attempt(
-            &first.payment,
-            &step,
-            &first.claim.lease_token,
-            first.claim.expires_at_s,
-        )
+        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
         .await
         .unwrap();
     let completed = live_record(&h, &first.claim.key).await;
@@ -555,7 +571,6 @@ pub async fn injected_conflicts_surface_as_conflict_and_write_nothing<H: Payment
             &first.payment,
             &transition(&first.payment, &succeeded("pi_c")),
             &first.claim.lease_token,
-            first.claim.expires_at_s,
         )
         .await;
     h.faults().inject_conflicts(tries);
@@ -569,7 +584,6 @@ pub async fn injected_conflicts_surface_as_conflict_and_write_nothing<H: Payment
         .settle(
             &first.payment,
             &transition(&first.payment, &succeeded("pi_c")),
-            RETENTION,
             None,
         )
         .await;
@@ -630,12 +644,7 @@ pub async fn conflicts_within_the_adapters_retries_are_absorbed_and_write_once<
     let step = transition(&first.payment, &succeeded("pi_absorbed"));
     let finish = h
         .payments()
-        .finish_attempt(
-            &first.payment,
-            &step,
-            &first.claim.lease_token,
-            first.claim.expires_at_s,
-        )
+        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
         .await
         .unwrap();
 
@@ -687,12 +696,7 @@ pub async fn resume_of_an_attempt_settled_since_it_was_read_reserves_nothing<
     // ... and then settled by a webhook (found by the simulation, seed 30965: the retry
     // reserved the order again for a failed attempt, and the order stayed processing for ever)
     h.payments()
-        .settle(
-            &read,
-            &transition(&read, &declined("pi_late")),
-            RETENTION,
-            None,
-        )
+        .settle(&read, &transition(&read, &declined("pi_late")), None)
         .await
         .unwrap();
     let record_before = live_record(&h, &first.claim.key).await;
@@ -727,7 +731,7 @@ store_suite!(
     a_second_begin_with_the_same_key_is_key_taken_and_changes_nothing,
     another_key_on_a_reserved_order_is_order_changed,
     an_order_not_as_read_is_order_changed_and_nothing_is_written,
-    an_expired_record_can_be_claimed_again,
+    a_charge_key_is_kept_with_its_payment_and_never_expires,
     a_lapsed_attempt_is_resumed_under_a_new_lease_keeping_its_identity,
     resume_of_a_finished_or_another_attempt_is_key_moved,
     release_unsent_frees_the_order_and_keeps_the_attempt_for_a_retry,

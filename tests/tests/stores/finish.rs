@@ -17,18 +17,12 @@ pub async fn a_success_leaves_the_order_to_read_as_paid_and_completes_the_record
     let before = live_record(&h, &first.claim.key).await;
     h.clock().advance(Duration::from_secs(2));
     let now_ms = h.clock().now_ms();
-    let expires_at_s = h.clock().now_s() + 86_400;
 
     // WHEN the PSP approved and the attempt finishes
     let step = transition(&first.payment, &succeeded("pi_ok"));
     let outcome = h
         .payments()
-        .finish_attempt(
-            &first.payment,
-            &step,
-            &first.claim.lease_token,
-            expires_at_s,
-        )
+        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
         .await
         .unwrap();
 
@@ -70,12 +64,12 @@ pub async fn a_success_leaves_the_order_to_read_as_paid_and_completes_the_record
         "{}",
         H::NAME
     );
-    // AND the record is COMPLETED with the payment's view as its result, lease cleared,
-    // expiry renewed from this outcome
+    // AND the record is COMPLETED with the payment's view as its result, lease cleared, kept
+    // as long as the payment
     let record = live_record(&h, &first.claim.key).await;
     assert_eq!(stored_result(&record), view_json(&expected), "{}", H::NAME);
     assert_eq!(record.lease(), None);
-    assert_eq!(record.expires_at_s, expires_at_s);
+    assert_eq!(record.expires_at_s, CHARGE_RECORD_NEVER_EXPIRES_S);
     assert_eq!(
         (
             &record.attempt_id,
@@ -98,12 +92,7 @@ pub async fn a_decline_fails_the_payment_and_releases_the_order<H: PaymentStoreH
     let step = transition(&first.payment, &declined("pi_no"));
     let outcome = h
         .payments()
-        .finish_attempt(
-            &first.payment,
-            &step,
-            &first.claim.lease_token,
-            first.claim.expires_at_s,
-        )
+        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
         .await
         .unwrap();
 
@@ -145,7 +134,6 @@ pub async fn finishing_a_payment_a_webhook_moved_is_moved_and_writes_nothing<
         .settle(
             &first.payment,
             &transition(&first.payment, &succeeded("pi_hook")),
-            RETENTION,
             None,
         )
         .await
@@ -157,12 +145,7 @@ pub async fn finishing_a_payment_a_webhook_moved_is_moved_and_writes_nothing<
     let step = transition(&first.payment, &declined("pi_late"));
     let outcome = h
         .payments()
-        .finish_attempt(
-            &first.payment,
-            &step,
-            &first.claim.lease_token,
-            first.claim.expires_at_s,
-        )
+        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
         .await
         .unwrap();
 
@@ -177,7 +160,6 @@ pub async fn finishing_a_payment_a_webhook_moved_is_moved_and_writes_nothing<
             &first.payment,
             &Transition::Unchanged,
             &first.claim.lease_token,
-            first.claim.expires_at_s,
         )
         .await
         .unwrap();
@@ -212,12 +194,7 @@ pub async fn finishing_with_a_lost_lease_is_lease_lost_and_writes_nothing<
     let step = transition(&first.payment, &succeeded("pi_zombie"));
     let outcome = h
         .payments()
-        .finish_attempt(
-            &first.payment,
-            &step,
-            &first.claim.lease_token,
-            first.claim.expires_at_s,
-        )
+        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
         .await;
 
     // THEN the lease is lost, and neither the payment, the order nor the record changed
@@ -245,7 +222,6 @@ pub async fn finishing_unchanged_completes_the_record_with_the_pending_view<
             &first.payment,
             &Transition::Unchanged,
             &first.claim.lease_token,
-            first.claim.expires_at_s,
         )
         .await
         .unwrap();

@@ -48,7 +48,6 @@ pub async fn list_inflight_pages_through_processing_payments_oldest_first<
                 &a.payment,
                 &transition(&a.payment, &settlement),
                 &a.claim.lease_token,
-                a.claim.expires_at_s,
             )
             .await
             .unwrap();
@@ -106,7 +105,6 @@ pub async fn an_inflight_cursor_survives_the_listed_payment_settling<H: PaymentS
         .settle(
             &a.payment,
             &transition(&a.payment, &succeeded("pi_0")),
-            RETENTION,
             None,
         )
         .await
@@ -194,7 +192,6 @@ pub async fn deferring_a_settled_payment_does_not_bring_it_back_into_the_scan<
         .settle(
             &a.payment,
             &transition(&a.payment, &succeeded("pi_settled")),
-            RETENTION,
             None,
         )
         .await

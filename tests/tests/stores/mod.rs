@@ -6,6 +6,7 @@
 use payonce::clock::{duration_ms, Clock};
 use payonce::domain::{
     Currency, LineItem, Order, OrderPaymentState, Payment, PaymentStatus, Settlement,
+    CHARGE_RECORD_NEVER_EXPIRES_S,
 };
 use payonce::idempotency::{
     Claim, Fingerprint, IdempotencyRecord, IdempotencyStore, Lease, LeaseToken, RecordKey,
@@ -88,11 +89,12 @@ fn record_key(key: &str) -> RecordKey {
 }
 
 /// A new attempt to pay `order` (as read) under `key`: the payment and the claim the charge
-/// path would make for it, leased for [`LEASE_MS`] and kept for [`RETENTION`].
+/// path would make for it (the key's payment, a record that never expires), leased for
+/// [`LEASE_MS`].
 fn new_attempt<H: PaymentStoreHarness>(h: &H, order: &Order, key: &str) -> (Payment, Claim) {
     let now_ms = h.clock().now_ms();
-    let payment_id = format!("pay_{}", uuid::Uuid::new_v4().simple());
     let record = record_key(key);
+    let payment_id = payonce::domain::payment_id_for(&record);
     let payment = Payment {
         payment_id: payment_id.clone(),
         order_id: order.order_id.clone(),
@@ -125,7 +127,7 @@ fn new_attempt<H: PaymentStoreHarness>(h: &H, order: &Order, key: &str) -> (Paym
         attempt_id: payment_id,
         lease_token: LeaseToken::generate(),
         lease_until_ms: now_ms + LEASE_MS,
-        expires_at_s: (now_ms + duration_ms(RETENTION)).div_euclid(1000),
+        expires_at_s: payonce::domain::CHARGE_RECORD_NEVER_EXPIRES_S,
         request_id: Some("req-claimer".into()),
     };
     (payment, claim)
@@ -185,13 +187,19 @@ async fn persisted<H: PaymentStoreHarness>(h: &H, attempt: &Begun) -> Persisted 
     }
 }
 
-/// The live record under `key`, read through the idempotency port.
+/// The live record under `key`, read through the idempotency port (a refund's) or the
+/// charge port (a charge's, on its payment).
 async fn live_record<H: PaymentStoreHarness>(h: &H, key: &RecordKey) -> IdempotencyRecord {
-    h.records()
-        .get(key)
-        .await
-        .expect("read the record")
-        .unwrap_or_else(|| panic!("{}: no live record {key}", H::NAME))
+    let generic = h.records().get(key).await.expect("read the record");
+    let record = match generic {
+        Some(record) => Some(record),
+        None => h
+            .payments()
+            .charge_record(key)
+            .await
+            .expect("read the record"),
+    };
+    record.unwrap_or_else(|| panic!("{}: no live record {key}", H::NAME))
 }
 
 async fn order_now<H: PaymentStoreHarness>(h: &H, order_id: &str) -> Order {

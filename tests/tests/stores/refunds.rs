@@ -31,7 +31,6 @@ async fn succeeded_payment<H: PaymentStoreHarness>(h: &H, key: &str) -> Payment 
             &attempt.payment,
             &transition(&attempt.payment, &succeeded(&format!("pi_{key}"))),
             &attempt.claim.lease_token,
-            attempt.claim.expires_at_s,
         )
         .await
         .unwrap();
@@ -773,7 +772,7 @@ pub async fn a_late_success_creates_its_duplicate_refund_in_the_same_write_once<
     let step = transition(&first.payment, &succeeded("pi_late"));
     let outcome = h
         .payments()
-        .settle(&first.payment, &step, RETENTION, None)
+        .settle(&first.payment, &step, None)
         .await
         .unwrap();
 
@@ -819,17 +818,12 @@ pub async fn a_late_success_creates_its_duplicate_refund_in_the_same_write_once<
     // WHEN the success arrives again, decided on the stale read or on the current one
     let stale = h
         .payments()
-        .settle(&first.payment, &step, RETENTION, None)
+        .settle(&first.payment, &step, None)
         .await
         .unwrap();
     let unchanged = h
         .payments()
-        .settle(
-            &after,
-            &transition(&after, &succeeded("pi_late")),
-            RETENTION,
-            None,
-        )
+        .settle(&after, &transition(&after, &succeeded("pi_late")), None)
         .await
         .unwrap();
 
@@ -853,7 +847,6 @@ pub async fn a_late_success_creates_its_duplicate_refund_in_the_same_write_once<
             &second.payment,
             &transition(&second.payment, &succeeded("pi_holder")),
             &second.claim.lease_token,
-            second.claim.expires_at_s,
         )
         .await
         .unwrap();
@@ -893,7 +886,6 @@ pub async fn a_late_success_on_an_edited_order_creates_its_duplicate_refund<
         .settle(
             &first.payment,
             &transition(&first.payment, &succeeded("pi_late")),
-            RETENTION,
             None,
         )
         .await

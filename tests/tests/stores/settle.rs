@@ -16,7 +16,7 @@ pub async fn a_webhook_settles_once_and_its_redelivery_is_a_duplicate<H: Payment
     let step = transition(&first.payment, &succeeded("pi_hook"));
     let outcome = h
         .payments()
-        .settle(&first.payment, &step, RETENTION, Some(&mark))
+        .settle(&first.payment, &step, Some(&mark))
         .await
         .unwrap();
 
@@ -33,7 +33,7 @@ pub async fn a_webhook_settles_once_and_its_redelivery_is_a_duplicate<H: Payment
     // AND WHEN the same event is delivered again, decided on the payment as it is now
     let again = h
         .payments()
-        .settle(&after, &Transition::Unchanged, RETENTION, Some(&mark))
+        .settle(&after, &Transition::Unchanged, Some(&mark))
         .await
         .unwrap();
     // THEN it is a duplicate, and nothing was written
@@ -42,7 +42,7 @@ pub async fn a_webhook_settles_once_and_its_redelivery_is_a_duplicate<H: Payment
     // checked before the payment)
     let stale = h
         .payments()
-        .settle(&first.payment, &step, RETENTION, Some(&mark))
+        .settle(&first.payment, &step, Some(&mark))
         .await
         .unwrap();
     assert_eq!(stale, SettleOutcome::Duplicate, "{}", H::NAME);
@@ -63,7 +63,6 @@ pub async fn a_settle_on_a_stale_read_is_moved_and_does_not_mark_the_event<
         .settle(
             &first.payment,
             &transition(&first.payment, &Settlement::Abandoned),
-            RETENTION,
             None,
         )
         .await
@@ -78,7 +77,6 @@ pub async fn a_settle_on_a_stale_read_is_moved_and_does_not_mark_the_event<
         .settle(
             &first.payment,
             &transition(&first.payment, &declined("pi_d")),
-            RETENTION,
             Some(&mark),
         )
         .await
@@ -132,7 +130,6 @@ pub async fn settle_keeps_the_mirror_of_a_completed_record_current<H: PaymentSto
             &first.payment,
             &Transition::Unchanged,
             &first.claim.lease_token,
-            first.claim.expires_at_s,
         )
         .await
         .unwrap();
@@ -145,13 +142,12 @@ pub async fn settle_keeps_the_mirror_of_a_completed_record_current<H: PaymentSto
         .settle(
             &first.payment,
             &transition(&first.payment, &succeeded("pi_m")),
-            RETENTION,
             None,
         )
         .await
         .unwrap();
 
-    // THEN the record's result is the settled view, and its expiry counts from now
+    // THEN the record's result is the settled view, and it is kept as long as the payment
     let SettleOutcome::Settled(after) = outcome else {
         panic!("{}: expected Settled, got {outcome:?}", H::NAME)
     };
@@ -159,7 +155,7 @@ pub async fn settle_keeps_the_mirror_of_a_completed_record_current<H: PaymentSto
     assert_eq!(stored_result(&record), view_json(&after), "{}", H::NAME);
     assert_eq!(
         record.expires_at_s,
-        (h.clock().now_ms() + duration_ms(RETENTION)).div_euclid(1000),
+        CHARGE_RECORD_NEVER_EXPIRES_S,
         "{}",
         H::NAME
     );
@@ -185,7 +181,6 @@ pub async fn settle_leaves_an_in_progress_record_to_its_holder<H: PaymentStoreHa
         .settle(
             &first.payment,
             &transition(&first.payment, &succeeded("pi_early")),
-            RETENTION,
             None,
         )
         .await
@@ -229,7 +224,6 @@ pub async fn a_late_success_settles_the_payment_alone_when_another_attempt_holds
         .settle(
             &first.payment,
             &transition(&first.payment, &succeeded("pi_late")),
-            RETENTION,
             None,
         )
         .await
@@ -275,9 +269,8 @@ pub async fn settling_while_the_holder_completes_never_leaves_a_stale_mirror<
             &first.payment,
             &Transition::Unchanged,
             &first.claim.lease_token,
-            first.claim.expires_at_s,
         );
-        let settle = h.payments().settle(&first.payment, &step, RETENTION, None);
+        let settle = h.payments().settle(&first.payment, &step, None);
         let (finished, settled) = tokio::join!(finish, settle);
         assert!(
             matches!(settled, Ok(SettleOutcome::Settled(_))),
@@ -288,12 +281,7 @@ pub async fn settling_while_the_holder_completes_never_leaves_a_stale_mirror<
             // The holder saw its payment move: it completes with what it reads now.
             let now = payment_now(&h, &first.payment.payment_id).await;
             h.payments()
-                .finish_attempt(
-                    &now,
-                    &Transition::Unchanged,
-                    &first.claim.lease_token,
-                    first.claim.expires_at_s,
-                )
+                .finish_attempt(&now, &Transition::Unchanged, &first.claim.lease_token)
                 .await
                 .expect("complete with the current view");
         } else {

@@ -58,18 +58,17 @@ pub async fn cleanup_sweeps_what_expired_never_a_live_lease_and_resumes<H: Payme
         claimed(&h, &k, now_ms + 1_000, soon_s).await;
         gone.push(k);
     }
-    // AND one from the charge path (a declined attempt, kept a minute)
-    let attempt = begun(&h, "swept").await;
+    // AND one from the charge path (a declined attempt), which lives on its payment and is
+    // never swept
+    let attempt = begun(&h, "kept").await;
     h.payments()
         .finish_attempt(
             &attempt.payment,
             &transition(&attempt.payment, &declined("pi_swept")),
             &attempt.claim.lease_token,
-            soon_s,
         )
         .await
         .unwrap();
-    gone.push(attempt.claim.key.clone());
     // AND one that will have expired but whose invocation still holds a live lease (the trap)
     let leased = key("orders.create#slow#k".into());
     claimed(&h, &leased, now_ms + 10 * 3_600_000, soon_s).await;
@@ -89,7 +88,7 @@ pub async fn cleanup_sweeps_what_expired_never_a_live_lease_and_resumes<H: Payme
     assert!(h.payments().record_event(&live_mark).await.unwrap());
     h.clock().advance(Duration::from_secs(300));
 
-    // WHEN a bounded run stops part-way (6 of 15 items)
+    // WHEN a bounded run stops part-way (6 of 14 items)
     let config = CleanupConfig {
         page_size: 3,
         max_pages: 2,
@@ -121,7 +120,7 @@ pub async fn cleanup_sweeps_what_expired_never_a_live_lease_and_resumes<H: Payme
     assert!(total.finished, "{}: {total:?}", H::NAME);
     assert_eq!(
         (total.deleted_records, total.deleted_events, total.skipped),
-        (6, 3, 1),
+        (5, 3, 1),
         "{}: {total:?}",
         H::NAME
     );
@@ -135,6 +134,13 @@ pub async fn cleanup_sweeps_what_expired_never_a_live_lease_and_resumes<H: Payme
         .await
         .expect("the leased record stays");
     assert!(kept.lease().is_some());
+    // AND the charge's record is still its payment's, completed
+    let charge = h
+        .raw_record(&attempt.claim.key)
+        .await
+        .expect("the charge's record");
+    assert_eq!(charge.attempt_id, attempt.payment.payment_id, "{}", H::NAME);
+    assert!(charge.lease().is_none());
     // AND live records and marks are untouched
     assert!(h.records().get(&live_done).await.unwrap().is_some());
     assert!(h.records().get(&live_leased).await.unwrap().is_some());

@@ -2,6 +2,8 @@
 
 mod attributes;
 mod capacity;
+#[cfg(feature = "payments")]
+mod charge_key;
 mod counting;
 mod idempotency;
 #[cfg(feature = "payments")]

@@ -1,29 +1,31 @@
-//! The DynamoDB store of orders and payments, and the charge path's transactions across
-//! the idempotency table and the payments table.
+//! The DynamoDB store of orders and payments, and the charge path's writes (in the payments
+//! table, but for the attempt counters and webhook dedup records of the idempotency table).
 //!
 //! Payments table items (partition key `pk`):
 //! - order `order#<id>`: `owner`, `version`, `currency`, `items` (JSON), `amount`,
 //!   `payment_state`, `payment_id` (the attempt holding or having paid it), timestamps;
 //! - payment `payment#<id>`: its fields, `status`, `failure_kind`, `decline_code`,
-//!   `idempotency_pk`, `psp_maybe_reached` (only once true), and — only while processing — `inflight` +
-//!   `check_at_ms`, the keys of the sparse, sharded GSI reconcile reads (see `inflight.rs`).
+//!   `psp_maybe_reached` (only once true), the key's idempotency record that created it
+//!   (`idempotency_pk`, `key_status`, … — see `charge_key.rs`), and — only while processing —
+//!   `inflight` + `check_at_ms`, the keys of the sparse, sharded GSI reconcile reads (see
+//!   `inflight.rs`).
 
 use super::attributes::{n, number, s, string, Item};
+use super::charge_key::{add_record, holds_lease, record_of, Complete, KEY_STATUS};
 use super::idempotency::{
-    item_from_record, record_from_item, ATTEMPT_ID, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS, PK,
-    RESULT, STATUS,
+    record_from_item, ATTEMPT_ID, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS, PK, RESULT, STATUS,
 };
 use super::refunds::{refund_pk, refund_put};
 use super::{backend, is_condition_failure};
-use crate::adapters::encode_view;
 use crate::adapters::faults::Faults;
-use crate::clock::{duration_ms, system_clock, SharedClock};
+use crate::clock::{system_clock, SharedClock};
 use crate::domain::{
-    is_refund_id, Currency, Failure, FailureKind, LineItem, Order, OrderPaymentState, Payment,
-    PaymentStatus, Transition,
+    is_refund_id, payment_id_for, Currency, Failure, FailureKind, LineItem, Order,
+    OrderPaymentState, Payment, PaymentStatus, Transition,
 };
 use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordStatus, StoreError,
+    TakeoverOutcome,
 };
 use crate::ports::{
     AttemptCount, BeginOutcome, ChargeStore, EventMark, InflightScan, OrderStore, ResumeOutcome,
@@ -31,6 +33,7 @@ use crate::ports::{
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, KeysAndAttributes, Put, ReturnValue,
     ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
@@ -107,22 +110,53 @@ impl DynamoPaymentStore {
         record: &RecordKey,
         item_pk: String,
     ) -> Result<(Option<IdempotencyRecord>, Option<Item>), StoreError> {
-        let key = |pk: String| -> Result<KeysAndAttributes, StoreError> {
-            KeysAndAttributes::builder()
-                .keys(HashMap::from([(PK.to_owned(), s(pk))]))
+        let mut found = self
+            .batch_get(
+                record.as_str(),
+                &[
+                    (&self.tables.idempotency, record.as_str().to_owned()),
+                    (&self.tables.payments, item_pk.clone()),
+                ],
+            )
+            .await?;
+        let now_ms = self.clock.now_ms();
+        let record = found
+            .remove(&(self.tables.idempotency.clone(), record.as_str().to_owned()))
+            .as_ref()
+            .map(record_from_item)
+            .transpose()?
+            .filter(|r| !r.is_expired_at(now_ms));
+        Ok((
+            record,
+            found.remove(&(self.tables.payments.clone(), item_pk)),
+        ))
+    }
+
+    /// Reads the items `keys` names (table, partition key) with consistent reads, in one
+    /// BatchGetItem (asked again for the keys DynamoDB leaves unprocessed under load); the
+    /// items found, by table and key.
+    async fn batch_get(
+        &self,
+        label: &str,
+        keys: &[(&String, String)],
+    ) -> Result<HashMap<(String, String), Item>, StoreError> {
+        let mut by_table: HashMap<String, Vec<Item>> = HashMap::new();
+        for (table, pk) in keys {
+            by_table
+                .entry((*table).clone())
+                .or_default()
+                .push(HashMap::from([(PK.to_owned(), s(pk))]));
+        }
+        let mut request = HashMap::with_capacity(by_table.len());
+        for (table, wanted) in by_table {
+            let keys = KeysAndAttributes::builder()
+                .set_keys(Some(wanted))
                 .consistent_read(true)
                 .build()
-                .map_err(build_error)
-        };
-        let mut request = HashMap::from([
-            (
-                self.tables.idempotency.clone(),
-                key(record.as_str().to_owned())?,
-            ),
-            (self.tables.payments.clone(), key(item_pk)?),
-        ]);
-        let (mut record_item, mut other_item) = (None, None);
-        // DynamoDB may leave keys unprocessed under load; ask again for those only.
+                .map_err(build_error)?;
+            request.insert(table, keys);
+        }
+        let mut found = HashMap::new();
         for _ in 0..5 {
             let output = self
                 .client
@@ -130,30 +164,20 @@ impl DynamoPaymentStore {
                 .set_request_items(Some(request))
                 .send()
                 .await
-                .map_err(|e| backend("load", record.as_str(), e))?;
+                .map_err(|e| backend("load", label, e))?;
             for (table, items) in output.responses.unwrap_or_default() {
-                let slot = if table == self.tables.idempotency {
-                    &mut record_item
-                } else {
-                    &mut other_item
-                };
-                *slot = items.into_iter().next();
+                for item in items {
+                    let pk = string(&item, PK).unwrap_or_default();
+                    found.insert((table.clone(), pk), item);
+                }
             }
             match output.unprocessed_keys {
                 Some(left) if !left.is_empty() => request = left,
-                _ => {
-                    let now_ms = self.clock.now_ms();
-                    let record = record_item
-                        .as_ref()
-                        .map(record_from_item)
-                        .transpose()?
-                        .filter(|r| !r.is_expired_at(now_ms));
-                    return Ok((record, other_item));
-                }
+                _ => return Ok(found),
             }
         }
         Err(StoreError::Conflict {
-            item: record.to_string(),
+            item: label.to_owned(),
         })
     }
 
@@ -204,6 +228,11 @@ impl DynamoPaymentStore {
                 item: operation.to_owned(),
             }));
         }
+        if let [only] = items.as_slice() {
+            if let Some(update) = only.update() {
+                return self.update_once(operation, update).await;
+            }
+        }
         let sent = self
             .client
             .transact_write_items()
@@ -245,6 +274,40 @@ impl DynamoPaymentStore {
         }
     }
 
+    /// A write that touches one item needs no transaction (which would bill it twice): the
+    /// update is sent as a plain conditional `UpdateItem`, and a refused condition comes back
+    /// as a one-reason cancellation, with the item as it is, like a transaction's.
+    async fn update_once(&self, operation: &'static str, update: &Update) -> Result<(), TxFailure> {
+        let sent = self
+            .client
+            .update_item()
+            .table_name(update.table_name())
+            .set_key(Some(update.key().clone()))
+            .update_expression(update.update_expression())
+            .set_condition_expression(update.condition_expression().map(str::to_owned))
+            .set_expression_attribute_names(update.expression_attribute_names().cloned())
+            .set_expression_attribute_values(update.expression_attribute_values().cloned())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(error) if is_condition_failure(&error) => {
+                let item = match error.as_service_error() {
+                    Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                        failed.item().cloned()
+                    }
+                    _ => None,
+                };
+                Err(TxFailure::Cancelled(vec![Reason {
+                    code: "ConditionalCheckFailed".into(),
+                    item,
+                }]))
+            }
+            Err(error) => Err(TxFailure::Store(backend(operation, operation, error))),
+        }
+    }
+
     /// Writes `transition` (and, unless `order` says to leave it, its effect on the order) plus
     /// `extra_ops`.
     async fn write_transition(
@@ -253,8 +316,10 @@ impl DynamoPaymentStore {
         payment: &Payment,
         transition: &Transition,
         order: OrderWrite,
+        complete: Option<&LeaseToken>,
         extra_ops: impl Fn(&Payment) -> Result<Vec<(Op, TransactWriteItem)>, StoreError>,
     ) -> Result<TransitionWrite, StoreError> {
+        let complete = complete.map(|lease| Complete { lease });
         let now_ms = self.clock.now_ms();
         let mut after = payment.after(transition, now_ms);
         let mut with_order =
@@ -264,15 +329,27 @@ impl DynamoPaymentStore {
             let mut items = Vec::with_capacity(4);
             let mut labels = Vec::with_capacity(4);
             if let Transition::Apply { .. } = transition {
-                items.push(payment_update(&self.tables.payments, payment, &after)?);
+                items.push(payment_update(
+                    &self.tables.payments,
+                    payment,
+                    &after,
+                    complete.as_ref(),
+                )?);
                 labels.push(Op::Payment);
                 if with_order {
                     items.push(order_follow(&self.tables.payments, &after, now_ms)?);
                     labels.push(Op::Order);
                 }
+            } else if let Some(complete) = &complete {
+                // Nothing moves, but the record is completed only on the payment as it was read:
+                // if a webhook or reconcile moved it since, read again.
+                items.push(complete_unchanged(
+                    &self.tables.payments,
+                    payment,
+                    complete,
+                )?);
+                labels.push(Op::Payment);
             } else {
-                // Nothing moves, but what is written (the mirror) must describe the payment as
-                // it is: if a webhook or reconcile moved it since it was read, read again.
                 items.push(payment_unchanged(&self.tables.payments, payment)?);
                 labels.push(Op::Payment);
             }
@@ -288,17 +365,31 @@ impl DynamoPaymentStore {
                 Ok(()) => return Ok(TransitionWrite::Written(Box::new(after))),
                 Err(TxFailure::Store(error)) => return Err(error),
                 Err(TxFailure::Cancelled(reasons)) => {
-                    let failed = |op: Op| {
+                    let refused = |op: Op| {
                         labels
                             .iter()
                             .position(|l| *l == op)
-                            .is_some_and(|i| reasons.get(i).is_some_and(Reason::condition_failed))
+                            .and_then(|i| reasons.get(i))
+                            .filter(|r| r.condition_failed())
                     };
+                    let failed = |op: Op| refused(op).is_some();
                     if failed(Op::Event) {
                         return Ok(TransitionWrite::EventSeen);
                     }
-                    if failed(Op::Payment) {
-                        return Ok(TransitionWrite::PaymentMoved);
+                    if let Some(reason) = refused(Op::Payment) {
+                        // The payment's status is checked first: a payment that moved is read
+                        // again; one that did not refused the lease.
+                        let status_now =
+                            reason.item.as_ref().and_then(|i| string(i, "status").ok());
+                        return Ok(match &complete {
+                            Some(c)
+                                if status_now.as_deref() == Some(payment.status.as_str())
+                                    && !holds_lease(reason.item.as_ref(), c.lease) =>
+                            {
+                                TransitionWrite::RecordRefused
+                            }
+                            _ => TransitionWrite::PaymentMoved,
+                        });
                     }
                     if failed(Op::Record) {
                         return Ok(TransitionWrite::RecordRefused);
@@ -464,10 +555,12 @@ pub(super) fn put_item(
 
 /// Moves the payment from the status it was read in to `after`'s; leaves the in-flight index
 /// once final.
+/// With `complete`, the same write completes the charge's record held under its lease (fenced).
 fn payment_update(
     table: &str,
     before: &Payment,
     after: &Payment,
+    complete: Option<&Complete<'_>>,
 ) -> Result<TransactWriteItem, StoreError> {
     let mut update = String::from("SET #status = :status, #updated_at_ms = :now");
     let mut vals = vec![
@@ -476,6 +569,15 @@ fn payment_update(
         (":now", n(after.updated_at_ms)),
     ];
     let mut remove = Vec::new();
+    let mut condition = String::from("#status = :read_status");
+    if let Some(complete) = complete {
+        update.push_str(", ");
+        update.push_str(Complete::SET);
+        remove.extend(Complete::REMOVE);
+        condition.push_str(" AND ");
+        condition.push_str(Complete::CONDITION);
+        vals.extend(complete.values());
+    }
     if let Some(id) = &after.provider_payment_id {
         update.push_str(", #provider_payment_id = :ppid");
         vals.push((":ppid", s(id)));
@@ -513,7 +615,7 @@ fn payment_update(
         table,
         &payment_pk(&before.payment_id),
         &update,
-        "#status = :read_status",
+        &condition,
         &[
             "status",
             "updated_at_ms",
@@ -525,8 +627,32 @@ fn payment_update(
             DUPLICATE_REFUND,
         ]
         .into_iter()
+        .chain(Complete::NAMES)
         .filter(|name| update.contains(&format!("#{name}")) || *name == "status")
         .collect::<Vec<_>>(),
+        vals,
+    )
+}
+
+/// Completes the charge's record held under `complete`'s lease on a payment that does not
+/// move, as long as it is still in the status it was read in (one item, fenced).
+fn complete_unchanged(
+    table: &str,
+    payment: &Payment,
+    complete: &Complete<'_>,
+) -> Result<TransactWriteItem, StoreError> {
+    let mut vals = vec![(":read_status", s(payment.status.as_str()))];
+    vals.extend(complete.values());
+    update_item(
+        table,
+        &payment_pk(&payment.payment_id),
+        &format!(
+            "SET {} REMOVE {}",
+            Complete::SET,
+            Complete::REMOVE.join(", ")
+        ),
+        &format!("#status = :read_status AND {}", Complete::CONDITION),
+        &[["status"].as_slice(), Complete::NAMES.as_slice()].concat(),
         vals,
     )
 }
@@ -907,7 +1033,20 @@ impl ChargeStore for DynamoPaymentStore {
         record: &RecordKey,
         order_id: &str,
     ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError> {
-        let (record, order) = self.load_record_and(record, order_pk(order_id)).await?;
+        let payment = payment_pk(&payment_id_for(record));
+        let order = order_pk(order_id);
+        let table = &self.tables.payments;
+        let mut found = self
+            .batch_get(
+                record.as_str(),
+                &[(table, payment.clone()), (table, order.clone())],
+            )
+            .await?;
+        let record = match found.remove(&(table.clone(), payment)) {
+            Some(item) => record_of(&item)?,
+            None => None,
+        };
+        let order = found.remove(&(table.clone(), order));
         Ok((record, order.as_ref().map(order_from_item).transpose()?))
     }
 
@@ -919,14 +1058,22 @@ impl ChargeStore for DynamoPaymentStore {
         counts: &[AttemptCount],
     ) -> Result<BeginOutcome, StoreError> {
         let now_ms = self.clock.now_ms();
-        let record = claim.record(now_ms);
+        if payment.payment_id != payment_id_for(&claim.key) {
+            return Err(StoreError::Corrupt {
+                key: claim.key.to_string(),
+                reason: format!("payment {} is not the key's", payment.payment_id),
+            });
+        }
+        // The payment carries the key's record: claiming the key is creating the payment.
+        let mut payment_item = payment_to_item(payment);
+        add_record(&mut payment_item, &claim.record(now_ms));
         let mut items = vec![
             put_item(
-                &self.tables.idempotency,
-                item_from_record(&record),
-                "attribute_not_exists(#pk) OR #expires_at < :now_s",
-                &[PK, EXPIRES_AT],
-                vec![(":now_s", n(now_ms.div_euclid(1000)))],
+                &self.tables.payments,
+                payment_item,
+                "attribute_not_exists(#pk)",
+                &[PK],
+                vec![],
             )?,
             update_item(
                 &self.tables.payments,
@@ -949,15 +1096,8 @@ impl ChargeStore for DynamoPaymentStore {
                     (":version", n(order.version)),
                 ],
             )?,
-            put_item(
-                &self.tables.payments,
-                payment_to_item(payment),
-                "attribute_not_exists(#pk)",
-                &[PK],
-                vec![],
-            )?,
         ];
-        const COUNTS_FROM: usize = 3;
+        const COUNTS_FROM: usize = 2;
         for count in counts {
             items.push(count_attempt(&self.tables.idempotency, count)?);
         }
@@ -966,8 +1106,8 @@ impl ChargeStore for DynamoPaymentStore {
             Err(TxFailure::Store(error)) => Err(error),
             Err(TxFailure::Cancelled(reasons)) => {
                 if let Some(r) = reasons.first().filter(|r| r.condition_failed()) {
-                    return match &r.item {
-                        Some(item) => Ok(BeginOutcome::KeyTaken(record_from_item(item)?)),
+                    return match r.item.as_ref().map(record_of).transpose()?.flatten() {
+                        Some(record) => Ok(BeginOutcome::KeyTaken(record)),
                         None => Err(StoreError::Corrupt {
                             key: claim.key.to_string(),
                             reason: "claim refused without the existing record".into(),
@@ -1001,21 +1141,39 @@ impl ChargeStore for DynamoPaymentStore {
         lease: &Lease,
         payment: &Payment,
     ) -> Result<ResumeOutcome, StoreError> {
+        if payment_id_for(record) != payment.payment_id {
+            // Not the key's attempt: nothing to take over.
+            return Ok(ResumeOutcome::KeyMoved(self.charge_record(record).await?));
+        }
         let now_ms = self.clock.now_ms();
+        // The lease is on the payment, which must still be processing: a webhook or reconcile
+        // that settled it since it was read has released (or paid) the order, which must not be
+        // reserved again for it.
+        let mut update = String::from("SET #lease_token = :new_token, #lease_until_ms = :until_ms");
+        let mut vals = vec![
+            (":new_token", s(lease.token.as_str())),
+            (":until_ms", n(lease.until_ms)),
+            (":seen", s(seen.as_str())),
+            (":in_progress", s(RecordStatus::InProgress.as_str())),
+            (":processing", s(PaymentStatus::Processing.as_str())),
+        ];
+        if payment.psp_maybe_reached {
+            // The lapsed holder may have called the PSP: from now on a call that cannot connect
+            // proves nothing.
+            update.push_str(", #psp_maybe_reached = :yes");
+            vals.push((":yes", AttributeValue::Bool(true)));
+        }
         let items = vec![
             update_item(
-                &self.tables.idempotency,
-                record.as_str(),
-                "SET #lease_token = :new_token, #lease_until_ms = :until_ms",
-                "#lease_token = :seen AND #status = :in_progress AND #attempt_id = :pid",
-                &[LEASE_TOKEN, LEASE_UNTIL_MS, STATUS, ATTEMPT_ID],
-                vec![
-                    (":new_token", s(lease.token.as_str())),
-                    (":until_ms", n(lease.until_ms)),
-                    (":seen", s(seen.as_str())),
-                    (":in_progress", s(RecordStatus::InProgress.as_str())),
-                    (":pid", s(&payment.payment_id)),
-                ],
+                &self.tables.payments,
+                &payment_pk(&payment.payment_id),
+                &update,
+                "#lease_token = :seen AND #key_status = :in_progress AND #status = :processing",
+                &[LEASE_TOKEN, LEASE_UNTIL_MS, KEY_STATUS, "status", MAYBE_REACHED]
+                    .into_iter()
+                    .filter(|name| update.contains(name) || *name != MAYBE_REACHED)
+                    .collect::<Vec<_>>(),
+                vals,
             )?,
             update_item(
                 &self.tables.payments,
@@ -1032,38 +1190,18 @@ impl ChargeStore for DynamoPaymentStore {
                 ],
             )?,
         ];
-        let mut items = items;
-        // The attempt must still be processing: a webhook or reconcile that settled it since it
-        // was read has released (or paid) the order, which must not be reserved again for it.
-        if payment.psp_maybe_reached {
-            // The lapsed holder may have called the PSP: from now on a call that cannot connect
-            // proves nothing.
-            items.push(update_item(
-                &self.tables.payments,
-                &payment_pk(&payment.payment_id),
-                "SET #psp_maybe_reached = :yes",
-                "#status = :processing",
-                &[MAYBE_REACHED, "status"],
-                vec![
-                    (":yes", AttributeValue::Bool(true)),
-                    (":processing", s(PaymentStatus::Processing.as_str())),
-                ],
-            )?);
-        } else {
-            items.push(payment_unchanged(&self.tables.payments, payment)?);
-        }
         match self.transact("resume_attempt", items).await {
             Ok(()) => Ok(ResumeOutcome::Resumed),
             Err(TxFailure::Store(error)) => Err(error),
             Err(TxFailure::Cancelled(reasons)) => {
                 if let Some(r) = reasons.first().filter(|r| r.condition_failed()) {
-                    return Ok(ResumeOutcome::KeyMoved(
-                        r.item.as_ref().map(record_from_item).transpose()?,
-                    ));
-                }
-                if reasons.get(2).is_some_and(Reason::condition_failed) {
-                    // Settled meanwhile: decide again on what is stored now.
-                    return Ok(ResumeOutcome::KeyMoved(None));
+                    let now = r.item.as_ref().map(record_of).transpose()?.flatten();
+                    return Ok(ResumeOutcome::KeyMoved(match now {
+                        // Still ours to take: the payment was settled meanwhile. Decide again
+                        // on what is stored now.
+                        Some(now) if now.lease().is_some_and(|l| l.token == *seen) => None,
+                        other => other,
+                    }));
                 }
                 if let Some(r) = reasons.get(1).filter(|r| r.condition_failed()) {
                     return Ok(ResumeOutcome::OrderChanged(
@@ -1071,7 +1209,7 @@ impl ChargeStore for DynamoPaymentStore {
                     ));
                 }
                 Err(StoreError::Corrupt {
-                    key: payment.payment_id.clone(),
+                    key: record.to_string(),
                     reason: format!("resume_attempt cancelled: {reasons:?}"),
                 })
             }
@@ -1091,25 +1229,21 @@ impl ChargeStore for DynamoPaymentStore {
         payment: &Payment,
         transition: &Transition,
         lease: &LeaseToken,
-        expires_at_s: i64,
     ) -> Result<SettleOutcome, StoreError> {
-        let record_table = self.tables.idempotency.clone();
         let order = if crate::domain::completion_leaves_order(payment, transition) {
             OrderWrite::Leave
         } else {
             OrderWrite::Follow
         };
         let written = self
-            .write_transition("finish_attempt", payment, transition, order, |after| {
-                let complete = complete_record(
-                    &record_table,
-                    &payment.idempotency_pk,
-                    lease,
-                    &encode_view(after)?,
-                    expires_at_s,
-                )?;
-                Ok(vec![(Op::Record, complete)])
-            })
+            .write_transition(
+                "finish_attempt",
+                payment,
+                transition,
+                order,
+                Some(lease),
+                |_| Ok(Vec::new()),
+            )
             .await?;
         match written {
             TransitionWrite::Written(after) => Ok(SettleOutcome::Settled(after)),
@@ -1129,8 +1263,8 @@ impl ChargeStore for DynamoPaymentStore {
         let now_ms = self.clock.now_ms();
         let items = vec![
             update_item(
-                &self.tables.idempotency,
-                &payment.idempotency_pk,
+                &self.tables.payments,
+                &payment_pk(&payment.payment_id),
                 "SET #lease_until_ms = :lapsed",
                 "#lease_token = :mine",
                 &[LEASE_UNTIL_MS, LEASE_TOKEN],
@@ -1169,66 +1303,90 @@ impl ChargeStore for DynamoPaymentStore {
         &self,
         payment: &Payment,
         transition: &Transition,
-        retention: Duration,
         event: Option<&EventMark>,
     ) -> Result<SettleOutcome, StoreError> {
         let record_table = self.tables.idempotency.clone();
         let now_ms = self.clock.now_ms();
-        let expires_at_s = (now_ms + duration_ms(retention)).div_euclid(1000);
-        // The key's record holds a mirror of the payment for replays. Written with the move when
-        // the record is completed by this attempt; otherwise the move is conditioned on the
-        // record still not being so, so a holder completing it in between (with the state it
-        // read before this move) sends the move again with the mirror: never a record left
-        // describing a payment that has moved on.
-        let mut with_mirror = true;
-        for _ in 0..MIRROR_TRIES {
-            let written = self
-                .write_transition("settle", payment, transition, OrderWrite::Follow, |after| {
-                    let mut extra = Vec::with_capacity(2);
-                    if let Some(event) = event {
-                        extra.push((Op::Event, event_put(&record_table, event, now_ms)?));
-                    }
-                    if with_mirror {
-                        // The mirror is kept only on a completed record of this very attempt; an
-                        // in-progress record is completed by its holder with the state it reads then.
-                        let mirror = update_item(
-                            &record_table,
-                            &payment.idempotency_pk,
-                            "SET #result = :result, #expires_at = :expires_at",
-                            "#status = :completed AND #attempt_id = :pid",
-                            &[RESULT, EXPIRES_AT, STATUS, ATTEMPT_ID],
-                            vec![
-                                (":result", s(encode_view(after)?)),
-                                (":expires_at", n(expires_at_s)),
-                                (":completed", s(RecordStatus::Completed.as_str())),
-                                (":pid", s(&payment.payment_id)),
-                            ],
-                        )?;
-                        extra.push((Op::Record, mirror));
-                    } else {
-                        extra.push((
-                            Op::Record,
-                            record_not_mirrored(
-                                &record_table,
-                                &payment.idempotency_pk,
-                                &payment.payment_id,
-                            )?,
-                        ));
-                    }
-                    Ok(extra)
-                })
-                .await?;
-            match written {
-                TransitionWrite::Written(after) => return Ok(SettleOutcome::Settled(after)),
-                TransitionWrite::PaymentMoved => return Ok(SettleOutcome::Moved),
-                TransitionWrite::EventSeen => return Ok(SettleOutcome::Duplicate),
-                TransitionWrite::RecordRefused => with_mirror = !with_mirror,
+        // The key's record is on the payment and answers replays from it as it is: no mirror.
+        let written = self
+            .write_transition(
+                "settle",
+                payment,
+                transition,
+                OrderWrite::Follow,
+                None,
+                |_| {
+                    event
+                        .map(|event| Ok((Op::Event, event_put(&record_table, event, now_ms)?)))
+                        .into_iter()
+                        .collect()
+                },
+            )
+            .await?;
+        match written {
+            TransitionWrite::Written(after) => Ok(SettleOutcome::Settled(after)),
+            TransitionWrite::PaymentMoved | TransitionWrite::RecordRefused => {
+                Ok(SettleOutcome::Moved)
             }
+            TransitionWrite::EventSeen => Ok(SettleOutcome::Duplicate),
         }
-        // The record kept changing under us (completed, then released or expired…): retryable.
-        Err(StoreError::Conflict {
-            item: payment.idempotency_pk.clone(),
-        })
+    }
+
+    async fn charge_record(
+        &self,
+        key: &RecordKey,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        match self.get(payment_pk(&payment_id_for(key))).await? {
+            Some(item) => record_of(&item),
+            None => Ok(None),
+        }
+    }
+
+    async fn take_over_charge(
+        &self,
+        key: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+    ) -> Result<TakeoverOutcome, StoreError> {
+        let pk = payment_pk(&payment_id_for(key));
+        let sent = self
+            .client
+            .update_item()
+            .table_name(&self.tables.payments)
+            .key(PK, s(&pk))
+            .update_expression("SET #lease_token = :new_token, #lease_until_ms = :until_ms")
+            .condition_expression("#lease_token = :seen AND #key_status = :in_progress")
+            .expression_attribute_names("#lease_token", LEASE_TOKEN)
+            .expression_attribute_names("#lease_until_ms", LEASE_UNTIL_MS)
+            .expression_attribute_names("#key_status", KEY_STATUS)
+            .expression_attribute_values(":new_token", s(lease.token.as_str()))
+            .expression_attribute_values(":until_ms", n(lease.until_ms))
+            .expression_attribute_values(":seen", s(seen.as_str()))
+            .expression_attribute_values(":in_progress", s(RecordStatus::InProgress.as_str()))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let corrupt = |reason: &str| StoreError::Corrupt {
+            key: key.to_string(),
+            reason: reason.into(),
+        };
+        match sent {
+            Ok(output) => match output.attributes().map(record_of).transpose()?.flatten() {
+                Some(record) => Ok(TakeoverOutcome::TakenOver(record)),
+                None => Err(corrupt("the takeover returned no record")),
+            },
+            Err(error) if is_condition_failure(&error) => {
+                let now = match error.as_service_error() {
+                    Some(UpdateItemError::ConditionalCheckFailedException(failed)) => failed.item(),
+                    _ => None,
+                };
+                Ok(TakeoverOutcome::Lost(
+                    now.map(record_of).transpose()?.flatten(),
+                ))
+            }
+            Err(error) => Err(backend("take_over_charge", &pk, error)),
+        }
     }
 
     async fn record_event(&self, event: &EventMark) -> Result<bool, StoreError> {

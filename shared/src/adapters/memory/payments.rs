@@ -10,13 +10,14 @@
 use super::idempotency::{Counter, MemoryIdempotencyStore, MemoryTables};
 use crate::adapters::encode_view;
 use crate::adapters::faults::Faults;
-use crate::clock::{duration_ms, SharedClock};
+use crate::clock::SharedClock;
 use crate::domain::{
-    is_refund_id, refund_amounts_delta, Order, OrderPaymentState, Payment, PaymentStatus, Refund,
-    RefundStatus, RefundTransition, Transition,
+    is_refund_id, payment_id_for, refund_amounts_delta, Order, OrderPaymentState, Payment,
+    PaymentStatus, Refund, RefundStatus, RefundTransition, Transition,
 };
 use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError,
+    TakeoverOutcome,
 };
 use crate::ports::{
     AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, EventMark, InflightScan,
@@ -26,7 +27,6 @@ use crate::ports::{
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::sync::MutexGuard;
-use std::time::Duration;
 
 /// The embedded payments "table": orders and payments by id.
 #[derive(Debug, Default)]
@@ -43,10 +43,14 @@ struct StoredRefund {
     inflight: bool,
 }
 
-/// A payment as the embedded table holds it.
+/// A payment as the embedded table holds it, with the charge's idempotency record it carries
+/// (as DynamoDB's payment item does).
 #[derive(Debug, Clone)]
 struct StoredPayment {
     payment: Payment,
+    /// The record of the key that created the payment; a completed one's result is read from
+    /// the payment as it is ([`record_as_read`]).
+    record: IdempotencyRecord,
     /// Whether the payment carries the in-flight index key. Like DynamoDB's sparse `inflight`
     /// attribute it is set when the payment is created in `processing` and removed when it
     /// leaves it, and only it makes a payment visible to [`InflightScan`].
@@ -56,10 +60,10 @@ struct StoredPayment {
 /// [`OrderStore`], [`ChargeStore`] and [`InflightScan`] in memory, with the semantics of
 /// `DynamoPaymentStore`.
 ///
-/// It shares the idempotency records (and the webhook dedup records) of the
-/// [`MemoryIdempotencyStore`] it is built on, as the DynamoDB adapters share the idempotency
-/// table: `Idempotency::run` on that store and the charge path see the same records. Clones
-/// share everything.
+/// It shares the idempotency records (refunds'; and the webhook dedup records and attempt
+/// counters) of the [`MemoryIdempotencyStore`] it is built on, as the DynamoDB adapters share
+/// the idempotency table. A charge's record is kept on its payment, as DynamoDB keeps it on the
+/// payment item. Clones share everything.
 #[derive(Debug, Clone)]
 pub struct MemoryPaymentStore {
     records: MemoryIdempotencyStore,
@@ -112,18 +116,19 @@ struct OrderExists {
     order_id: String,
 }
 
-/// What a transition writes to the idempotency record, besides the payment and its order.
-enum RecordWrite<'a> {
-    /// Complete the record held under `lease` with the payment's view (fenced: refused
-    /// otherwise).
-    Complete {
-        lease: &'a LeaseToken,
-        expires_at_s: i64,
-    },
-    /// Keep the status mirror current, only on a record completed for this very attempt (an
-    /// in-progress record is completed by its holder with the state it reads then); never
-    /// refuses.
-    Mirror { expires_at_s: i64 },
+/// The record a stored payment carries, as a read returns it: a completed one answers with
+/// the payment as it is now.
+fn record_as_read(stored: &StoredPayment) -> Result<IdempotencyRecord, StoreError> {
+    let mut record = stored.record.clone();
+    if let RecordState::Completed { result } = &mut record.state {
+        *result = encode_view(&stored.payment)?;
+    }
+    Ok(record)
+}
+
+/// The payment `key` created, if any.
+fn payment_of_key<'a>(tables: &'a MemoryTables, key: &RecordKey) -> Option<&'a StoredPayment> {
+    tables.payments.payments.get(&payment_id_for(key))
 }
 
 /// What writing a transition found.
@@ -202,21 +207,21 @@ fn follow(order: &mut Order, after: &Payment, now_ms: i64) {
     order.updated_at_ms = now_ms;
 }
 
-/// Applies `transition` to `payment` (as read) with its record write and, for a webhook, its
-/// event's dedup record: every condition first, then every write.
+/// Applies `transition` to `payment` (as read), completing the key's record held under
+/// `complete` if given and, for a webhook, writing its event's dedup record: every condition
+/// first, then every write.
 fn write_transition(
     tables: &mut MemoryTables,
     payment: &Payment,
     transition: &Transition,
     now_ms: i64,
-    record_write: RecordWrite<'_>,
+    complete: Option<&LeaseToken>,
     event: Option<&EventMark>,
 ) -> Result<TransitionWrite, StoreError> {
     // As DynamoDB's: a completion that leaves the order does not read it either.
-    let leave_order = matches!(record_write, RecordWrite::Complete { .. })
-        && crate::domain::completion_leaves_order(payment, transition);
+    let leave_order =
+        complete.is_some() && crate::domain::completion_leaves_order(payment, transition);
     let mut after = payment.after(transition, now_ms);
-    let record_key = RecordKey::from_stored(payment.idempotency_pk.clone());
     let event = event.map(|e| (event_key(e), e.expires_at_s));
     if let Some((key, _)) = &event {
         if event_live(tables, key, now_ms) {
@@ -224,33 +229,16 @@ fn write_transition(
         }
     }
     // Nothing is written unless the payment is still in the status it was read in; with
-    // `Unchanged` too, since what is written (the record) must describe the payment as it is.
-    let read_status_holds = tables
-        .payments
-        .payments
-        .get(&payment.payment_id)
-        .is_some_and(|stored| stored.payment.status == payment.status);
-    if !read_status_holds {
+    // `Unchanged` too, since the record completed must describe the payment as it is.
+    let stored = tables.payments.payments.get(&payment.payment_id);
+    if !stored.is_some_and(|stored| stored.payment.status == payment.status) {
         return Ok(TransitionWrite::PaymentMoved);
     }
-    let record = tables.records.get(&record_key);
-    let (write_record, record_expires_at_s) = match record_write {
-        RecordWrite::Complete {
-            lease,
-            expires_at_s,
-        } => {
-            if !leased_to(record, lease) {
-                return Ok(TransitionWrite::RecordRefused);
-            }
-            (true, expires_at_s)
+    if let Some(lease) = complete {
+        if !leased_to(stored.map(|stored| &stored.record), lease) {
+            return Ok(TransitionWrite::RecordRefused);
         }
-        RecordWrite::Mirror { expires_at_s } => (
-            record.is_some_and(|r| {
-                r.status() == RecordStatus::Completed && r.attempt_id == payment.payment_id
-            }),
-            expires_at_s,
-        ),
-    };
+    }
     let applies = matches!(transition, Transition::Apply { .. });
     let order_follows = applies
         && !leave_order
@@ -258,16 +246,21 @@ fn write_transition(
     let duplicate = (applies && !leave_order && !order_follows)
         .then(|| crate::domain::duplicate_refund_for(payment, &mut after, now_ms))
         .flatten();
-    let view = encode_view(&after)?;
     if applies && !leave_order && !order_follows {
         // The order is held or paid by another attempt: the payment still moves, the order
         // stays as it is.
         crate::domain::log_order_not_following(&after);
     }
 
-    if applies {
-        if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
+    if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
+        if applies {
             update_payment(stored, &after);
+        }
+        if complete.is_some() {
+            // Completing clears the lease; the result is the payment as it is when read.
+            stored.record.state = RecordState::Completed {
+                result: String::new(),
+            };
         }
     }
     if let Some(refund) = duplicate {
@@ -283,14 +276,6 @@ fn write_transition(
     if order_follows {
         if let Some(order) = tables.payments.orders.get_mut(&payment.order_id) {
             follow(order, &after, now_ms);
-        }
-    }
-    if write_record {
-        if let Some(record) = tables.records.get_mut(&record_key) {
-            // Completing clears the lease; the mirror only replaces the result. Both renew the
-            // expiry, counted from the last outcome.
-            record.state = RecordState::Completed { result: view };
-            record.expires_at_s = record_expires_at_s;
         }
     }
     if let Some((key, expires_at_s)) = event {
@@ -374,13 +359,10 @@ impl ChargeStore for MemoryPaymentStore {
         record: &RecordKey,
         order_id: &str,
     ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError> {
-        let now_ms = self.clock.now_ms();
         let tables = self.lock();
-        let record = tables
-            .records
-            .get(record)
-            .filter(|r| !r.is_expired_at(now_ms))
-            .cloned();
+        let record = payment_of_key(&tables, record)
+            .map(record_as_read)
+            .transpose()?;
         Ok((record, tables.payments.orders.get(order_id).cloned()))
     }
 
@@ -393,11 +375,16 @@ impl ChargeStore for MemoryPaymentStore {
     ) -> Result<BeginOutcome, StoreError> {
         self.transaction("begin_attempt")?;
         let now_ms = self.clock.now_ms();
+        if payment.payment_id != payment_id_for(&claim.key) {
+            return Err(StoreError::Corrupt {
+                key: claim.key.to_string(),
+                reason: format!("payment {} is not the key's", payment.payment_id),
+            });
+        }
         let mut tables = self.lock();
-        if let Some(existing) = tables.records.get(&claim.key) {
-            if !existing.is_expired_at(now_ms) {
-                return Ok(BeginOutcome::KeyTaken(existing.clone()));
-            }
+        // The payment carries the key's record: claiming the key is creating the payment.
+        if let Some(existing) = payment_of_key(&tables, &claim.key) {
+            return Ok(BeginOutcome::KeyTaken(record_as_read(existing)?));
         }
         let current = tables.payments.orders.get(&order.order_id);
         let reservable = current.is_some_and(|now| {
@@ -407,12 +394,6 @@ impl ChargeStore for MemoryPaymentStore {
         });
         if !reservable {
             return Ok(BeginOutcome::OrderChanged(current.cloned()));
-        }
-        if tables.payments.payments.contains_key(&payment.payment_id) {
-            return Err(StoreError::Corrupt {
-                key: payment.payment_id.clone(),
-                reason: "begin_attempt cancelled: the payment already exists".into(),
-            });
         }
         // As DynamoDB's condition: a counter that a decline created holds no attempts yet.
         let full = counts.iter().position(|count| {
@@ -431,9 +412,6 @@ impl ChargeStore for MemoryPaymentStore {
             counter.attempts += 1;
             counter.expires_at_s = count.expires_at_s;
         }
-        tables
-            .records
-            .insert(claim.key.clone(), claim.record(now_ms));
         if let Some(reserved) = tables.payments.orders.get_mut(&order.order_id) {
             reserved.payment_state = OrderPaymentState::Processing;
             reserved.payment_id = Some(payment.payment_id.clone());
@@ -443,6 +421,7 @@ impl ChargeStore for MemoryPaymentStore {
             payment.payment_id.clone(),
             StoredPayment {
                 payment: payment.clone(),
+                record: claim.record(now_ms),
                 inflight: payment.status == PaymentStatus::Processing,
             },
         );
@@ -459,21 +438,18 @@ impl ChargeStore for MemoryPaymentStore {
         self.transaction("resume_attempt")?;
         let now_ms = self.clock.now_ms();
         let mut tables = self.lock();
-        let current = tables.records.get(record);
-        // Fenced on the token seen, and only for this very attempt, still in progress.
-        if !(leased_to(current, seen)
-            && current.is_some_and(|r| r.attempt_id == payment.payment_id))
+        let current = payment_of_key(&tables, record);
+        // Fenced on the token seen, on this very attempt, still in progress.
+        if !(leased_to(current.map(|c| &c.record), seen)
+            && current.is_some_and(|c| c.payment.payment_id == payment.payment_id))
         {
-            return Ok(ResumeOutcome::KeyMoved(current.cloned()));
+            return Ok(ResumeOutcome::KeyMoved(
+                current.map(record_as_read).transpose()?,
+            ));
         }
         // The attempt must still be processing: a webhook or reconcile that settled it since it
         // was read has released (or paid) the order, which must not be reserved again for it.
-        let still_processing = tables
-            .payments
-            .payments
-            .get(&payment.payment_id)
-            .is_some_and(|stored| stored.payment.status == PaymentStatus::Processing);
-        if !still_processing {
+        if !current.is_some_and(|c| c.payment.status == PaymentStatus::Processing) {
             return Ok(ResumeOutcome::KeyMoved(None));
         }
         let order = tables.payments.orders.get(&payment.order_id);
@@ -486,21 +462,17 @@ impl ChargeStore for MemoryPaymentStore {
         if !reservable {
             return Ok(ResumeOutcome::OrderChanged(order.cloned()));
         }
-        if let Some(current) = tables.records.get_mut(record) {
-            // Only the lease moves: the attempt identity (hence the PSP key) is never rewritten.
-            current.state = RecordState::InProgress {
-                lease: lease.clone(),
-            };
-        }
         if let Some(order) = tables.payments.orders.get_mut(&payment.order_id) {
             order.payment_state = OrderPaymentState::Processing;
             order.payment_id = Some(payment.payment_id.clone());
             order.updated_at_ms = now_ms;
         }
-        if payment.psp_maybe_reached {
-            if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
-                stored.payment.psp_maybe_reached = true;
-            }
+        if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
+            // Only the lease moves: the attempt identity (hence the PSP key) is never rewritten.
+            stored.record.state = RecordState::InProgress {
+                lease: lease.clone(),
+            };
+            stored.payment.psp_maybe_reached |= payment.psp_maybe_reached;
         }
         Ok(ResumeOutcome::Resumed)
     }
@@ -519,16 +491,11 @@ impl ChargeStore for MemoryPaymentStore {
         payment: &Payment,
         transition: &Transition,
         lease: &LeaseToken,
-        expires_at_s: i64,
     ) -> Result<SettleOutcome, StoreError> {
         self.transaction("finish_attempt")?;
         let now_ms = self.clock.now_ms();
         let mut tables = self.lock();
-        let record_write = RecordWrite::Complete {
-            lease,
-            expires_at_s,
-        };
-        match write_transition(&mut tables, payment, transition, now_ms, record_write, None)? {
+        match write_transition(&mut tables, payment, transition, now_ms, Some(lease), None)? {
             TransitionWrite::Written(after) => Ok(SettleOutcome::Settled(after)),
             TransitionWrite::PaymentMoved => Ok(SettleOutcome::Moved),
             TransitionWrite::RecordRefused => Err(StoreError::LeaseLost {
@@ -547,7 +514,8 @@ impl ChargeStore for MemoryPaymentStore {
         let now_ms = self.clock.now_ms();
         let mut tables = self.lock();
         let record_key = RecordKey::from_stored(payment.idempotency_pk.clone());
-        if !leased_to(tables.records.get(&record_key), lease) {
+        let stored = tables.payments.payments.get(&payment.payment_id);
+        if !leased_to(stored.map(|stored| &stored.record), lease) {
             return Err(StoreError::LeaseLost { key: record_key });
         }
         // The order is released as a failed attempt would release it.
@@ -561,9 +529,9 @@ impl ChargeStore for MemoryPaymentStore {
                 reason: "release_unsent cancelled: the order is not held by this attempt".into(),
             });
         }
-        if let Some(record) = tables.records.get_mut(&record_key) {
+        if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
             // The lease lapses now, so a retry with the same key takes the same attempt over.
-            if let RecordState::InProgress { lease } = &mut record.state {
+            if let RecordState::InProgress { lease } = &mut stored.record.state {
                 lease.until_ms = Lease::RELEASED_UNTIL_MS;
             }
         }
@@ -577,30 +545,46 @@ impl ChargeStore for MemoryPaymentStore {
         &self,
         payment: &Payment,
         transition: &Transition,
-        retention: Duration,
         event: Option<&EventMark>,
     ) -> Result<SettleOutcome, StoreError> {
         self.transaction("settle")?;
         let now_ms = self.clock.now_ms();
-        let expires_at_s = (now_ms + duration_ms(retention)).div_euclid(1000);
         let mut tables = self.lock();
-        let record_write = RecordWrite::Mirror { expires_at_s };
-        match write_transition(
-            &mut tables,
-            payment,
-            transition,
-            now_ms,
-            record_write,
-            event,
-        )? {
+        match write_transition(&mut tables, payment, transition, now_ms, None, event)? {
             TransitionWrite::Written(after) => Ok(SettleOutcome::Settled(after)),
-            TransitionWrite::PaymentMoved => Ok(SettleOutcome::Moved),
+            TransitionWrite::PaymentMoved | TransitionWrite::RecordRefused => {
+                Ok(SettleOutcome::Moved)
+            }
             TransitionWrite::EventSeen => Ok(SettleOutcome::Duplicate),
-            TransitionWrite::RecordRefused => Err(StoreError::Corrupt {
-                key: payment.payment_id.clone(),
-                reason: "settle: the status mirror refused a write it only skips".into(),
-            }),
         }
+    }
+
+    async fn charge_record(
+        &self,
+        key: &RecordKey,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        payment_of_key(&self.lock(), key)
+            .map(record_as_read)
+            .transpose()
+    }
+
+    async fn take_over_charge(
+        &self,
+        key: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+    ) -> Result<TakeoverOutcome, StoreError> {
+        let mut tables = self.lock();
+        let Some(stored) = tables.payments.payments.get_mut(&payment_id_for(key)) else {
+            return Ok(TakeoverOutcome::Lost(None));
+        };
+        if !leased_to(Some(&stored.record), seen) {
+            return Ok(TakeoverOutcome::Lost(Some(record_as_read(stored)?)));
+        }
+        stored.record.state = RecordState::InProgress {
+            lease: lease.clone(),
+        };
+        Ok(TakeoverOutcome::TakenOver(record_as_read(stored)?))
     }
 
     async fn record_event(&self, event: &EventMark) -> Result<bool, StoreError> {
