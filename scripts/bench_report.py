@@ -118,8 +118,8 @@ w("")
 w(f"**Cost per 1 million successful payments** (first charge + the webhook confirming it) in DynamoDB on-demand: "
   f"{wru:g} WRU + {rru:g} RRU per payment = {wru:g} M WRU × $0.625 + {rru:g} M RRU × $0.125 = "
   f"**${wru * 0.625 + rru * 0.125:.2f}** (us-east-1 prices; storage and TTL deletes, which are free, excluded; "
-  "DynamoDB Local reports no unit for the first charge's consistent read of its idempotency record, which does not "
-  "exist yet; if AWS bills that read as a full unit, add 1 RRU, $0.125 per million).")
+  "DynamoDB Local reports no unit for the first charge's consistent read of the key's payment (which carries its "
+  "idempotency record), which does not exist yet; if AWS bills that read as a full unit, add 1 RRU, $0.125 per million).")
 
 # Where the units of a successful payment go: by table or index, and which items are written how.
 def merged(field):
