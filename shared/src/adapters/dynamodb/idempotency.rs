@@ -186,7 +186,8 @@ impl DynamoIdempotencyStore {
     }
 }
 
-/// Reads an item of payonce's layout back into a record.
+/// Reads an item of payonce's layout back into a record (the payment paths' reads).
+#[cfg(feature = "payments")]
 pub(crate) fn record_from_item(item: &Item) -> Result<IdempotencyRecord, StoreError> {
     read_record(item, &DEFAULT_ATTRIBUTES)
 }
@@ -392,7 +393,8 @@ fn existing_item<'a, E, R>(
     error.as_service_error().and_then(item)
 }
 
-/// Writes a record as an item of payonce's layout.
+/// Writes a record as an item of payonce's layout (the payment paths' transactions).
+#[cfg(feature = "payments")]
 pub(crate) fn item_from_record(record: &IdempotencyRecord) -> Item {
     write_record(record, &DEFAULT_ATTRIBUTES)
 }
