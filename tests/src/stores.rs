@@ -40,9 +40,20 @@ pub trait PaymentStoreHarness: Send + Sync + 'static {
     fn clock(&self) -> &ManualClock;
     /// The payment store's fault hook.
     fn faults(&self) -> &Faults;
+    /// The idempotency table's record exactly as stored, even if expired (`None` once deleted).
+    async fn raw_table_record(&self, key: &RecordKey) -> Option<IdempotencyRecord>;
     /// The record exactly as stored, even if expired (`None` once deleted): a charge's from
     /// its payment, any other from the idempotency table.
-    async fn raw_record(&self, key: &RecordKey) -> Option<IdempotencyRecord>;
+    async fn raw_record(&self, key: &RecordKey) -> Option<IdempotencyRecord> {
+        match self.raw_table_record(key).await {
+            Some(record) => Some(record),
+            None => self
+                .payments()
+                .charge_record(key)
+                .await
+                .expect("read the charge record"),
+        }
+    }
 }
 
 /// The embedded stores on a manual clock.
@@ -81,15 +92,8 @@ impl PaymentStoreHarness for MemoryStores {
     fn faults(&self) -> &Faults {
         self.payments.faults()
     }
-    async fn raw_record(&self, key: &RecordKey) -> Option<IdempotencyRecord> {
-        match self.records.raw(key) {
-            Some(record) => Some(record),
-            None => self
-                .payments
-                .charge_record(key)
-                .await
-                .expect("read the charge record"),
-        }
+    async fn raw_table_record(&self, key: &RecordKey) -> Option<IdempotencyRecord> {
+        self.records.raw(key)
     }
 }
 
@@ -140,19 +144,10 @@ impl PaymentStoreHarness for DynamoStores {
     fn faults(&self) -> &Faults {
         self.payments.faults()
     }
-    async fn raw_record(&self, key: &RecordKey) -> Option<IdempotencyRecord> {
-        let generic = self
-            .records
+    async fn raw_table_record(&self, key: &RecordKey) -> Option<IdempotencyRecord> {
+        self.records
             .get_including_expired(key)
             .await
-            .expect("read the raw record");
-        match generic {
-            Some(record) => Some(record),
-            None => self
-                .payments
-                .charge_record(key)
-                .await
-                .expect("read the charge record"),
-        }
+            .expect("read the raw record")
     }
 }

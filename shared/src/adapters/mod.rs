@@ -11,7 +11,7 @@ pub mod secrets;
 #[cfg(feature = "sqs")]
 pub mod sqs;
 
-/// A payment's view as the idempotency record mirrors it, with an encoding failure as a store error.
+/// A payment's view as a completed charge record answers with it, with an encoding failure as a store error.
 #[cfg(feature = "payments")]
 pub(crate) fn encode_view(
     payment: &crate::domain::Payment,
@@ -22,4 +22,46 @@ pub(crate) fn encode_view(
             operation: "encode payment view",
             source: Box::new(e),
         })
+}
+
+/// What a store found writing a payment's transition (both stores decide it alike).
+#[cfg(feature = "payments")]
+pub(crate) enum TransitionWrite {
+    /// Written: the payment as it now is.
+    Written(Box<crate::domain::Payment>),
+    /// The payment is no longer in the status it was read in: nothing written.
+    PaymentMoved,
+    /// The webhook event was already applied: nothing written.
+    EventSeen,
+    /// The lease the write was fenced on is no longer the record's: nothing written.
+    RecordRefused,
+}
+
+#[cfg(feature = "payments")]
+impl TransitionWrite {
+    /// The answer of `finish_attempt` for `payment`: a refused lease is `LeaseLost`.
+    pub(crate) fn finished(
+        self,
+        payment: &crate::domain::Payment,
+    ) -> Result<crate::ports::SettleOutcome, crate::idempotency::StoreError> {
+        use crate::ports::SettleOutcome;
+        match self {
+            Self::Written(after) => Ok(SettleOutcome::Settled(after)),
+            Self::PaymentMoved => Ok(SettleOutcome::Moved),
+            Self::RecordRefused => Err(crate::idempotency::StoreError::LeaseLost {
+                key: crate::idempotency::RecordKey::from_stored(payment.idempotency_pk.clone()),
+            }),
+            Self::EventSeen => Ok(SettleOutcome::Duplicate),
+        }
+    }
+
+    /// The answer of `settle`, which holds no lease: anything refused means read again.
+    pub(crate) fn settled(self) -> crate::ports::SettleOutcome {
+        use crate::ports::SettleOutcome;
+        match self {
+            Self::Written(after) => SettleOutcome::Settled(after),
+            Self::PaymentMoved | Self::RecordRefused => SettleOutcome::Moved,
+            Self::EventSeen => SettleOutcome::Duplicate,
+        }
+    }
 }

@@ -376,25 +376,7 @@ mod tests {
         };
         let holder = |payment_id: &str, status| crate::domain::Payment {
             payment_id: payment_id.into(),
-            order_id: "ord_1".into(),
-            order_version: 1,
-            owner: "u".into(),
-            amount: 100,
-            currency: Currency::Jpy,
-            payment_method: "pm_card_visa".into(),
-            provider: "stripe".into(),
-            provider_payment_id: None,
-            status,
-            failure: None,
-            idempotency_pk: "payments.create#u#k".into(),
-            psp_maybe_reached: false,
-            amount_refunded: 0,
-            refund_pending: 0,
-            refund_count: 0,
-            duplicate_refund: false,
-            created_at_ms: 0,
-            updated_at_ms: 0,
-            check_at_ms: 0,
+            ..crate::domain::payment::test_payment(status, None)
         };
         use crate::domain::PaymentStatus::{Failed, Processing, Succeeded};
         let state = |order: &Order, holder: Option<&crate::domain::Payment>| {

@@ -321,36 +321,42 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
     }
 }
 
+/// A payment `pay_1` of 100 JPY on order `ord_1` in `status`, for the domain's unit tests.
+#[cfg(test)]
+pub(crate) fn test_payment(status: PaymentStatus, failure: Option<FailureKind>) -> Payment {
+    Payment {
+        payment_id: "pay_1".into(),
+        order_id: "ord_1".into(),
+        order_version: 1,
+        owner: "u".into(),
+        amount: 100,
+        currency: Currency::Jpy,
+        payment_method: "pm_card_visa".into(),
+        provider: "stripe".into(),
+        provider_payment_id: None,
+        status,
+        failure: failure.map(|kind| Failure {
+            kind,
+            decline_code: None,
+        }),
+        idempotency_pk: "payments.create#u#k".into(),
+        psp_maybe_reached: false,
+        amount_refunded: 0,
+        refund_pending: 0,
+        refund_count: 0,
+        duplicate_refund: false,
+        created_at_ms: 0,
+        updated_at_ms: 0,
+        check_at_ms: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn payment(status: PaymentStatus, failure: Option<FailureKind>) -> Payment {
-        Payment {
-            payment_id: "pay_1".into(),
-            order_id: "ord_1".into(),
-            order_version: 1,
-            owner: "u".into(),
-            amount: 100,
-            currency: Currency::Jpy,
-            payment_method: "pm_card_visa".into(),
-            provider: "stripe".into(),
-            provider_payment_id: None,
-            status,
-            failure: failure.map(|kind| Failure {
-                kind,
-                decline_code: None,
-            }),
-            idempotency_pk: "payments.create#u#k".into(),
-            psp_maybe_reached: false,
-            amount_refunded: 0,
-            refund_pending: 0,
-            refund_count: 0,
-            duplicate_refund: false,
-            created_at_ms: 0,
-            updated_at_ms: 0,
-            check_at_ms: 0,
-        }
+        test_payment(status, failure)
     }
 
     fn succeeded() -> Settlement {

@@ -18,6 +18,7 @@ use super::idempotency::{
 use super::refunds::{refund_pk, refund_put};
 use super::{backend, is_condition_failure};
 use crate::adapters::faults::Faults;
+use crate::adapters::TransitionWrite;
 use crate::clock::{system_clock, SharedClock};
 use crate::domain::{
     is_refund_id, payment_id_for, Currency, Failure, FailureKind, LineItem, Order,
@@ -448,13 +449,6 @@ impl Reason {
 pub(super) enum TxFailure {
     Cancelled(Vec<Reason>),
     Store(StoreError),
-}
-
-enum TransitionWrite {
-    Written(Box<Payment>),
-    PaymentMoved,
-    EventSeen,
-    RecordRefused,
 }
 
 pub(super) fn build_error(error: aws_sdk_dynamodb::error::BuildError) -> StoreError {
@@ -1245,14 +1239,7 @@ impl ChargeStore for DynamoPaymentStore {
                 |_| Ok(Vec::new()),
             )
             .await?;
-        match written {
-            TransitionWrite::Written(after) => Ok(SettleOutcome::Settled(after)),
-            TransitionWrite::PaymentMoved => Ok(SettleOutcome::Moved),
-            TransitionWrite::RecordRefused => Err(StoreError::LeaseLost {
-                key: RecordKey::from_stored(payment.idempotency_pk.clone()),
-            }),
-            TransitionWrite::EventSeen => Ok(SettleOutcome::Duplicate),
-        }
+        written.finished(payment)
     }
 
     async fn release_unsent(
@@ -1323,13 +1310,7 @@ impl ChargeStore for DynamoPaymentStore {
                 },
             )
             .await?;
-        match written {
-            TransitionWrite::Written(after) => Ok(SettleOutcome::Settled(after)),
-            TransitionWrite::PaymentMoved | TransitionWrite::RecordRefused => {
-                Ok(SettleOutcome::Moved)
-            }
-            TransitionWrite::EventSeen => Ok(SettleOutcome::Duplicate),
-        }
+        Ok(written.settled())
     }
 
     async fn charge_record(

@@ -10,6 +10,7 @@
 use super::idempotency::{Counter, MemoryIdempotencyStore, MemoryTables};
 use crate::adapters::encode_view;
 use crate::adapters::faults::Faults;
+use crate::adapters::TransitionWrite;
 use crate::clock::SharedClock;
 use crate::domain::{
     is_refund_id, payment_id_for, refund_amounts_delta, Order, OrderPaymentState, Payment,
@@ -129,14 +130,6 @@ fn record_as_read(stored: &StoredPayment) -> Result<IdempotencyRecord, StoreErro
 /// The payment `key` created, if any.
 fn payment_of_key<'a>(tables: &'a MemoryTables, key: &RecordKey) -> Option<&'a StoredPayment> {
     tables.payments.payments.get(&payment_id_for(key))
-}
-
-/// What writing a transition found.
-enum TransitionWrite {
-    Written(Box<Payment>),
-    PaymentMoved,
-    EventSeen,
-    RecordRefused,
 }
 
 fn event_key(event: &EventMark) -> String {
@@ -495,14 +488,8 @@ impl ChargeStore for MemoryPaymentStore {
         self.transaction("finish_attempt")?;
         let now_ms = self.clock.now_ms();
         let mut tables = self.lock();
-        match write_transition(&mut tables, payment, transition, now_ms, Some(lease), None)? {
-            TransitionWrite::Written(after) => Ok(SettleOutcome::Settled(after)),
-            TransitionWrite::PaymentMoved => Ok(SettleOutcome::Moved),
-            TransitionWrite::RecordRefused => Err(StoreError::LeaseLost {
-                key: RecordKey::from_stored(payment.idempotency_pk.clone()),
-            }),
-            TransitionWrite::EventSeen => Ok(SettleOutcome::Duplicate),
-        }
+        write_transition(&mut tables, payment, transition, now_ms, Some(lease), None)?
+            .finished(payment)
     }
 
     async fn release_unsent(
@@ -550,13 +537,7 @@ impl ChargeStore for MemoryPaymentStore {
         self.transaction("settle")?;
         let now_ms = self.clock.now_ms();
         let mut tables = self.lock();
-        match write_transition(&mut tables, payment, transition, now_ms, None, event)? {
-            TransitionWrite::Written(after) => Ok(SettleOutcome::Settled(after)),
-            TransitionWrite::PaymentMoved | TransitionWrite::RecordRefused => {
-                Ok(SettleOutcome::Moved)
-            }
-            TransitionWrite::EventSeen => Ok(SettleOutcome::Duplicate),
-        }
+        Ok(write_transition(&mut tables, payment, transition, now_ms, None, event)?.settled())
     }
 
     async fn charge_record(
