@@ -38,11 +38,12 @@ w("**DynamoDB requests and consumed capacity per operation** (capacity as Dynamo
 w("")
 w("| operation | requests | target | capacity units | requests by API |")
 w("|---|---|---|---|---|")
-targets = {"generic_first": "2", "generic_replay": "1", "charge_first": "≤ 3", "charge_replay": "1",
+targets = {"generic_first": "2", "generic_replay": "1", "charge_first": "≤ 3", "charge_first_limited": "≤ 3", "charge_replay": "1",
            "generic_inflight_duplicate": "1", "webhook_apply": "1 txn + 1 read", "webhook_confirm": "", "reconcile_per_attempt": "",
            "refund_first": "≤ 3", "refund_replay": "1"}
 names = {"generic_first": "generic idempotency run (first)", "generic_replay": "generic run, replay",
          "generic_inflight_duplicate": "generic run, duplicate in flight", "charge_first": "first charge (POST /payments)",
+         "charge_first_limited": "first charge, attempt limits on (as deployed)",
          "charge_replay": "charge replay", "webhook_apply": "webhook that settles a payment",
          "webhook_confirm": "webhook confirming a recorded payment", "reconcile_per_attempt": "reconcile, per stuck attempt",
          "refund_first": "first refund (POST /payments/{id}/refunds)", "refund_replay": "refund replay"}
@@ -110,16 +111,24 @@ def units_of(key):
         else:
             wru += v["capacity_units"] or v["requests"]  # a refused conditional write still costs 1
     return wru, rru
-wru = rru = 0.0
-for key in ("charge_first", "webhook_confirm"):
-    a, b = units_of(key)
-    wru += a; rru += b
+def payment_units(first):
+    wru = rru = 0.0
+    for key in (first, "webhook_confirm"):
+        a, b = units_of(key)
+        wru += a; rru += b
+    return wru, rru
+wru, rru = payment_units("charge_first")
+lwru, lrru = payment_units("charge_first_limited")
 w("")
 w(f"**Cost per 1 million successful payments** (first charge + the webhook confirming it) in DynamoDB on-demand: "
   f"{wru:g} WRU + {rru:g} RRU per payment = {wru:g} M WRU × $0.625 + {rru:g} M RRU × $0.125 = "
   f"**${wru * 0.625 + rru * 0.125:.2f}** (us-east-1 prices; storage and TTL deletes, which are free, excluded; "
   "DynamoDB Local reports no unit for the first charge's consistent read of the key's payment (which carries its "
   "idempotency record), which does not exist yet; if AWS bills that read as a full unit, add 1 RRU, $0.125 per million).")
+w("")
+w(f"With the attempt limits on, as the charge function is deployed (target ≤ 10 WRU): {lwru:g} WRU + {lrru:g} RRU "
+  f"per payment = **${lwru * 0.625 + lrru * 0.125:.2f}** per million. The user's counter is one more small item in "
+  "the begin transaction (2 WRU); the order's lives on the order item that transaction updates anyway (no unit).")
 
 # Where the units of a successful payment go: by table or index, and which items are written how.
 def merged(field):

@@ -13,6 +13,7 @@ use payonce::idempotency::{
     RunRequest,
 };
 use payonce::ports::OrderStore;
+use payonce::service::limits::{AttemptLimiter, AttemptLimits};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{ProcessorConfig, QueuedEvent, WebhookProcessor};
 use payonce::service::{
@@ -112,6 +113,8 @@ struct Stack {
     records: DynamoIdempotencyStore,
     store: DynamoPaymentStore,
     charge: ChargeService<DynamoPaymentStore, StripePsp>,
+    /// The same, counting each new attempt against the deployed default attempt limits.
+    limited: ChargeService<DynamoPaymentStore, StripePsp>,
     _psp: payonce_fake_psp::RunningFakePsp,
 }
 
@@ -143,6 +146,8 @@ async fn stack() -> Stack {
     let store = DynamoPaymentStore::new(client.clone(), tables.clone()).with_clock(clock.clone());
     Stack {
         records: DynamoIdempotencyStore::new(client, &tables.idempotency).with_clock(clock.clone()),
+        limited: ChargeService::new(store.clone(), stripe.clone(), ChargeConfig::default())
+            .with_attempt_limits(AttemptLimiter::new(AttemptLimits::default())),
         charge: ChargeService::new(store.clone(), stripe, ChargeConfig::default()),
         store,
         meter,
@@ -184,16 +189,26 @@ async fn order(stack: &Stack, user: &str) -> Order {
 }
 
 async fn pay(stack: &Stack, order: &Order, key: &str, pm: &str) -> PayAnswer {
+    pay_with(&stack.charge, stack, order, key, pm).await
+}
+
+/// Pays `order` (owned by its owner) through `charge`.
+async fn pay_with(
+    charge: &ChargeService<DynamoPaymentStore, StripePsp>,
+    stack: &Stack,
+    order: &Order,
+    key: &str,
+    pm: &str,
+) -> PayAnswer {
     let request = PayRequest {
         order_id: order.order_id.clone(),
         order_version: 1,
         payment_method: pm.into(),
     };
     let key = IdempotencyKey::parse(key).expect("key");
-    stack
-        .charge
+    charge
         .pay(
-            "bench",
+            &order.owner,
             &key,
             &request,
             stack.clock.now_ms() + 25_000,
@@ -288,6 +303,30 @@ pub async fn requests() -> Value {
             assert!(matches!(
                 pay(s, order, &format!("charge-{i}"), "pm_card_visa").await,
                 PayAnswer::Replayed { .. }
+            ));
+        }
+    })
+    .await;
+
+    // The first charge as deployed: each new attempt counted against the attempt limits (one
+    // user per order, so no counter fills).
+    let mut limited_orders = Vec::new();
+    for i in 0..ROUNDS {
+        limited_orders.push(order(&s, &format!("bench-limited-{i}")).await);
+    }
+    let charge_first_limited = per_op(&s.meter, |i| {
+        let (s, order) = (&s, &limited_orders[i as usize]);
+        async move {
+            assert!(matches!(
+                pay_with(
+                    &s.limited,
+                    s,
+                    order,
+                    &format!("limited-{i}"),
+                    "pm_card_visa"
+                )
+                .await,
+                PayAnswer::Fresh(_)
             ));
         }
     })
@@ -398,6 +437,7 @@ pub async fn requests() -> Value {
         "generic_replay": generic_replay,
         "generic_inflight_duplicate": inflight_dup,
         "charge_first": charge_first,
+        "charge_first_limited": charge_first_limited,
         "charge_replay": charge_replay,
         "webhook_apply": webhook_apply,
         "webhook_confirm": webhook_confirm,

@@ -13,8 +13,7 @@ use payonce::adapters::sqs::{create_queue_with_dlq, SqsQueue};
 use payonce::clock::{system_clock, Clock, SystemClock};
 use payonce::idempotency::{Idempotency, IdempotencyConfig, IdempotencyStore};
 use payonce::ports::{
-    AttemptCounter, ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend,
-    RefundStore,
+    ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend, RefundStore,
 };
 use payonce::service::limits::{AttemptLimiter, AttemptLimits};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
@@ -334,7 +333,7 @@ async fn serve<S, I, Q>(
 ) -> Result<(), Error>
 where
     S: ChargeStore + RefundStore + OrderStore + InflightScan + Clone + 'static,
-    I: IdempotencyStore + ExpiredSweep + AttemptCounter + Clone + 'static,
+    I: IdempotencyStore + ExpiredSweep + Clone + 'static,
     Q: QueueSend + QueueReceive + Clone + 'static,
 {
     // One adapter per service (as each Lambda has its own), all of the one configured PSP.
@@ -352,10 +351,7 @@ where
         )
         .for_psp(context.options.psp.kind()),
         charge: ChargeService::new(store.clone(), adapter()?, ChargeConfig::default())
-            .with_attempt_limits(AttemptLimiter::new(
-                Arc::new(records.clone()),
-                AttemptLimits::from_env()?,
-            )),
+            .with_attempt_limits(AttemptLimiter::new(AttemptLimits::from_env()?)),
         refund: RefundService::new(store.clone(), adapter()?, RefundConfig::default()),
         receiver: WebhookReceiver::new(providers.clone(), queue.clone(), system_clock()),
         processor: WebhookProcessor::new(store.clone(), providers, ProcessorConfig::default()),

@@ -95,8 +95,9 @@ pub trait ChargeStore: Send + Sync {
     ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError>;
 
     /// Claims the key by creating `payment` (the key's, holding its record), reserves `order`
-    /// (as read: same version, unpaid) for it and counts it against each of `counts` (none of them full), in one
-    /// transaction. Refusals are reported in that order: the key, the order, the counters.
+    /// (as read: same version, unpaid) for it and counts it against each of `counts` (none of
+    /// them full; an order's counter is `order`'s), in one transaction. Refusals are reported
+    /// in that order: the key, the order, the counters.
     async fn begin_attempt(
         &self,
         claim: &Claim,
@@ -104,6 +105,10 @@ pub trait ChargeStore: Send + Sync {
         payment: &Payment,
         counts: &[AttemptCount],
     ) -> Result<BeginOutcome, StoreError>;
+
+    /// Counts one decline on `counter` (forgotten after `expires_at_s`). An order's counter of
+    /// an order that no longer exists counts nothing.
+    async fn count_decline(&self, counter: &Counter, expires_at_s: i64) -> Result<(), StoreError>;
 
     /// Takes a lapsed attempt over (fenced on `seen`) and reserves its order for it again,
     /// in one transaction.
@@ -719,20 +724,31 @@ pub trait ExpiredSweep: Send + Sync {
     async fn save_checkpoint(&self, cursor: Option<&str>) -> Result<(), StoreError>;
 }
 
-/// Counters of payment attempts and declines that expire (the card-testing limits of
-/// `service::limits`): one item per counter key, holding `attempts` and `declines`. Attempts
-/// are counted by [`ChargeStore::begin_attempt`], in the claim itself; declines here.
-#[async_trait]
-pub trait AttemptCounter: Send + Sync {
-    /// Counts one decline under `counter`, forgotten after `expires_at_s`.
-    async fn count_decline(&self, counter: &str, expires_at_s: i64) -> Result<(), StoreError>;
+/// A counter of payment attempts and declines in one window of the card-testing limits
+/// (`service::limits`). Where it lives is the store's choice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counter {
+    /// A user's (the JWT `sub`), across orders.
+    User {
+        /// The user.
+        user: String,
+        /// The window's number.
+        window: i64,
+    },
+    /// An order's, across keys and tabs.
+    Order {
+        /// The order.
+        order_id: String,
+        /// The window's number.
+        window: i64,
+    },
 }
 
 /// A counter a new attempt counts against, in the same write as its claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptCount {
-    /// The counter's key (`limit#…`, naming its window).
-    pub counter: String,
+    /// The counter.
+    pub counter: Counter,
     /// The attempts it admits.
     pub max_attempts: u32,
     /// The declines after which it admits no attempt.

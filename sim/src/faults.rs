@@ -16,7 +16,7 @@ use payonce::idempotency::{
     StoreError, TakeoverOutcome,
 };
 use payonce::ports::{
-    AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, EventMark, InflightScan,
+    AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, Counter, EventMark, InflightScan,
     OrderStore, RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome, ReviseOutcome,
     SettleOutcome,
 };
@@ -188,6 +188,12 @@ impl ChargeStore for FaultyStore {
                 .push(payment.clone());
         }
         self.after("begin_attempt", result).await
+    }
+
+    async fn count_decline(&self, counter: &Counter, expires_at_s: i64) -> Result<(), StoreError> {
+        self.before("count_decline", Access::Write).await?;
+        let result = self.payments.count_decline(counter, expires_at_s).await;
+        self.after("count_decline", result).await
     }
 
     async fn resume_attempt(

@@ -151,10 +151,7 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
         outbox,
         // With the attempt limits a deployment runs, counted in the shared embedded records.
         charge: ChargeService::new(store.clone(), adapter(), ChargeConfig::default())
-            .with_attempt_limits(AttemptLimiter::new(
-                Arc::new(records.clone()),
-                AttemptLimits::default(),
-            )),
+            .with_attempt_limits(AttemptLimiter::new(AttemptLimits::default())),
         refunds: RefundService::new(store.clone(), adapter(), RefundConfig::default()),
         orders: OrderService::new(
             store.clone(),

@@ -12,9 +12,7 @@ use payonce::adapters::faults::Faults;
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
 use payonce::clock::ManualClock;
 use payonce::idempotency::{IdempotencyRecord, IdempotencyStore, RecordKey};
-use payonce::ports::{
-    AttemptCounter, ChargeStore, ExpiredSweep, InflightScan, OrderStore, RefundStore,
-};
+use payonce::ports::{ChargeStore, ExpiredSweep, InflightScan, OrderStore, RefundStore};
 use std::sync::Arc;
 
 /// What the payment store suite needs from a backend: the two stores under test, sharing the
@@ -25,7 +23,7 @@ pub trait PaymentStoreHarness: Send + Sync + 'static {
     /// The payment store under test.
     type Payments: OrderStore + ChargeStore + RefundStore + InflightScan + Clone + 'static;
     /// The idempotency store whose records the payment store shares.
-    type Records: IdempotencyStore + ExpiredSweep + AttemptCounter + Clone + 'static;
+    type Records: IdempotencyStore + ExpiredSweep + Clone + 'static;
     /// Backend name, for messages.
     const NAME: &'static str;
     /// How many tries of one transaction armed conflicts can fail before the store reports

@@ -1,9 +1,8 @@
 //! Lambda entry point of the charge function: configuration and clients, built once.
 
-use payonce::adapters::dynamodb::{DynamoIdempotencyStore, DynamoPaymentStore};
+use payonce::adapters::dynamodb::DynamoPaymentStore;
 use payonce::service::limits::{AttemptLimiter, AttemptLimits};
 use payonce::service::{ChargeConfig, ChargeService};
-use std::sync::Arc;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
@@ -15,14 +14,8 @@ async fn main() -> Result<(), lambda_http::Error> {
     // rebuilt when the secret has rotated (re-read after `SECRETS_TTL_SECONDS`).
     let psp = payonce::config::psp(&aws).await?;
     let client = payonce::adapters::dynamodb::traced_client(&aws);
-    // Card testing: new attempts per user and per order are counted in the idempotency table.
-    let limiter = AttemptLimiter::new(
-        Arc::new(DynamoIdempotencyStore::new(
-            client.clone(),
-            &tables.idempotency,
-        )),
-        AttemptLimits::from_env()?,
-    );
+    // Card testing: new attempts per user and per order are counted as each begins.
+    let limiter = AttemptLimiter::new(AttemptLimits::from_env()?);
     let store = DynamoPaymentStore::new(client, tables);
     let service =
         ChargeService::new(store, psp, ChargeConfig::default()).with_attempt_limits(limiter);

@@ -24,6 +24,13 @@ pub(crate) fn encode_view(
         })
 }
 
+/// The key of a user's attempt counter in the window `window` (an item of the idempotency table
+/// in both stores, forgotten like an expired record).
+#[cfg(feature = "payments")]
+pub(crate) fn user_counter_key(user: &str, window: i64) -> String {
+    format!("limit#user#{user}#{window}")
+}
+
 /// What a store found writing a payment's transition (both stores decide it alike).
 #[cfg(feature = "payments")]
 pub(crate) enum TransitionWrite {

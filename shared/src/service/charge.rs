@@ -418,7 +418,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             if view.failure.as_ref().is_some_and(|f| f.kind == FailureKind::Declined));
         if declined {
             if let Err(error) = limiter
-                .record_decline(user, order_id, self.store.now_ms())
+                .record_decline(&self.store, user, order_id, self.store.now_ms())
                 .await
             {
                 tracing::warn!(error = %error, "a decline could not be counted against the limits");

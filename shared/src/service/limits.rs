@@ -5,19 +5,18 @@
 //! `too-many-attempts` and `Retry-After` (the end of the window) before anything is claimed or
 //! sent to the PSP. A replay of a key is never limited: it makes no new attempt.
 //!
-//! The counters live in the idempotency table beside the records, one item per user or order
-//! and window (`limit#user#<sub>#<window>`, `limit#order#<id>#<window>`), expiring by TTL.
-//! An attempt is counted in the transaction that claims its key and reserves its order (one
-//! conditional update per counter, in the same request): it counts exactly when it begins, so
-//! an attempt counts once however many requests carry its key (a double click, a retry of a
+//! Counters are named by their window ([`Counter`]); the store keeps them (in DynamoDB the
+//! user's is an item of the idempotency table expiring by TTL, the order's two attributes of
+//! the order's own item). An attempt is counted in the transaction that claims its key and
+//! reserves its order ([`ChargeStore::begin_attempt`]): it counts exactly when it begins, so an
+//! attempt counts once however many requests carry its key (a double click, a retry of a
 //! request cut after its claim), and a request refused for any reason counts nothing. A
-//! decline adds one more `UpdateItem` per counter when the charge answers it; a decline learnt
-//! later (webhook, reconcile) does not count.
+//! decline adds one more write per counter when the charge answers it
+//! ([`ChargeStore::count_decline`]); a decline learnt later (webhook, reconcile) does not count.
 
 use crate::config::{number, ConfigError};
 use crate::idempotency::StoreError;
-use crate::ports::{AttemptCount, AttemptCounter};
-use std::sync::Arc;
+use crate::ports::{AttemptCount, ChargeStore, Counter};
 use std::time::Duration;
 
 /// How many attempts, and how many declines among them, one counter admits per window.
@@ -101,25 +100,16 @@ pub struct Refusal {
 /// Whose limit each counter of an attempt is, in the order they are counted.
 const SCOPES: [&str; 2] = ["user", "order"];
 
-/// Applies [`AttemptLimits`] over an [`AttemptCounter`].
-#[derive(Clone)]
+/// Applies [`AttemptLimits`]: the counts a new attempt makes, and what a full one answers.
+#[derive(Clone, Debug)]
 pub struct AttemptLimiter {
-    counter: Arc<dyn AttemptCounter>,
     limits: AttemptLimits,
 }
 
-impl std::fmt::Debug for AttemptLimiter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AttemptLimiter")
-            .field("limits", &self.limits)
-            .finish_non_exhaustive()
-    }
-}
-
 impl AttemptLimiter {
-    /// Limits counted in `counter`.
-    pub fn new(counter: Arc<dyn AttemptCounter>, limits: AttemptLimits) -> Self {
-        Self { counter, limits }
+    /// Applies `limits`.
+    pub fn new(limits: AttemptLimits) -> Self {
+        Self { limits }
     }
 
     /// The limits applied.
@@ -144,11 +134,20 @@ impl AttemptLimiter {
 
     /// The two counters of an attempt by `user` on `order_id` in the window `number`, in the
     /// order of [`SCOPES`], with their limits.
-    fn counters(&self, user: &str, order_id: &str, number: i64) -> [(String, Limit); 2] {
+    fn counters(&self, user: &str, order_id: &str, number: i64) -> [(Counter, Limit); 2] {
         [
-            (format!("limit#user#{user}#{number}"), self.limits.per_user),
             (
-                format!("limit#order#{order_id}#{number}"),
+                Counter::User {
+                    user: user.to_owned(),
+                    window: number,
+                },
+                self.limits.per_user,
+            ),
+            (
+                Counter::Order {
+                    order_id: order_id.to_owned(),
+                    window: number,
+                },
                 self.limits.per_order,
             ),
         ]
@@ -184,16 +183,17 @@ impl AttemptLimiter {
         Refusal { retry_after, scope }
     }
 
-    /// Counts a decline of an attempt by `user` on `order_id`.
-    pub async fn record_decline(
+    /// Counts a decline of an attempt by `user` on `order_id` in `store`.
+    pub async fn record_decline<S: ChargeStore + ?Sized>(
         &self,
+        store: &S,
         user: &str,
         order_id: &str,
         now_ms: i64,
     ) -> Result<(), StoreError> {
         let (number, _, expires_at_s) = self.window(now_ms);
-        for (key, _) in self.counters(user, order_id, number) {
-            self.counter.count_decline(&key, expires_at_s).await?;
+        for (counter, _) in self.counters(user, order_id, number) {
+            store.count_decline(&counter, expires_at_s).await?;
         }
         Ok(())
     }

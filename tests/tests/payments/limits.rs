@@ -6,7 +6,6 @@ use payonce::service::charge::CrashPoint;
 use payonce::service::limits::{AttemptLimiter, AttemptLimits, Limit};
 use payonce_tests::stack::{stripe_for, PaymentStack};
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
 
 fn limits(per_user: Limit, per_order: Limit) -> AttemptLimits {
@@ -26,19 +25,16 @@ async fn a_user_over_the_attempt_limit_gets_429_and_the_psp_sees_nothing() {
     let stack = PaymentStack::start().await;
     let service = stack
         .charge_with(stripe_for(&stack.psp))
-        .with_attempt_limits(AttemptLimiter::new(
-            Arc::new(stack.records()),
-            limits(
-                Limit {
-                    attempts: 3,
-                    declines: 100,
-                },
-                Limit {
-                    attempts: 100,
-                    declines: 100,
-                },
-            ),
-        ));
+        .with_attempt_limits(AttemptLimiter::new(limits(
+            Limit {
+                attempts: 3,
+                declines: 100,
+            },
+            Limit {
+                attempts: 100,
+                declines: 100,
+            },
+        )));
     // GIVEN three paid orders
     let mut orders = Vec::new();
     for i in 0..3 {
@@ -118,19 +114,16 @@ async fn declines_on_one_order_close_it_for_the_window() {
     let stack = PaymentStack::start().await;
     let service = stack
         .charge_with(stripe_for(&stack.psp))
-        .with_attempt_limits(AttemptLimiter::new(
-            Arc::new(stack.records()),
-            limits(
-                Limit {
-                    attempts: 100,
-                    declines: 100,
-                },
-                Limit {
-                    attempts: 100,
-                    declines: 2,
-                },
-            ),
-        ));
+        .with_attempt_limits(AttemptLimiter::new(limits(
+            Limit {
+                attempts: 100,
+                declines: 100,
+            },
+            Limit {
+                attempts: 100,
+                declines: 2,
+            },
+        )));
     let order = stack.create_order("erin").await;
     // GIVEN two declined attempts on the order (a card tester's first two cards)
     for i in 0..2 {
@@ -179,19 +172,16 @@ async fn declines_on_one_order_close_it_for_the_window() {
 #[tokio::test]
 async fn a_request_cut_after_its_claim_and_retried_counts_one_attempt() {
     let stack = PaymentStack::start().await;
-    let limiter = AttemptLimiter::new(
-        Arc::new(stack.records()),
-        limits(
-            Limit {
-                attempts: 2,
-                declines: 100,
-            },
-            Limit {
-                attempts: 100,
-                declines: 100,
-            },
-        ),
-    );
+    let limiter = AttemptLimiter::new(limits(
+        Limit {
+            attempts: 2,
+            declines: 100,
+        },
+        Limit {
+            attempts: 100,
+            declines: 100,
+        },
+    ));
     let service = stack
         .charge_with(stripe_for(&stack.psp))
         .with_attempt_limits(limiter);

@@ -74,14 +74,16 @@ impl CapacityMeter {
     }
 }
 
-/// The kind of item a partition key names: the prefix of the payments table's keys and of
-/// webhook marks, or `record` for an idempotency record (`<scope>#<user>#<key>`).
+/// The kind of item a partition key names: the prefix of the payments table's keys, of webhook
+/// marks and of users' attempt counters, or `record` for an idempotency record
+/// (`<scope>#<user>#<key>`).
 fn item_kind(pk: &str) -> &'static str {
     match pk.split_once('#').map(|(prefix, _)| prefix) {
         Some("order") => "order",
         Some("payment") => "payment",
         Some("refund") => "refund",
         Some("webhook") => "webhook event mark",
+        Some("limit") => "user's attempt counter",
         _ => "idempotency record",
     }
 }
@@ -254,6 +256,7 @@ mod tests {
             {"Put": {"Item": {"pk": {"S": "payments.create#alice#k1"}}}},
             {"Update": {"Key": {"pk": {"S": "order#o1"}}}},
             {"ConditionCheck": {"Key": {"pk": {"S": "payment#p1"}}}},
+            {"Update": {"Key": {"pk": {"S": "limit#user#alice#493000"}}}},
         ]});
         let Value::Object(body) = body else {
             unreachable!()
@@ -269,6 +272,10 @@ mod tests {
                 (
                     "payment".to_owned(),
                     "condition check in a transaction".to_owned()
+                ),
+                (
+                    "user's attempt counter".to_owned(),
+                    "update in a transaction".to_owned()
                 ),
             ]
         );

@@ -17,7 +17,7 @@ use crate::idempotency::{
     Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError, TakeoverOutcome,
 };
 #[cfg(feature = "payments")]
-use crate::ports::{AttemptCounter, ExpiredSweep};
+use crate::ports::ExpiredSweep;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
@@ -426,28 +426,6 @@ fn write_record(record: &IdempotencyRecord, names: &IdempotencyAttributes) -> It
 /// Key of the cleanup job's checkpoint item (it has no `expires_at`, so it is never swept).
 #[cfg(feature = "payments")]
 const CHECKPOINT_PK: &str = "cleanup#checkpoint";
-
-/// Counters are items of the idempotency table (`attempts`, `declines`, `expires_at`), so TTL
-/// and the cleanup sweep forget them like expired records.
-#[cfg(feature = "payments")]
-#[async_trait]
-impl AttemptCounter for DynamoIdempotencyStore {
-    async fn count_decline(&self, counter: &str, expires_at_s: i64) -> Result<(), StoreError> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key(PK, s(counter))
-            .update_expression("ADD #declines :one SET #expires_at = :exp")
-            .expression_attribute_names("#declines", "declines")
-            .expression_attribute_names("#expires_at", EXPIRES_AT)
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":exp", n(expires_at_s))
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| backend("count_decline", counter, e))
-    }
-}
 
 #[cfg(feature = "payments")]
 #[async_trait]

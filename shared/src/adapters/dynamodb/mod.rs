@@ -4,6 +4,8 @@ mod attributes;
 mod capacity;
 #[cfg(feature = "payments")]
 mod charge_key;
+#[cfg(feature = "payments")]
+mod counters;
 mod counting;
 mod idempotency;
 #[cfg(feature = "payments")]

@@ -1,9 +1,11 @@
 //! The DynamoDB store of orders and payments, and the charge path's writes (in the payments
-//! table, but for the attempt counters and webhook dedup records of the idempotency table).
+//! table, but for the users' attempt counters and webhook dedup records of the idempotency
+//! table).
 //!
 //! Payments table items (partition key `pk`):
 //! - order `order#<id>`: `owner`, `version`, `currency`, `items` (JSON), `amount`,
-//!   `payment_state`, `payment_id` (the attempt holding or having paid it), timestamps;
+//!   `payment_state`, `payment_id` (the attempt holding or having paid it), timestamps, and
+//!   the order's attempt counter (`attempts_<window>`, `declines_<window>`: see `counters.rs`);
 //! - payment `payment#<id>`: its fields, `status`, `failure_kind`, `decline_code`,
 //!   `psp_maybe_reached` (only once true), the key's idempotency record that created it
 //!   (`idempotency_pk`, `key_status`, … — see `charge_key.rs`), and — only while processing —
@@ -12,6 +14,7 @@
 
 use super::attributes::{n, number, s, string, Item};
 use super::charge_key::{add_record, holds_lease, record_of, Complete, KEY_STATUS};
+use super::counters::{self, OnOrder};
 use super::idempotency::{
     record_from_item, ATTEMPT_ID, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS, PK, RESULT, STATUS,
 };
@@ -29,8 +32,8 @@ use crate::idempotency::{
     TakeoverOutcome,
 };
 use crate::ports::{
-    AttemptCount, BeginOutcome, ChargeStore, EventMark, InflightScan, OrderStore, ResumeOutcome,
-    ReviseOutcome, SettleOutcome,
+    AttemptCount, BeginOutcome, ChargeStore, Counter, EventMark, InflightScan, OrderStore,
+    ResumeOutcome, ReviseOutcome, SettleOutcome,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -458,7 +461,7 @@ pub(super) fn build_error(error: aws_sdk_dynamodb::error::BuildError) -> StoreEr
     }
 }
 
-fn order_pk(order_id: &str) -> String {
+pub(super) fn order_pk(order_id: &str) -> String {
     format!("order#{order_id}")
 }
 
@@ -501,27 +504,6 @@ pub(super) fn update_item(
         .build()
         .map_err(build_error)?;
     Ok(TransactWriteItem::builder().update(update).build())
-}
-
-/// Counts a new attempt on an attempt-limit counter, unless it is full (its key names its
-/// window, so it is never read past its expiry). A counter that a decline created holds no
-/// `attempts` yet.
-fn count_attempt(table: &str, count: &AttemptCount) -> Result<TransactWriteItem, StoreError> {
-    update_item(
-        table,
-        &count.counter,
-        "SET #attempts = if_not_exists(#attempts, :zero) + :one, #expires_at = :exp",
-        "(attribute_not_exists(#attempts) OR #attempts < :max_attempts) \
-         AND (attribute_not_exists(#declines) OR #declines < :max_declines)",
-        &["attempts", "declines", EXPIRES_AT],
-        vec![
-            (":zero", n(0)),
-            (":one", n(1)),
-            (":exp", n(count.expires_at_s)),
-            (":max_attempts", n(i64::from(count.max_attempts))),
-            (":max_declines", n(i64::from(count.max_declines))),
-        ],
-    )
 }
 
 pub(super) fn put_item(
@@ -1061,6 +1043,29 @@ impl ChargeStore for DynamoPaymentStore {
         // The payment carries the key's record: claiming the key is creating the payment.
         let mut payment_item = payment_to_item(payment);
         add_record(&mut payment_item, &claim.record(now_ms));
+        let (on_order, counter_items) =
+            counters::split_counts(&self.tables.idempotency, &order.order_id, counts)?;
+        let (order_count, on_order) = match on_order {
+            Some((index, on_order)) => (Some(index), on_order),
+            None => (None, OnOrder::default()),
+        };
+        let mut order_names = vec![
+            "payment_state",
+            "payment_id",
+            "updated_at_ms",
+            "owner",
+            "version",
+        ];
+        order_names.extend(on_order.names.iter().map(String::as_str));
+        let mut order_values = vec![
+            (":processing", s(OrderPaymentState::Processing.as_str())),
+            (":unpaid", s(OrderPaymentState::Unpaid.as_str())),
+            (":pid", s(&payment.payment_id)),
+            (":now", n(now_ms)),
+            (":owner", s(&order.owner)),
+            (":version", n(order.version)),
+        ];
+        order_values.extend(on_order.values);
         let mut items = vec![
             put_item(
                 &self.tables.payments,
@@ -1072,29 +1077,21 @@ impl ChargeStore for DynamoPaymentStore {
             update_item(
                 &self.tables.payments,
                 &order_pk(&order.order_id),
-                "SET #payment_state = :processing, #payment_id = :pid, #updated_at_ms = :now",
-                "#owner = :owner AND #version = :version AND #payment_state = :unpaid",
-                &[
-                    "payment_state",
-                    "payment_id",
-                    "updated_at_ms",
-                    "owner",
-                    "version",
-                ],
-                vec![
-                    (":processing", s(OrderPaymentState::Processing.as_str())),
-                    (":unpaid", s(OrderPaymentState::Unpaid.as_str())),
-                    (":pid", s(&payment.payment_id)),
-                    (":now", n(now_ms)),
-                    (":owner", s(&order.owner)),
-                    (":version", n(order.version)),
-                ],
+                &format!(
+                    "SET #payment_state = :processing, #payment_id = :pid, #updated_at_ms = :now{}",
+                    on_order.update
+                ),
+                &format!(
+                    "#owner = :owner AND #version = :version AND #payment_state = :unpaid{}",
+                    on_order.condition
+                ),
+                &order_names,
+                order_values,
             )?,
         ];
-        const COUNTS_FROM: usize = 2;
-        for count in counts {
-            items.push(count_attempt(&self.tables.idempotency, count)?);
-        }
+        const COUNTERS_FROM: usize = 2;
+        let counter_indices: Vec<usize> = counter_items.iter().map(|(index, _)| *index).collect();
+        items.extend(counter_items.into_iter().map(|(_, item)| item));
         match self.transact("begin_attempt", items).await {
             Ok(()) => Ok(BeginOutcome::Begun),
             Err(TxFailure::Store(error)) => Err(error),
@@ -1109,16 +1106,25 @@ impl ChargeStore for DynamoPaymentStore {
                     };
                 }
                 if let Some(r) = reasons.get(1).filter(|r| r.condition_failed()) {
-                    return Ok(BeginOutcome::OrderChanged(
-                        r.item.as_ref().map(order_from_item).transpose()?,
-                    ));
+                    let now = r.item.as_ref().map(order_from_item).transpose()?;
+                    // Still as read: only the order's counter can have refused it.
+                    let as_read = now.as_ref().is_some_and(|now| {
+                        now.owner == order.owner
+                            && now.version == order.version
+                            && now.payment_state == OrderPaymentState::Unpaid
+                    });
+                    return Ok(match order_count {
+                        Some(index) if as_read => BeginOutcome::OverLimit(index),
+                        _ => BeginOutcome::OrderChanged(now),
+                    });
                 }
                 if let Some(full) = reasons
                     .iter()
-                    .skip(COUNTS_FROM)
+                    .skip(COUNTERS_FROM)
                     .position(Reason::condition_failed)
+                    .and_then(|at| counter_indices.get(at))
                 {
-                    return Ok(BeginOutcome::OverLimit(full));
+                    return Ok(BeginOutcome::OverLimit(*full));
                 }
                 Err(StoreError::Corrupt {
                     key: payment.payment_id.clone(),
@@ -1126,6 +1132,17 @@ impl ChargeStore for DynamoPaymentStore {
                 })
             }
         }
+    }
+
+    async fn count_decline(&self, counter: &Counter, expires_at_s: i64) -> Result<(), StoreError> {
+        counters::count_decline(
+            &self.client,
+            &self.tables.idempotency,
+            &self.tables.payments,
+            counter,
+            expires_at_s,
+        )
+        .await
     }
 
     async fn resume_attempt(

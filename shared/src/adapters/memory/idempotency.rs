@@ -13,7 +13,7 @@ use crate::idempotency::{
     LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome,
 };
 #[cfg(feature = "payments")]
-use crate::ports::{AttemptCounter, ExpiredSweep};
+use crate::ports::ExpiredSweep;
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -192,9 +192,10 @@ pub(crate) struct MemoryTables {
     /// stay until overwritten or swept, and read as absent.
     #[cfg(feature = "payments")]
     pub(crate) events: BTreeMap<String, i64>,
-    /// Attempt-limit counters by key (`limit#…`). Expired ones stay until swept.
+    /// Users' attempt-limit counters by key (`limit#user#<sub>#<window>`). Expired ones stay
+    /// until swept.
     #[cfg(feature = "payments")]
-    pub(crate) counters: BTreeMap<String, Counter>,
+    pub(crate) counters: BTreeMap<String, Tally>,
     /// Where an interrupted cleanup sweep stopped.
     #[cfg(feature = "payments")]
     pub(crate) checkpoint: Option<String>,
@@ -206,14 +207,14 @@ pub(crate) struct MemoryTables {
 /// One attempt-limit counter, as DynamoDB's counter item holds it.
 #[cfg(feature = "payments")]
 #[derive(Debug, Default)]
-pub(crate) struct Counter {
+pub(crate) struct Tally {
     pub(crate) attempts: u32,
     pub(crate) declines: u32,
     pub(crate) expires_at_s: i64,
 }
 
 #[cfg(feature = "payments")]
-impl Counter {
+impl Tally {
     pub(crate) fn until(expires_at_s: i64) -> Self {
         Self {
             expires_at_s,
@@ -244,22 +245,6 @@ fn swept_items(tables: &MemoryTables, now_ms: i64) -> Vec<(&str, bool)> {
                 .map(|(key, counter)| (key.as_str(), counter.expires_at_s < now_s)),
         )
         .collect()
-}
-
-#[cfg(feature = "payments")]
-#[async_trait]
-impl AttemptCounter for MemoryIdempotencyStore {
-    async fn count_decline(&self, counter: &str, expires_at_s: i64) -> Result<(), StoreError> {
-        // As in DynamoDB: a counter's key names its window, never read past its expiry.
-        let mut tables = self.lock();
-        let entry = tables
-            .counters
-            .entry(counter.to_owned())
-            .or_insert_with(|| Counter::until(expires_at_s));
-        entry.declines += 1;
-        entry.expires_at_s = expires_at_s;
-        Ok(())
-    }
 }
 
 #[cfg(feature = "payments")]

@@ -7,9 +7,10 @@
 //! an await. Where DynamoDB would cancel the transaction, the answer is picked from the failed
 //! conditions in the order the DynamoDB adapter reads its cancellation reasons.
 
-use super::idempotency::{Counter, MemoryIdempotencyStore, MemoryTables};
+use super::idempotency::{MemoryIdempotencyStore, MemoryTables, Tally};
 use crate::adapters::encode_view;
 use crate::adapters::faults::Faults;
+use crate::adapters::user_counter_key;
 use crate::adapters::TransitionWrite;
 use crate::clock::SharedClock;
 use crate::domain::{
@@ -21,7 +22,7 @@ use crate::idempotency::{
     TakeoverOutcome,
 };
 use crate::ports::{
-    AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, EventMark, InflightScan,
+    AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, Counter, EventMark, InflightScan,
     OrderStore, RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome, ReviseOutcome,
     SettleOutcome,
 };
@@ -33,6 +34,9 @@ use std::sync::MutexGuard;
 #[derive(Debug, Default)]
 pub(crate) struct PaymentTables {
     orders: BTreeMap<String, Order>,
+    /// Orders' attempt counters by window, kept beside the order as DynamoDB keeps them on the
+    /// order's item (never swept).
+    order_tallies: BTreeMap<String, BTreeMap<i64, Tally>>,
     payments: BTreeMap<String, StoredPayment>,
     refunds: BTreeMap<String, StoredRefund>,
 }
@@ -128,6 +132,18 @@ fn record_as_read(stored: &StoredPayment) -> Result<IdempotencyRecord, StoreErro
 }
 
 /// The payment `key` created, if any.
+/// The counter `counter` as the tables hold it, if it was ever counted.
+fn tally<'a>(tables: &'a MemoryTables, counter: &Counter) -> Option<&'a Tally> {
+    match counter {
+        Counter::User { user, window } => tables.counters.get(&user_counter_key(user, *window)),
+        Counter::Order { order_id, window } => tables
+            .payments
+            .order_tallies
+            .get(order_id)
+            .and_then(|windows| windows.get(window)),
+    }
+}
+
 fn payment_of_key<'a>(tables: &'a MemoryTables, key: &RecordKey) -> Option<&'a StoredPayment> {
     tables.payments.payments.get(&payment_id_for(key))
 }
@@ -374,6 +390,19 @@ impl ChargeStore for MemoryPaymentStore {
                 reason: format!("payment {} is not the key's", payment.payment_id),
             });
         }
+        let order_counters = counts
+            .iter()
+            .filter_map(|count| match &count.counter {
+                Counter::Order { order_id, .. } => Some(order_id),
+                Counter::User { .. } => None,
+            })
+            .collect::<Vec<_>>();
+        if order_counters.len() > 1 || order_counters.iter().any(|id| **id != order.order_id) {
+            return Err(StoreError::Corrupt {
+                key: order.order_id.clone(),
+                reason: format!("an attempt on it counted against orders {order_counters:?}"),
+            });
+        }
         let mut tables = self.lock();
         // The payment carries the key's record: claiming the key is creating the payment.
         if let Some(existing) = payment_of_key(&tables, &claim.key) {
@@ -390,20 +419,32 @@ impl ChargeStore for MemoryPaymentStore {
         }
         // As DynamoDB's condition: a counter that a decline created holds no attempts yet.
         let full = counts.iter().position(|count| {
-            tables.counters.get(&count.counter).is_some_and(|counter| {
-                counter.attempts >= count.max_attempts || counter.declines >= count.max_declines
+            tally(&tables, &count.counter).is_some_and(|tally| {
+                tally.attempts >= count.max_attempts || tally.declines >= count.max_declines
             })
         });
         if let Some(full) = full {
             return Ok(BeginOutcome::OverLimit(full));
         }
         for count in counts {
-            let counter = tables
-                .counters
-                .entry(count.counter.clone())
-                .or_insert_with(|| Counter::until(count.expires_at_s));
-            counter.attempts += 1;
-            counter.expires_at_s = count.expires_at_s;
+            let tally = match &count.counter {
+                Counter::User { user, window } => tables
+                    .counters
+                    .entry(user_counter_key(user, *window))
+                    .or_insert_with(|| Tally::until(count.expires_at_s)),
+                Counter::Order { order_id, window } => {
+                    // The same update drops the previous window's counter.
+                    let windows = tables
+                        .payments
+                        .order_tallies
+                        .entry(order_id.clone())
+                        .or_default();
+                    windows.remove(&(window - 1));
+                    windows.entry(*window).or_default()
+                }
+            };
+            tally.attempts += 1;
+            tally.expires_at_s = count.expires_at_s;
         }
         if let Some(reserved) = tables.payments.orders.get_mut(&order.order_id) {
             reserved.payment_state = OrderPaymentState::Processing;
@@ -419,6 +460,32 @@ impl ChargeStore for MemoryPaymentStore {
             },
         );
         Ok(BeginOutcome::Begun)
+    }
+
+    async fn count_decline(&self, counter: &Counter, expires_at_s: i64) -> Result<(), StoreError> {
+        let mut tables = self.lock();
+        let tally = match counter {
+            Counter::User { user, window } => tables
+                .counters
+                .entry(user_counter_key(user, *window))
+                .or_insert_with(|| Tally::until(expires_at_s)),
+            Counter::Order { order_id, window } => {
+                // As DynamoDB's condition: an order that no longer exists is not created again.
+                if !tables.payments.orders.contains_key(order_id) {
+                    return Ok(());
+                }
+                tables
+                    .payments
+                    .order_tallies
+                    .entry(order_id.clone())
+                    .or_default()
+                    .entry(*window)
+                    .or_default()
+            }
+        };
+        tally.declines += 1;
+        tally.expires_at_s = expires_at_s;
+        Ok(())
     }
 
     async fn resume_attempt(
