@@ -193,6 +193,16 @@ async fn a_full_order_counter_refuses_the_orders_next_attempt_across_keys_and_ed
     // THEN the order's counter (the second asked for) refuses it, and nothing is written
     assert_eq!(outcome, BeginOutcome::OverLimit(1), "{}", H::NAME);
     assert_nothing_written(&h, &third).await;
+    // AND with the user's counter full too, the user's (the first asked for) is the one reported
+    let both_full = |order: &Order| {
+        vec![
+            count(&h, user("carol"), 2, 100),
+            count(&h, on_order(order), 2, 100),
+        ]
+    };
+    let (outcome, fourth) = begin_on(&h, edited.clone(), "tab-4", both_full).await;
+    assert_eq!(outcome, BeginOutcome::OverLimit(0), "{}", H::NAME);
+    assert_nothing_written(&h, &fourth).await;
     // AND in the next window the order admits attempts again
     let next_window = |order: &Order| {
         vec![count(
@@ -205,7 +215,7 @@ async fn a_full_order_counter_refuses_the_orders_next_attempt_across_keys_and_ed
             100,
         )]
     };
-    let (outcome, _) = begin_on(&h, edited, "tab-4", next_window).await;
+    let (outcome, _) = begin_on(&h, edited, "tab-5", next_window).await;
     assert_eq!(outcome, BeginOutcome::Begun, "{}", H::NAME);
 }
 

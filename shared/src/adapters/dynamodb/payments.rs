@@ -1105,6 +1105,14 @@ impl ChargeStore for DynamoPaymentStore {
                         }),
                     };
                 }
+                // The full counters, by their index in `counts`: the first one is reported.
+                let mut full: Vec<usize> = reasons
+                    .iter()
+                    .skip(COUNTERS_FROM)
+                    .zip(&counter_indices)
+                    .filter(|(r, _)| r.condition_failed())
+                    .map(|(_, index)| *index)
+                    .collect();
                 if let Some(r) = reasons.get(1).filter(|r| r.condition_failed()) {
                     let now = r.item.as_ref().map(order_from_item).transpose()?;
                     // Still as read: only the order's counter can have refused it.
@@ -1113,18 +1121,13 @@ impl ChargeStore for DynamoPaymentStore {
                             && now.version == order.version
                             && now.payment_state == OrderPaymentState::Unpaid
                     });
-                    return Ok(match order_count {
-                        Some(index) if as_read => BeginOutcome::OverLimit(index),
-                        _ => BeginOutcome::OrderChanged(now),
-                    });
+                    match order_count {
+                        Some(index) if as_read => full.push(index),
+                        _ => return Ok(BeginOutcome::OrderChanged(now)),
+                    }
                 }
-                if let Some(full) = reasons
-                    .iter()
-                    .skip(COUNTERS_FROM)
-                    .position(Reason::condition_failed)
-                    .and_then(|at| counter_indices.get(at))
-                {
-                    return Ok(BeginOutcome::OverLimit(*full));
+                if let Some(first) = full.into_iter().min() {
+                    return Ok(BeginOutcome::OverLimit(first));
                 }
                 Err(StoreError::Corrupt {
                     key: payment.payment_id.clone(),
