@@ -131,7 +131,6 @@ fn record_as_read(stored: &StoredPayment) -> Result<IdempotencyRecord, StoreErro
     Ok(record)
 }
 
-/// The payment `key` created, if any.
 /// The counter `counter` as the tables hold it, if it was ever counted.
 fn tally<'a>(tables: &'a MemoryTables, counter: &Counter) -> Option<&'a Tally> {
     match counter {
@@ -144,6 +143,7 @@ fn tally<'a>(tables: &'a MemoryTables, counter: &Counter) -> Option<&'a Tally> {
     }
 }
 
+/// The payment `key` created, if any.
 fn payment_of_key<'a>(tables: &'a MemoryTables, key: &RecordKey) -> Option<&'a StoredPayment> {
     tables.payments.payments.get(&payment_id_for(key))
 }
