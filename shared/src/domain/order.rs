@@ -223,6 +223,14 @@ impl Order {
         self
     }
 
+    /// Whether a new attempt may still reserve this order as it was `read`: same owner, same
+    /// version, unpaid (the order guard of `ChargeStore::begin_attempt`).
+    pub fn reservable_as_read(&self, read: &Order) -> bool {
+        self.owner == read.owner
+            && self.version == read.version
+            && self.payment_state == OrderPaymentState::Unpaid
+    }
+
     /// The attempt to read for [`Self::settled_by`]: the one it is stored `processing` under.
     pub fn holder_to_read(&self) -> Option<&str> {
         (self.payment_state == OrderPaymentState::Processing)

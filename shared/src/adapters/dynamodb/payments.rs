@@ -1116,11 +1116,9 @@ impl ChargeStore for DynamoPaymentStore {
                 if let Some(r) = reasons.get(1).filter(|r| r.condition_failed()) {
                     let now = r.item.as_ref().map(order_from_item).transpose()?;
                     // Still as read: only the order's counter can have refused it.
-                    let as_read = now.as_ref().is_some_and(|now| {
-                        now.owner == order.owner
-                            && now.version == order.version
-                            && now.payment_state == OrderPaymentState::Unpaid
-                    });
+                    let as_read = now
+                        .as_ref()
+                        .is_some_and(|now| now.reservable_as_read(order));
                     match order_count {
                         Some(index) if as_read => full.push(index),
                         _ => return Ok(BeginOutcome::OrderChanged(now)),

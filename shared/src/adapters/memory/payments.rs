@@ -409,11 +409,7 @@ impl ChargeStore for MemoryPaymentStore {
             return Ok(BeginOutcome::KeyTaken(record_as_read(existing)?));
         }
         let current = tables.payments.orders.get(&order.order_id);
-        let reservable = current.is_some_and(|now| {
-            now.owner == order.owner
-                && now.version == order.version
-                && now.payment_state == OrderPaymentState::Unpaid
-        });
+        let reservable = current.is_some_and(|now| now.reservable_as_read(order));
         if !reservable {
             return Ok(BeginOutcome::OrderChanged(current.cloned()));
         }
