@@ -183,8 +183,12 @@ async fn every_bad_request_is_refused_precisely_and_writes_nothing() {
             "{}",
             case.name
         );
+        // (the request id is random hex, which may contain "4242" by chance: not looked at)
+        let echoed = reply
+            .body
+            .replace(reply.header("x-request-id").unwrap_or_default(), "");
         assert!(
-            !reply.body.contains("4242"),
+            !echoed.contains("4242"),
             "{}: card data must never be echoed",
             case.name
         );
