@@ -21,18 +21,22 @@ pub enum Mutation {
     /// Reconcile stops looking at a refund once it succeeded, so a later failure whose webhook
     /// is lost is never seen.
     UnwatchedRefunds,
+    /// The charge path answers from its recent (eventually consistent) read as if it were a
+    /// consistent one.
+    TrustRecentReads,
 }
 
 #[cfg(feature = "faults")]
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 6] = [
+    pub const ALL: [Mutation; 7] = [
         Self::ReleaseOnAnyNotSent,
         Self::FenceWithConfirmOnlyParameter,
         Self::RefusalIsUnknown,
         Self::ForgetWebhookEvents,
         Self::CancelRefundOnAnyNotSent,
         Self::UnwatchedRefunds,
+        Self::TrustRecentReads,
     ];
 
     /// The name used on the command line.
@@ -44,6 +48,7 @@ impl Mutation {
             Self::ForgetWebhookEvents => "forget-webhook-events",
             Self::CancelRefundOnAnyNotSent => "cancel-refund-on-any-not-sent",
             Self::UnwatchedRefunds => "unwatched-refunds",
+            Self::TrustRecentReads => "trust-recent-reads",
         }
     }
 

@@ -10,6 +10,22 @@ use crate::idempotency::{
 use async_trait::async_trait;
 use std::time::Duration;
 
+/// How recent a read must be.
+///
+/// A [`Read::Latest`] read sees every write acknowledged before it (DynamoDB's strongly
+/// consistent read). A [`Read::Recent`] read costs half as much but may miss the writes of the
+/// last moment (DynamoDB's eventually consistent read: usually within a second): an item just
+/// created may read as missing, an item just written as it was before. Use it only where
+/// every decision taken on it is fenced by a conditional write, or is re-read with
+/// [`Read::Latest`] before it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// Sees every acknowledged write.
+    Latest,
+    /// May miss the writes of the last moment.
+    Recent,
+}
+
 /// Reads and writes orders.
 #[async_trait]
 pub trait OrderStore: Send + Sync {
@@ -86,12 +102,13 @@ pub trait ChargeStore: Send + Sync {
     /// The store's notion of now, epoch milliseconds.
     fn now_ms(&self) -> i64;
 
-    /// Reads the key's record (on its payment) and the order together, with consistent reads,
-    /// in one request.
+    /// Reads the key's record (on its payment) and the order together, as recent as `read`
+    /// asks, in one request.
     async fn load_for_charge(
         &self,
         record: &RecordKey,
         order_id: &str,
+        read: Read,
     ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError>;
 
     /// Claims the key by creating `payment` (the key's, holding its record), reserves `order`
@@ -120,8 +137,17 @@ pub trait ChargeStore: Send + Sync {
         payment: &Payment,
     ) -> Result<ResumeOutcome, StoreError>;
 
-    /// Reads a payment consistently.
-    async fn get_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError>;
+    /// Reads a payment, as recent as `read` asks.
+    async fn read_payment(
+        &self,
+        payment_id: &str,
+        read: Read,
+    ) -> Result<Option<Payment>, StoreError>;
+
+    /// Reads a payment consistently ([`Read::Latest`]).
+    async fn get_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
+        self.read_payment(payment_id, Read::Latest).await
+    }
 
     /// Applies `transition` to `payment` (as read) and, unless the completion leaves it
     /// ([`crate::domain::completion_leaves_order`]), its order, and completes the key's record

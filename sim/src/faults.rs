@@ -17,8 +17,8 @@ use payonce::idempotency::{
 };
 use payonce::ports::{
     AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, Counter, EventMark, InflightScan,
-    OrderStore, RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome, ReviseOutcome,
-    SettleOutcome,
+    OrderStore, Read, RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome,
+    ReviseOutcome, SettleOutcome,
 };
 use payonce_fake_psp::model::{Delivery, ModelEvent, StripeModel, WireRequest};
 use payonce_fake_psp::Provider;
@@ -163,9 +163,10 @@ impl ChargeStore for FaultyStore {
         &self,
         record: &RecordKey,
         order_id: &str,
+        read: Read,
     ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError> {
         self.before("load_for_charge", Access::Read).await?;
-        let result = self.payments.load_for_charge(record, order_id).await;
+        let result = self.payments.load_for_charge(record, order_id, read).await;
         self.after("load_for_charge", result).await
     }
 
@@ -211,10 +212,14 @@ impl ChargeStore for FaultyStore {
         self.after("resume_attempt", result).await
     }
 
-    async fn get_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
-        self.before("get_payment", Access::Read).await?;
-        let result = self.payments.get_payment(payment_id).await;
-        self.after("get_payment", result).await
+    async fn read_payment(
+        &self,
+        payment_id: &str,
+        read: Read,
+    ) -> Result<Option<Payment>, StoreError> {
+        self.before("read_payment", Access::Read).await?;
+        let result = self.payments.read_payment(payment_id, read).await;
+        self.after("read_payment", result).await
     }
 
     async fn finish_attempt(

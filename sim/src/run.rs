@@ -38,6 +38,9 @@ const RECONCILE_TIMEOUT: Duration = Duration::from_secs(120);
 /// SQS: a failed delivery becomes visible again after this; dead-lettered after this many.
 const VISIBILITY: Duration = Duration::from_secs(180);
 const MAX_RECEIVES: u32 = 5;
+/// How far back a recent (eventually consistent) read may see: DynamoDB's replicas usually
+/// catch up within a second; the simulation allows twice that.
+const STALE_WINDOW: Duration = Duration::from_secs(2);
 /// How long the system is given to settle once the faults stop (the liveness bound).
 pub const SETTLE_FOR: Duration = Duration::from_secs(6 * 3600);
 
@@ -105,10 +108,10 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
     let psp = schedule.psp;
     let clock: SharedClock = Arc::new(world.clock().clone());
     let records = MemoryIdempotencyStore::new(clock.clone());
-    let store = FaultyStore::new(
-        world.clone(),
-        MemoryPaymentStore::new(records.clone(), clock.clone()),
-    );
+    let payments = MemoryPaymentStore::new(records.clone(), clock.clone());
+    let stale = world.clone();
+    payments.lag_reads(STALE_WINDOW, move || stale.strikes(FaultKind::StaleRead));
+    let store = FaultyStore::new(world.clone(), payments);
     let dead_letters = MemoryQueue::new(clock.clone(), MAX_WEBHOOK_BYTES);
     let queue = MemoryQueue::with_dead_letter(
         clock.clone(),

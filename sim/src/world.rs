@@ -48,6 +48,9 @@ pub enum FaultKind {
     StoreThrottle,
     /// The invocation dies before or after any store call.
     Crash,
+    /// A recent (eventually consistent) read returns an item as it was before the writes of
+    /// the last second.
+    StaleRead,
     /// The PSP cannot be reached (no connection).
     PspNoConnection,
     /// The PSP call times out, before or after the PSP applied it.
@@ -78,7 +81,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 17] = [
         Self::StoreLatency,
         Self::StoreConflict,
         Self::StoreThrottle,
@@ -95,6 +98,7 @@ impl FaultKind {
         Self::SearchLag,
         Self::PspMinimumMoves,
         Self::ClockJump,
+        Self::StaleRead,
     ];
 
     /// The command-line name.
@@ -116,6 +120,7 @@ impl FaultKind {
             Self::SearchLag => "search-lag",
             Self::PspMinimumMoves => "psp-minimum-moves",
             Self::ClockJump => "clock-jump",
+            Self::StaleRead => "stale-read",
         }
     }
 
@@ -317,5 +322,6 @@ fn max_rate(kind: FaultKind) -> f64 {
         FaultKind::WebhookLoss => 0.4,
         FaultKind::SearchLag | FaultKind::PspMinimumMoves => 1.0,
         FaultKind::ClockJump => 0.2,
+        FaultKind::StaleRead => 0.9,
     }
 }

@@ -21,7 +21,7 @@ use crate::idempotency::{
 };
 use crate::mutations::Mutation;
 use crate::ports::{
-    BeginOutcome, ChargeRequest, ChargeStore, Psp, PspOutcome, ResumeOutcome, SettleOutcome,
+    BeginOutcome, ChargeRequest, ChargeStore, Psp, PspOutcome, Read, ResumeOutcome, SettleOutcome,
 };
 use serde::Serialize;
 #[cfg(feature = "faults")]
@@ -277,21 +277,45 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
     ) -> Result<PayAnswer, ChargeError> {
         let record_key = RecordKey::new(PAY_SCOPE, user, key);
         let fingerprint = Self::fingerprint(request);
+        // The first read is a recent one, at half the cost of a consistent one. It may miss the
+        // last moment's writes, so only what no later write can change is answered from it: a
+        // mismatch (a record's fingerprint is fixed) and a succeeded payment (final). A new
+        // attempt it leads to is fenced by the claim's conditions, a takeover by its lease.
+        // Anything else is read again, consistently, before it is answered.
+        let mut read = Read::Recent;
         let (mut record, mut order) = self
             .store
-            .load_for_charge(&record_key, &request.order_id)
+            .load_for_charge(&record_key, &request.order_id, read)
             .await?;
         let mut conflicts = 0;
         let mut rechecked = false;
-        for _ in 0..MAX_ROUNDS {
+        // One round more than a consistent first read needs: the re-read of a recent one.
+        for _ in 0..=MAX_ROUNDS {
             if let Some(existing) = record.take() {
                 match decide(&existing, &fingerprint, self.store.now_ms()) {
                     Decision::Mismatch => return Err(ChargeError::Mismatch),
                     Decision::Replay => {
+                        let view = stored_view(&existing)?;
+                        if unsure(read) && view.status != PaymentStatus::Succeeded {
+                            read = Read::Latest;
+                            (record, order) = self
+                                .store
+                                .load_for_charge(&record_key, &request.order_id, read)
+                                .await?;
+                            continue;
+                        }
                         return Ok(PayAnswer::Replayed {
-                            view: stored_view(&existing)?,
+                            view,
                             request_id: existing.request_id,
-                        })
+                        });
+                    }
+                    Decision::Wait { .. } if unsure(read) => {
+                        read = Read::Latest;
+                        (record, order) = self
+                            .store
+                            .load_for_charge(&record_key, &request.order_id, read)
+                            .await?;
+                        continue;
                     }
                     Decision::Wait { retry_after } => {
                         return Err(ChargeError::KeyInUse { retry_after })
@@ -305,9 +329,10 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                             }
                             Resumed::Again(None) => {
                                 // Gone, or raced: read the key and the order afresh.
+                                read = Read::Latest;
                                 (record, order) = self
                                     .store
-                                    .load_for_charge(&record_key, &request.order_id)
+                                    .load_for_charge(&record_key, &request.order_id, read)
                                     .await?;
                                 continue;
                             }
@@ -317,6 +342,16 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             }
             let order_now = match payable(order.as_ref(), user, request) {
                 Ok(order_now) => order_now,
+                // A refusal is never answered from a recent read: the order may have been
+                // created, edited or released a moment ago.
+                Err(_) if unsure(read) => {
+                    read = Read::Latest;
+                    (record, order) = self
+                        .store
+                        .load_for_charge(&record_key, &request.order_id, read)
+                        .await?;
+                    continue;
+                }
                 // The two reads of a load are not one snapshot: a concurrent request with this
                 // very key may have claimed it and reserved the order between them. Before
                 // refusing on the order's state, look at the key once more.
@@ -326,7 +361,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     rechecked = true;
                     (record, order) = self
                         .store
-                        .load_for_charge(&record_key, &request.order_id)
+                        .load_for_charge(&record_key, &request.order_id, read)
                         .await?;
                     continue;
                 }
@@ -384,11 +419,11 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     conflicts += 1;
                     tokio::time::sleep(Duration::from_millis(fastrand::u64(10..50) << conflicts))
                         .await;
-                    let reloaded = self
+                    read = Read::Latest;
+                    (record, order) = self
                         .store
-                        .load_for_charge(&record_key, &request.order_id)
+                        .load_for_charge(&record_key, &request.order_id, read)
                         .await?;
-                    (record, order) = reloaded;
                 }
                 Err(StoreError::Conflict { .. }) => {
                     return Err(ChargeError::KeyInUse {
@@ -684,6 +719,12 @@ enum Resumed {
     Answer(PayAnswer),
     /// The record moved under us: decide again on it (or on nothing, if it is gone).
     Again(Option<IdempotencyRecord>),
+}
+
+/// Whether an answer taken from a load made with `read` must be read again, consistently,
+/// before it is given (a recent read may miss the last moment's writes).
+fn unsure(read: Read) -> bool {
+    read == Read::Recent && !crate::mutations::active(Mutation::TrustRecentReads)
 }
 
 /// The order, if `user` may start paying `request.order_version` of it.

@@ -6,3 +6,4 @@ mod charge;
 mod concurrency;
 mod limits;
 mod orders;
+mod stale_reads;

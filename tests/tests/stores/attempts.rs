@@ -4,7 +4,7 @@
 use super::*;
 use payonce::domain::{transition, OrderPaymentState, PaymentStatus};
 use payonce::idempotency::{RecordState, RecordStatus, StoreError};
-use payonce::ports::{BeginOutcome, ResumeOutcome, ReviseOutcome, SettleOutcome};
+use payonce::ports::{BeginOutcome, Read, ResumeOutcome, ReviseOutcome, SettleOutcome};
 
 pub async fn begin_attempt_writes_the_record_the_order_and_the_payment<H: PaymentStoreHarness>(
     h: H,
@@ -59,13 +59,17 @@ pub async fn begin_attempt_writes_the_record_the_order_and_the_payment<H: Paymen
     );
     // AND the payment is stored as given, processing
     assert_eq!(payment_now(&h, &payment.payment_id).await, payment);
-    // AND the charge path's one read sees the record and the order together
-    let loaded = h
-        .payments()
-        .load_for_charge(&claim.key, &order.order_id)
-        .await
-        .unwrap();
-    assert_eq!(loaded, (Some(record), Some(reserved)), "{}", H::NAME);
+    // AND the charge path's one read sees the record and the order together, consistent or
+    // recent (with nothing lagging, both see the last write)
+    for read in [Read::Latest, Read::Recent] {
+        let loaded = h
+            .payments()
+            .load_for_charge(&claim.key, &order.order_id, read)
+            .await
+            .unwrap();
+        let expected = (Some(record.clone()), Some(reserved.clone()));
+        assert_eq!(loaded, expected, "{} {read:?}", H::NAME);
+    }
 }
 
 pub async fn a_second_begin_with_the_same_key_is_key_taken_and_changes_nothing<
@@ -232,7 +236,7 @@ pub async fn a_charge_key_is_kept_with_its_payment_and_never_expires<H: PaymentS
     h.clock().advance(Duration::from_secs(31 * 86_400));
     let (record, order) = h
         .payments()
-        .load_for_charge(&first.claim.key, &first.order.order_id)
+        .load_for_charge(&first.claim.key, &first.order.order_id, Read::Latest)
         .await
         .unwrap();
     // THEN the key still reads as the completed record of its payment, as the payment is now

@@ -32,7 +32,7 @@ use crate::idempotency::{
     TakeoverOutcome,
 };
 use crate::ports::{
-    AttemptCount, BeginOutcome, ChargeStore, Counter, EventMark, InflightScan, OrderStore,
+    AttemptCount, BeginOutcome, ChargeStore, Counter, EventMark, InflightScan, OrderStore, Read,
     ResumeOutcome, ReviseOutcome, SettleOutcome,
 };
 use async_trait::async_trait;
@@ -121,6 +121,7 @@ impl DynamoPaymentStore {
                     (&self.tables.idempotency, record.as_str().to_owned()),
                     (&self.tables.payments, item_pk.clone()),
                 ],
+                Read::Latest,
             )
             .await?;
         let now_ms = self.clock.now_ms();
@@ -136,13 +137,14 @@ impl DynamoPaymentStore {
         ))
     }
 
-    /// Reads the items `keys` names (table, partition key) with consistent reads, in one
+    /// Reads the items `keys` names (table, partition key), as recent as `read` asks, in one
     /// BatchGetItem (asked again for the keys DynamoDB leaves unprocessed under load); the
     /// items found, by table and key.
     async fn batch_get(
         &self,
         label: &str,
         keys: &[(&String, String)],
+        read: Read,
     ) -> Result<HashMap<(String, String), Item>, StoreError> {
         let mut by_table: HashMap<String, Vec<Item>> = HashMap::new();
         for (table, pk) in keys {
@@ -155,7 +157,7 @@ impl DynamoPaymentStore {
         for (table, wanted) in by_table {
             let keys = KeysAndAttributes::builder()
                 .set_keys(Some(wanted))
-                .consistent_read(true)
+                .consistent_read(read == Read::Latest)
                 .build()
                 .map_err(build_error)?;
             request.insert(table, keys);
@@ -185,13 +187,19 @@ impl DynamoPaymentStore {
         })
     }
 
+    /// Reads one payments-table item consistently.
     pub(super) async fn get(&self, pk: String) -> Result<Option<Item>, StoreError> {
+        self.get_as(pk, Read::Latest).await
+    }
+
+    /// Reads one payments-table item, as recent as `read` asks.
+    pub(super) async fn get_as(&self, pk: String, read: Read) -> Result<Option<Item>, StoreError> {
         let output = self
             .client
             .get_item()
             .table_name(&self.tables.payments)
             .key(PK, s(&pk))
-            .consistent_read(true)
+            .consistent_read(read == Read::Latest)
             .send()
             .await
             .map_err(|e| backend("get", &pk, e))?;
@@ -1008,6 +1016,7 @@ impl ChargeStore for DynamoPaymentStore {
         &self,
         record: &RecordKey,
         order_id: &str,
+        read: Read,
     ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError> {
         let payment = payment_pk(&payment_id_for(record));
         let order = order_pk(order_id);
@@ -1016,6 +1025,7 @@ impl ChargeStore for DynamoPaymentStore {
             .batch_get(
                 record.as_str(),
                 &[(table, payment.clone()), (table, order.clone())],
+                read,
             )
             .await?;
         let record = match found.remove(&(table.clone(), payment)) {
@@ -1228,8 +1238,12 @@ impl ChargeStore for DynamoPaymentStore {
         }
     }
 
-    async fn get_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
-        self.get(payment_pk(payment_id))
+    async fn read_payment(
+        &self,
+        payment_id: &str,
+        read: Read,
+    ) -> Result<Option<Payment>, StoreError> {
+        self.get_as(payment_pk(payment_id), read)
             .await?
             .as_ref()
             .map(payment_from_item)

@@ -23,12 +23,13 @@ use crate::idempotency::{
 };
 use crate::ports::{
     AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, Counter, EventMark, InflightScan,
-    OrderStore, RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome, ReviseOutcome,
-    SettleOutcome,
+    OrderStore, Read, RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome,
+    ReviseOutcome, SettleOutcome,
 };
 use async_trait::async_trait;
 use std::collections::BTreeMap;
-use std::sync::MutexGuard;
+use std::sync::{Arc, MutexGuard};
+use std::time::Duration;
 
 /// The embedded payments "table": orders and payments by id.
 #[derive(Debug, Default)]
@@ -39,6 +40,140 @@ pub(crate) struct PaymentTables {
     order_tallies: BTreeMap<String, BTreeMap<i64, Tally>>,
     payments: BTreeMap<String, StoredPayment>,
     refunds: BTreeMap<String, StoredRefund>,
+    /// Eventually consistent reads, once [`MemoryPaymentStore::lag_reads`] turned them on.
+    lag: Option<Lag>,
+}
+
+/// What an item was before the writes of the last moment, by id: the item as it was before
+/// the first write since `since_ms` (`None`: it did not exist).
+type Before<V> = BTreeMap<String, (Option<V>, i64)>;
+
+/// DynamoDB's eventually consistent reads, modelled: a [`Read::Recent`] read of an item
+/// written less than `window_ms` ago may return it as it was before those writes, whenever
+/// `stale` says so (the simulation draws it from its seed).
+struct Lag {
+    window_ms: i64,
+    clock: SharedClock,
+    stale: Arc<dyn Fn() -> bool + Send + Sync>,
+    orders: Before<Order>,
+    payments: Before<StoredPayment>,
+}
+
+impl std::fmt::Debug for Lag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lag")
+            .field("window_ms", &self.window_ms)
+            .field("orders", &self.orders.len())
+            .field("payments", &self.payments.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lag {
+    /// Keeps `current` as what `id` was, unless a write of the window already kept an older one.
+    fn remember<V: Clone>(
+        before: &mut Before<V>,
+        id: &str,
+        current: Option<&V>,
+        now_ms: i64,
+        window_ms: i64,
+    ) {
+        let kept = before
+            .get(id)
+            .is_some_and(|(_, since_ms)| (0..window_ms).contains(&(now_ms - since_ms)));
+        if !kept {
+            before.insert(id.to_owned(), (current.cloned(), now_ms));
+        }
+    }
+
+    /// `id` as a recent read sees it: maybe as it was before the window's writes.
+    fn recent<V: Clone>(&self, before: &Before<V>, id: &str, current: Option<&V>) -> Option<V> {
+        let now_ms = self.clock.now_ms();
+        match before.get(id) {
+            Some((old, since_ms))
+                if (0..self.window_ms).contains(&(now_ms - since_ms)) && (self.stale)() =>
+            {
+                old.clone()
+            }
+            _ => current.cloned(),
+        }
+    }
+}
+
+impl PaymentTables {
+    /// The order to write (what it was is kept for recent reads).
+    fn order_mut(&mut self, order_id: &str) -> Option<&mut Order> {
+        if let Some(lag) = &mut self.lag {
+            let now_ms = lag.clock.now_ms();
+            Lag::remember(
+                &mut lag.orders,
+                order_id,
+                self.orders.get(order_id),
+                now_ms,
+                lag.window_ms,
+            );
+        }
+        self.orders.get_mut(order_id)
+    }
+
+    /// Stores a new order.
+    fn insert_order(&mut self, order: Order) {
+        if let Some(lag) = &mut self.lag {
+            let now_ms = lag.clock.now_ms();
+            Lag::remember(
+                &mut lag.orders,
+                &order.order_id,
+                None,
+                now_ms,
+                lag.window_ms,
+            );
+        }
+        self.orders.insert(order.order_id.clone(), order);
+    }
+
+    /// The payment to write (what it was is kept for recent reads).
+    fn payment_mut(&mut self, payment_id: &str) -> Option<&mut StoredPayment> {
+        if let Some(lag) = &mut self.lag {
+            let now_ms = lag.clock.now_ms();
+            let current = self.payments.get(payment_id);
+            Lag::remember(
+                &mut lag.payments,
+                payment_id,
+                current,
+                now_ms,
+                lag.window_ms,
+            );
+        }
+        self.payments.get_mut(payment_id)
+    }
+
+    /// Stores a new payment.
+    fn insert_payment(&mut self, stored: StoredPayment) {
+        let payment_id = stored.payment.payment_id.clone();
+        if let Some(lag) = &mut self.lag {
+            let now_ms = lag.clock.now_ms();
+            Lag::remember(&mut lag.payments, &payment_id, None, now_ms, lag.window_ms);
+        }
+        self.payments.insert(payment_id, stored);
+    }
+
+    /// An order, as recent as `read` asks.
+    fn order_as(&self, order_id: &str, read: Read) -> Option<Order> {
+        let current = self.orders.get(order_id);
+        match (&self.lag, read) {
+            (Some(lag), Read::Recent) => lag.recent(&lag.orders, order_id, current),
+            _ => current.cloned(),
+        }
+    }
+
+    /// A payment with its record, as recent as `read` asks.
+    fn payment_as(&self, payment_id: &str, read: Read) -> Option<StoredPayment> {
+        let current = self.payments.get(payment_id);
+        match (&self.lag, read) {
+            (Some(lag), Read::Recent) => lag.recent(&lag.payments, payment_id, current),
+            _ => current.cloned(),
+        }
+    }
 }
 
 /// A refund as the embedded table holds it; `inflight` as for payments, while pending.
@@ -90,6 +225,21 @@ impl MemoryPaymentStore {
     /// The fault-injection hook (transaction conflicts), consulted before each transaction.
     pub fn faults(&self) -> &Faults {
         &self.faults
+    }
+
+    /// Models DynamoDB's eventually consistent reads from now on: a [`Read::Recent`] read of an
+    /// order or payment written less than `window` ago returns it as it was before those
+    /// writes (missing, if they created it) whenever `stale()` says so. [`Read::Latest`] reads
+    /// are never stale. For tests and the simulation: DynamoDB Local's reads are always
+    /// consistent, so only here can a caller's handling of a stale read be shown.
+    pub fn lag_reads(&self, window: Duration, stale: impl Fn() -> bool + Send + Sync + 'static) {
+        self.lock().payments.lag = Some(Lag {
+            window_ms: i64::try_from(window.as_millis()).unwrap_or(i64::MAX),
+            clock: self.clock.clone(),
+            stale: Arc::new(stale),
+            orders: Before::new(),
+            payments: Before::new(),
+        });
     }
 
     /// The idempotency store whose records this store shares.
@@ -261,7 +411,7 @@ fn write_transition(
         crate::domain::log_order_not_following(&after);
     }
 
-    if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
+    if let Some(stored) = tables.payments.payment_mut(&payment.payment_id) {
         if applies {
             update_payment(stored, &after);
         }
@@ -283,7 +433,7 @@ fn write_transition(
             });
     }
     if order_follows {
-        if let Some(order) = tables.payments.orders.get_mut(&payment.order_id) {
+        if let Some(order) = tables.payments.order_mut(&payment.order_id) {
             follow(order, &after, now_ms);
         }
     }
@@ -328,10 +478,7 @@ impl OrderStore for MemoryPaymentStore {
                 }),
             });
         }
-        tables
-            .payments
-            .orders
-            .insert(order.order_id.clone(), order.clone());
+        tables.payments.insert_order(order.clone());
         Ok(())
     }
 
@@ -341,7 +488,7 @@ impl OrderStore for MemoryPaymentStore {
 
     async fn revise_order(&self, read: &Order, next: &Order) -> Result<ReviseOutcome, StoreError> {
         let mut tables = self.lock();
-        match tables.payments.orders.get_mut(&read.order_id) {
+        match tables.payments.order_mut(&read.order_id) {
             Some(order)
                 if order.version == read.version
                     && order.payment_state == OrderPaymentState::Unpaid =>
@@ -367,12 +514,16 @@ impl ChargeStore for MemoryPaymentStore {
         &self,
         record: &RecordKey,
         order_id: &str,
+        read: Read,
     ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError> {
         let tables = self.lock();
-        let record = payment_of_key(&tables, record)
+        let record = tables
+            .payments
+            .payment_as(&payment_id_for(record), read)
+            .as_ref()
             .map(record_as_read)
             .transpose()?;
-        Ok((record, tables.payments.orders.get(order_id).cloned()))
+        Ok((record, tables.payments.order_as(order_id, read)))
     }
 
     async fn begin_attempt(
@@ -442,19 +593,16 @@ impl ChargeStore for MemoryPaymentStore {
             tally.attempts += 1;
             tally.expires_at_s = count.expires_at_s;
         }
-        if let Some(reserved) = tables.payments.orders.get_mut(&order.order_id) {
+        if let Some(reserved) = tables.payments.order_mut(&order.order_id) {
             reserved.payment_state = OrderPaymentState::Processing;
             reserved.payment_id = Some(payment.payment_id.clone());
             reserved.updated_at_ms = now_ms;
         }
-        tables.payments.payments.insert(
-            payment.payment_id.clone(),
-            StoredPayment {
-                payment: payment.clone(),
-                record: claim.record(now_ms),
-                inflight: payment.status == PaymentStatus::Processing,
-            },
-        );
+        tables.payments.insert_payment(StoredPayment {
+            payment: payment.clone(),
+            record: claim.record(now_ms),
+            inflight: payment.status == PaymentStatus::Processing,
+        });
         Ok(BeginOutcome::Begun)
     }
 
@@ -518,12 +666,12 @@ impl ChargeStore for MemoryPaymentStore {
         if !reservable {
             return Ok(ResumeOutcome::OrderChanged(order.cloned()));
         }
-        if let Some(order) = tables.payments.orders.get_mut(&payment.order_id) {
+        if let Some(order) = tables.payments.order_mut(&payment.order_id) {
             order.payment_state = OrderPaymentState::Processing;
             order.payment_id = Some(payment.payment_id.clone());
             order.updated_at_ms = now_ms;
         }
-        if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
+        if let Some(stored) = tables.payments.payment_mut(&payment.payment_id) {
             // Only the lease moves: the attempt identity (hence the PSP key) is never rewritten.
             stored.record.state = RecordState::InProgress {
                 lease: lease.clone(),
@@ -533,13 +681,16 @@ impl ChargeStore for MemoryPaymentStore {
         Ok(ResumeOutcome::Resumed)
     }
 
-    async fn get_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
+    async fn read_payment(
+        &self,
+        payment_id: &str,
+        read: Read,
+    ) -> Result<Option<Payment>, StoreError> {
         Ok(self
             .lock()
             .payments
-            .payments
-            .get(payment_id)
-            .map(|stored| stored.payment.clone()))
+            .payment_as(payment_id, read)
+            .map(|stored| stored.payment))
     }
 
     async fn finish_attempt(
@@ -579,13 +730,13 @@ impl ChargeStore for MemoryPaymentStore {
                 reason: "release_unsent cancelled: the order is not held by this attempt".into(),
             });
         }
-        if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
+        if let Some(stored) = tables.payments.payment_mut(&payment.payment_id) {
             // The lease lapses now, so a retry with the same key takes the same attempt over.
             if let RecordState::InProgress { lease } = &mut stored.record.state {
                 lease.until_ms = Lease::RELEASED_UNTIL_MS;
             }
         }
-        if let Some(order) = tables.payments.orders.get_mut(&payment.order_id) {
+        if let Some(order) = tables.payments.order_mut(&payment.order_id) {
             follow(order, &released, now_ms);
         }
         Ok(())
@@ -619,7 +770,7 @@ impl ChargeStore for MemoryPaymentStore {
         lease: &Lease,
     ) -> Result<TakeoverOutcome, StoreError> {
         let mut tables = self.lock();
-        let Some(stored) = tables.payments.payments.get_mut(&payment_id_for(key)) else {
+        let Some(stored) = tables.payments.payment_mut(&payment_id_for(key)) else {
             return Ok(TakeoverOutcome::Lost(None));
         };
         if !leased_to(Some(&stored.record), seen) {
@@ -706,7 +857,7 @@ impl InflightScan for MemoryPaymentStore {
             }
             return Ok(());
         }
-        if let Some(stored) = tables.payments.payments.get_mut(payment_id) {
+        if let Some(stored) = tables.payments.payment_mut(payment_id) {
             if stored.inflight {
                 stored.payment.check_at_ms = check_at_ms;
             }
@@ -788,7 +939,7 @@ impl RefundStore for MemoryPaymentStore {
         tables
             .records
             .insert(claim.key.clone(), claim.record(now_ms));
-        if let Some(stored) = tables.payments.payments.get_mut(&payment.payment_id) {
+        if let Some(stored) = tables.payments.payment_mut(&payment.payment_id) {
             stored.payment.refund_count += 1;
             stored.payment.refund_pending += refund.amount;
             // As DynamoDB's update does: the claim is a change of the payment.
@@ -920,7 +1071,7 @@ impl RefundStore for MemoryPaymentStore {
             RefundRecordWrite::Keep => (false, 0),
         };
         if let RefundTransition::Apply { status, .. } = step {
-            if let Some(stored) = tables.payments.payments.get_mut(&refund.payment_id) {
+            if let Some(stored) = tables.payments.payment_mut(&refund.payment_id) {
                 apply_refund_amounts(&mut stored.payment, refund.status, *status, refund.amount);
                 stored.payment.updated_at_ms = now_ms;
             }
@@ -977,7 +1128,7 @@ impl RefundStore for MemoryPaymentStore {
             });
         }
         tables.records.remove(&record_key);
-        if let Some(stored) = tables.payments.payments.get_mut(&refund.payment_id) {
+        if let Some(stored) = tables.payments.payment_mut(&refund.payment_id) {
             apply_refund_amounts(
                 &mut stored.payment,
                 RefundStatus::Pending,
