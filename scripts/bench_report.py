@@ -120,16 +120,22 @@ def payment_units(first):
 wru, rru = payment_units("charge_first")
 lwru, lrru = payment_units("charge_first_limited")
 w("")
+# The first charge's read of the key's payment, which does not exist yet: AWS bills it (an
+# eventually consistent read of a small item, half a unit), DynamoDB Local reports nothing for it.
+MISSING_READ = 0.5
+def dollars(w_units, r_units):
+    return w_units * 0.625 + r_units * 0.125
 w(f"**Cost per 1 million successful payments** (first charge + the webhook confirming it) in DynamoDB on-demand: "
   f"{wru:g} WRU + {rru:g} RRU per payment = {wru:g} M WRU × $0.625 + {rru:g} M RRU × $0.125 = "
-  f"**${wru * 0.625 + rru * 0.125:.2f}** (us-east-1 prices; storage and TTL deletes, which are free, excluded; "
-  "DynamoDB Local reports no unit for the first charge's consistent read of the key's payment (which carries its "
-  "idempotency record), which does not exist yet. **AWS bills a read of a missing item like any other**, so on AWS "
-  f"a payment is {wru:g} WRU + {rru + 1:g} RRU = **${wru * 0.625 + (rru + 1) * 0.125:.3f}** per million.")
+  f"**${dollars(wru, rru):.4g}** as DynamoDB Local counts it (us-east-1 prices; storage and TTL deletes, which are free, "
+  "excluded). Both reads are eventually consistent (half a unit per item). DynamoDB Local reports no unit for the first "
+  "charge's read of the key's payment (which carries its idempotency record), which does not exist yet; "
+  f"**AWS bills a read of a missing item like any other**, so on AWS a payment is {wru:g} WRU + {rru + MISSING_READ:g} RRU "
+  f"= **${dollars(wru, rru + MISSING_READ):.4g}** per million.")
 w("")
 w(f"With the attempt limits on, as the charge function is deployed (target ≤ 10 WRU): {lwru:g} WRU + {lrru:g} RRU "
-  f"per payment = **${lwru * 0.625 + lrru * 0.125:.2f}** per million (on AWS, with the missing item's read, "
-  f"{lwru:g} WRU + {lrru + 1:g} RRU = ${lwru * 0.625 + (lrru + 1) * 0.125:.3f}). The user's counter is one more small "
+  f"per payment = **${dollars(lwru, lrru):.4g}** per million (on AWS, with the missing item's read, "
+  f"{lwru:g} WRU + {lrru + MISSING_READ:g} RRU = ${dollars(lwru, lrru + MISSING_READ):.4g}). The user's counter is one more small "
   "item in the begin transaction (2 WRU); the order's lives on the order item that transaction updates anyway (no unit).")
 
 # Where the units of a successful payment go: by table or index, and which items are written how.

@@ -5,8 +5,8 @@
 use crate::{dynamodb_client, unique_table};
 use async_trait::async_trait;
 use payonce::adapters::dynamodb::{
-    create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore,
-    RequestCounter, Tables,
+    create_idempotency_table, create_payments_table, CapacityMeter, DynamoIdempotencyStore,
+    DynamoPaymentStore, RequestCounter, Tables,
 };
 use payonce::adapters::faults::Faults;
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
@@ -104,7 +104,22 @@ pub struct DynamoStores {
 
 /// DynamoDB stores on two new tables (idempotency, payments).
 pub async fn dynamo_stores() -> DynamoStores {
+    dynamo_stores_on(dynamodb_client(&RequestCounter::new())).await
+}
+
+/// DynamoDB stores on two new tables, whose client reports every answer's consumed capacity to
+/// `meter`.
+pub async fn metered_dynamo_stores(meter: &CapacityMeter) -> DynamoStores {
     let client = dynamodb_client(&RequestCounter::new());
+    let config = client
+        .config()
+        .to_builder()
+        .interceptor(meter.clone())
+        .build();
+    dynamo_stores_on(aws_sdk_dynamodb::Client::from_conf(config)).await
+}
+
+async fn dynamo_stores_on(client: aws_sdk_dynamodb::Client) -> DynamoStores {
     let tables = Tables {
         idempotency: unique_table("idem"),
         payments: unique_table("pay"),

@@ -355,6 +355,7 @@ async fn a_decline_is_stored_and_replayed_and_releases_the_order_for_another_car
     );
 
     let seen = stack.psp.requests_seen();
+    stack.counter.reset();
     let replay = stack
         .pay(
             "alice",
@@ -365,6 +366,12 @@ async fn a_decline_is_stored_and_replayed_and_releases_the_order_for_another_car
     assert_eq!(
         (replay.status, replay.header("idempotent-replayed")),
         (402, Some("true"))
+    );
+    // AND a failed payment may still move (a late success), so its replay is answered only
+    // after the eventually consistent load is read again consistently: two reads, no write
+    assert_eq!(
+        stack.counter.by_operation(),
+        [("BatchGetItem".to_owned(), 2)].into()
     );
     assert_eq!(replay.json["payment_id"], declined_id.as_str());
     // AND the replayed problem names the original request, while x-request-id is its own

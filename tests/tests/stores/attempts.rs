@@ -743,3 +743,44 @@ store_suite!(
     injected_conflicts_surface_as_conflict_and_write_nothing,
     conflicts_within_the_adapters_retries_are_absorbed_and_write_once,
 );
+
+/// DynamoDB only: the recent reads are sent eventually consistent (half the units DynamoDB
+/// reports for a consistent read of the same items), the latest ones consistent.
+#[tokio::test]
+async fn dynamodb_recent_reads_cost_half_the_units_of_latest_ones() {
+    let meter = payonce::adapters::dynamodb::CapacityMeter::default();
+    let h = payonce_tests::stores::metered_dynamo_stores(&meter).await;
+    // GIVEN an order and the key's payment, both stored
+    let attempt = begun(&h, "k-units").await;
+
+    for (read, units) in [(Read::Recent, 1.0), (Read::Latest, 2.0)] {
+        // WHEN the charge path loads them
+        meter.reset();
+        let (record, order) = h
+            .payments()
+            .load_for_charge(&attempt.claim.key, &attempt.order.order_id, read)
+            .await
+            .unwrap();
+        assert!(record.is_some() && order.is_some(), "{read:?}");
+        // THEN one BatchGetItem, half a unit per item when recent, one when latest
+        assert_eq!(
+            meter.counts().by_operation,
+            [("BatchGetItem".to_owned(), (1, units))].into(),
+            "{read:?}"
+        );
+    }
+    for (read, units) in [(Read::Recent, 0.5), (Read::Latest, 1.0)] {
+        meter.reset();
+        let payment = h
+            .payments()
+            .read_payment(&attempt.payment.payment_id, read)
+            .await
+            .unwrap();
+        assert_eq!(payment.as_ref(), Some(&attempt.payment), "{read:?}");
+        assert_eq!(
+            meter.counts().by_operation,
+            [("GetItem".to_owned(), (1, units))].into(),
+            "{read:?}"
+        );
+    }
+}
