@@ -281,26 +281,23 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         // last moment's writes, so only what no later write can change is answered from it: a
         // mismatch (a record's fingerprint is fixed) and a succeeded payment (final). A new
         // attempt it leads to is fenced by the claim's conditions, a takeover by its lease.
-        // Anything else is read again, consistently, before it is answered.
-        let mut read = Read::Recent;
-        let (mut record, mut order) = self
-            .store
-            .load_for_charge(&record_key, &request.order_id, read)
+        // Anything else is answered from a consistent read, or from what a refused write
+        // returned (as it is), which is as good: [`Situation`] keeps how recent each part is.
+        let mut now = self
+            .situation(&record_key, &request.order_id, Read::Recent)
             .await?;
         let mut conflicts = 0;
         let mut rechecked = false;
         // One round more than a consistent first read needs: the re-read of a recent one.
         for _ in 0..=MAX_ROUNDS {
-            if let Some(existing) = record.take() {
+            if let Some(existing) = now.record.take() {
                 match decide(&existing, &fingerprint, self.store.now_ms()) {
                     Decision::Mismatch => return Err(ChargeError::Mismatch),
                     Decision::Replay => {
                         let view = stored_view(&existing)?;
-                        if unsure(read) && view.status != PaymentStatus::Succeeded {
-                            read = Read::Latest;
-                            (record, order) = self
-                                .store
-                                .load_for_charge(&record_key, &request.order_id, read)
+                        if unsure(now.record_read) && view.status != PaymentStatus::Succeeded {
+                            now = self
+                                .situation(&record_key, &request.order_id, Read::Latest)
                                 .await?;
                             continue;
                         }
@@ -309,11 +306,9 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                             request_id: existing.request_id,
                         });
                     }
-                    Decision::Wait { .. } if unsure(read) => {
-                        read = Read::Latest;
-                        (record, order) = self
-                            .store
-                            .load_for_charge(&record_key, &request.order_id, read)
+                    Decision::Wait { .. } if unsure(now.record_read) => {
+                        now = self
+                            .situation(&record_key, &request.order_id, Read::Latest)
                             .await?;
                         continue;
                     }
@@ -323,16 +318,14 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     Decision::TakeOver { seen } => {
                         match self.resume(&existing, &seen, deadline_ms).await? {
                             Resumed::Answer(answer) => return Ok(answer),
-                            Resumed::Again(Some(now)) => {
-                                record = Some(now);
+                            Resumed::Again(Some(moved)) => {
+                                (now.record, now.record_read) = (Some(moved), Read::Latest);
                                 continue;
                             }
                             Resumed::Again(None) => {
                                 // Gone, or raced: read the key and the order afresh.
-                                read = Read::Latest;
-                                (record, order) = self
-                                    .store
-                                    .load_for_charge(&record_key, &request.order_id, read)
+                                now = self
+                                    .situation(&record_key, &request.order_id, Read::Latest)
                                     .await?;
                                 continue;
                             }
@@ -340,15 +333,13 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     }
                 }
             }
-            let order_now = match payable(order.as_ref(), user, request) {
+            let order_now = match payable(now.order.as_ref(), user, request) {
                 Ok(order_now) => order_now,
                 // A refusal is never answered from a recent read: the order may have been
                 // created, edited or released a moment ago.
-                Err(_) if unsure(read) => {
-                    read = Read::Latest;
-                    (record, order) = self
-                        .store
-                        .load_for_charge(&record_key, &request.order_id, read)
+                Err(_) if unsure(now.order_read) => {
+                    now = self
+                        .situation(&record_key, &request.order_id, Read::Latest)
                         .await?;
                     continue;
                 }
@@ -359,15 +350,14 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     if !rechecked =>
                 {
                     rechecked = true;
-                    (record, order) = self
-                        .store
-                        .load_for_charge(&record_key, &request.order_id, read)
+                    now = self
+                        .situation(&record_key, &request.order_id, Read::Latest)
                         .await?;
                     continue;
                 }
                 Err(ChargeError::PaymentInProgress) => {
                     // Stored `processing` also means paid once its attempt succeeded.
-                    let seen = self.settled(order.take()).await?;
+                    let seen = self.settled(now.order.take()).await?;
                     return Err(payable(seen.as_ref(), user, request)
                         .err()
                         .unwrap_or(ChargeError::PaymentInProgress));
@@ -402,8 +392,12 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     self.count_decline(user, &request.order_id, &answer).await;
                     return answer;
                 }
-                Ok(BeginOutcome::KeyTaken(existing)) => record = Some(existing),
-                Ok(BeginOutcome::OrderChanged(now)) => order = now,
+                Ok(BeginOutcome::KeyTaken(existing)) => {
+                    (now.record, now.record_read) = (Some(existing), Read::Latest)
+                }
+                Ok(BeginOutcome::OrderChanged(order)) => {
+                    (now.order, now.order_read) = (order, Read::Latest)
+                }
                 Ok(BeginOutcome::OverLimit(index)) => {
                     let Refusal { retry_after, scope } = self
                         .limiter
@@ -419,10 +413,8 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     conflicts += 1;
                     tokio::time::sleep(Duration::from_millis(fastrand::u64(10..50) << conflicts))
                         .await;
-                    read = Read::Latest;
-                    (record, order) = self
-                        .store
-                        .load_for_charge(&record_key, &request.order_id, read)
+                    now = self
+                        .situation(&record_key, &request.order_id, Read::Latest)
                         .await?;
                 }
                 Err(StoreError::Conflict { .. }) => {
@@ -435,6 +427,25 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         }
         Err(ChargeError::KeyInUse {
             retry_after: Duration::from_secs(1),
+        })
+    }
+
+    /// Loads the key's record and the order, as recent as `read` asks.
+    async fn situation(
+        &self,
+        record_key: &RecordKey,
+        order_id: &str,
+        read: Read,
+    ) -> Result<Situation, ChargeError> {
+        let (record, order) = self
+            .store
+            .load_for_charge(record_key, order_id, read)
+            .await?;
+        Ok(Situation {
+            record,
+            order,
+            record_read: read,
+            order_read: read,
         })
     }
 
@@ -719,6 +730,15 @@ enum Resumed {
     Answer(PayAnswer),
     /// The record moved under us: decide again on it (or on nothing, if it is gone).
     Again(Option<IdempotencyRecord>),
+}
+
+/// What a charge decides on: the key's record and the order, each with how recent it is (a
+/// part that a refused write returned is as good as a consistent read).
+struct Situation {
+    record: Option<IdempotencyRecord>,
+    order: Option<Order>,
+    record_read: Read,
+    order_read: Read,
 }
 
 /// Whether an answer taken from a load made with `read` must be read again, consistently,
