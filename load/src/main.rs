@@ -493,55 +493,62 @@ async fn settle_and_collect(
     ids.sort();
     ids.dedup();
     let mut payments = fetch_payments(api, &driver.staff, &ids).await;
-    let charged: std::collections::BTreeSet<String> = charges
-        .iter()
-        .filter_map(|c| c.payment_id.clone())
-        .collect();
-    loop {
-        // An attempt that never reached the PSP waits for reconcile's fence (20 min): not for it.
-        let open: Vec<String> = payments
-            .values()
-            .filter(|p| {
-                unsettled(p) && (charged.contains(&p.payment_id) || p.status != "processing")
-            })
-            .map(|p| p.payment_id.clone())
-            .collect();
-        if open.is_empty() || started.elapsed() >= bound {
+    wait_settled(api, &driver.staff, &mut payments, &charges, started + bound).await;
+    // Clients whose last answer was not final ask again with the same key. A retry may take
+    // over an attempt that never reached the PSP and meet an unknown outcome of its own (a
+    // lost-response card answers 202 again): those settle like any other, and their clients
+    // ask once more, as a client polling a 202 would.
+    let mut asked_again = Vec::new();
+    for pass in 0..2 {
+        let mut open = Vec::new();
+        for (_, flow) in &mut flows {
+            for charge in &mut flow.charges {
+                if !is_final(&charge.last) {
+                    *charge = driver
+                        .pay(
+                            flow.user,
+                            charge.key.clone(),
+                            charge.body.clone(),
+                            Instant::now(),
+                            None,
+                        )
+                        .await;
+                    asked_again.extend(charge.last.payment_id().map(str::to_owned));
+                    if !is_final(&charge.last) {
+                        open.extend(charge.last.payment_id().map(str::to_owned));
+                    }
+                }
+            }
+            for refund in &mut flow.refunds {
+                if !is_final(&refund.last) {
+                    *refund = driver
+                        .refund(
+                            refund.key.clone(),
+                            refund.payment_id.clone(),
+                            refund.body.clone(),
+                            Instant::now(),
+                        )
+                        .await;
+                    asked_again.push(refund.payment_id.clone());
+                    if !is_final(&refund.last) {
+                        open.push(refund.payment_id.clone());
+                    }
+                }
+            }
+        }
+        if pass == 1 || open.is_empty() {
             break;
         }
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        payments.extend(fetch_payments(api, &driver.staff, &open).await);
-    }
-    // Clients whose last answer was not final ask again with the same key.
-    let mut asked_again = Vec::new();
-    for (_, flow) in &mut flows {
-        for charge in &mut flow.charges {
-            if !is_final(&charge.last) {
-                *charge = driver
-                    .pay(
-                        flow.user,
-                        charge.key.clone(),
-                        charge.body.clone(),
-                        Instant::now(),
-                        None,
-                    )
-                    .await;
-                asked_again.extend(charge.last.payment_id().map(str::to_owned));
-            }
-        }
-        for refund in &mut flow.refunds {
-            if !is_final(&refund.last) {
-                *refund = driver
-                    .refund(
-                        refund.key.clone(),
-                        refund.payment_id.clone(),
-                        refund.body.clone(),
-                        Instant::now(),
-                    )
-                    .await;
-                asked_again.push(refund.payment_id.clone());
-            }
-        }
+        let (charges, _) = ledger().await?;
+        let mut waiting = fetch_payments(api, &driver.staff, &open).await;
+        wait_settled(
+            api,
+            &driver.staff,
+            &mut waiting,
+            &charges,
+            Instant::now() + bound,
+        )
+        .await;
     }
     payments.extend(fetch_payments(api, &driver.staff, &asked_again).await);
     let settle_s = started.elapsed().as_secs_f64();
@@ -618,6 +625,37 @@ async fn settle_and_collect(
 
 /// `GET /payments/{id}` for each id with the staff token (which may read any payment), a few at
 /// a time; unreadable ones are left out (the audit then reports them as unknown).
+/// Reads the unsettled ones of `payments` again every 3 s (webhooks and reconcile settle them)
+/// until none is left or `until` passes. An attempt still `processing` that never reached the
+/// PSP (no charge in `charges`) waits for reconcile's fence (20 min): not for it.
+async fn wait_settled(
+    api: &Api,
+    staff: &str,
+    payments: &mut BTreeMap<String, StoredPayment>,
+    charges: &[LedgerCharge],
+    until: Instant,
+) {
+    let charged: std::collections::BTreeSet<&str> = charges
+        .iter()
+        .filter_map(|c| c.payment_id.as_deref())
+        .collect();
+    loop {
+        let open: Vec<String> = payments
+            .values()
+            .filter(|p| {
+                unsettled(p)
+                    && (charged.contains(p.payment_id.as_str()) || p.status != "processing")
+            })
+            .map(|p| p.payment_id.clone())
+            .collect();
+        if open.is_empty() || Instant::now() >= until {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        payments.extend(fetch_payments(api, staff, &open).await);
+    }
+}
+
 async fn fetch_payments(api: &Api, staff: &str, ids: &[String]) -> BTreeMap<String, StoredPayment> {
     let mut out = BTreeMap::new();
     for chunk in ids.chunks(32) {
