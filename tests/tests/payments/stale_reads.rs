@@ -99,6 +99,16 @@ impl Lagged {
             .await
     }
 
+    /// A webhook's late success (`pi_late`) for `payment_id`, applied under `event_id`.
+    async fn late_success(&self, payment_id: &str, event_id: &str) -> EventApplied {
+        let settlement = Settlement::Succeeded {
+            provider_payment_id: "pi_late".into(),
+        };
+        apply_event(&self.store, payment_id, &settlement, &mark(event_id), None)
+            .await
+            .unwrap()
+    }
+
     /// The order as its readers see it (stored `processing` reads as paid once its attempt
     /// succeeded).
     async fn order_now(&self, order_id: &str) -> Order {
@@ -243,17 +253,7 @@ async fn a_replay_of_an_answer_that_moved_a_moment_ago_answers_as_it_is_now() {
     let payment_id = view(&declined).payment_id.clone();
     h.clock.advance(Duration::from_secs(60));
     // AND a late success applied a moment ago, which recent reads still miss
-    let applied = apply_event(
-        &h.store,
-        &payment_id,
-        &Settlement::Succeeded {
-            provider_payment_id: "pi_late".into(),
-        },
-        &mark("evt_late"),
-        None,
-    )
-    .await
-    .unwrap();
+    let applied = h.late_success(&payment_id, "evt_late").await;
     assert!(
         matches!(&applied, EventApplied::Moved(p) if p.status == PaymentStatus::Succeeded),
         "{applied:?}"
@@ -331,17 +331,7 @@ async fn a_webhook_for_a_payment_created_a_moment_ago_is_applied_not_left_to_wai
     );
 
     // WHEN a late success arrives by webhook
-    let applied = apply_event(
-        &h.store,
-        &payment_id,
-        &Settlement::Succeeded {
-            provider_payment_id: "pi_late".into(),
-        },
-        &mark("evt_1"),
-        None,
-    )
-    .await
-    .unwrap();
+    let applied = h.late_success(&payment_id, "evt_1").await;
 
     // THEN it is applied (the payment was read again, consistently), and the order is paid
     assert!(
@@ -354,17 +344,7 @@ async fn a_webhook_for_a_payment_created_a_moment_ago_is_applied_not_left_to_wai
     );
 
     // AND its redelivery, whose recent read still misses the payment, changes nothing
-    let again = apply_event(
-        &h.store,
-        &payment_id,
-        &Settlement::Succeeded {
-            provider_payment_id: "pi_late".into(),
-        },
-        &mark("evt_1"),
-        None,
-    )
-    .await
-    .unwrap();
+    let again = h.late_success(&payment_id, "evt_1").await;
     assert!(
         matches!(&again, EventApplied::Unchanged(p) if p.status == PaymentStatus::Succeeded),
         "{again:?}"
