@@ -140,6 +140,10 @@ pub struct ModelConfig {
     /// Omise face only: whether `Idempotency-Key` works as on the Stripe face (the default) or is
     /// ignored. Omise's documentation does not confirm the header; see the `omise` module.
     pub omise_honours_idempotency_key: bool,
+    /// Omise face only: whether `Idempotency-Key` works on refund creates (when keys work at
+    /// all). Off, a re-sent refund creates a second one: Omise documents no idempotency for
+    /// refunds, and the simulation turns this off per seed.
+    pub omise_honours_refund_keys: bool,
     /// 2C2P face only: the one merchant (`merchantID`) it knows; its secret key is `api_key`.
     pub twoc2p_merchant_id: String,
 }
@@ -158,6 +162,7 @@ impl Default for ModelConfig {
             refund_fail_after: Duration::from_secs(60),
             refund_pending_for: Duration::from_secs(10 * 60),
             omise_honours_idempotency_key: true,
+            omise_honours_refund_keys: true,
             twoc2p_merchant_id: crate::DEFAULT_TWOC2P_MERCHANT_ID.to_owned(),
         }
     }

@@ -58,7 +58,8 @@
 //!   Omise does not list; code `conflict`), keys forgotten 24–48 h after — because payonce sends
 //!   the header and a test must be able to see it work. With `omise_honours_idempotency_key =
 //!   false` the face ignores the header (it is still recorded on what it creates), so a re-send
-//!   creates again: what payonce must survive if Omise ignores it.
+//!   creates again: what payonce must survive if Omise ignores it. `omise_honours_refund_keys =
+//!   false` does the same for refund creates only.
 //! - **Retrieve and search** ("Search", www.omise.co/search-query-and-filters): `GET
 //!   /charges/{id}` is read-after-write. `GET /search?scope=charge&query=…&page=&per_page=&order=`
 //!   matches `query` (case-insensitive, as a substring) against `description` (a documented
@@ -370,6 +371,7 @@ impl Inner {
     ) -> Handled {
         let params = parse_form(request.body);
         let (key, recorded) = match request_key(config, request.idempotency_key) {
+            Ok((_, recorded)) if !config.omise_honours_refund_keys => (None, recorded),
             Ok(keys) => keys,
             Err(reply) => return Handled::plain(reply),
         };

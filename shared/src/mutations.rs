@@ -24,12 +24,27 @@ pub enum Mutation {
     /// The charge path answers from its recent (eventually consistent) read as if it were a
     /// consistent one.
     TrustRecentReads,
+    /// Reconcile acts on a pending refund without taking its sender lease, so it re-sends while
+    /// the staff request that holds the lease is mid-call.
+    ReconcileIgnoresRefundLease,
+    /// Reconcile takes a refund's sender lease only from a holder whose lease lapsed, as if
+    /// reconcile never ran twice at once: two overlapping runs both send a refund nobody holds.
+    OneReconcileAtATime,
+    /// Any failure the PSP answers moves a succeeded refund to failed, even the refusal of a
+    /// re-send that names no refund.
+    AnyRefusalFailsARefund,
+    /// Reconcile's finish of a taken-over attempt leaves the order as the charge's own finish
+    /// does, though reconcile's lease never reserved it.
+    ReconcileFinishLeavesOrder,
+    /// A single-item write refused because its own earlier try (whose answer was lost) already
+    /// applied it counts as refused.
+    LostAnswerIsARefusal,
 }
 
 #[cfg(feature = "faults")]
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 7] = [
+    pub const ALL: [Mutation; 12] = [
         Self::ReleaseOnAnyNotSent,
         Self::FenceWithConfirmOnlyParameter,
         Self::RefusalIsUnknown,
@@ -37,6 +52,11 @@ impl Mutation {
         Self::CancelRefundOnAnyNotSent,
         Self::UnwatchedRefunds,
         Self::TrustRecentReads,
+        Self::ReconcileIgnoresRefundLease,
+        Self::OneReconcileAtATime,
+        Self::AnyRefusalFailsARefund,
+        Self::ReconcileFinishLeavesOrder,
+        Self::LostAnswerIsARefusal,
     ];
 
     /// The name used on the command line.
@@ -49,6 +69,11 @@ impl Mutation {
             Self::CancelRefundOnAnyNotSent => "cancel-refund-on-any-not-sent",
             Self::UnwatchedRefunds => "unwatched-refunds",
             Self::TrustRecentReads => "trust-recent-reads",
+            Self::ReconcileIgnoresRefundLease => "reconcile-ignores-refund-lease",
+            Self::OneReconcileAtATime => "one-reconcile-at-a-time",
+            Self::AnyRefusalFailsARefund => "any-refusal-fails-a-refund",
+            Self::ReconcileFinishLeavesOrder => "reconcile-finish-leaves-order",
+            Self::LostAnswerIsARefusal => "lost-answer-is-a-refusal",
         }
     }
 

@@ -71,6 +71,44 @@ pub enum ResumeOutcome {
     KeyMoved(Option<IdempotencyRecord>),
     /// The order cannot be reserved for the attempt: as it is now.
     OrderChanged(Option<Order>),
+    /// Someone else (reconcile) holds the attempt's sender lease until then: wait.
+    LeaseHeld {
+        /// Epoch milliseconds.
+        until_ms: i64,
+    },
+}
+
+/// What taking a refund's sender lease found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefundLeaseOutcome {
+    /// The lease is ours: the refund as it is now.
+    Taken(Box<Refund>),
+    /// Another sender holds a live lease until then.
+    Held {
+        /// Epoch milliseconds.
+        until_ms: i64,
+    },
+    /// The refund is no longer as read (settled, or its lease moved): as it is now.
+    Moved(Option<Box<Refund>>),
+}
+
+/// Who finishes an attempt under a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishedBy {
+    /// The charge handler whose claim or takeover reserved the order for the attempt.
+    Charge,
+    /// Reconcile, which took a lapsed lease over without reserving the order.
+    Reconcile,
+}
+
+impl FinishedBy {
+    /// Whether this finish of `read` with `transition` leaves the order as it is (see
+    /// [`crate::domain::completion_leaves_order`]): only the charge's own.
+    pub fn leaves_order(self, read: &Payment, transition: &Transition) -> bool {
+        let charge = self == Self::Charge
+            || crate::mutations::active(crate::mutations::Mutation::ReconcileFinishLeavesOrder);
+        charge && crate::domain::completion_leaves_order(read, transition)
+    }
 }
 
 /// What applying a transition found.
@@ -149,15 +187,17 @@ pub trait ChargeStore: Send + Sync {
         self.read_payment(payment_id, Read::Latest).await
     }
 
-    /// Applies `transition` to `payment` (as read) and, unless the completion leaves it
-    /// ([`crate::domain::completion_leaves_order`]), its order, and completes the key's record
-    /// held under `lease`, atomically. With [`Transition::Unchanged`] only the record is
-    /// completed.
+    /// Applies `transition` to `payment` (as read) and, unless the charge's own completion
+    /// leaves it ([`crate::domain::completion_leaves_order`]), its order, and completes the
+    /// key's record held under `lease`, atomically. With [`Transition::Unchanged`] only the
+    /// record is completed. Reconcile's finish (`by`) always writes the order: its lease never
+    /// reserved it.
     async fn finish_attempt(
         &self,
         payment: &Payment,
         transition: &Transition,
         lease: &LeaseToken,
+        by: FinishedBy,
     ) -> Result<SettleOutcome, StoreError>;
 
     /// The PSP was never reached: releases the order and clears the lease (keeping the
@@ -262,8 +302,10 @@ pub trait RefundStore: Send + Sync {
         refund: &Refund,
     ) -> Result<BeginRefundOutcome, StoreError>;
 
-    /// Takes a lapsed refund over (fenced on `seen`, the refund still pending), recording that
-    /// a call under its key may have reached the PSP. Answers `Resumed` or `KeyMoved`.
+    /// Takes a lapsed refund over (fenced on `seen`, the refund still pending and its sender
+    /// lease `seen`'s, lapsed or absent), recording that a call under its key may have reached
+    /// the PSP: the record and the refund's sender lease both move to `lease`. Answers
+    /// `Resumed`, `KeyMoved`, or `LeaseHeld` while another sender (reconcile) holds the refund.
     async fn resume_refund(
         &self,
         record: &RecordKey,
@@ -281,22 +323,35 @@ pub trait RefundStore: Send + Sync {
     /// Applies `step` to `refund` (as read) and its effect on the payment's refunded and
     /// pending amounts, writes `record` and, for a webhook, the event's dedup record, in one
     /// transaction conditioned on the refund's status as read. With
-    /// [`RefundTransition::Unchanged`] only the record is written.
+    /// [`RefundTransition::Unchanged`] only the record is written. A sender's write is `fence`d
+    /// on its sender lease (refused with [`StoreError::LeaseLost`] once another holds it) and
+    /// gives the lease back.
     async fn write_refund(
         &self,
         refund: &Refund,
         step: &RefundTransition,
         record: RefundRecordWrite<'_>,
+        fence: Option<&LeaseToken>,
         event: Option<&EventMark>,
     ) -> Result<RefundSettleOutcome, StoreError>;
+
+    /// Takes the sender lease of `refund` (as read: still pending, its lease as read and either
+    /// absent or lapsed), so that nobody else sends it while the holder does. Taking a lapsed
+    /// one records that a call under the refund's key may have reached the PSP.
+    async fn take_refund_lease(
+        &self,
+        refund: &Refund,
+        lease: &Lease,
+    ) -> Result<RefundLeaseOutcome, StoreError>;
 
     /// Stops reconcile looking at a succeeded refund (it leaves the in-flight index), if it is
     /// still succeeded.
     async fn stop_watching(&self, refund: &Refund) -> Result<(), StoreError>;
 
     /// The PSP was never reached under the refund's key: the refund becomes `canceled`, its
-    /// amount is freed and its idempotency record deleted (fenced on `lease`), in one
-    /// transaction, so a retry with the same key claims afresh.
+    /// amount is freed and its idempotency record deleted (fenced on `lease`, which must be both
+    /// the record's and the refund's sender lease), in one transaction, so a retry with the same
+    /// key claims afresh.
     async fn cancel_unsent_refund(
         &self,
         refund: &Refund,

@@ -173,6 +173,8 @@ pub struct Observed {
     pub request_ids: BTreeMap<(&'static str, String, String), Vec<String>>,
     /// Per (operation, user, key): the `instance` of the key's first replayed problem.
     pub replayed_instance: BTreeMap<(&'static str, String, String), String>,
+    /// Refund keys told 503 ("nothing was refunded"): (staff, key).
+    pub refund_unavailable: Vec<(String, String)>,
     /// Problems whose `instance` broke the rule (a fresh one names its own request, a replayed
     /// one the key's original request, the same every time).
     pub wrong_instances: Vec<String>,
@@ -620,6 +622,26 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
                 "invariant 4: refund key {staff}/{key} named a refund, yet after settling it answers {other:?}"
             )),
             None => {}
+        }
+    }
+
+    // 4. A 503 to a refund promised that nothing was refunded under the refund it gave up, for
+    // ever: the PSP holds no refund for any refund canceled under that key.
+    for (staff, key) in &observed.refund_unavailable {
+        let record = format!("#{staff}#{key}");
+        for refund in our_refunds.values().filter(|r| {
+            r.status == RefundStatus::Canceled
+                && r.idempotency_pk.as_deref().is_some_and(|pk| pk.ends_with(&record))
+        }) {
+            let held = psp_refunds
+                .iter()
+                .any(|r| r.refund_id.as_deref() == Some(refund.refund_id.as_str()));
+            if held {
+                violations.push(format!(
+                    "invariant 4: refund key {staff}/{key} was told nothing was refunded, but the PSP holds refund {} of it",
+                    refund.refund_id
+                ));
+            }
         }
     }
 

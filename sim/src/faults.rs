@@ -5,6 +5,16 @@
 //! A killed invocation never returns: its future waits for ever, and the driver drops it at
 //! the invocation's deadline, as Lambda kills a function at its timeout. Nothing after the
 //! kill point runs.
+//!
+//! Calls take time: each store call and each PSP call takes a drawn latency there and another
+//! back (heavy-tailed, per seed; see [`crate::world::World::store_leg`]), and waits for it on
+//! the virtual clock, so every other invocation can act while a call is in flight. A write is
+//! applied between its two legs. A PSP request that would arrive after its caller's timeout is
+//! never applied: the caller had given up, as a client's timeout closes the connection.
+//!
+//! The driver runs each invocation inside [`invoke`], which marks it slow now and then: a slow
+//! invocation is not killed at its deadline, and stalls before a store call now and then, so it
+//! outlives its lease and keeps going until a fenced write refuses it.
 
 use crate::world::{FaultKind, SharedWorld};
 use async_trait::async_trait;
@@ -16,9 +26,9 @@ use payonce::idempotency::{
     StoreError, TakeoverOutcome,
 };
 use payonce::ports::{
-    AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, Counter, EventMark, InflightScan,
-    OrderStore, Read, RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome,
-    ReviseOutcome, SettleOutcome,
+    AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, Counter, EventMark, FinishedBy,
+    InflightScan, OrderStore, Read, RefundLeaseOutcome, RefundRecordWrite, RefundSettleOutcome,
+    RefundStore, ResumeOutcome, ReviseOutcome, SettleOutcome,
 };
 use payonce_fake_psp::model::{Delivery, ModelEvent, StripeModel, WireRequest};
 use payonce_fake_psp::Provider;
@@ -29,6 +39,48 @@ use std::time::Duration;
 /// Waits for ever: the invocation is dead.
 async fn die<T>() -> T {
     std::future::pending().await
+}
+
+/// The invocation a call is made in, as the driver started it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Invocation {
+    /// Whether it may outlive its deadline and lease (see [`FaultKind::SlowHolder`]).
+    pub slow: bool,
+}
+
+tokio::task_local! {
+    static INVOCATION: Invocation;
+}
+
+/// How much longer than its deadline a slow invocation may run before it is killed.
+const SLOW_GRACE: Duration = Duration::from_secs(10 * 60);
+
+/// Runs `work` as one invocation with a deadline of `timeout`: killed (dropped) at it, unless
+/// the world makes it slow, when it may run past it (and past its lease). `None`: killed.
+pub async fn invoke<F: std::future::Future>(
+    world: &crate::world::World,
+    timeout: Duration,
+    work: F,
+) -> Option<F::Output> {
+    let slow = world.strikes(FaultKind::SlowHolder);
+    let limit = if slow { timeout + SLOW_GRACE } else { timeout };
+    tokio::time::timeout(limit, INVOCATION.scope(Invocation { slow }, work))
+        .await
+        .ok()
+}
+
+fn current_invocation() -> Invocation {
+    INVOCATION.try_with(|i| *i).unwrap_or_default()
+}
+
+/// How DynamoDB answers a write sent again by the SDK after its answer was lost.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// One item (PutItem, UpdateItem, DeleteItem): the retry meets the write it already made.
+    OneItem,
+    /// A TransactWriteItems: the SDK's client request token makes the retry answer as the
+    /// first did, without writing again.
+    Transaction,
 }
 
 /// The embedded stores behind the fault layer. Clones share everything.
@@ -93,8 +145,21 @@ impl FaultyStore {
             .clone()
     }
 
-    /// What happens before the call: latency, then maybe a kill, a conflict or throttling.
+    /// What happens before the call: a slow invocation's stall, the way there, then maybe a
+    /// kill, a conflict or throttling.
     async fn before(&self, operation: &'static str, access: Access) -> Result<(), StoreError> {
+        if current_invocation().slow && self.world.chance(0.25) {
+            let stall = self.world.millis(5_000, 180_000);
+            self.world.trace(format!(
+                "invocation stalls {} ms before {operation}",
+                stall.as_millis()
+            ));
+            tokio::time::sleep(stall).await;
+        }
+        let there = self.world.store_leg();
+        if !there.is_zero() {
+            tokio::time::sleep(there).await;
+        }
         if self.world.strikes(FaultKind::StoreLatency) {
             tokio::time::sleep(self.world.millis(1, 40)).await;
         }
@@ -116,13 +181,59 @@ impl FaultyStore {
         Ok(())
     }
 
-    /// What happens after the call took effect: maybe a kill (the write stays).
+    /// What happens after the call took effect: the way back, then maybe a kill (the write
+    /// stays).
     async fn after<T>(&self, operation: &'static str, result: T) -> T {
+        let back = self.world.store_leg();
+        if !back.is_zero() {
+            tokio::time::sleep(back).await;
+        }
         if self.world.strikes(FaultKind::Crash) {
             self.world.trace(format!("crash after {operation}"));
             die::<()>().await;
         }
         result
+    }
+
+    /// One write `sent` as DynamoDB receives it: applied between the two legs; now and then its
+    /// answer is lost after it applied, and the SDK either sends it again (answered as `sent`
+    /// says) or gives up with an error.
+    async fn write<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        sent: Sent,
+        call: F,
+    ) -> Result<T, StoreError>
+    where
+        F: Fn() -> Fut + Send,
+        Fut: std::future::Future<Output = Result<T, StoreError>> + Send,
+        T: Send,
+    {
+        self.before(operation, Access::Write).await?;
+        let first = call().await;
+        let result = if first.is_ok() && self.world.strikes(FaultKind::StoreLostAnswer) {
+            if self.world.chance(0.3) {
+                self.world
+                    .trace(format!("{operation} applied, its answer lost; the SDK gives up"));
+                Err(StoreError::Backend {
+                    operation,
+                    source: "the answer was lost after the write applied (simulated)".into(),
+                })
+            } else if sent == Sent::OneItem {
+                self.world
+                    .trace(format!("{operation} applied, its answer lost; the SDK sends it again"));
+                let again = self.world.store_leg();
+                if !again.is_zero() {
+                    tokio::time::sleep(again * 2).await;
+                }
+                call().await
+            } else {
+                first
+            }
+        } else {
+            first
+        };
+        self.after(operation, result).await
     }
 }
 
@@ -135,9 +246,8 @@ impl OrderStore for FaultyStore {
     }
 
     async fn create_order(&self, order: &Order) -> Result<(), StoreError> {
-        self.before("create_order", Access::Write).await?;
-        let result = self.payments.create_order(order).await;
-        self.after("create_order", result).await
+        self.write("create_order", Sent::OneItem, || self.payments.create_order(order))
+            .await
     }
 
     async fn get_order(&self, order_id: &str) -> Result<Option<Order>, StoreError> {
@@ -147,9 +257,8 @@ impl OrderStore for FaultyStore {
     }
 
     async fn revise_order(&self, read: &Order, next: &Order) -> Result<ReviseOutcome, StoreError> {
-        self.before("revise_order", Access::Write).await?;
-        let result = self.payments.revise_order(read, next).await;
-        self.after("revise_order", result).await
+        self.write("revise_order", Sent::OneItem, || self.payments.revise_order(read, next))
+            .await
     }
 }
 
@@ -177,24 +286,25 @@ impl ChargeStore for FaultyStore {
         payment: &Payment,
         counts: &[AttemptCount],
     ) -> Result<BeginOutcome, StoreError> {
-        self.before("begin_attempt", Access::Write).await?;
-        let result = self
-            .payments
-            .begin_attempt(claim, order, payment, counts)
-            .await;
-        if matches!(result, Ok(BeginOutcome::Begun)) {
-            self.begun
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(payment.clone());
-        }
-        self.after("begin_attempt", result).await
+        self.write("begin_attempt", Sent::Transaction, || async {
+            let result = self
+                .payments
+                .begin_attempt(claim, order, payment, counts)
+                .await;
+            if matches!(result, Ok(BeginOutcome::Begun)) {
+                self.begun
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(payment.clone());
+            }
+            result
+        })
+        .await
     }
 
     async fn count_decline(&self, counter: &Counter, expires_at_s: i64) -> Result<(), StoreError> {
-        self.before("count_decline", Access::Write).await?;
-        let result = self.payments.count_decline(counter, expires_at_s).await;
-        self.after("count_decline", result).await
+        self.write("count_decline", Sent::OneItem, || self.payments.count_decline(counter, expires_at_s))
+            .await
     }
 
     async fn resume_attempt(
@@ -204,12 +314,10 @@ impl ChargeStore for FaultyStore {
         lease: &Lease,
         payment: &Payment,
     ) -> Result<ResumeOutcome, StoreError> {
-        self.before("resume_attempt", Access::Write).await?;
-        let result = self
-            .payments
-            .resume_attempt(record, seen, lease, payment)
-            .await;
-        self.after("resume_attempt", result).await
+        self.write("resume_attempt", Sent::Transaction, || {
+            self.payments.resume_attempt(record, seen, lease, payment)
+        })
+        .await
     }
 
     async fn read_payment(
@@ -227,13 +335,12 @@ impl ChargeStore for FaultyStore {
         payment: &Payment,
         transition: &Transition,
         lease: &LeaseToken,
+        by: FinishedBy,
     ) -> Result<SettleOutcome, StoreError> {
-        self.before("finish_attempt", Access::Write).await?;
-        let result = self
-            .payments
-            .finish_attempt(payment, transition, lease)
-            .await;
-        self.after("finish_attempt", result).await
+        self.write("finish_attempt", finish_sent(payment, transition, by), || {
+            self.payments.finish_attempt(payment, transition, lease, by)
+        })
+        .await
     }
 
     async fn release_unsent(
@@ -241,9 +348,8 @@ impl ChargeStore for FaultyStore {
         payment: &Payment,
         lease: &LeaseToken,
     ) -> Result<(), StoreError> {
-        self.before("release_unsent", Access::Write).await?;
-        let result = self.payments.release_unsent(payment, lease).await;
-        self.after("release_unsent", result).await
+        self.write("release_unsent", Sent::Transaction, || self.payments.release_unsent(payment, lease))
+            .await
     }
 
     async fn settle(
@@ -252,12 +358,14 @@ impl ChargeStore for FaultyStore {
         transition: &Transition,
         event: Option<&EventMark>,
     ) -> Result<SettleOutcome, StoreError> {
-        self.before("settle", Access::Write).await?;
-        let result = self.payments.settle(payment, transition, event).await;
-        if let (Some(event), Ok(SettleOutcome::Settled(_))) = (event, &result) {
-            self.mark(event);
-        }
-        self.after("settle", result).await
+        self.write("settle", Sent::Transaction, || async {
+            let result = self.payments.settle(payment, transition, event).await;
+            if let (Some(event), Ok(SettleOutcome::Settled(_))) = (event, &result) {
+                self.mark(event);
+            }
+            result
+        })
+        .await
     }
 
     async fn charge_record(
@@ -275,18 +383,19 @@ impl ChargeStore for FaultyStore {
         seen: &LeaseToken,
         lease: &Lease,
     ) -> Result<TakeoverOutcome, StoreError> {
-        self.before("take_over_charge", Access::Write).await?;
-        let result = self.payments.take_over_charge(key, seen, lease).await;
-        self.after("take_over_charge", result).await
+        self.write("take_over_charge", Sent::OneItem, || self.payments.take_over_charge(key, seen, lease))
+            .await
     }
 
     async fn record_event(&self, event: &EventMark) -> Result<bool, StoreError> {
-        self.before("record_event", Access::Write).await?;
-        let result = self.payments.record_event(event).await;
-        if matches!(result, Ok(true)) {
-            self.mark(event);
-        }
-        self.after("record_event", result).await
+        self.write("record_event", Sent::OneItem, || async {
+            let result = self.payments.record_event(event).await;
+            if matches!(result, Ok(true)) {
+                self.mark(event);
+            }
+            result
+        })
+        .await
     }
 }
 
@@ -312,9 +421,8 @@ impl RefundStore for FaultyStore {
         payment: &Payment,
         refund: &Refund,
     ) -> Result<BeginRefundOutcome, StoreError> {
-        self.before("begin_refund", Access::Write).await?;
-        let result = self.payments.begin_refund(claim, payment, refund).await;
-        self.after("begin_refund", result).await
+        self.write("begin_refund", Sent::Transaction, || self.payments.begin_refund(claim, payment, refund))
+            .await
     }
 
     async fn resume_refund(
@@ -324,12 +432,10 @@ impl RefundStore for FaultyStore {
         lease: &Lease,
         refund: &Refund,
     ) -> Result<ResumeOutcome, StoreError> {
-        self.before("resume_refund", Access::Write).await?;
-        let result = self
-            .payments
-            .resume_refund(record, seen, lease, refund)
-            .await;
-        self.after("resume_refund", result).await
+        self.write("resume_refund", Sent::Transaction, || {
+            self.payments.resume_refund(record, seen, lease, refund)
+        })
+        .await
     }
 
     async fn get_refund(&self, refund_id: &str) -> Result<Option<Refund>, StoreError> {
@@ -349,23 +455,36 @@ impl RefundStore for FaultyStore {
         refund: &Refund,
         step: &RefundTransition,
         record: RefundRecordWrite<'_>,
+        fence: Option<&LeaseToken>,
         event: Option<&EventMark>,
     ) -> Result<RefundSettleOutcome, StoreError> {
-        self.before("write_refund", Access::Write).await?;
-        let result = self
-            .payments
-            .write_refund(refund, step, record, event)
-            .await;
-        if let (Some(event), Ok(RefundSettleOutcome::Settled(_))) = (event, &result) {
-            self.mark(event);
-        }
-        self.after("write_refund", result).await
+        self.write("write_refund", Sent::Transaction, || async {
+            let result = self
+                .payments
+                .write_refund(refund, step, record, fence, event)
+                .await;
+            if let (Some(event), Ok(RefundSettleOutcome::Settled(_))) = (event, &result) {
+                self.mark(event);
+            }
+            result
+        })
+        .await
+    }
+
+    async fn take_refund_lease(
+        &self,
+        refund: &Refund,
+        lease: &Lease,
+    ) -> Result<RefundLeaseOutcome, StoreError> {
+        self.write("take_refund_lease", Sent::OneItem, || {
+            self.payments.take_refund_lease(refund, lease)
+        })
+        .await
     }
 
     async fn stop_watching(&self, refund: &Refund) -> Result<(), StoreError> {
-        self.before("stop_watching", Access::Write).await?;
-        let result = self.payments.stop_watching(refund).await;
-        self.after("stop_watching", result).await
+        self.write("stop_watching", Sent::OneItem, || self.payments.stop_watching(refund))
+            .await
     }
 
     async fn cancel_unsent_refund(
@@ -373,9 +492,8 @@ impl RefundStore for FaultyStore {
         refund: &Refund,
         lease: &LeaseToken,
     ) -> Result<(), StoreError> {
-        self.before("cancel_unsent_refund", Access::Write).await?;
-        let result = self.payments.cancel_unsent_refund(refund, lease).await;
-        self.after("cancel_unsent_refund", result).await
+        self.write("cancel_unsent_refund", Sent::Transaction, || self.payments.cancel_unsent_refund(refund, lease))
+            .await
     }
 }
 
@@ -393,9 +511,8 @@ impl InflightScan for FaultyStore {
     }
 
     async fn defer_check(&self, payment_id: &str, check_at_ms: i64) -> Result<(), StoreError> {
-        self.before("defer_check", Access::Write).await?;
-        let result = self.payments.defer_check(payment_id, check_at_ms).await;
-        self.after("defer_check", result).await
+        self.write("defer_check", Sent::OneItem, || self.payments.defer_check(payment_id, check_at_ms))
+            .await
     }
 }
 
@@ -406,9 +523,8 @@ impl IdempotencyStore for FaultyStore {
     }
 
     async fn claim(&self, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
-        self.before("claim", Access::Write).await?;
-        let result = self.records.claim(claim).await;
-        self.after("claim", result).await
+        self.write("claim", Sent::OneItem, || self.records.claim(claim))
+            .await
     }
 
     async fn take_over(
@@ -417,9 +533,8 @@ impl IdempotencyStore for FaultyStore {
         seen: &LeaseToken,
         lease: &Lease,
     ) -> Result<TakeoverOutcome, StoreError> {
-        self.before("take_over", Access::Write).await?;
-        let result = self.records.take_over(key, seen, lease).await;
-        self.after("take_over", result).await
+        self.write("take_over", Sent::OneItem, || self.records.take_over(key, seen, lease))
+            .await
     }
 
     async fn complete(
@@ -429,24 +544,32 @@ impl IdempotencyStore for FaultyStore {
         result: &str,
         expires_at_s: i64,
     ) -> Result<(), StoreError> {
-        self.before("complete", Access::Write).await?;
-        let outcome = self
-            .records
-            .complete(key, lease, result, expires_at_s)
-            .await;
-        self.after("complete", outcome).await
+        self.write("complete", Sent::OneItem, || {
+            self.records.complete(key, lease, result, expires_at_s)
+        })
+        .await
     }
 
     async fn release(&self, key: &RecordKey, lease: &LeaseToken) -> Result<(), StoreError> {
-        self.before("release", Access::Write).await?;
-        let result = self.records.release(key, lease).await;
-        self.after("release", result).await
+        self.write("release", Sent::OneItem, || self.records.release(key, lease))
+            .await
     }
 
     async fn get(&self, key: &RecordKey) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.before("get", Access::Read).await?;
         let result = self.records.get(key).await;
         self.after("get", result).await
+    }
+}
+
+/// How DynamoDB receives a charge's finish: a success that leaves its order, or a record
+/// completed with nothing moved, is one `UpdateItem` of the payment; anything that writes the
+/// order too is a transaction.
+fn finish_sent(payment: &Payment, transition: &Transition, by: FinishedBy) -> Sent {
+    if *transition == Transition::Unchanged || by.leaves_order(payment, transition) {
+        Sent::OneItem
+    } else {
+        Sent::Transaction
     }
 }
 
@@ -457,13 +580,45 @@ pub const API_KEY: &str = "sk_test_payonce_sim";
 /// The 2C2P merchant id the model knows and the adapter sends.
 pub const TWOC2P_MERCHANT_ID: &str = "PAYONCESIM01";
 
+/// The webhook events the PSP has yet to send, and a bell rung when one is added, so the
+/// sender wakes for it rather than polling.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    events: Mutex<Vec<ModelEvent>>,
+    ready: tokio::sync::Notify,
+}
+
+impl Outbox {
+    /// Adds events and wakes the sender.
+    pub fn push(&self, events: Vec<ModelEvent>) {
+        if events.is_empty() {
+            return;
+        }
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(events);
+        self.ready.notify_one();
+    }
+
+    /// Takes every event waiting.
+    pub fn take(&self) -> Vec<ModelEvent> {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Waits until an event is added (or was added since the last wait).
+    pub async fn added(&self) {
+        self.ready.notified().await;
+    }
+}
+
 /// The PSP model behind a network fault layer: the transport the real PSP adapter uses in the
 /// simulation. Webhook events the model emits go to the outbox, for the webhook pipeline.
 #[derive(Clone, Debug)]
 pub struct SimTransport {
     world: SharedWorld,
     model: Arc<StripeModel>,
-    outbox: Arc<Mutex<Vec<ModelEvent>>>,
+    outbox: Arc<Outbox>,
 }
 
 impl SimTransport {
@@ -471,7 +626,7 @@ impl SimTransport {
     pub fn new(
         world: SharedWorld,
         model: Arc<StripeModel>,
-        outbox: Arc<Mutex<Vec<ModelEvent>>>,
+        outbox: Arc<Outbox>,
     ) -> Self {
         Self {
             world,
@@ -501,10 +656,7 @@ impl SimTransport {
             },
             now_ms,
         );
-        self.outbox
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend(answer.events);
+        self.outbox.push(answer.events);
         (answer.status, answer.body, answer.delivery)
     }
 
@@ -601,12 +753,36 @@ fn plain_reply(status: u16, text: &str) -> WireReply {
 impl PspTransport for SimTransport {
     async fn send(&self, call: &WireCall, timeout: Duration) -> Result<WireReply, CallFailure> {
         let world = &self.world;
-        tokio::time::sleep(world.millis(20, 400)).await;
+        // The way there: a request that would arrive after the caller gave up never arrives.
+        let there = if world.calls_take_time() {
+            world.psp_leg()
+        } else {
+            world.millis(20, 400)
+        };
+        if there >= timeout {
+            tokio::time::sleep(timeout).await;
+            world.trace(format!("PSP {} timed out on the way there", call.path));
+            return Err(CallFailure::AfterConnect(
+                "timed out before the request reached the PSP (simulated)".into(),
+            ));
+        }
+        tokio::time::sleep(there).await;
+        let timeout = timeout - there;
         if world.strikes(FaultKind::Crash) {
             world.trace(format!("crash before PSP {}", call.path));
             return die().await;
         }
         if world.strikes(FaultKind::PspNoConnection) {
+            // Refused at once, or a connect that hangs until it times out (a black-holed SYN):
+            // either way nothing reached the PSP, however long the caller waited.
+            if world.chance(0.5) {
+                let hangs = world.millis(0, u64::try_from(timeout.as_millis()).unwrap_or(0));
+                tokio::time::sleep(hangs).await;
+                world.trace(format!("PSP connect timed out {}", call.path));
+                return Err(CallFailure::NotConnected(
+                    "connect timed out (simulated)".into(),
+                ));
+            }
             world.trace(format!("PSP no connection {}", call.path));
             return Err(CallFailure::NotConnected(
                 "connection refused (simulated)".into(),
@@ -649,6 +825,19 @@ impl PspTransport for SimTransport {
             world.trace("crash after PSP applied".to_owned());
             return die().await;
         }
+        // The way back: an answer that would arrive after the caller gave up is lost to it.
+        let back = world.psp_leg();
+        if back >= timeout {
+            tokio::time::sleep(timeout).await;
+            world.trace(format!("PSP {} timed out on the way back", call.path));
+            return Err(CallFailure::AfterConnect(
+                "timed out waiting for the PSP's answer (simulated, applied)".into(),
+            ));
+        }
+        if !back.is_zero() {
+            tokio::time::sleep(back).await;
+        }
+        let timeout = timeout - back;
         if world.strikes(FaultKind::PspTimeout) {
             tokio::time::sleep(timeout).await;
             return Err(CallFailure::AfterConnect(

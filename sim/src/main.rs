@@ -5,6 +5,7 @@
 //! payonce-sim --seed 42 [--trace]           replay one seed (prints its trace with --trace)
 //!   [--psp stripe|omise|2c2p]               the PSP model and adapter (default stripe)
 //!   [--clients N] [--faults a,b,...|none]   a shrunk schedule, as printed on failure
+//!   [--overlap on|off]                      calls take time, invocations overlap (default on)
 //!   [--mutation NAME]                       put a fixed hole back (mutation check)
 //!   [--expect-violation]                    succeed only if some seed breaks an invariant
 //!   [--keep-going]                          report every failing seed (unshrunk), not the first
@@ -18,6 +19,7 @@ options:
   --psp stripe|omise|2c2p      the PSP model and adapter (default stripe)
   --clients N                  a shrunk schedule's clients, as printed on failure
   --faults a,b,...|none        a shrunk schedule's fault kinds, as printed on failure
+  --overlap on|off             calls take time and invocations overlap (default on)
   --mutation NAME              put a fixed hole back (mutation check; repeatable)
   --expect-violation           succeed only if some seed breaks an invariant
   --keep-going                 report every failing seed (unshrunk), not only the first
@@ -36,6 +38,7 @@ struct Args {
     seed: Option<u64>,
     clients: Option<u32>,
     faults: Option<Vec<FaultKind>>,
+    overlap: bool,
     mutations: Vec<Mutation>,
     expect_violation: bool,
     keep_going: bool,
@@ -50,6 +53,7 @@ fn parse() -> Result<Args, String> {
         seed: None,
         clients: None,
         faults: None,
+        overlap: true,
         mutations: Vec::new(),
         expect_violation: false,
         keep_going: false,
@@ -75,6 +79,13 @@ fn parse() -> Result<Args, String> {
                     .collect::<Result<Vec<_>, _>>()?;
                 args.faults = Some(kinds);
             }
+            "--overlap" => {
+                args.overlap = match value()?.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    other => return Err(format!("--overlap takes on or off, not {other}")),
+                }
+            }
             "--mutation" => {
                 let name = value()?;
                 args.mutations
@@ -97,6 +108,7 @@ fn schedule(args: &Args, seed: u64) -> Schedule {
     if let Some(faults) = &args.faults {
         schedule.faults = faults.iter().copied().collect();
     }
+    schedule.overlap = args.overlap;
     schedule
 }
 

@@ -5,7 +5,7 @@
 use crate::alarms::{Alarms, PAYMENT_UNPROVABLE};
 use crate::check::{check, Answer, Observed, RefundAsked, Refunded, Settled};
 use crate::face;
-use crate::faults::{FaultyStore, SimTransport, API_KEY, TWOC2P_MERCHANT_ID};
+use crate::faults::{invoke, FaultyStore, Outbox, SimTransport, API_KEY, TWOC2P_MERCHANT_ID};
 use crate::world::{FaultKind, Schedule, SharedWorld, World};
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore, MemoryQueue};
 use payonce::adapters::psp::ConfiguredPsp;
@@ -35,6 +35,9 @@ use std::time::Duration;
 const CHARGE_TIMEOUT: Duration = Duration::from_secs(25);
 const PROCESSOR_TIMEOUT: Duration = Duration::from_secs(30);
 const RECONCILE_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often the processor looks for deliveries that came back after their visibility timeout
+/// (a new one wakes it at once).
+const POLL_FOR_REDELIVERIES: Duration = Duration::from_secs(60);
 /// SQS: a failed delivery becomes visible again after this; dead-lettered after this many.
 const VISIBILITY: Duration = Duration::from_secs(180);
 const MAX_RECEIVES: u32 = 5;
@@ -70,7 +73,9 @@ struct System {
     psp: PspKind,
     store: FaultyStore,
     model: Arc<StripeModel>,
-    outbox: Arc<Mutex<Vec<ModelEvent>>>,
+    outbox: Arc<Outbox>,
+    /// Rung when the receiver enqueues a webhook, so the processor wakes for it.
+    enqueued: tokio::sync::Notify,
     charge: ChargeService<FaultyStore, Psp>,
     refunds: RefundService<FaultyStore, Psp>,
     orders: OrderService<FaultyStore, FaultyStore>,
@@ -80,6 +85,8 @@ struct System {
     dead_letters: MemoryQueue,
     processor: WebhookProcessor<FaultyStore>,
     observed: Mutex<Observed>,
+    /// Reconcile invocations running now (the template reserves 2).
+    reconciles: std::sync::atomic::AtomicU32,
 }
 
 /// Runs `schedule` with `mutations` switched on; deterministic for a given input.
@@ -131,9 +138,16 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
             + i64::try_from(world.u64(0..3_000)).unwrap_or(0);
         minimum_overrides.insert(currency.as_str().to_owned(), raised);
     }
+    // Omise documents no idempotency for refunds: some runs' Omise ignores the key on them.
+    let refund_keys_ignored =
+        psp == PspKind::Omise && world.strikes(FaultKind::RefundKeysIgnored);
+    if refund_keys_ignored {
+        world.trace("the PSP ignores Idempotency-Key on refunds".to_owned());
+    }
     let model = Arc::new(StripeModel::new(
         ModelConfig {
             provider: face::provider(psp),
+            omise_honours_refund_keys: !refund_keys_ignored,
             api_key: API_KEY.to_owned(),
             twoc2p_merchant_id: TWOC2P_MERCHANT_ID.to_owned(),
             search_lag_max: lag,
@@ -142,7 +156,7 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
         },
         schedule.seed,
     ));
-    let outbox = Arc::new(Mutex::new(Vec::new()));
+    let outbox = Arc::new(Outbox::default());
     // One adapter per service, as each function builds its own; they share the one network.
     let transport = SimTransport::new(world.clone(), model.clone(), outbox.clone());
     let adapter = || face::adapter(psp, transport.clone());
@@ -152,6 +166,7 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
         store: store.clone(),
         model,
         outbox,
+        enqueued: tokio::sync::Notify::new(),
         // With the attempt limits a deployment runs, counted in the shared embedded records.
         charge: ChargeService::new(store.clone(), adapter(), ChargeConfig::default())
             .with_attempt_limits(AttemptLimiter::new(AttemptLimits::default())),
@@ -171,10 +186,13 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
             ProcessorConfig::default(),
         ),
         observed: Mutex::new(Observed::default()),
+        reconciles: std::sync::atomic::AtomicU32::new(0),
     });
 
     let background = [
         tokio::spawn(pump_webhooks(system.clone())),
+        // Two batches at once, as the event source mapping runs them.
+        tokio::spawn(process_the_queue(system.clone())),
         tokio::spawn(process_the_queue(system.clone())),
         tokio::spawn(reconcile_every_5_minutes(system.clone())),
         tokio::spawn(cleanup_every_6_hours(system.clone())),
@@ -309,7 +327,8 @@ async fn shopper(system: Arc<System>, index: u32) {
     let mut order = None;
     for _ in 0..10 {
         let deadline_ms = world.clock().now_ms() + 25_000;
-        let created = tokio::time::timeout(
+        let created = invoke(
+            &world,
             CHARGE_TIMEOUT,
             system.orders.create(
                 &user,
@@ -320,7 +339,7 @@ async fn shopper(system: Arc<System>, index: u32) {
             ),
         )
         .await;
-        if let Ok(Ok(Created::Fresh(view) | Created::Replayed(view))) = created {
+        if let Some(Ok(Created::Fresh(view) | Created::Replayed(view))) = created {
             order = Some(view);
             break;
         }
@@ -395,7 +414,7 @@ async fn react(
     match answer {
         Answer::Succeeded(payment_id) => {
             // Now and then the shop refunds the payment, in full or in part.
-            if world.chance(0.3) {
+            if world.chance(0.6) {
                 let staff = format!("staff-{user}");
                 staff_refunds(system, world, &staff, &payment_id).await;
             }
@@ -419,7 +438,8 @@ async fn react(
                     Ok(Ok(view)) => view.currency,
                     _ => return true,
                 };
-                if let Ok(Ok(view)) = tokio::time::timeout(
+                if let Some(Ok(view)) = invoke(
+                    world,
                     CHARGE_TIMEOUT,
                     system.orders.revise(
                         user,
@@ -495,16 +515,26 @@ async fn staff_refunds(system: &System, world: &World, staff: &str, payment_id: 
         amount: amount(world),
     };
     let key = format!("refund-{payment_id}-1");
-    if world.chance(0.25) {
+    if world.chance(0.4) {
+        // Two people at the back office refund parts of one payment a moment apart: the first
+        // one's webhook makes the second one's refund due for reconcile while it is in flight.
+        let first = RefundAsked {
+            amount: Some(1 + i64::try_from(world.u64(0..1_000)).unwrap_or(0)),
+            ..first
+        };
         let second = RefundAsked {
             payment_id: payment_id.to_owned(),
             amount: amount(world),
         };
         let other = format!("refund-{payment_id}-2");
         let other_staff = format!("{staff}-b");
+        let lag = world.millis(0, 2_000);
         tokio::join!(
             refund_until_final(system, world, staff, &key, &first),
-            refund_until_final(system, world, &other_staff, &other, &second),
+            async {
+                tokio::time::sleep(lag).await;
+                refund_until_final(system, world, &other_staff, &other, &second).await
+            },
         );
     } else {
         refund_until_final(system, world, staff, &key, &first).await;
@@ -558,14 +588,15 @@ async fn refund(system: &System, staff: &str, key: &str, asked: &RefundAsked) ->
         &body.to_string(),
         &["payments:refund"],
     );
-    let answered = tokio::time::timeout(
+    let answered = invoke(
+        &system.world,
         CHARGE_TIMEOUT,
         payonce_refund::handler::handle(&system.refunds, event),
     )
     .await;
     let answer = match answered {
-        Err(_) => Refunded::Died,
-        Ok(response) => {
+        None => Refunded::Died,
+        Some(response) => {
             let status = response.status().as_u16();
             let json: serde_json::Value =
                 serde_json::from_slice(response.body().as_ref()).unwrap_or_default();
@@ -576,6 +607,11 @@ async fn refund(system: &System, staff: &str, key: &str, asked: &RefundAsked) ->
     system
         .world
         .trace(format!("refund {staff} {key} -> {answer:?}"));
+    if answer == Refunded::Unavailable {
+        lock(&system.observed)
+            .refund_unavailable
+            .push((staff.to_owned(), key.to_owned()));
+    }
     answer
 }
 
@@ -590,14 +626,15 @@ async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> An
     let id = payonce::ids::new_uuid().simple().to_string();
     lock(&system.observed).sending("pay", user, key, &id);
     let event = api_event_at("/payments", &id, user, key, &body.to_string(), &[]);
-    let answered = tokio::time::timeout(
+    let answered = invoke(
+        &system.world,
         CHARGE_TIMEOUT,
         payonce_charge::handler::handle(&system.charge, event),
     )
     .await;
     let answer = match answered {
-        Err(_) => Answer::Died,
-        Ok(response) => {
+        None => Answer::Died,
+        Some(response) => {
             let status = response.status().as_u16();
             let json: serde_json::Value =
                 serde_json::from_slice(response.body().as_ref()).unwrap_or_default();
@@ -717,17 +754,25 @@ fn api_event_at(
 
 /// Delivers the PSP's webhooks: each event may be delayed, duplicated (and so reordered) or
 /// lost; a delivery the processor fails comes back after the visibility timeout, and is
-/// dead-lettered after the queue's maximum receive count.
+/// dead-lettered after the queue's maximum receive count. The PSP sends an event a moment after
+/// the change that caused it: the sender wakes when a call adds one, and when the model's next
+/// time-driven change is due.
 async fn pump_webhooks(system: Arc<System>) {
     loop {
-        let every = if system.world.faults_on() {
-            Duration::from_secs(2)
-        } else {
-            Duration::from_secs(30)
-        };
-        tokio::time::sleep(every).await;
         let now_ms = system.world.clock().now_ms();
-        let mut events = std::mem::take(&mut *lock(&system.outbox));
+        let until_next = system
+            .model
+            .next_transition_ms()
+            .map_or(Duration::from_secs(600), |due_ms| {
+                Duration::from_millis(u64::try_from(due_ms - now_ms).unwrap_or(0))
+            })
+            .clamp(Duration::from_millis(1), Duration::from_secs(600));
+        tokio::select! {
+            () = system.outbox.added() => {}
+            () = tokio::time::sleep(until_next) => {}
+        }
+        let now_ms = system.world.clock().now_ms();
+        let mut events = system.outbox.take();
         events.extend(system.model.tick(now_ms));
         for event in events {
             let world = &system.world;
@@ -768,7 +813,10 @@ async fn deliver(system: Arc<System>, event: ModelEvent, delay: Duration) {
             .receive(system.psp.name(), &headers, event.body.as_bytes())
             .await
         {
-            Ok(_) => return,
+            Ok(_) => {
+                system.enqueued.notify_one();
+                return;
+            }
             Err(error) => {
                 system
                     .world
@@ -783,18 +831,25 @@ async fn deliver(system: Arc<System>, event: ModelEvent, delay: Duration) {
 /// invocation that may die, deletes it once processed. A message that fails comes back after
 /// the visibility timeout and goes to the dead-letter queue after its fifth receive.
 async fn process_the_queue(system: Arc<System>) {
+    let mut more = false;
     loop {
-        let every = if system.world.faults_on() {
-            Duration::from_secs(1)
-        } else {
-            Duration::from_secs(20)
-        };
-        tokio::time::sleep(every).await;
+        // The event source mapping long-polls: a message is picked up a moment after it is
+        // enqueued; one that comes back after its visibility timeout within the poll interval.
+        if !more {
+            tokio::select! {
+                () = system.enqueued.notified() => {}
+                () = tokio::time::sleep(POLL_FOR_REDELIVERIES) => {}
+            }
+            tokio::time::sleep(system.world.millis(0, 200)).await;
+        }
         let Ok(messages) = system.queue.receive(10, VISIBILITY).await else {
+            more = false;
             continue;
         };
+        more = messages.len() == 10;
         for message in messages {
-            let processed = tokio::time::timeout(
+            let processed = invoke(
+                &system.world,
                 PROCESSOR_TIMEOUT,
                 system.processor.process(&QueuedEvent {
                     message_id: &message.message_id,
@@ -806,7 +861,17 @@ async fn process_the_queue(system: Arc<System>) {
                 }),
             )
             .await;
-            if let Ok(Ok(processed)) = processed {
+            if let Some(Ok(processed)) = processed {
+                // A webhook that asks for a check (a charge's refunds changed, a late duplicate
+                // to refund) wakes reconcile early.
+                let asks_for_a_check = match &processed {
+                    Processed::RefundsDue(due) => *due > 0,
+                    Processed::Applied(EventApplied::Moved(payment)) => payment.duplicate_refund,
+                    _ => false,
+                };
+                if asks_for_a_check {
+                    start_reconcile(&system, "woken by a webhook");
+                }
                 if let Processed::Applied(EventApplied::Moved(payment)) = processed {
                     let event_id = message
                         .attributes
@@ -841,7 +906,7 @@ async fn cleanup_every_6_hours(system: Arc<System>) {
 
 /// Now and then, time jumps ahead at once: every sleeper wakes late, every timeout fires.
 async fn jump_the_clock(system: Arc<System>) {
-    loop {
+    while system.world.faults_on() {
         tokio::time::sleep(Duration::from_secs(20)).await;
         if system.world.strikes(FaultKind::ClockJump) {
             let jump = system.world.millis(1_000, 90_000);
@@ -853,23 +918,58 @@ async fn jump_the_clock(system: Arc<System>) {
     }
 }
 
+/// The reconcile schedule: an invocation every 5 minutes, now and then delivered twice (so two
+/// runs overlap, as EventBridge's at-least-once delivery and the template's reserved
+/// concurrency of 2 allow).
 async fn reconcile_every_5_minutes(system: Arc<System>) {
     loop {
         tokio::time::sleep(Duration::from_secs(300)).await;
-        match tokio::time::timeout(RECONCILE_TIMEOUT, system.reconciler.run()).await {
-            Ok(Ok(report)) if report.examined > 0 => system.world.trace(format!(
-                "reconcile examined {} succeeded {} declined {} abandoned {} pending {} errors {}",
+        start_reconcile(&system, "scheduled");
+        if system.world.strikes(FaultKind::ReconcileOverlap) {
+            let twice = system.clone();
+            let after = system.world.millis(0, 500);
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                start_reconcile(&twice, "delivered twice");
+            });
+        }
+    }
+}
+
+/// The reserved concurrency of the reconcile function.
+const RECONCILE_CONCURRENCY: u32 = 2;
+
+/// Starts one reconcile invocation, unless its reserved concurrency is used up (Lambda throttles
+/// it; the next schedule runs it).
+fn start_reconcile(system: &Arc<System>, why: &'static str) {
+    use std::sync::atomic::Ordering;
+    let running = system.reconciles.fetch_add(1, Ordering::SeqCst);
+    if running >= RECONCILE_CONCURRENCY {
+        system.reconciles.fetch_sub(1, Ordering::SeqCst);
+        system
+            .world
+            .trace(format!("reconcile ({why}) throttled: {running} running"));
+        return;
+    }
+    let system = system.clone();
+    tokio::spawn(async move {
+        let ran = invoke(&system.world, RECONCILE_TIMEOUT, system.reconciler.run()).await;
+        system.reconciles.fetch_sub(1, Ordering::SeqCst);
+        match ran {
+            Some(Ok(report)) if report.examined > 0 => system.world.trace(format!(
+                "reconcile ({why}) examined {} succeeded {} declined {} abandoned {} pending {} skipped {} errors {}",
                 report.examined,
                 report.succeeded,
                 report.declined,
                 report.abandoned,
                 report.pending,
+                report.skipped,
                 report.errors
             )),
-            Ok(_) => {}
-            Err(_) => system.world.trace("reconcile died".to_owned()),
+            Some(_) => {}
+            None => system.world.trace(format!("reconcile ({why}) died")),
         }
-    }
+    });
 }
 
 impl Observed {

@@ -77,11 +77,24 @@ pub enum FaultKind {
     /// Time jumps ahead at once (a frozen and thawed instance, a stalled host): whatever was in
     /// flight finds its deadline, lease or timeout passed.
     ClockJump,
+    /// A store write is applied and its answer lost: the SDK sends it again, and the retry
+    /// meets the write it already made (a transaction's retry is answered from its client
+    /// request token, as DynamoDB answers it), or the SDK gives up and reports an error.
+    StoreLostAnswer,
+    /// An invocation outlives its deadline and its lease (a stalled host, a skewed clock): it
+    /// stalls between calls and keeps going until a fenced write refuses it.
+    SlowHolder,
+    /// Reconcile runs as two overlapping invocations (the schedule delivered twice, as
+    /// EventBridge may), and a webhook that asks for a check wakes it early.
+    ReconcileOverlap,
+    /// Omise only: the PSP ignores `Idempotency-Key` on refunds (Omise does not document it),
+    /// so a re-sent refund makes a second one unless the sender looked first.
+    RefundKeysIgnored,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 17] = [
+    pub const ALL: [FaultKind; 21] = [
         Self::StoreLatency,
         Self::StoreConflict,
         Self::StoreThrottle,
@@ -99,6 +112,19 @@ impl FaultKind {
         Self::PspMinimumMoves,
         Self::ClockJump,
         Self::StaleRead,
+        Self::StoreLostAnswer,
+        Self::SlowHolder,
+        Self::ReconcileOverlap,
+        Self::RefundKeysIgnored,
+    ];
+
+    /// The kinds that make invocations overlap and answers go astray the way production's do;
+    /// off with `--overlap off` (the simulation before calls took time).
+    pub const OVERLAP: [FaultKind; 4] = [
+        Self::StoreLostAnswer,
+        Self::SlowHolder,
+        Self::ReconcileOverlap,
+        Self::RefundKeysIgnored,
     ];
 
     /// The command-line name.
@@ -121,6 +147,10 @@ impl FaultKind {
             Self::PspMinimumMoves => "psp-minimum-moves",
             Self::ClockJump => "clock-jump",
             Self::StaleRead => "stale-read",
+            Self::StoreLostAnswer => "store-lost-answer",
+            Self::SlowHolder => "slow-holder",
+            Self::ReconcileOverlap => "reconcile-overlap",
+            Self::RefundKeysIgnored => "refund-keys-ignored",
         }
     }
 
@@ -142,6 +172,10 @@ pub struct Schedule {
     pub clients: u32,
     /// The fault kinds allowed; each run picks its own rates for them from the seed.
     pub faults: BTreeSet<FaultKind>,
+    /// Whether calls take time and invocations overlap as in production (the default): every
+    /// store and PSP call takes a heavy-tailed latency drawn per seed, and the
+    /// [`FaultKind::OVERLAP`] kinds may strike. Off: the zero-latency model of before.
+    pub overlap: bool,
 }
 
 impl Schedule {
@@ -158,6 +192,7 @@ impl Schedule {
             psp,
             clients: 5,
             faults: FaultKind::ALL.into_iter().collect(),
+            overlap: true,
         }
     }
 
@@ -165,12 +200,15 @@ impl Schedule {
     /// against another PSP than the failure did).
     pub fn replay_flags(&self) -> String {
         let mut flags = format!("--psp {} --seed {}", self.psp.name(), self.seed);
+        if !self.overlap {
+            flags.push_str(" --overlap off");
+        }
         if self.clients != Self::of_seed(self.seed).clients {
             flags.push_str(&format!(" --clients {}", self.clients));
         }
         if self.faults.is_empty() {
             flags.push_str(" --faults none");
-        } else if self.faults.len() != FaultKind::ALL.len() {
+        } else if self.faults != Self::of_seed(self.seed).faults {
             let names: Vec<_> = self.faults.iter().map(|k| k.name()).collect();
             flags.push_str(&format!(" --faults {}", names.join(",")));
         }
@@ -189,6 +227,7 @@ impl fmt::Display for Schedule {
 pub struct World {
     rng: Mutex<fastrand::Rng>,
     rates: Vec<(FaultKind, f64)>,
+    latency: Latency,
     faults_on: AtomicBool,
     trace: Mutex<Vec<String>>,
     clock: VirtualClock,
@@ -215,10 +254,28 @@ impl World {
                 };
                 (kind, rate)
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let rates = if schedule.overlap {
+            rates
+        } else {
+            rates
+                .into_iter()
+                .map(|(kind, rate)| {
+                    let off = FaultKind::OVERLAP.contains(&kind);
+                    (kind, if off { 0.0 } else { rate })
+                })
+                .collect()
+        };
+        // Drawn after the rates, so the rates are those of the seed whatever the model.
+        let latency = if schedule.overlap {
+            Latency::of_seed(&mut rng)
+        } else {
+            Latency::NONE
+        };
         Arc::new(Self {
             rng: Mutex::new(rng),
             rates,
+            latency,
             faults_on: AtomicBool::new(true),
             trace: Mutex::new(Vec::new()),
             clock: VirtualClock::start(),
@@ -273,6 +330,35 @@ impl World {
         self.f64() < p
     }
 
+    /// How long one leg (there or back) of a store call takes: heavy-tailed, per seed.
+    pub fn store_leg(&self) -> Duration {
+        let (scale_ms, alpha, cap_ms) = self.latency.store;
+        self.pareto(scale_ms, alpha, cap_ms)
+    }
+
+    /// How long one leg (there or back) of a PSP call takes: heavy-tailed, per seed.
+    pub fn psp_leg(&self) -> Duration {
+        let (scale_ms, alpha, cap_ms) = self.latency.psp;
+        self.pareto(scale_ms, alpha, cap_ms)
+    }
+
+    /// Whether calls take time in this run.
+    pub fn calls_take_time(&self) -> bool {
+        self.latency.store.0 > 0.0
+    }
+
+    /// A Pareto draw of scale `scale_ms` and shape `alpha`, capped: most calls take about the
+    /// scale, a few take many times it.
+    fn pareto(&self, scale_ms: f64, alpha: f64, cap_ms: f64) -> Duration {
+        if scale_ms <= 0.0 {
+            return Duration::ZERO;
+        }
+        // 1 - u is in (0, 1]: never a division by zero.
+        let u = 1.0 - self.f64();
+        let ms = (scale_ms * u.powf(-1.0 / alpha)).min(cap_ms);
+        Duration::from_micros((ms * 1000.0) as u64)
+    }
+
     /// Picks one of `items`.
     pub fn pick<'a, T>(&self, items: &'a [T]) -> &'a T {
         let i = usize::try_from(self.u64(0..items.len() as u64)).unwrap_or(0);
@@ -304,6 +390,32 @@ impl World {
     }
 }
 
+/// Per seed, how long calls take: (scale ms, Pareto shape, cap ms) for each leg of a store call
+/// and of a PSP call. A smaller shape is a heavier tail.
+#[derive(Debug, Clone, Copy)]
+struct Latency {
+    store: (f64, f64, f64),
+    psp: (f64, f64, f64),
+}
+
+impl Latency {
+    /// Calls take no time (the model before overlap).
+    const NONE: Self = Self {
+        store: (0.0, 1.0, 0.0),
+        psp: (0.0, 1.0, 0.0),
+    };
+
+    /// DynamoDB answers in milliseconds, now and then in seconds; a PSP in tens to hundreds of
+    /// milliseconds, now and then in seconds.
+    fn of_seed(rng: &mut fastrand::Rng) -> Self {
+        let mut between = |low: f64, high: f64| low + rng.f64() * (high - low);
+        Self {
+            store: (between(1.0, 12.0), between(1.1, 3.0), 3_000.0),
+            psp: (between(20.0, 250.0), between(1.1, 3.0), 5_000.0),
+        }
+    }
+}
+
 /// The highest rate a run may draw for `kind`: high enough to compose faults in most runs, low
 /// enough that shoppers still get through.
 fn max_rate(kind: FaultKind) -> f64 {
@@ -323,5 +435,9 @@ fn max_rate(kind: FaultKind) -> f64 {
         FaultKind::SearchLag | FaultKind::PspMinimumMoves => 1.0,
         FaultKind::ClockJump => 0.2,
         FaultKind::StaleRead => 0.9,
+        FaultKind::StoreLostAnswer => 0.05,
+        FaultKind::SlowHolder => 0.1,
+        FaultKind::ReconcileOverlap => 1.0,
+        FaultKind::RefundKeysIgnored => 1.0,
     }
 }

@@ -72,3 +72,33 @@ impl TransitionWrite {
         }
     }
 }
+
+/// What a refused take of a refund's sender lease found, from the refund as it is now. A refund
+/// that holds exactly the lease asked for was taken by this very request, whose answer was lost
+/// and whose retry met its own write.
+#[cfg(feature = "payments")]
+pub(crate) fn refund_lease_refused(
+    now: Option<crate::domain::Refund>,
+    asked: &crate::idempotency::Lease,
+    now_ms: i64,
+) -> crate::ports::RefundLeaseOutcome {
+    use crate::domain::RefundStatus;
+    use crate::ports::RefundLeaseOutcome;
+    match now {
+        Some(now)
+            if now.lease.as_ref() == Some(asked)
+                && now.status == RefundStatus::Pending
+                && !crate::mutations::active(crate::mutations::Mutation::LostAnswerIsARefusal) =>
+        {
+            RefundLeaseOutcome::Taken(Box::new(now))
+        }
+        Some(now) if now.status == RefundStatus::Pending => match &now.lease {
+            Some(held) if held.until_ms > now_ms => RefundLeaseOutcome::Held {
+                until_ms: held.until_ms,
+            },
+            _ => RefundLeaseOutcome::Moved(Some(Box::new(now))),
+        },
+        other => RefundLeaseOutcome::Moved(other.map(Box::new)),
+    }
+}
+

@@ -4,6 +4,7 @@
 
 use super::money::Currency;
 use super::payment::{Payment, PaymentStatus};
+use crate::idempotency::Lease;
 use serde::{Deserialize, Serialize};
 
 /// The refund number of the automatic refund of a late duplicate charge.
@@ -103,6 +104,10 @@ pub struct Refund {
     /// Whether a call under the refund's PSP key may have reached the PSP (see
     /// [`Payment::psp_maybe_reached`]).
     pub psp_maybe_reached: bool,
+    /// The sender's lease: whoever may call the PSP under the refund's key holds it (the staff
+    /// request that claimed it, the one that took it over, or reconcile), and every write about
+    /// the PSP's answer is fenced on it. None while nobody is sending.
+    pub lease: Option<Lease>,
     /// Epoch milliseconds.
     pub created_at_ms: i64,
     /// Epoch milliseconds of the last change.
@@ -159,13 +164,15 @@ impl RefundStatus {
 }
 
 impl Refund {
-    /// A new pending refund `number` of `payment` (its amount to be reserved when claimed).
+    /// A new pending refund `number` of `payment` (its amount to be reserved when claimed), sent
+    /// by the holder of `lease` if any.
     pub fn new_pending(
         payment: &Payment,
         number: &str,
         amount: i64,
         reason: Option<RefundReason>,
         idempotency_pk: Option<String>,
+        lease: Option<Lease>,
         now_ms: i64,
     ) -> Self {
         Self {
@@ -180,13 +187,15 @@ impl Refund {
             failure_code: None,
             idempotency_pk,
             psp_maybe_reached: false,
+            lease,
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
             check_at_ms: now_ms,
         }
     }
 
-    /// The automatic refund of a late duplicate charge: the full amount, number `dup`.
+    /// The automatic refund of a late duplicate charge: the full amount, number `dup`, sent by
+    /// whoever takes its lease (reconcile).
     pub fn duplicate_of(payment: &Payment, now_ms: i64) -> Self {
         Self::new_pending(
             payment,
@@ -194,8 +203,16 @@ impl Refund {
             payment.amount,
             Some(RefundReason::Duplicate),
             None,
+            None,
             now_ms,
         )
+    }
+
+    /// Whether someone other than the holder of `mine` holds a live sender lease at `now_ms`.
+    pub fn lease_held_by_other(&self, mine: Option<&crate::idempotency::LeaseToken>, now_ms: i64) -> bool {
+        self.lease
+            .as_ref()
+            .is_some_and(|lease| Some(&lease.token) != mine && lease.until_ms > now_ms)
     }
 
     /// The PSP idempotency key of this refund.
@@ -284,7 +301,8 @@ pub enum RefundTransition {
 }
 
 /// The one refund transition function: `pending → succeeded | failed | canceled`, and
-/// `succeeded → failed` on the PSP's word (a refund that reads succeeded can still fail later).
+/// `succeeded → failed` on the PSP's word about that very refund (a refund that reads succeeded
+/// can still fail later; a lookup or webhook naming its PSP id says so).
 /// Nothing else moves: a late `succeeded` never undoes a failure, nothing leaves `canceled`.
 pub fn refund_transition(current: &Refund, settlement: &RefundSettlement) -> RefundTransition {
     let keep_id = |id: Option<&String>| id.cloned().or_else(|| current.provider_refund_id.clone());
@@ -306,7 +324,7 @@ pub fn refund_transition(current: &Refund, settlement: &RefundSettlement) -> Ref
             }
         }
         (
-            RefundStatus::Pending | RefundStatus::Succeeded,
+            RefundStatus::Pending,
             RefundSettlement::Failed {
                 provider_refund_id,
                 code,
@@ -316,6 +334,24 @@ pub fn refund_transition(current: &Refund, settlement: &RefundSettlement) -> Ref
             provider_refund_id: keep_id(provider_refund_id.as_ref()),
             failure_code: Some(code.clone()),
         },
+        // A refund that succeeded fails only on the PSP's word about that very refund (a lookup
+        // or a webhook naming the PSP's refund id we hold): a refused create names none, and the
+        // refusal of a re-send says nothing about the refund that exists.
+        (
+            RefundStatus::Succeeded,
+            RefundSettlement::Failed {
+                provider_refund_id,
+                code,
+            },
+        ) if names_this_refund(current, provider_refund_id.as_deref())
+            || crate::mutations::active(crate::mutations::Mutation::AnyRefusalFailsARefund) =>
+        {
+            RefundTransition::Apply {
+                status: RefundStatus::Failed,
+                provider_refund_id: keep_id(provider_refund_id.as_ref()),
+                failure_code: Some(code.clone()),
+            }
+        }
         (RefundStatus::Pending, RefundSettlement::Canceled) => RefundTransition::Apply {
             status: RefundStatus::Canceled,
             provider_refund_id: current.provider_refund_id.clone(),
@@ -323,6 +359,11 @@ pub fn refund_transition(current: &Refund, settlement: &RefundSettlement) -> Ref
         },
         _ => RefundTransition::Unchanged,
     }
+}
+
+/// Whether the PSP's refund id `reported` is the one `refund` holds.
+fn names_this_refund(refund: &Refund, reported: Option<&str>) -> bool {
+    reported.is_some() && refund.provider_refund_id.as_deref() == reported
 }
 
 /// How a refund moving from `from` to `to` changes its payment's (refunded, pending) amounts.
@@ -412,6 +453,7 @@ mod tests {
             failure_code: None,
             idempotency_pk: None,
             psp_maybe_reached: false,
+            lease: None,
             created_at_ms: 0,
             updated_at_ms: 0,
             check_at_ms: 0,
@@ -432,7 +474,11 @@ mod tests {
     }
 
     fn status_after(status: RefundStatus, settlement: &RefundSettlement) -> Option<RefundStatus> {
-        match refund_transition(&refund(status), settlement) {
+        let mut current = refund(status);
+        if status == RefundStatus::Succeeded {
+            current.provider_refund_id = Some("re_1".into());
+        }
+        match refund_transition(&current, settlement) {
             RefundTransition::Apply { status, .. } => Some(status),
             RefundTransition::Unchanged => None,
         }
@@ -455,6 +501,46 @@ mod tests {
                 assert_eq!(status_after(settled, &s), None, "{settled:?} {s:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_succeeded_refund_fails_only_on_word_naming_its_own_psp_refund() {
+        let mut succeeded = refund(RefundStatus::Succeeded);
+        succeeded.provider_refund_id = Some("re_1".into());
+        // A refused create (a re-send the PSP turned down) names no refund: nothing moves.
+        let refused = RefundSettlement::Failed {
+            provider_refund_id: None,
+            code: "charge_already_refunded".into(),
+        };
+        assert_eq!(
+            refund_transition(&succeeded, &refused),
+            RefundTransition::Unchanged
+        );
+        // Word about another PSP refund says nothing about this one.
+        let other = RefundSettlement::Failed {
+            provider_refund_id: Some("re_2".into()),
+            code: "expired_or_canceled_card".into(),
+        };
+        assert_eq!(
+            refund_transition(&succeeded, &other),
+            RefundTransition::Unchanged
+        );
+        // A lookup or webhook naming this very refund moves it.
+        assert!(matches!(
+            refund_transition(&succeeded, &failed()),
+            RefundTransition::Apply {
+                status: RefundStatus::Failed,
+                ..
+            }
+        ));
+        // A pending refund a create refused fails, whatever it names.
+        assert!(matches!(
+            refund_transition(&refund(RefundStatus::Pending), &refused),
+            RefundTransition::Apply {
+                status: RefundStatus::Failed,
+                ..
+            }
+        ));
     }
 
     #[test]

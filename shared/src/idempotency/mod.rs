@@ -27,6 +27,7 @@ pub use record::{
 pub use run::{
     decide, Attempt, Decision, Idempotency, IdempotencyConfig, Outcome, RunError, RunRequest,
 };
+pub(crate) use store::own_writes_forgotten;
 pub use store::{Claim, ClaimOutcome, IdempotencyStore, StoreError, TakeoverOutcome};
 
 #[cfg(feature = "runtime")]

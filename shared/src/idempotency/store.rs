@@ -54,6 +54,23 @@ pub enum ClaimOutcome {
     Existing(IdempotencyRecord),
 }
 
+impl ClaimOutcome {
+    /// What a refused claim of `claim` found in `existing`. A record holding the claim's own
+    /// lease is this very claim: its answer was lost, and the SDK's retry met it. That counts as
+    /// claimed, not as someone else's request in progress.
+    pub fn refused(claim: &Claim, existing: IdempotencyRecord) -> Self {
+        if existing
+            .lease()
+            .is_some_and(|lease| lease.token == claim.lease_token)
+            && !own_writes_forgotten()
+        {
+            Self::Claimed(existing)
+        } else {
+            Self::Existing(existing)
+        }
+    }
+}
+
 /// What a takeover found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TakeoverOutcome {
@@ -61,6 +78,25 @@ pub enum TakeoverOutcome {
     TakenOver(IdempotencyRecord),
     /// Someone else moved first; the record as it stands now, if it still exists.
     Lost(Option<IdempotencyRecord>),
+}
+
+impl TakeoverOutcome {
+    /// What a refused takeover to `lease` found in `current`: a record that holds exactly that
+    /// lease was taken over by this very request (its answer was lost and the retry met it).
+    pub fn refused(lease: &Lease, current: Option<IdempotencyRecord>) -> Self {
+        match current {
+            Some(record) if record.lease() == Some(lease) && !own_writes_forgotten() => {
+                Self::TakenOver(record)
+            }
+            other => Self::Lost(other),
+        }
+    }
+}
+
+/// The planted hole that forgets a write's own earlier try (see
+/// [`crate::mutations::Mutation::LostAnswerIsARefusal`]).
+pub(crate) fn own_writes_forgotten() -> bool {
+    crate::mutations::active(crate::mutations::Mutation::LostAnswerIsARefusal)
 }
 
 /// Errors of a store; backend errors keep their source.

@@ -21,7 +21,8 @@ use crate::idempotency::{
 };
 use crate::mutations::Mutation;
 use crate::ports::{
-    BeginOutcome, ChargeRequest, ChargeStore, Psp, PspOutcome, Read, ResumeOutcome, SettleOutcome,
+    BeginOutcome, ChargeRequest, ChargeStore, FinishedBy, Psp, PspOutcome, Read, ResumeOutcome,
+    SettleOutcome,
 };
 use serde::Serialize;
 #[cfg(feature = "faults")]
@@ -539,7 +540,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             // state as it is under the lapsed lease; only reconcile moves it further.
             return match self
                 .store
-                .finish_attempt(&payment, &Transition::Unchanged, seen)
+                .finish_attempt(&payment, &Transition::Unchanged, seen, FinishedBy::Charge)
                 .await
             {
                 Ok(SettleOutcome::Settled(now)) => Ok(Resumed::Answer(PayAnswer::Replayed {
@@ -576,6 +577,9 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     .map(Resumed::Answer)
             }
             ResumeOutcome::KeyMoved(now) => Ok(Resumed::Again(now)),
+            ResumeOutcome::LeaseHeld { .. } => Err(ChargeError::KeyInUse {
+                retry_after: Duration::from_secs(1),
+            }),
             ResumeOutcome::OrderChanged(order) => Err(order_conflict(
                 self.settled(order).await?.as_ref(),
                 &payment,
@@ -668,7 +672,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 .map_or(Transition::Unchanged, |s| transition(&current, s));
             match self
                 .store
-                .finish_attempt(&current, &step, &lease.token)
+                .finish_attempt(&current, &step, &lease.token, FinishedBy::Charge)
                 .await
             {
                 Ok(SettleOutcome::Settled(now)) => return Ok(PayAnswer::Fresh(now.view())),

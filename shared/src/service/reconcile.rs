@@ -18,10 +18,11 @@ use super::settle::{amount_mismatch, settlement_of, settlement_of_outcome};
 use crate::clock::duration_ms;
 use crate::domain::{is_refund_id, Refund, RefundSettlement, RefundStatus};
 use crate::domain::{transition, Payment, PaymentStatus, Settlement, Transition};
+use crate::domain::RefundTransition;
 use crate::idempotency::{Lease, LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome};
 use crate::ports::{
-    ChargeRequest, ChargeStore, Fence, InflightScan, Psp, PspError, PspLookup, RefundRecordWrite,
-    RefundRequest, RefundStore, SettleOutcome,
+    ChargeRequest, ChargeStore, Fence, FinishedBy, InflightScan, Psp, PspError, PspLookup,
+    RefundLeaseOutcome, RefundRecordWrite, RefundRequest, RefundStore, SettleOutcome,
 };
 use serde::Serialize;
 use std::time::Duration;
@@ -55,8 +56,15 @@ pub struct ReconcileConfig {
     pub page_size: u32,
     /// Pages per run (bounded work; the next run continues with what is left).
     pub max_pages: u32,
-    /// The lease reconcile takes on a lapsed attempt while it asks the PSP.
+    /// The lease reconcile takes on an attempt (or refund) while it asks the PSP: it bounds
+    /// the work on one item, and no PSP call is started that could outlast it.
     pub lease: Duration,
+    /// Upper bound of one PSP create re-sent by reconcile.
+    pub psp_timeout: Duration,
+    /// No PSP call starts with less than this left on reconcile's lease (a lookup, fence or
+    /// cancel takes up to the adapter's request timeout), and every call ends this long before
+    /// the lease lapses.
+    pub call_reserve: Duration,
     /// A refund's idempotency record retention after a settlement.
     pub record_retention: Duration,
     /// How long a succeeded refund is still looked up (it may fail later, and its webhook may
@@ -80,6 +88,8 @@ impl Default for ReconcileConfig {
             page_size: 50,
             max_pages: 10,
             lease: Duration::from_secs(60),
+            psp_timeout: Duration::from_secs(10),
+            call_reserve: Duration::from_secs(15),
             record_retention: Duration::from_secs(24 * 3600),
             refund_watch: Duration::from_secs(7 * 24 * 3600),
             refund_watch_recheck_max: Duration::from_secs(24 * 3600),
@@ -256,11 +266,13 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         if payment.status != PaymentStatus::Processing {
             return Ok(Reconciled::AlreadySettled);
         }
+        let budget = self.budget();
         let lease = match self
             .take_lapsed_lease(
                 &payment.idempotency_pk,
                 &payment.payment_id,
                 payment.created_at_ms,
+                &budget,
             )
             .await?
         {
@@ -269,6 +281,11 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
             LeaseTaken::NoneNeeded => None,
         };
         let age_ms = self.store.now_ms() - payment.created_at_ms;
+        // No call is started that could outlast the lease (see [`Budget`]).
+        let time_left = || budget.call_timeout(self.store.now_ms(), &self.config);
+        if time_left().is_none() {
+            return Ok(Reconciled::Pending);
+        }
         let lookup = self.psp.lookup(&payment.payment_id).await?;
         if amount_mismatch(lookup.amount(), payment.amount, payment.currency) {
             // What the PSP found under our payment id is not what we charge: never booked, in
@@ -296,6 +313,9 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
             None if matches!(lookup, PspLookup::NotFound)
                 && age_ms > duration_ms(self.config.abandon_after) =>
             {
+                if time_left().is_none() {
+                    return Ok(Reconciled::Pending);
+                }
                 match self
                     .psp
                     .fence(&ChargeRequest::for_payment(&payment))
@@ -304,6 +324,11 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
                     Fence::NeverRan {
                         provider_payment_id,
                     } => {
+                        // Cancelled by the next run if this one has no time left: the intent
+                        // cannot be confirmed by anyone meanwhile (its key is ours).
+                        if time_left().is_none() {
+                            return Ok(Reconciled::Pending);
+                        }
                         self.psp.cancel(&provider_payment_id).await?;
                         tracing::info!(payment_id, %provider_payment_id, "the PSP never ran this attempt; its key is fenced");
                         Settlement::Abandoned
@@ -328,12 +353,12 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
                         // shows (an error answer creates none, or search lags): re-send the
                         // byte-identical request, which the PSP answers from its store and
                         // never runs twice, while the PSP still remembers the key.
+                        let Some(timeout) = time_left() else {
+                            return Ok(Reconciled::Pending);
+                        };
                         let outcome = self
                             .psp
-                            .create_charge(
-                                &ChargeRequest::for_payment(&payment),
-                                self.config.lease / 2,
-                            )
+                            .create_charge(&ChargeRequest::for_payment(&payment), timeout)
                             .await;
                         match settlement_of_outcome(outcome) {
                             Some(settlement) => settlement,
@@ -362,7 +387,11 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         };
         let step = transition(&payment, &settlement);
         let written = match &lease {
-            Some(token) => self.store.finish_attempt(&payment, &step, token).await,
+            Some(token) => {
+                self.store
+                    .finish_attempt(&payment, &step, token, FinishedBy::Reconcile)
+                    .await
+            }
             None if step == Transition::Unchanged => return Ok(Reconciled::AlreadySettled),
             None => self.store.settle(&payment, &step, None).await,
         };
@@ -382,31 +411,88 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
     /// it; one it does not show is re-sent, identical, under its key while the PSP remembers
     /// keys (a refund has no fence: the re-send completes it exactly once). Past that window
     /// it waits for an operator, its amount still reserved.
+    ///
+    /// Reconcile sends only while it holds the refund's sender lease, taken like any sender's:
+    /// never while a staff request holds a live one, and never beside another reconcile run. The
+    /// lookup comes after the lease is taken, so what it shows includes whatever an earlier
+    /// holder sent; every write after it is fenced on the lease.
     pub async fn reconcile_refund(&self, refund_id: &str) -> Result<Reconciled, ReconcileError> {
-        let Some(refund) = self.store.get_refund(refund_id).await? else {
+        let Some(read) = self.store.get_refund(refund_id).await? else {
             return Ok(Reconciled::Skipped);
         };
-        if refund.status == RefundStatus::Succeeded {
+        if read.status == RefundStatus::Succeeded {
             if crate::mutations::active(crate::mutations::Mutation::UnwatchedRefunds) {
-                self.store.stop_watching(&refund).await?;
+                self.store.stop_watching(&read).await?;
                 return Ok(Reconciled::AlreadySettled);
             }
-            return self.watch_refund(&refund).await;
+            return self.watch_refund(&read).await;
         }
-        if refund.status != RefundStatus::Pending {
+        if read.status != RefundStatus::Pending {
             return Ok(Reconciled::AlreadySettled);
         }
-        let lease = match &refund.idempotency_pk {
-            Some(pk) => match self
-                .take_lapsed_lease(pk, &refund.refund_id, refund.created_at_ms)
-                .await?
-            {
-                LeaseTaken::HeldByOthers => return Ok(Reconciled::Skipped),
-                LeaseTaken::Ours(token) => Some(token),
-                LeaseTaken::NoneNeeded => None,
-            },
-            None => None,
+        let budget = self.budget();
+        let Some((refund, fence)) = self.take_refund_lease(read, &budget).await? else {
+            return Ok(Reconciled::Skipped);
         };
+        let fence = fence.as_ref();
+        let settled = self.settle_refund(&refund, fence, &budget).await;
+        if let (Some(token), Ok(Reconciled::Pending) | Err(_)) = (fence, &settled) {
+            // Still pending (or this look failed): give the lease back, so a staff retry or the
+            // next run need not wait for it to lapse.
+            let handed_back = self
+                .store
+                .write_refund(
+                    &refund,
+                    &RefundTransition::Unchanged,
+                    RefundRecordWrite::Keep,
+                    Some(token),
+                    None,
+                )
+                .await;
+            if let Err(error) = handed_back {
+                tracing::debug!(refund_id, error = %error, "reconcile's refund lease was not handed back; it lapses");
+            }
+        }
+        settled
+    }
+
+    /// Takes `read`'s sender lease for this run: the refund as it is then, with the token its
+    /// writes are fenced on. `None`: another sender holds it, or it moved.
+    async fn take_refund_lease(
+        &self,
+        read: Refund,
+        budget: &Budget,
+    ) -> Result<Option<(Refund, Option<LeaseToken>)>, ReconcileError> {
+        use crate::mutations::{active, Mutation};
+        let now_ms = self.store.refund_now_ms();
+        if active(Mutation::ReconcileIgnoresRefundLease) {
+            return Ok(Some((read, None)));
+        }
+        if read.lease_held_by_other(None, now_ms) {
+            return Ok(None);
+        }
+        if active(Mutation::OneReconcileAtATime) && read.lease.is_none() {
+            return Ok(Some((read, None)));
+        }
+        let lease = Lease {
+            token: LeaseToken::generate(),
+            until_ms: budget.lease_until_ms,
+        };
+        Ok(match self.store.take_refund_lease(&read, &lease).await? {
+            RefundLeaseOutcome::Taken(now) => Some((*now, Some(lease.token))),
+            RefundLeaseOutcome::Held { .. } | RefundLeaseOutcome::Moved(_) => None,
+        })
+    }
+
+    /// Looks `refund` up (held under `fence`) and re-sends it if the PSP does not show it, then
+    /// records what the PSP said.
+    async fn settle_refund(
+        &self,
+        refund: &Refund,
+        fence: Option<&LeaseToken>,
+        budget: &Budget,
+    ) -> Result<Reconciled, ReconcileError> {
+        let refund_id = refund.refund_id.as_str();
         let Some(charge) = self
             .store
             .get_payment(&refund.payment_id)
@@ -420,6 +506,9 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
             .into());
         };
         let age_ms = self.store.now_ms() - refund.created_at_ms;
+        if budget.call_timeout(self.store.now_ms(), &self.config).is_none() {
+            return Ok(Reconciled::Pending);
+        }
         let settlement = match self.psp.lookup_refund(&charge, refund_id).await? {
             Some(settlement) => settlement,
             None if age_ms > duration_ms(self.config.fence_window) => {
@@ -432,12 +521,14 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
                 return Ok(Reconciled::Pending);
             }
             None => {
+                // Only while the lease surely outlasts the call: a sender whose lease lapsed
+                // while its call is in flight could meet another sender at the PSP.
+                let Some(timeout) = budget.call_timeout(self.store.now_ms(), &self.config) else {
+                    return Ok(Reconciled::Pending);
+                };
                 let outcome = self
                     .psp
-                    .create_refund(
-                        &RefundRequest::for_refund(&refund, &charge),
-                        self.config.lease / 2,
-                    )
+                    .create_refund(&RefundRequest::for_refund(refund, &charge), timeout)
                     .await;
                 match refund_settlement_of(outcome) {
                     Some(settlement) => settlement,
@@ -450,14 +541,9 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         }
         let expires_at_s =
             (self.store.now_ms() + duration_ms(self.config.record_retention)).div_euclid(1000);
-        let record = match &lease {
-            Some(token) => RefundRecordWrite::Complete {
-                lease: token,
-                expires_at_s,
-            },
-            None => RefundRecordWrite::Mirror { expires_at_s },
-        };
-        match apply_refund_settlement(&self.store, refund_id, &settlement, record, None, None).await
+        let record = RefundRecordWrite::Mirror { expires_at_s };
+        match apply_refund_settlement(&self.store, refund_id, &settlement, record, fence, None, None)
+            .await
         {
             Ok(RefundApplied::Moved(after)) if after.status == RefundStatus::Succeeded => {
                 Ok(Reconciled::RefundSucceeded)
@@ -501,6 +587,7 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
                     record,
                     None,
                     None,
+                    None,
                 )
                 .await?
                 {
@@ -522,6 +609,13 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
             );
         }
         Reconciled::Pending
+    }
+
+    /// The budget of the item a run takes up now.
+    fn budget(&self) -> Budget {
+        Budget {
+            lease_until_ms: self.store.now_ms() + duration_ms(self.config.lease),
+        }
     }
 
     /// Pushes the next check of an attempt (or refund) left pending back, by half its age
@@ -565,6 +659,7 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         idempotency_pk: &str,
         attempt_id: &str,
         created_at_ms: i64,
+        budget: &Budget,
     ) -> Result<LeaseTaken, StoreError> {
         let key = RecordKey::from_stored(idempotency_pk.to_owned());
         let Some(record) = self.store.charge_record(&key).await? else {
@@ -590,7 +685,7 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         }
         let ours = Lease {
             token: LeaseToken::generate(),
-            until_ms: now_ms + duration_ms(self.config.lease),
+            until_ms: budget.lease_until_ms,
         };
         match self
             .store
@@ -600,6 +695,28 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
             TakeoverOutcome::TakenOver(_) => Ok(LeaseTaken::Ours(ours.token)),
             TakeoverOutcome::Lost(_) => Ok(LeaseTaken::HeldByOthers),
         }
+    }
+}
+
+/// What one item of a run may take: reconcile's lease on it lapses at `lease_until_ms`, and no
+/// PSP call is started that could outlast it (a holder past its lease could meet another sender
+/// at the PSP).
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    lease_until_ms: i64,
+}
+
+impl Budget {
+    /// The timeout of a PSP call started at `now_ms`, ending a reserve before the lease lapses;
+    /// `None` when less than the reserve is left.
+    fn call_timeout(&self, now_ms: i64, config: &ReconcileConfig) -> Option<Duration> {
+        let reserve_ms = duration_ms(config.call_reserve);
+        let left_ms = self.lease_until_ms - now_ms - reserve_ms;
+        if left_ms <= 0 {
+            return None;
+        }
+        let left = Duration::from_millis(u64::try_from(left_ms).unwrap_or(0));
+        Some(config.psp_timeout.min(left))
     }
 }
 

@@ -261,29 +261,32 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 return Err(RefundError::ExceedsRemaining { remaining });
             }
             let now_ms = self.store.refund_now_ms();
+            // The request that claims the key sends the refund: it holds the refund's sender
+            // lease, the same as the record's.
+            let lease = Lease {
+                token: LeaseToken::generate(),
+                until_ms: deadline_ms + duration_ms(self.config.lease_margin),
+            };
             let refund = Refund::new_pending(
                 read,
                 &(read.refund_count + 1).to_string(),
                 amount,
                 command.reason,
                 Some(record_key.as_str().to_owned()),
+                Some(lease.clone()),
                 now_ms,
             );
             let claim = Claim {
                 key: record_key.clone(),
                 fingerprint: fingerprint.clone(),
                 attempt_id: refund.refund_id.clone(),
-                lease_token: LeaseToken::generate(),
-                lease_until_ms: deadline_ms + duration_ms(self.config.lease_margin),
+                lease_token: lease.token.clone(),
+                lease_until_ms: lease.until_ms,
                 expires_at_s: self.expires_at_s(),
                 request_id: stored_request_id(request_id),
             };
             match self.store.begin_refund(&claim, read, &refund).await {
                 Ok(BeginRefundOutcome::Begun) => {
-                    let lease = Lease {
-                        token: claim.lease_token,
-                        until_ms: claim.lease_until_ms,
-                    };
                     let charge = provider_charge(read)?;
                     return self.send(refund, &charge, &lease, deadline_ms).await;
                 }
@@ -335,7 +338,7 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
             };
             return match self
                 .store
-                .write_refund(&refund, &RefundTransition::Unchanged, write, None)
+                .write_refund(&refund, &RefundTransition::Unchanged, write, None, None)
                 .await
             {
                 Ok(RefundSettleOutcome::Settled(now)) => {
@@ -378,6 +381,10 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
             }
             ResumeOutcome::KeyMoved(now) => Ok(Resumed::Again(now)),
             ResumeOutcome::OrderChanged(_) => Ok(Resumed::Again(None)),
+            // Reconcile is sending it: wait for its word.
+            ResumeOutcome::LeaseHeld { until_ms } => Err(RefundError::KeyInUse {
+                retry_after: retry_after_ms(until_ms - self.store.refund_now_ms()),
+            }),
         }
     }
 
@@ -442,7 +449,11 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 .map_or(RefundTransition::Unchanged, |s| {
                     refund_transition(&current, s)
                 });
-            match self.store.write_refund(&current, &step, write, None).await {
+            match self
+                .store
+                .write_refund(&current, &step, write, Some(&lease.token), None)
+                .await
+            {
                 Ok(RefundSettleOutcome::Settled(now)) => {
                     log_late_failure(&current, &now);
                     return Ok(RefundAnswer::Fresh(now.view()));
@@ -486,6 +497,11 @@ fn provider_charge(payment: &Payment) -> Result<String, StoreError> {
             key: payment.payment_id.clone(),
             reason: "a succeeded payment without the PSP's id".into(),
         })
+}
+
+/// A `Retry-After` for a lease that lapses in `left_ms` (at least a second).
+fn retry_after_ms(left_ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(left_ms).unwrap_or(0)).max(Duration::from_secs(1))
 }
 
 async fn pause(round: u32) {
@@ -542,6 +558,7 @@ pub async fn apply_refund_settlement<S: RefundStore + ?Sized>(
     refund_id: &str,
     settlement: &RefundSettlement,
     record: RefundRecordWrite<'_>,
+    fence: Option<&LeaseToken>,
     event: Option<&EventMark>,
     reported: Option<&CheckedAmount>,
 ) -> Result<RefundApplied, StoreError> {
@@ -560,6 +577,7 @@ pub async fn apply_refund_settlement<S: RefundStore + ?Sized>(
                         &refund,
                         &RefundTransition::Unchanged,
                         RefundRecordWrite::Keep,
+                        fence,
                         event,
                     )
                     .await?
@@ -575,10 +593,11 @@ pub async fn apply_refund_settlement<S: RefundStore + ?Sized>(
         }
         let step = refund_transition(&refund, settlement);
         let completes = matches!(record, RefundRecordWrite::Complete { .. });
-        if step == RefundTransition::Unchanged && event.is_none() && !completes {
+        if step == RefundTransition::Unchanged && event.is_none() && !completes && fence.is_none()
+        {
             return Ok(RefundApplied::Unchanged(Box::new(refund)));
         }
-        match store.write_refund(&refund, &step, record, event).await? {
+        match store.write_refund(&refund, &step, record, fence, event).await? {
             RefundSettleOutcome::Settled(after) if step == RefundTransition::Unchanged => {
                 return Ok(RefundApplied::Unchanged(after))
             }

@@ -321,6 +321,7 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             &refund.refund_id,
             &refund.settlement,
             RefundRecordWrite::Mirror { expires_at_s },
+            None,
             Some(mark),
             parsed.amount.as_ref(),
         )

@@ -32,8 +32,8 @@ use crate::idempotency::{
     TakeoverOutcome,
 };
 use crate::ports::{
-    AttemptCount, BeginOutcome, ChargeStore, Counter, EventMark, InflightScan, OrderStore, Read,
-    ResumeOutcome, ReviseOutcome, SettleOutcome,
+    AttemptCount, BeginOutcome, ChargeStore, Counter, EventMark, FinishedBy, InflightScan,
+    OrderStore, Read, ResumeOutcome, ReviseOutcome, SettleOutcome,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -1255,8 +1255,9 @@ impl ChargeStore for DynamoPaymentStore {
         payment: &Payment,
         transition: &Transition,
         lease: &LeaseToken,
+        by: FinishedBy,
     ) -> Result<SettleOutcome, StoreError> {
-        let order = if crate::domain::completion_leaves_order(payment, transition) {
+        let order = if by.leaves_order(payment, transition) {
             OrderWrite::Leave
         } else {
             OrderWrite::Follow

@@ -3,8 +3,9 @@
 //!
 //! Refund items (`refund#<refund_id>`): `payment_id`, `number`, `amount`, `currency`, `reason`,
 //! `status`, `provider_refund_id`, `failure_code`, `idempotency_pk`, `psp_maybe_reached` (only
-//! once true), timestamps and — only while pending — `inflight` + `check_at_ms`, the key of the
-//! sparse GSI reconcile reads (shared with in-flight payments). The payment carries `refunded`,
+//! once true), the sender's lease (`lease_token`, `lease_until_ms`, only while someone sends it),
+//! timestamps and — only while pending — `inflight` + `check_at_ms`, the key of the sparse GSI
+//! reconcile reads (shared with in-flight payments). The payment carries `refunded`,
 //! `refund_pending` and `refund_count` (absent: 0) and `duplicate_refund`.
 
 use super::attributes::{n, number, s, string, Item};
@@ -26,8 +27,8 @@ use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordStatus, StoreError,
 };
 use crate::ports::{
-    BeginRefundOutcome, EventMark, RefundRecordWrite, RefundSettleOutcome, RefundStore,
-    ResumeOutcome,
+    BeginRefundOutcome, EventMark, RefundLeaseOutcome, RefundRecordWrite, RefundSettleOutcome,
+    RefundStore, ResumeOutcome,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{
@@ -63,6 +64,10 @@ fn refund_to_item(refund: &Refund) -> Item {
     if refund.psp_maybe_reached {
         item.insert(MAYBE_REACHED.into(), AttributeValue::Bool(true));
     }
+    if let Some(lease) = &refund.lease {
+        item.insert(LEASE_TOKEN.into(), s(lease.token.as_str()));
+        item.insert(LEASE_UNTIL_MS.into(), n(lease.until_ms));
+    }
     item.insert("created_at_ms".into(), n(refund.created_at_ms));
     item.insert("updated_at_ms".into(), n(refund.updated_at_ms));
     if refund.status == RefundStatus::Pending {
@@ -96,6 +101,13 @@ fn refund_from_item(item: &Item) -> Result<Refund, StoreError> {
         failure_code: optional_string(item, "failure_code"),
         idempotency_pk: optional_string(item, "idempotency_pk"),
         psp_maybe_reached: matches!(item.get(MAYBE_REACHED), Some(AttributeValue::Bool(true))),
+        lease: match optional_string(item, LEASE_TOKEN) {
+            Some(token) => Some(Lease {
+                token: LeaseToken::from_stored(token),
+                until_ms: number(item, LEASE_UNTIL_MS).map_err(corrupt)?,
+            }),
+            None => None,
+        },
         created_at_ms: number(item, "created_at_ms").map_err(corrupt)?,
         updated_at_ms: number(item, "updated_at_ms").map_err(corrupt)?,
         check_at_ms: number(item, CHECK_AT).unwrap_or(0),
@@ -122,25 +134,57 @@ fn equals_counting_absent_as_zero(name: &str, placeholder: &str, value: i64) -> 
     }
 }
 
-/// Asserts the refund is still in the status it was read in.
-fn refund_unchanged(table: &str, refund: &Refund) -> Result<TransactWriteItem, StoreError> {
+/// The condition that the refund is in the status it was read in and, for a sender's write,
+/// that the sender still holds its lease.
+fn as_read_condition(fence: Option<&LeaseToken>) -> &'static str {
+    match fence {
+        Some(_) => "#status = :read_status AND #lease_token = :fence",
+        None => "#status = :read_status",
+    }
+}
+
+/// Asserts the refund is still in the status it was read in; a sender's (`fence`) also gives its
+/// lease back.
+fn refund_unchanged(
+    table: &str,
+    refund: &Refund,
+    fence: Option<&LeaseToken>,
+) -> Result<TransactWriteItem, StoreError> {
+    if let Some(token) = fence {
+        return update_item(
+            table,
+            &refund_pk(&refund.refund_id),
+            "REMOVE #lease_token, #lease_until_ms",
+            as_read_condition(fence),
+            &["status", LEASE_TOKEN, LEASE_UNTIL_MS],
+            vec![
+                (":read_status", s(refund.status.as_str())),
+                (":fence", s(token.as_str())),
+            ],
+        );
+    }
     let check = ConditionCheck::builder()
         .table_name(table)
         .key(PK, s(refund_pk(&refund.refund_id)))
-        .condition_expression("#status = :read_status")
+        .condition_expression(as_read_condition(None))
         .set_expression_attribute_names(names(&["status"]))
         .set_expression_attribute_values(values(vec![(":read_status", s(refund.status.as_str()))]))
+        .return_values_on_condition_check_failure(
+            aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
+        )
         .build()
         .map_err(build_error)?;
     Ok(TransactWriteItem::builder().condition_check(check).build())
 }
 
 /// Moves the refund from the status it was read in to `after`'s; leaves the in-flight index
-/// once failed or canceled (a succeeded one is watched a while longer).
+/// once failed or canceled (a succeeded one is watched a while longer). A sender's (`fence`)
+/// also gives its lease back.
 fn refund_update(
     table: &str,
     before: &Refund,
     after: &Refund,
+    fence: Option<&LeaseToken>,
 ) -> Result<TransactWriteItem, StoreError> {
     let mut update = String::from("SET #status = :status, #updated_at_ms = :now");
     let mut attribute_names = vec!["status", "updated_at_ms"];
@@ -164,15 +208,25 @@ fn refund_update(
         attribute_names.push(CHECK_AT);
         vals.push((":check_at", n(after.check_at_ms)));
     }
+    let mut removed = Vec::new();
     if !after.status.watched() {
-        update.push_str(" REMOVE #inflight");
+        removed.push("#inflight");
         attribute_names.push("inflight");
+    }
+    if let Some(token) = fence {
+        removed.extend(["#lease_token", "#lease_until_ms"]);
+        attribute_names.extend([LEASE_TOKEN, LEASE_UNTIL_MS]);
+        vals.push((":fence", s(token.as_str())));
+    }
+    if !removed.is_empty() {
+        update.push_str(" REMOVE ");
+        update.push_str(&removed.join(", "));
     }
     update_item(
         table,
         &refund_pk(&before.refund_id),
         &update,
-        "#status = :read_status",
+        as_read_condition(fence),
         &attribute_names,
         vals,
     )
@@ -328,21 +382,29 @@ impl RefundStore for DynamoPaymentStore {
                 (":rid", s(&refund.refund_id)),
             ],
         )?];
+        // The refund's sender lease moves with the record's, unless another sender (reconcile)
+        // holds it.
+        let mut update = String::from("SET #lease_token = :new_token, #lease_until_ms = :until_ms");
+        let mut vals = vec![
+            (":new_token", s(lease.token.as_str())),
+            (":until_ms", n(lease.until_ms)),
+            (":pending", s(RefundStatus::Pending.as_str())),
+            (":seen", s(seen.as_str())),
+            (":now", n(self.clock.now_ms())),
+        ];
         if refund.psp_maybe_reached {
-            items.push(update_item(
-                &self.tables.payments,
-                &refund_pk(&refund.refund_id),
-                "SET #psp_maybe_reached = :yes",
-                "#status = :pending",
-                &[MAYBE_REACHED, "status"],
-                vec![
-                    (":yes", AttributeValue::Bool(true)),
-                    (":pending", s(RefundStatus::Pending.as_str())),
-                ],
-            )?);
-        } else {
-            items.push(refund_unchanged(&self.tables.payments, refund)?);
+            update.push_str(", #psp_maybe_reached = :yes");
+            vals.push((":yes", AttributeValue::Bool(true)));
         }
+        items.push(update_item(
+            &self.tables.payments,
+            &refund_pk(&refund.refund_id),
+            &update,
+            "#status = :pending AND (attribute_not_exists(#lease_token) OR #lease_token = :seen \
+             OR #lease_until_ms <= :now)",
+            &[LEASE_TOKEN, LEASE_UNTIL_MS, MAYBE_REACHED, "status"],
+            vals,
+        )?);
         match self.transact("resume_refund", items).await {
             Ok(()) => Ok(ResumeOutcome::Resumed),
             Err(TxFailure::Store(error)) => Err(error),
@@ -352,8 +414,16 @@ impl RefundStore for DynamoPaymentStore {
                         r.item.as_ref().map(record_from_item).transpose()?,
                     ));
                 }
-                if reasons.get(1).is_some_and(Reason::condition_failed) {
-                    return Ok(ResumeOutcome::KeyMoved(None));
+                if let Some(r) = reasons.get(1).filter(|r| r.condition_failed()) {
+                    let now = r.item.as_ref().map(refund_from_item).transpose()?;
+                    return Ok(match now {
+                        Some(now) if now.status == RefundStatus::Pending => {
+                            ResumeOutcome::LeaseHeld {
+                                until_ms: now.lease.map_or(0, |l| l.until_ms),
+                            }
+                        }
+                        _ => ResumeOutcome::KeyMoved(None),
+                    });
                 }
                 Err(StoreError::Corrupt {
                     key: refund.refund_id.clone(),
@@ -443,10 +513,14 @@ impl RefundStore for DynamoPaymentStore {
         refund: &Refund,
         step: &RefundTransition,
         record: RefundRecordWrite<'_>,
+        fence: Option<&LeaseToken>,
         event: Option<&EventMark>,
     ) -> Result<RefundSettleOutcome, StoreError> {
         let now_ms = self.clock.now_ms();
-        let after = refund.after(step, now_ms);
+        let mut after = refund.after(step, now_ms);
+        if fence.is_some() {
+            after.lease = None;
+        }
         let view = encode_refund_view(&after)?;
         // As in `settle`: the move carries the mirror, or the condition that there is no
         // completed record of this refund to mirror onto (see `record_not_mirrored`).
@@ -457,7 +531,7 @@ impl RefundStore for DynamoPaymentStore {
             let mut labels = Vec::with_capacity(4);
             match step {
                 RefundTransition::Apply { status, .. } => {
-                    items.push(refund_update(&self.tables.payments, refund, &after)?);
+                    items.push(refund_update(&self.tables.payments, refund, &after, fence)?);
                     labels.push(Op::Refund);
                     let delta = refund_amounts_delta(refund.status, *status, refund.amount);
                     if delta != (0, 0) {
@@ -471,7 +545,7 @@ impl RefundStore for DynamoPaymentStore {
                     }
                 }
                 RefundTransition::Unchanged => {
-                    items.push(refund_unchanged(&self.tables.payments, refund)?);
+                    items.push(refund_unchanged(&self.tables.payments, refund, fence)?);
                     labels.push(Op::Refund);
                 }
             }
@@ -537,16 +611,28 @@ impl RefundStore for DynamoPaymentStore {
                 Ok(()) => return Ok(RefundSettleOutcome::Settled(Box::new(after))),
                 Err(TxFailure::Store(error)) => return Err(error),
                 Err(TxFailure::Cancelled(reasons)) => {
-                    let failed = |op: Op| {
+                    let refused = |op: Op| {
                         labels
                             .iter()
                             .position(|l| *l == op)
-                            .is_some_and(|i| reasons.get(i).is_some_and(Reason::condition_failed))
+                            .and_then(|i| reasons.get(i))
+                            .filter(|r| r.condition_failed())
                     };
+                    let failed = |op: Op| refused(op).is_some();
                     if failed(Op::Event) {
                         return Ok(RefundSettleOutcome::Duplicate);
                     }
-                    if failed(Op::Refund) {
+                    if let Some(reason) = refused(Op::Refund) {
+                        // Its status is checked first: a refund that moved is read again; one
+                        // that did not refused the sender's lease.
+                        let status_now =
+                            reason.item.as_ref().and_then(|i| string(i, "status").ok());
+                        if fence.is_some() && status_now.as_deref() == Some(refund.status.as_str())
+                        {
+                            return Err(StoreError::LeaseLost {
+                                key: RecordKey::from_stored(refund.refund_id.clone()),
+                            });
+                        }
                         return Ok(RefundSettleOutcome::Moved);
                     }
                     if failed(Op::Record) {
@@ -574,6 +660,83 @@ impl RefundStore for DynamoPaymentStore {
                     });
                 }
             }
+        }
+    }
+
+    async fn take_refund_lease(
+        &self,
+        refund: &Refund,
+        lease: &Lease,
+    ) -> Result<RefundLeaseOutcome, StoreError> {
+        let now_ms = self.clock.now_ms();
+        let pk = refund_pk(&refund.refund_id);
+        // Fenced on the lease as read: none, or one that lapsed (whose holder may have called).
+        let (condition, lapsed) = match &refund.lease {
+            None => (
+                "#status = :pending AND attribute_not_exists(#lease_token)",
+                None,
+            ),
+            Some(seen) => (
+                "#status = :pending AND #lease_token = :seen AND #lease_until_ms <= :now",
+                Some(seen),
+            ),
+        };
+        let mut update = String::from("SET #lease_token = :token, #lease_until_ms = :until_ms");
+        let mut vals = vec![
+            (":pending", s(RefundStatus::Pending.as_str())),
+            (":token", s(lease.token.as_str())),
+            (":until_ms", n(lease.until_ms)),
+        ];
+        if let Some(seen) = lapsed {
+            update.push_str(", #psp_maybe_reached = :yes");
+            vals.push((":yes", AttributeValue::Bool(true)));
+            vals.push((":seen", s(seen.token.as_str())));
+            vals.push((":now", n(now_ms)));
+        }
+        let sent = self
+            .client
+            .update_item()
+            .table_name(&self.tables.payments)
+            .key(PK, s(&pk))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(names(&[
+                "status",
+                LEASE_TOKEN,
+                LEASE_UNTIL_MS,
+                MAYBE_REACHED,
+            ]))
+            .set_expression_attribute_values(values(vals))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(
+                aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
+            )
+            .send()
+            .await;
+        match sent {
+            Ok(output) => {
+                let now = output
+                    .attributes
+                    .as_ref()
+                    .map(refund_from_item)
+                    .transpose()?
+                    .ok_or_else(|| StoreError::Corrupt {
+                        key: pk.clone(),
+                        reason: "a taken lease came back without the refund".into(),
+                    })?;
+                Ok(RefundLeaseOutcome::Taken(Box::new(now)))
+            }
+            Err(error) if is_condition_failure(&error) => {
+                let item = match error.as_service_error() {
+                    Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                        failed.item().cloned()
+                    }
+                    _ => None,
+                };
+                let now = item.as_ref().map(refund_from_item).transpose()?;
+                Ok(crate::adapters::refund_lease_refused(now, lease, now_ms))
+            }
+            Err(error) => Err(backend("take_refund_lease", &pk, error)),
         }
     }
 
@@ -624,7 +787,7 @@ impl RefundStore for DynamoPaymentStore {
         };
         let items = vec![
             TransactWriteItem::builder().delete(delete).build(),
-            refund_update(&self.tables.payments, &pending, &canceled)?,
+            refund_update(&self.tables.payments, &pending, &canceled, Some(lease))?,
             payment_amounts(
                 &self.tables.payments,
                 &refund.payment_id,
@@ -637,6 +800,14 @@ impl RefundStore for DynamoPaymentStore {
             Err(TxFailure::Store(error)) => Err(error),
             Err(TxFailure::Cancelled(reasons))
                 if reasons.first().is_some_and(Reason::condition_failed) =>
+            {
+                Err(StoreError::LeaseLost {
+                    key: RecordKey::from_stored(record_pk),
+                })
+            }
+            // The refund's sender lease is another's (reconcile took it), or it settled.
+            Err(TxFailure::Cancelled(reasons))
+                if reasons.get(1).is_some_and(Reason::condition_failed) =>
             {
                 Err(StoreError::LeaseLost {
                     key: RecordKey::from_stored(record_pk),

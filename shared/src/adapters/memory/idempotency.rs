@@ -10,7 +10,7 @@ use crate::adapters::faults::Faults;
 use crate::clock::{system_clock, SharedClock};
 use crate::idempotency::{
     check_completed_size, Claim, ClaimOutcome, IdempotencyRecord, IdempotencyStore, Lease,
-    LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome,
+    LeaseToken, RecordKey, RecordState, RecordStatus, StoreError, TakeoverOutcome,
 };
 #[cfg(feature = "payments")]
 use crate::ports::ExpiredSweep;
@@ -107,7 +107,7 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         let records = &mut tables.records;
         if let Some(existing) = records.get(&claim.key) {
             if !existing.is_expired_at(now_ms) {
-                return Ok(ClaimOutcome::Existing(existing.clone()));
+                return Ok(ClaimOutcome::refused(claim, existing.clone()));
             }
         }
         let record = claim.record(now_ms);
@@ -125,7 +125,7 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         let mut tables = self.lock();
         let current = tables.records.get_mut(key);
         if !holds_lease(current.as_deref(), seen) {
-            return Ok(TakeoverOutcome::Lost(current.map(|r| r.clone())));
+            return Ok(TakeoverOutcome::refused(lease, current.map(|r| r.clone())));
         }
         let Some(record) = current else {
             return Ok(TakeoverOutcome::Lost(None));
@@ -146,12 +146,22 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         check_completed_size(key, result)?;
         self.check_faults(key)?;
         let mut tables = self.lock();
+        let tables = &mut *tables;
         match tables.records.get_mut(key) {
             Some(record) if holds_lease(Some(record), lease) => {
                 record.state = RecordState::Completed {
                     result: result.to_owned(),
                 };
                 record.expires_at_s = expires_at_s;
+                tables.completed_by.insert(key.clone(), lease.clone());
+                Ok(())
+            }
+            // This very completion's earlier try (its answer lost): done.
+            Some(record)
+                if record.status() == RecordStatus::Completed
+                    && tables.completed_by.get(key) == Some(lease)
+                    && !crate::idempotency::own_writes_forgotten() =>
+            {
                 Ok(())
             }
             _ => Err(StoreError::LeaseLost { key: key.clone() }),
@@ -162,8 +172,13 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         self.check_faults(key)?;
         let mut tables = self.lock();
         let records = &mut tables.records;
-        if !holds_lease(records.get(key), lease) {
-            return Err(StoreError::LeaseLost { key: key.clone() });
+        match records.get(key) {
+            // Gone: this release's earlier try (its answer lost), or swept once expired.
+            None if !crate::idempotency::own_writes_forgotten() => return Ok(()),
+            current if !holds_lease(current, lease) => {
+                return Err(StoreError::LeaseLost { key: key.clone() })
+            }
+            _ => {}
         }
         records.remove(key);
         Ok(())
@@ -188,6 +203,10 @@ impl IdempotencyStore for MemoryIdempotencyStore {
 pub(crate) struct MemoryTables {
     /// Idempotency records by key.
     pub(crate) records: BTreeMap<RecordKey, IdempotencyRecord>,
+    /// The lease each completed record was completed under (DynamoDB keeps the token on the
+    /// completed item), so a completion whose answer was lost knows its own write when the
+    /// SDK's retry meets it.
+    pub(crate) completed_by: BTreeMap<RecordKey, LeaseToken>,
     /// Webhook dedup records: `webhook#<provider>#<event_id>` → `expires_at_s`. Expired ones
     /// stay until overwritten or swept, and read as absent.
     #[cfg(feature = "payments")]

@@ -22,9 +22,9 @@ use crate::idempotency::{
     TakeoverOutcome,
 };
 use crate::ports::{
-    AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, Counter, EventMark, InflightScan,
-    OrderStore, Read, RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome,
-    ReviseOutcome, SettleOutcome,
+    AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, Counter, EventMark, FinishedBy,
+    InflightScan, OrderStore, Read, RefundLeaseOutcome, RefundRecordWrite, RefundSettleOutcome, RefundStore,
+    ResumeOutcome, ReviseOutcome, SettleOutcome,
 };
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -374,12 +374,12 @@ fn write_transition(
     payment: &Payment,
     transition: &Transition,
     now_ms: i64,
-    complete: Option<&LeaseToken>,
+    complete: Option<(&LeaseToken, FinishedBy)>,
     event: Option<&EventMark>,
 ) -> Result<TransitionWrite, StoreError> {
     // As DynamoDB's: a completion that leaves the order does not read it either.
-    let leave_order =
-        complete.is_some() && crate::domain::completion_leaves_order(payment, transition);
+    let leave_order = complete.is_some_and(|(_, by)| by.leaves_order(payment, transition));
+    let complete = complete.map(|(lease, _)| lease);
     let mut after = payment.after(transition, now_ms);
     let event = event.map(|e| (event_key(e), e.expires_at_s));
     if let Some((key, _)) = &event {
@@ -698,12 +698,20 @@ impl ChargeStore for MemoryPaymentStore {
         payment: &Payment,
         transition: &Transition,
         lease: &LeaseToken,
+        by: FinishedBy,
     ) -> Result<SettleOutcome, StoreError> {
         self.transaction("finish_attempt")?;
         let now_ms = self.clock.now_ms();
         let mut tables = self.lock();
-        write_transition(&mut tables, payment, transition, now_ms, Some(lease), None)?
-            .finished(payment)
+        write_transition(
+            &mut tables,
+            payment,
+            transition,
+            now_ms,
+            Some((lease, by)),
+            None,
+        )?
+        .finished(payment)
     }
 
     async fn release_unsent(
@@ -969,23 +977,29 @@ impl RefundStore for MemoryPaymentStore {
         {
             return Ok(ResumeOutcome::KeyMoved(current.cloned()));
         }
-        let still_pending = tables
+        let now_ms = self.clock.now_ms();
+        let Some(stored) = tables
             .payments
             .refunds
             .get(&refund.refund_id)
-            .is_some_and(|stored| stored.refund.status == RefundStatus::Pending);
-        if !still_pending {
+            .filter(|stored| stored.refund.status == RefundStatus::Pending)
+        else {
             return Ok(ResumeOutcome::KeyMoved(None));
+        };
+        // Nobody else may be sending it: reconcile may hold it although the record lapsed.
+        if stored.refund.lease_held_by_other(Some(seen), now_ms) {
+            return Ok(ResumeOutcome::LeaseHeld {
+                until_ms: stored.refund.lease.as_ref().map_or(0, |l| l.until_ms),
+            });
         }
         if let Some(current) = tables.records.get_mut(record) {
             current.state = RecordState::InProgress {
                 lease: lease.clone(),
             };
         }
-        if refund.psp_maybe_reached {
-            if let Some(stored) = tables.payments.refunds.get_mut(&refund.refund_id) {
-                stored.refund.psp_maybe_reached = true;
-            }
+        if let Some(stored) = tables.payments.refunds.get_mut(&refund.refund_id) {
+            stored.refund.lease = Some(lease.clone());
+            stored.refund.psp_maybe_reached |= refund.psp_maybe_reached;
         }
         Ok(ResumeOutcome::Resumed)
     }
@@ -1023,6 +1037,7 @@ impl RefundStore for MemoryPaymentStore {
         refund: &Refund,
         step: &RefundTransition,
         record: RefundRecordWrite<'_>,
+        fence: Option<&LeaseToken>,
         event: Option<&EventMark>,
     ) -> Result<RefundSettleOutcome, StoreError> {
         self.transaction("write_refund")?;
@@ -1048,6 +1063,19 @@ impl RefundStore for MemoryPaymentStore {
             return Ok(RefundSettleOutcome::Moved);
         }
         let record_key = refund.idempotency_pk.clone().map(RecordKey::from_stored);
+        if let Some(token) = fence {
+            let holds = tables
+                .payments
+                .refunds
+                .get(&refund.refund_id)
+                .and_then(|stored| stored.refund.lease.as_ref())
+                .is_some_and(|lease| &lease.token == token);
+            if !holds {
+                return Err(StoreError::LeaseLost {
+                    key: RecordKey::from_stored(refund.refund_id.clone()),
+                });
+            }
+        }
         let stored_record = record_key.as_ref().and_then(|key| tables.records.get(key));
         let (write_record, expires_at_s) = match record {
             RefundRecordWrite::Complete {
@@ -1076,8 +1104,21 @@ impl RefundStore for MemoryPaymentStore {
                 stored.payment.updated_at_ms = now_ms;
             }
             if let Some(stored) = tables.payments.refunds.get_mut(&refund.refund_id) {
-                stored.refund = after.clone();
+                // The write moves the status, the PSP's id and the failure; who holds the sender
+                // lease is the store's, as DynamoDB's update leaves it.
+                let lease = stored.refund.lease.take();
+                stored.refund = Refund {
+                    lease,
+                    psp_maybe_reached: stored.refund.psp_maybe_reached,
+                    ..after.clone()
+                };
                 stored.inflight = stored.inflight && after.status.watched();
+            }
+        }
+        // A sender's write gives its lease back.
+        if fence.is_some() {
+            if let Some(stored) = tables.payments.refunds.get_mut(&refund.refund_id) {
+                stored.refund.lease = None;
             }
         }
         if write_record {
@@ -1091,7 +1132,41 @@ impl RefundStore for MemoryPaymentStore {
         if let Some((key, expires_at_s)) = event {
             tables.events.insert(key, expires_at_s);
         }
-        Ok(RefundSettleOutcome::Settled(Box::new(after)))
+        let now = tables
+            .payments
+            .refunds
+            .get(&refund.refund_id)
+            .map_or(after, |stored| stored.refund.clone());
+        Ok(RefundSettleOutcome::Settled(Box::new(now)))
+    }
+
+    async fn take_refund_lease(
+        &self,
+        refund: &Refund,
+        lease: &Lease,
+    ) -> Result<RefundLeaseOutcome, StoreError> {
+        let now_ms = self.clock.now_ms();
+        let mut tables = self.lock();
+        let Some(stored) = tables.payments.refunds.get_mut(&refund.refund_id) else {
+            return Ok(RefundLeaseOutcome::Moved(None));
+        };
+        let current = stored.refund.clone();
+        // Fenced on the lease as read, as a takeover is: none, or one that lapsed.
+        let takeable = current.status == RefundStatus::Pending
+            && current.status == refund.status
+            && current.lease.as_ref().map(|l| &l.token) == refund.lease.as_ref().map(|l| &l.token)
+            && current.lease.as_ref().is_none_or(|l| l.until_ms <= now_ms);
+        if !takeable {
+            return Ok(crate::adapters::refund_lease_refused(
+                Some(current),
+                lease,
+                now_ms,
+            ));
+        }
+        // Its holder may have called the PSP before its lease lapsed.
+        stored.refund.psp_maybe_reached |= current.lease.is_some();
+        stored.refund.lease = Some(lease.clone());
+        Ok(RefundLeaseOutcome::Taken(Box::new(stored.refund.clone())))
     }
 
     async fn stop_watching(&self, refund: &Refund) -> Result<(), StoreError> {
@@ -1113,7 +1188,13 @@ impl RefundStore for MemoryPaymentStore {
         let now_ms = self.clock.now_ms();
         let mut tables = self.lock();
         let record_key = RecordKey::from_stored(refund.idempotency_pk.clone().unwrap_or_default());
-        if !leased_to(tables.records.get(&record_key), lease) {
+        let sends = tables
+            .payments
+            .refunds
+            .get(&refund.refund_id)
+            .and_then(|stored| stored.refund.lease.as_ref())
+            .is_some_and(|held| &held.token == lease);
+        if !leased_to(tables.records.get(&record_key), lease) || !sends {
             return Err(StoreError::LeaseLost { key: record_key });
         }
         let pending = tables
@@ -1140,6 +1221,7 @@ impl RefundStore for MemoryPaymentStore {
         if let Some(stored) = tables.payments.refunds.get_mut(&refund.refund_id) {
             stored.refund.status = RefundStatus::Canceled;
             stored.refund.updated_at_ms = now_ms;
+            stored.refund.lease = None;
             stored.inflight = false;
         }
         Ok(())
