@@ -49,6 +49,25 @@ pub enum ReviseOutcome {
     Changed(Option<Order>),
 }
 
+impl ReviseOutcome {
+    /// What a refused revision to `next` found in `now`. The order exactly as `next` (its
+    /// version, items, amount and the time of this very write) is this revision's earlier try,
+    /// whose answer was lost and whose retry met it: written.
+    pub fn refused(next: &Order, now: Option<Order>) -> Self {
+        let own = now.as_ref().is_some_and(|now| {
+            now.version == next.version
+                && now.items == next.items
+                && now.amount == next.amount
+                && now.updated_at_ms == next.updated_at_ms
+        });
+        if own && !crate::idempotency::own_writes_forgotten() {
+            Self::Revised
+        } else {
+            Self::Changed(now)
+        }
+    }
+}
+
 /// What starting a payment attempt found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BeginOutcome {

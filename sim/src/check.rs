@@ -173,6 +173,9 @@ pub struct Observed {
     pub request_ids: BTreeMap<(&'static str, String, String), Vec<String>>,
     /// Per (operation, user, key): the `instance` of the key's first replayed problem.
     pub replayed_instance: BTreeMap<(&'static str, String, String), String>,
+    /// Answers that denied what their own request had written (its attempt or refund
+    /// completed, yet answered otherwise).
+    pub own_writes_denied: Vec<String>,
     /// Refund keys told 503 ("nothing was refunded"): (staff, key).
     pub refund_unavailable: Vec<(String, String)>,
     /// Problems whose `instance` broke the rule (a fresh one names its own request, a replayed
@@ -575,6 +578,7 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
     }
 
     violations.extend(observed.wrong_instances.iter().cloned());
+    violations.extend(observed.own_writes_denied.iter().cloned());
 
     for (user, key, payment_id) in &observed.false_unavailable {
         violations.push(format!(

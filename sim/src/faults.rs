@@ -44,6 +44,8 @@ async fn die<T>() -> T {
 /// The invocation a call is made in, as the driver started it.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Invocation {
+    /// Which one (0: one the checker does not follow).
+    pub id: u64,
     /// Whether it may outlive its deadline and lease (see [`FaultKind::SlowHolder`]).
     pub slow: bool,
 }
@@ -62,9 +64,20 @@ pub async fn invoke<F: std::future::Future>(
     timeout: Duration,
     work: F,
 ) -> Option<F::Output> {
+    invoke_as(world, 0, timeout, work).await
+}
+
+/// [`invoke`] as invocation `id`, whose writes the store notes (see
+/// [`FaultyStore::finished_by`]).
+pub async fn invoke_as<F: std::future::Future>(
+    world: &crate::world::World,
+    id: u64,
+    timeout: Duration,
+    work: F,
+) -> Option<F::Output> {
     let slow = world.strikes(FaultKind::SlowHolder);
     let limit = if slow { timeout + SLOW_GRACE } else { timeout };
-    tokio::time::timeout(limit, INVOCATION.scope(Invocation { slow }, work))
+    tokio::time::timeout(limit, INVOCATION.scope(Invocation { id, slow }, work))
         .await
         .ok()
 }
@@ -91,6 +104,17 @@ pub struct FaultyStore {
     records: MemoryIdempotencyStore,
     begun: Arc<Mutex<Vec<Payment>>>,
     marks: Arc<Mutex<BTreeMap<String, u32>>>,
+    finished: Arc<Mutex<BTreeMap<u64, Finished>>>,
+}
+
+/// What an invocation's own write completed: the key's attempt, or a refund, and its status
+/// then.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finished {
+    /// A charge's record completed with the payment in this status.
+    Payment(String, payonce::domain::PaymentStatus),
+    /// A refund's record completed with the refund in this status.
+    Refund(String, payonce::domain::RefundStatus),
 }
 
 /// Whether a store call writes (only writes can conflict).
@@ -110,6 +134,26 @@ impl FaultyStore {
             records,
             begun: Arc::default(),
             marks: Arc::default(),
+            finished: Arc::default(),
+        }
+    }
+
+    /// What invocation `id`'s own writes completed, if any (the last of them).
+    pub fn finished_by(&self, id: u64) -> Option<Finished> {
+        self.finished
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned()
+    }
+
+    fn note_finished(&self, finished: Finished) {
+        let id = current_invocation().id;
+        if id != 0 {
+            self.finished
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id, finished);
         }
     }
 
@@ -337,8 +381,20 @@ impl ChargeStore for FaultyStore {
         lease: &LeaseToken,
         by: FinishedBy,
     ) -> Result<SettleOutcome, StoreError> {
-        self.write("finish_attempt", finish_sent(payment, transition, by), || {
-            self.payments.finish_attempt(payment, transition, lease, by)
+        let noted = std::sync::atomic::AtomicBool::new(false);
+        self.write("finish_attempt", finish_sent(payment, transition, by), || async {
+            let result = self
+                .payments
+                .finish_attempt(payment, transition, lease, by)
+                .await;
+            // The first try that writes is this invocation's completion (a retry that meets
+            // it writes nothing).
+            if let Ok(SettleOutcome::Settled(after)) = &result {
+                if !noted.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    self.note_finished(Finished::Payment(after.payment_id.clone(), after.status));
+                }
+            }
+            result
         })
         .await
     }
@@ -465,6 +521,11 @@ impl RefundStore for FaultyStore {
                 .await;
             if let (Some(event), Ok(RefundSettleOutcome::Settled(_))) = (event, &result) {
                 self.mark(event);
+            }
+            if let (RefundRecordWrite::Complete { .. }, Ok(RefundSettleOutcome::Settled(after))) =
+                (record, &result)
+            {
+                self.note_finished(Finished::Refund(after.refund_id.clone(), after.status));
             }
             result
         })

@@ -5,13 +5,15 @@
 use crate::alarms::{Alarms, PAYMENT_UNPROVABLE};
 use crate::check::{check, Answer, Observed, RefundAsked, Refunded, Settled};
 use crate::face;
-use crate::faults::{invoke, FaultyStore, Outbox, SimTransport, API_KEY, TWOC2P_MERCHANT_ID};
+use crate::faults::{
+    invoke, invoke_as, FaultyStore, Finished, Outbox, SimTransport, API_KEY, TWOC2P_MERCHANT_ID,
+};
 use crate::world::{FaultKind, Schedule, SharedWorld, World};
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore, MemoryQueue};
 use payonce::adapters::psp::ConfiguredPsp;
 use payonce::clock::{Clock, SharedClock};
 use payonce::config::PspKind;
-use payonce::domain::{Currency, LineItem};
+use payonce::domain::{Currency, LineItem, PaymentStatus, RefundStatus};
 use payonce::idempotency::{Idempotency, IdempotencyConfig, IdempotencyKey};
 use payonce::mutations::Mutation;
 use payonce::ports::QueueReceive;
@@ -87,6 +89,8 @@ struct System {
     observed: Mutex<Observed>,
     /// Reconcile invocations running now (the template reserves 2).
     reconciles: std::sync::atomic::AtomicU32,
+    /// Numbers the shoppers' and staff's requests, whose own writes the checker follows.
+    invocations: std::sync::atomic::AtomicU64,
 }
 
 /// Runs `schedule` with `mutations` switched on; deterministic for a given input.
@@ -187,6 +191,7 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
         ),
         observed: Mutex::new(Observed::default()),
         reconciles: std::sync::atomic::AtomicU32::new(0),
+        invocations: std::sync::atomic::AtomicU64::new(0),
     });
 
     let background = [
@@ -588,8 +593,10 @@ async fn refund(system: &System, staff: &str, key: &str, asked: &RefundAsked) ->
         &body.to_string(),
         &["payments:refund"],
     );
-    let answered = invoke(
+    let invocation = system.next_invocation();
+    let answered = invoke_as(
         &system.world,
+        invocation,
         CHARGE_TIMEOUT,
         payonce_refund::handler::handle(&system.refunds, event),
     )
@@ -612,6 +619,25 @@ async fn refund(system: &System, staff: &str, key: &str, asked: &RefundAsked) ->
             .refund_unavailable
             .push((staff.to_owned(), key.to_owned()));
     }
+    // A request that completed its refund's record answers what it wrote.
+    if let Some(Finished::Refund(refund_id, status)) = system.store.finished_by(invocation) {
+        let agrees = match (&answer, status) {
+            (Refunded::Died, _) => true,
+            (Refunded::ServerError(problem), _) if problem.ends_with("/service-unavailable") => {
+                true
+            }
+            (Refunded::Succeeded(id), RefundStatus::Succeeded)
+            | (Refunded::Failed(id), RefundStatus::Failed)
+            | (Refunded::Pending(id), RefundStatus::Pending) => *id == refund_id,
+            _ => false,
+        };
+        if !agrees {
+            lock(&system.observed).own_writes_denied.push(format!(
+                "invariant 4: refund key {staff}/{key}: its request completed refund {refund_id} as {}, yet answered {answer:?}",
+                status.as_str()
+            ));
+        }
+    }
     answer
 }
 
@@ -626,8 +652,10 @@ async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> An
     let id = payonce::ids::new_uuid().simple().to_string();
     lock(&system.observed).sending("pay", user, key, &id);
     let event = api_event_at("/payments", &id, user, key, &body.to_string(), &[]);
-    let answered = invoke(
+    let invocation = system.next_invocation();
+    let answered = invoke_as(
         &system.world,
+        invocation,
         CHARGE_TIMEOUT,
         payonce_charge::handler::handle(&system.charge, event),
     )
@@ -645,6 +673,25 @@ async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> An
     system
         .world
         .trace(format!("pay {user} {key} -> {answer:?}"));
+    // A request that completed its attempt answers what it wrote.
+    if let Some(Finished::Payment(payment_id, status)) = system.store.finished_by(invocation) {
+        let agrees = match (&answer, status) {
+            // Killed after its write, or told the store failed (the SDK gave up after the
+            // write applied): it cannot know, and says so.
+            (Answer::Died, _) => true,
+            (Answer::ServerError(problem), _) if problem.ends_with("/service-unavailable") => true,
+            (Answer::Succeeded(id), PaymentStatus::Succeeded)
+            | (Answer::Failed(id), PaymentStatus::Failed)
+            | (Answer::Pending(id), PaymentStatus::Processing) => *id == payment_id,
+            _ => false,
+        };
+        if !agrees {
+            lock(&system.observed).own_writes_denied.push(format!(
+                "invariant 4: key {user}/{key}: its request completed payment {payment_id} as {}, yet answered {answer:?}",
+                status.as_str()
+            ));
+        }
+    }
     if answer == Answer::Unavailable {
         // A 503 promises that nothing was charged under the key's attempt: hold it to that now.
         let record = format!("#{user}#{key}");
@@ -970,6 +1017,14 @@ fn start_reconcile(system: &Arc<System>, why: &'static str) {
             None => system.world.trace(format!("reconcile ({why}) died")),
         }
     });
+}
+
+impl System {
+    fn next_invocation(&self) -> u64 {
+        1 + self
+            .invocations
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl Observed {

@@ -5,8 +5,8 @@
 //! table, begins with a transaction of two items (the payment with its record, and the
 //! order), and records a success with one conditional `UpdateItem` of the payment, fenced on
 //! the lease token it carries. The record's attributes on the payment item:
-//! `idempotency_pk` (its key), `key_status`, `fingerprint`, `request_id`, and, while in
-//! progress, `lease_token` and `lease_until_ms`. Its attempt is the payment, its creation
+//! `idempotency_pk` (its key), `key_status`, `fingerprint`, `request_id`, `lease_token` (kept
+//! once completed: the lease it was completed under) and, while in progress, `lease_until_ms`. Its attempt is the payment, its creation
 //! time the payment's; a completed record's result is the payment's view as it is now (so
 //! webhooks and reconcile keep no mirror); it never expires.
 
@@ -82,20 +82,40 @@ pub(super) struct Complete<'a> {
 
 impl Complete<'_> {
     pub(super) const SET: &'static str = "#key_status = :completed";
-    pub(super) const REMOVE: [&'static str; 2] = ["#lease_token", "#lease_until_ms"];
-    pub(super) const CONDITION: &'static str = "#lease_token = :mine";
+    /// The lease's token stays on the completed record (its `key_status` says it is no lease
+    /// any more): a completion whose answer was lost knows its own write by it.
+    pub(super) const REMOVE: [&'static str; 1] = ["#lease_until_ms"];
+    pub(super) const CONDITION: &'static str =
+        "#lease_token = :mine AND #key_status = :in_progress_key";
     pub(super) const NAMES: [&'static str; 3] = [KEY_STATUS, LEASE_TOKEN, LEASE_UNTIL_MS];
 
-    pub(super) fn values(&self) -> [(&'static str, aws_sdk_dynamodb::types::AttributeValue); 2] {
+    pub(super) fn values(&self) -> [(&'static str, aws_sdk_dynamodb::types::AttributeValue); 3] {
         [
             (":completed", s(RecordStatus::Completed.as_str())),
             (":mine", s(self.lease.as_str())),
+            (":in_progress_key", s(RecordStatus::InProgress.as_str())),
         ]
     }
 }
 
-/// Whether an item read back after a refused fenced write still carries `lease`.
+/// Whether an item read back after a refused fenced write still holds `lease` in progress.
 pub(super) fn holds_lease(item: Option<&Item>, lease: &LeaseToken) -> bool {
+    let in_progress = item
+        .and_then(|item| string(item, KEY_STATUS).ok())
+        .is_some_and(|status| status == RecordStatus::InProgress.as_str());
+    in_progress && token_is(item, lease)
+}
+
+/// Whether an item read back after a refused fenced write carries a record completed under
+/// `lease`: that completion is this very write's earlier try, whose answer was lost.
+pub(super) fn completed_under(item: Option<&Item>, lease: &LeaseToken) -> bool {
+    let completed = item
+        .and_then(|item| string(item, KEY_STATUS).ok())
+        .is_some_and(|status| status == RecordStatus::Completed.as_str());
+    completed && token_is(item, lease) && !crate::idempotency::own_writes_forgotten()
+}
+
+fn token_is(item: Option<&Item>, lease: &LeaseToken) -> bool {
     item.and_then(|item| string(item, LEASE_TOKEN).ok())
         .is_some_and(|token| token == lease.as_str())
 }

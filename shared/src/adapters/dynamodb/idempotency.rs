@@ -258,7 +258,10 @@ impl IdempotencyStore for DynamoIdempotencyStore {
                 }
                 });
                 match existing {
-                    Some(item) => Ok(ClaimOutcome::Existing(read_record(item, &self.names)?)),
+                    Some(item) => Ok(ClaimOutcome::refused(
+                        claim,
+                        read_record(item, &self.names)?,
+                    )),
                     None => Err(StoreError::Corrupt {
                         key: claim.key.to_string(),
                         reason: "the claim's condition failed but no existing item was returned"
@@ -310,7 +313,8 @@ impl IdempotencyStore for DynamoIdempotencyStore {
                     _ => None,
                 }
                 });
-                Ok(TakeoverOutcome::Lost(
+                Ok(TakeoverOutcome::refused(
+                    lease,
                     current
                         .map(|item| read_record(item, &self.names))
                         .transpose()?,
@@ -334,8 +338,10 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             .update_item()
             .table_name(&self.table)
             .key(&*self.names.key, s(key.as_str()))
-            .update_expression("SET #status = :completed, #result = :result, #expires_at = :expires_at REMOVE #lease_token, #lease_until_ms")
-            .condition_expression("#lease_token = :mine")
+            // The token stays on the completed record: a completion whose answer was lost knows
+            // its own write by it when the SDK's retry is refused.
+            .update_expression("SET #status = :completed, #result = :result, #expires_at = :expires_at REMOVE #lease_until_ms")
+            .condition_expression("#lease_token = :mine AND #status = :in_progress")
             .expression_attribute_names("#status", &*self.names.status)
             .expression_attribute_names("#result", &*self.names.data)
             .expression_attribute_names("#expires_at", &*self.names.expiry)
@@ -345,11 +351,25 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             .expression_attribute_values(":result", s(result))
             .expression_attribute_values(":expires_at", n(expires_at_s))
             .expression_attribute_values(":mine", s(lease.as_str()))
+            .expression_attribute_values(":in_progress", s(RecordStatus::InProgress.as_str()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
         match sent {
             Ok(_) => Ok(()),
             Err(error) if is_condition_failure(&error) => {
+                let current = existing_item(&error, |e| match e {
+                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) => c.item(),
+                    _ => None,
+                });
+                let own = current.is_some_and(|item| {
+                    string(item, &self.names.status).ok().as_deref()
+                        == Some(RecordStatus::Completed.as_str())
+                        && string(item, LEASE_TOKEN).ok().as_deref() == Some(lease.as_str())
+                });
+                if own && !crate::idempotency::own_writes_forgotten() {
+                    return Ok(());
+                }
                 Err(StoreError::LeaseLost { key: key.clone() })
             }
             Err(error) => Err(backend("complete", key.as_str(), error)),
@@ -363,14 +383,25 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             .delete_item()
             .table_name(&self.table)
             .key(&*self.names.key, s(key.as_str()))
-            .condition_expression("#lease_token = :mine")
+            .condition_expression("#lease_token = :mine AND #status = :in_progress")
             .expression_attribute_names("#lease_token", LEASE_TOKEN)
+            .expression_attribute_names("#status", &*self.names.status)
             .expression_attribute_values(":mine", s(lease.as_str()))
+            .expression_attribute_values(":in_progress", s(RecordStatus::InProgress.as_str()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
         match sent {
             Ok(_) => Ok(()),
             Err(error) if is_condition_failure(&error) => {
+                let current = existing_item(&error, |e| match e {
+                    aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException(c) => c.item(),
+                    _ => None,
+                });
+                // Gone: this release's earlier try (its answer lost), or swept once expired.
+                if current.is_none() && !crate::idempotency::own_writes_forgotten() {
+                    return Ok(());
+                }
                 Err(StoreError::LeaseLost { key: key.clone() })
             }
             Err(error) => Err(backend("release", key.as_str(), error)),

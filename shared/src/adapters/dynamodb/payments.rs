@@ -13,7 +13,7 @@
 //!   `inflight.rs`).
 
 use super::attributes::{n, number, s, string, Item};
-use super::charge_key::{add_record, holds_lease, record_of, Complete, KEY_STATUS};
+use super::charge_key::{add_record, completed_under, holds_lease, record_of, Complete, KEY_STATUS};
 use super::counters::{self, OnOrder};
 use super::idempotency::{
     record_from_item, ATTEMPT_ID, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS, PK, RESULT, STATUS,
@@ -393,6 +393,18 @@ impl DynamoPaymentStore {
                         // again; one that did not refused the lease.
                         let status_now =
                             reason.item.as_ref().and_then(|i| string(i, "status").ok());
+                        // A one-item finish whose answer was lost: the retry meets the record
+                        // completed under this very lease, the payment as it made it.
+                        let own = complete.as_ref().is_some_and(|c| {
+                            labels.len() == 1
+                                && completed_under(reason.item.as_ref(), c.lease)
+                                && status_now.as_deref() == Some(after.status.as_str())
+                        });
+                        if let (true, Some(item)) = (own, reason.item.as_ref()) {
+                            return Ok(TransitionWrite::Written(Box::new(payment_from_item(
+                                item,
+                            )?)));
+                        }
                         return Ok(match &complete {
                             Some(c)
                                 if status_now.as_deref() == Some(payment.status.as_str())
@@ -938,16 +950,30 @@ impl OrderStore for DynamoPaymentStore {
 
     async fn create_order(&self, order: &Order) -> Result<(), StoreError> {
         let pk = order_pk(&order.order_id);
-        self.client
+        let sent = self
+            .client
             .put_item()
             .table_name(&self.tables.payments)
             .set_item(Some(order_to_item(order)?))
             .condition_expression("attribute_not_exists(#pk)")
             .expression_attribute_names("#pk", PK)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
-            .await
-            .map_err(|e| backend("create_order", &pk, e))?;
-        Ok(())
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            // The order exactly as this create wrote it: its earlier try, whose answer was lost.
+            Err(error)
+                if is_condition_failure(&error)
+                    && !crate::idempotency::own_writes_forgotten()
+                    && matches!(error.as_service_error(),
+                        Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c))
+                            if c.item().map(order_from_item).transpose().ok().flatten().as_ref() == Some(order)) =>
+            {
+                Ok(())
+            }
+            Err(error) => Err(backend("create_order", &pk, error)),
+        }
     }
 
     async fn get_order(&self, order_id: &str) -> Result<Option<Order>, StoreError> {
@@ -999,7 +1025,7 @@ impl OrderStore for DynamoPaymentStore {
                     Some(aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c)) => c.item().map(order_from_item).transpose()?,
                     _ => None,
                 };
-                Ok(ReviseOutcome::Changed(now))
+                Ok(ReviseOutcome::refused(next, now))
             }
             Err(error) => Err(backend("revise_order", &pk, error)),
         }
@@ -1286,11 +1312,12 @@ impl ChargeStore for DynamoPaymentStore {
                 &self.tables.payments,
                 &payment_pk(&payment.payment_id),
                 "SET #lease_until_ms = :lapsed",
-                "#lease_token = :mine",
-                &[LEASE_UNTIL_MS, LEASE_TOKEN],
+                "#lease_token = :mine AND #key_status = :in_progress",
+                &[LEASE_UNTIL_MS, LEASE_TOKEN, KEY_STATUS],
                 vec![
                     (":lapsed", n(Lease::RELEASED_UNTIL_MS)),
                     (":mine", s(lease.as_str())),
+                    (":in_progress", s(RecordStatus::InProgress.as_str())),
                 ],
             )?,
             order_follow(
@@ -1395,7 +1422,8 @@ impl ChargeStore for DynamoPaymentStore {
                     Some(UpdateItemError::ConditionalCheckFailedException(failed)) => failed.item(),
                     _ => None,
                 };
-                Ok(TakeoverOutcome::Lost(
+                Ok(TakeoverOutcome::refused(
+                    lease,
                     now.map(record_of).transpose()?.flatten(),
                 ))
             }

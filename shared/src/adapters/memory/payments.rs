@@ -195,6 +195,9 @@ struct StoredPayment {
     /// attribute it is set when the payment is created in `processing` and removed when it
     /// leaves it, and only it makes a payment visible to [`InflightScan`].
     inflight: bool,
+    /// The lease its record was completed under (DynamoDB keeps the token on the completed
+    /// item), so a finish whose answer was lost knows its own write when the retry meets it.
+    completed_by: Option<LeaseToken>,
 }
 
 /// [`OrderStore`], [`ChargeStore`] and [`InflightScan`] in memory, with the semantics of
@@ -390,13 +393,27 @@ fn write_transition(
     // Nothing is written unless the payment is still in the status it was read in; with
     // `Unchanged` too, since the record completed must describe the payment as it is.
     let stored = tables.payments.payments.get(&payment.payment_id);
-    if !stored.is_some_and(|stored| stored.payment.status == payment.status) {
-        return Ok(TransitionWrite::PaymentMoved);
-    }
-    if let Some(lease) = complete {
-        if !leased_to(stored.map(|stored| &stored.record), lease) {
-            return Ok(TransitionWrite::RecordRefused);
-        }
+    let refused = if !stored.is_some_and(|stored| stored.payment.status == payment.status) {
+        Some(TransitionWrite::PaymentMoved)
+    } else {
+        complete
+            .filter(|lease| !leased_to(stored.map(|stored| &stored.record), lease))
+            .map(|_| TransitionWrite::RecordRefused)
+    };
+    if let Some(refused) = refused {
+        // A finish of one item (it leaves the order, or moves nothing) whose answer was lost:
+        // the retry meets the record completed under this very lease, the payment as it made
+        // it. That is this finish, written.
+        let own = complete.zip(stored).filter(|(lease, stored)| {
+            stored.completed_by.as_ref() == Some(*lease)
+                && (leave_order || !applies_to(transition))
+                && stored.payment.status == after.status
+                && !crate::idempotency::own_writes_forgotten()
+        });
+        return Ok(match own {
+            Some((_, stored)) => TransitionWrite::Written(Box::new(stored.payment.clone())),
+            None => refused,
+        });
     }
     let applies = matches!(transition, Transition::Apply { .. });
     let order_follows = applies
@@ -415,11 +432,12 @@ fn write_transition(
         if applies {
             update_payment(stored, &after);
         }
-        if complete.is_some() {
+        if let Some(lease) = complete {
             // Completing clears the lease; the result is the payment as it is when read.
             stored.record.state = RecordState::Completed {
                 result: String::new(),
             };
+            stored.completed_by = Some(lease.clone());
         }
     }
     if let Some(refund) = duplicate {
@@ -441,6 +459,11 @@ fn write_transition(
         tables.events.insert(key, expires_at_s);
     }
     Ok(TransitionWrite::Written(Box::new(after)))
+}
+
+/// Whether `transition` moves the payment.
+fn applies_to(transition: &Transition) -> bool {
+    matches!(transition, Transition::Apply { .. })
 }
 
 /// An in-flight cursor: the (check_at_ms, payment id) position of the last id returned.
@@ -470,7 +493,11 @@ impl OrderStore for MemoryPaymentStore {
 
     async fn create_order(&self, order: &Order) -> Result<(), StoreError> {
         let mut tables = self.lock();
-        if tables.payments.orders.contains_key(&order.order_id) {
+        if let Some(existing) = tables.payments.orders.get(&order.order_id) {
+            // The order exactly as this create wrote it: its earlier try, whose answer was lost.
+            if existing == order && !crate::idempotency::own_writes_forgotten() {
+                return Ok(());
+            }
             return Err(StoreError::Backend {
                 operation: "create_order",
                 source: Box::new(OrderExists {
@@ -499,7 +526,7 @@ impl OrderStore for MemoryPaymentStore {
                 order.updated_at_ms = next.updated_at_ms;
                 Ok(ReviseOutcome::Revised)
             }
-            now => Ok(ReviseOutcome::Changed(now.map(|order| order.clone()))),
+            now => Ok(ReviseOutcome::refused(next, now.map(|order| order.clone()))),
         }
     }
 }
@@ -602,6 +629,7 @@ impl ChargeStore for MemoryPaymentStore {
             payment: payment.clone(),
             record: claim.record(now_ms),
             inflight: payment.status == PaymentStatus::Processing,
+            completed_by: None,
         });
         Ok(BeginOutcome::Begun)
     }
@@ -782,7 +810,7 @@ impl ChargeStore for MemoryPaymentStore {
             return Ok(TakeoverOutcome::Lost(None));
         };
         if !leased_to(Some(&stored.record), seen) {
-            return Ok(TakeoverOutcome::Lost(Some(record_as_read(stored)?)));
+            return Ok(TakeoverOutcome::refused(lease, Some(record_as_read(stored)?)));
         }
         stored.record.state = RecordState::InProgress {
             lease: lease.clone(),
