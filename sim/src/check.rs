@@ -635,7 +635,9 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
         let record = format!("#{staff}#{key}");
         for refund in our_refunds.values().filter(|r| {
             r.status == RefundStatus::Canceled
-                && r.idempotency_pk.as_deref().is_some_and(|pk| pk.ends_with(&record))
+                && r.idempotency_pk
+                    .as_deref()
+                    .is_some_and(|pk| pk.ends_with(&record))
         }) {
             let held = psp_refunds
                 .iter()

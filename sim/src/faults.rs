@@ -257,15 +257,17 @@ impl FaultyStore {
         let first = call().await;
         let result = if first.is_ok() && self.world.strikes(FaultKind::StoreLostAnswer) {
             if self.world.chance(0.3) {
-                self.world
-                    .trace(format!("{operation} applied, its answer lost; the SDK gives up"));
+                self.world.trace(format!(
+                    "{operation} applied, its answer lost; the SDK gives up"
+                ));
                 Err(StoreError::Backend {
                     operation,
                     source: "the answer was lost after the write applied (simulated)".into(),
                 })
             } else if sent == Sent::OneItem {
-                self.world
-                    .trace(format!("{operation} applied, its answer lost; the SDK sends it again"));
+                self.world.trace(format!(
+                    "{operation} applied, its answer lost; the SDK sends it again"
+                ));
                 let again = self.world.store_leg();
                 if !again.is_zero() {
                     tokio::time::sleep(again * 2).await;
@@ -290,8 +292,10 @@ impl OrderStore for FaultyStore {
     }
 
     async fn create_order(&self, order: &Order) -> Result<(), StoreError> {
-        self.write("create_order", Sent::OneItem, || self.payments.create_order(order))
-            .await
+        self.write("create_order", Sent::OneItem, || {
+            self.payments.create_order(order)
+        })
+        .await
     }
 
     async fn get_order(&self, order_id: &str) -> Result<Option<Order>, StoreError> {
@@ -301,8 +305,10 @@ impl OrderStore for FaultyStore {
     }
 
     async fn revise_order(&self, read: &Order, next: &Order) -> Result<ReviseOutcome, StoreError> {
-        self.write("revise_order", Sent::OneItem, || self.payments.revise_order(read, next))
-            .await
+        self.write("revise_order", Sent::OneItem, || {
+            self.payments.revise_order(read, next)
+        })
+        .await
     }
 }
 
@@ -347,8 +353,10 @@ impl ChargeStore for FaultyStore {
     }
 
     async fn count_decline(&self, counter: &Counter, expires_at_s: i64) -> Result<(), StoreError> {
-        self.write("count_decline", Sent::OneItem, || self.payments.count_decline(counter, expires_at_s))
-            .await
+        self.write("count_decline", Sent::OneItem, || {
+            self.payments.count_decline(counter, expires_at_s)
+        })
+        .await
     }
 
     async fn resume_attempt(
@@ -382,20 +390,27 @@ impl ChargeStore for FaultyStore {
         by: FinishedBy,
     ) -> Result<SettleOutcome, StoreError> {
         let noted = std::sync::atomic::AtomicBool::new(false);
-        self.write("finish_attempt", finish_sent(payment, transition, by), || async {
-            let result = self
-                .payments
-                .finish_attempt(payment, transition, lease, by)
-                .await;
-            // The first try that writes is this invocation's completion (a retry that meets
-            // it writes nothing).
-            if let Ok(SettleOutcome::Settled(after)) = &result {
-                if !noted.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                    self.note_finished(Finished::Payment(after.payment_id.clone(), after.status));
+        self.write(
+            "finish_attempt",
+            finish_sent(payment, transition, by),
+            || async {
+                let result = self
+                    .payments
+                    .finish_attempt(payment, transition, lease, by)
+                    .await;
+                // The first try that writes is this invocation's completion (a retry that meets
+                // it writes nothing).
+                if let Ok(SettleOutcome::Settled(after)) = &result {
+                    if !noted.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                        self.note_finished(Finished::Payment(
+                            after.payment_id.clone(),
+                            after.status,
+                        ));
+                    }
                 }
-            }
-            result
-        })
+                result
+            },
+        )
         .await
     }
 
@@ -404,8 +419,10 @@ impl ChargeStore for FaultyStore {
         payment: &Payment,
         lease: &LeaseToken,
     ) -> Result<(), StoreError> {
-        self.write("release_unsent", Sent::Transaction, || self.payments.release_unsent(payment, lease))
-            .await
+        self.write("release_unsent", Sent::Transaction, || {
+            self.payments.release_unsent(payment, lease)
+        })
+        .await
     }
 
     async fn settle(
@@ -439,8 +456,10 @@ impl ChargeStore for FaultyStore {
         seen: &LeaseToken,
         lease: &Lease,
     ) -> Result<TakeoverOutcome, StoreError> {
-        self.write("take_over_charge", Sent::OneItem, || self.payments.take_over_charge(key, seen, lease))
-            .await
+        self.write("take_over_charge", Sent::OneItem, || {
+            self.payments.take_over_charge(key, seen, lease)
+        })
+        .await
     }
 
     async fn record_event(&self, event: &EventMark) -> Result<bool, StoreError> {
@@ -477,8 +496,10 @@ impl RefundStore for FaultyStore {
         payment: &Payment,
         refund: &Refund,
     ) -> Result<BeginRefundOutcome, StoreError> {
-        self.write("begin_refund", Sent::Transaction, || self.payments.begin_refund(claim, payment, refund))
-            .await
+        self.write("begin_refund", Sent::Transaction, || {
+            self.payments.begin_refund(claim, payment, refund)
+        })
+        .await
     }
 
     async fn resume_refund(
@@ -544,8 +565,10 @@ impl RefundStore for FaultyStore {
     }
 
     async fn stop_watching(&self, refund: &Refund) -> Result<(), StoreError> {
-        self.write("stop_watching", Sent::OneItem, || self.payments.stop_watching(refund))
-            .await
+        self.write("stop_watching", Sent::OneItem, || {
+            self.payments.stop_watching(refund)
+        })
+        .await
     }
 
     async fn cancel_unsent_refund(
@@ -553,8 +576,10 @@ impl RefundStore for FaultyStore {
         refund: &Refund,
         lease: &LeaseToken,
     ) -> Result<(), StoreError> {
-        self.write("cancel_unsent_refund", Sent::Transaction, || self.payments.cancel_unsent_refund(refund, lease))
-            .await
+        self.write("cancel_unsent_refund", Sent::Transaction, || {
+            self.payments.cancel_unsent_refund(refund, lease)
+        })
+        .await
     }
 }
 
@@ -572,8 +597,10 @@ impl InflightScan for FaultyStore {
     }
 
     async fn defer_check(&self, payment_id: &str, check_at_ms: i64) -> Result<(), StoreError> {
-        self.write("defer_check", Sent::OneItem, || self.payments.defer_check(payment_id, check_at_ms))
-            .await
+        self.write("defer_check", Sent::OneItem, || {
+            self.payments.defer_check(payment_id, check_at_ms)
+        })
+        .await
     }
 }
 
@@ -594,8 +621,10 @@ impl IdempotencyStore for FaultyStore {
         seen: &LeaseToken,
         lease: &Lease,
     ) -> Result<TakeoverOutcome, StoreError> {
-        self.write("take_over", Sent::OneItem, || self.records.take_over(key, seen, lease))
-            .await
+        self.write("take_over", Sent::OneItem, || {
+            self.records.take_over(key, seen, lease)
+        })
+        .await
     }
 
     async fn complete(
@@ -612,8 +641,10 @@ impl IdempotencyStore for FaultyStore {
     }
 
     async fn release(&self, key: &RecordKey, lease: &LeaseToken) -> Result<(), StoreError> {
-        self.write("release", Sent::OneItem, || self.records.release(key, lease))
-            .await
+        self.write("release", Sent::OneItem, || {
+            self.records.release(key, lease)
+        })
+        .await
     }
 
     async fn get(&self, key: &RecordKey) -> Result<Option<IdempotencyRecord>, StoreError> {
@@ -684,11 +715,7 @@ pub struct SimTransport {
 
 impl SimTransport {
     /// The transport to `model`, emitting its events to `outbox`.
-    pub fn new(
-        world: SharedWorld,
-        model: Arc<StripeModel>,
-        outbox: Arc<Outbox>,
-    ) -> Self {
+    pub fn new(world: SharedWorld, model: Arc<StripeModel>, outbox: Arc<Outbox>) -> Self {
         Self {
             world,
             model,

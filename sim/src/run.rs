@@ -143,8 +143,7 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
         minimum_overrides.insert(currency.as_str().to_owned(), raised);
     }
     // Omise documents no idempotency for refunds: some runs' Omise ignores the key on them.
-    let refund_keys_ignored =
-        psp == PspKind::Omise && world.strikes(FaultKind::RefundKeysIgnored);
+    let refund_keys_ignored = psp == PspKind::Omise && world.strikes(FaultKind::RefundKeysIgnored);
     if refund_keys_ignored {
         world.trace("the PSP ignores Idempotency-Key on refunds".to_owned());
     }

@@ -101,4 +101,3 @@ pub(crate) fn refund_lease_refused(
         other => RefundLeaseOutcome::Moved(other.map(Box::new)),
     }
 }
-

@@ -209,7 +209,11 @@ impl Refund {
     }
 
     /// Whether someone other than the holder of `mine` holds a live sender lease at `now_ms`.
-    pub fn lease_held_by_other(&self, mine: Option<&crate::idempotency::LeaseToken>, now_ms: i64) -> bool {
+    pub fn lease_held_by_other(
+        &self,
+        mine: Option<&crate::idempotency::LeaseToken>,
+        now_ms: i64,
+    ) -> bool {
         self.lease
             .as_ref()
             .is_some_and(|lease| Some(&lease.token) != mine && lease.until_ms > now_ms)

@@ -16,9 +16,9 @@
 use super::refund::{apply_refund_settlement, refund_settlement_of, RefundApplied};
 use super::settle::{amount_mismatch, settlement_of, settlement_of_outcome};
 use crate::clock::duration_ms;
+use crate::domain::RefundTransition;
 use crate::domain::{is_refund_id, Refund, RefundSettlement, RefundStatus};
 use crate::domain::{transition, Payment, PaymentStatus, Settlement, Transition};
-use crate::domain::RefundTransition;
 use crate::idempotency::{Lease, LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome};
 use crate::ports::{
     ChargeRequest, ChargeStore, Fence, FinishedBy, InflightScan, Psp, PspError, PspLookup,
@@ -506,7 +506,10 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
             .into());
         };
         let age_ms = self.store.now_ms() - refund.created_at_ms;
-        if budget.call_timeout(self.store.now_ms(), &self.config).is_none() {
+        if budget
+            .call_timeout(self.store.now_ms(), &self.config)
+            .is_none()
+        {
             return Ok(Reconciled::Pending);
         }
         let settlement = match self.psp.lookup_refund(&charge, refund_id).await? {
@@ -542,8 +545,16 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         let expires_at_s =
             (self.store.now_ms() + duration_ms(self.config.record_retention)).div_euclid(1000);
         let record = RefundRecordWrite::Mirror { expires_at_s };
-        match apply_refund_settlement(&self.store, refund_id, &settlement, record, fence, None, None)
-            .await
+        match apply_refund_settlement(
+            &self.store,
+            refund_id,
+            &settlement,
+            record,
+            fence,
+            None,
+            None,
+        )
+        .await
         {
             Ok(RefundApplied::Moved(after)) if after.status == RefundStatus::Succeeded => {
                 Ok(Reconciled::RefundSucceeded)

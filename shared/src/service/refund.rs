@@ -593,11 +593,13 @@ pub async fn apply_refund_settlement<S: RefundStore + ?Sized>(
         }
         let step = refund_transition(&refund, settlement);
         let completes = matches!(record, RefundRecordWrite::Complete { .. });
-        if step == RefundTransition::Unchanged && event.is_none() && !completes && fence.is_none()
-        {
+        if step == RefundTransition::Unchanged && event.is_none() && !completes && fence.is_none() {
             return Ok(RefundApplied::Unchanged(Box::new(refund)));
         }
-        match store.write_refund(&refund, &step, record, fence, event).await? {
+        match store
+            .write_refund(&refund, &step, record, fence, event)
+            .await?
+        {
             RefundSettleOutcome::Settled(after) if step == RefundTransition::Unchanged => {
                 return Ok(RefundApplied::Unchanged(after))
             }

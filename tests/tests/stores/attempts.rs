@@ -221,7 +221,12 @@ pub async fn a_charge_key_is_kept_with_its_payment_and_never_expires<H: PaymentS
     let first = begun(&h, "kept").await;
     let step = transition(&first.payment, &declined("pi_declined"));
     h.payments()
-        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
+        .finish_attempt(
+            &first.payment,
+            &step,
+            &first.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
+        )
         .await
         .unwrap();
     // AND its key's record lives on the payment: the generic idempotency store has none
@@ -354,7 +359,12 @@ pub async fn resume_of_a_finished_or_another_attempt_is_key_moved<H: PaymentStor
     let first = begun(&h, "finished").await;
     let step = transition(&first.payment, &succeeded("pi_ok"));
     h.payments()
-        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
+        .finish_attempt(
+            &first.payment,
+            &step,
+            &first.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
+        )
         .await
         .unwrap();
     let completed = live_record(&h, &first.claim.key).await;
@@ -575,6 +585,7 @@ pub async fn injected_conflicts_surface_as_conflict_and_write_nothing<H: Payment
             &first.payment,
             &transition(&first.payment, &succeeded("pi_c")),
             &first.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
         )
         .await;
     h.faults().inject_conflicts(tries);
@@ -648,7 +659,12 @@ pub async fn conflicts_within_the_adapters_retries_are_absorbed_and_write_once<
     let step = transition(&first.payment, &succeeded("pi_absorbed"));
     let finish = h
         .payments()
-        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
+        .finish_attempt(
+            &first.payment,
+            &step,
+            &first.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
+        )
         .await
         .unwrap();
 

@@ -22,7 +22,12 @@ pub async fn a_success_leaves_the_order_to_read_as_paid_and_completes_the_record
     let step = transition(&first.payment, &succeeded("pi_ok"));
     let outcome = h
         .payments()
-        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
+        .finish_attempt(
+            &first.payment,
+            &step,
+            &first.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
+        )
         .await
         .unwrap();
 
@@ -92,7 +97,12 @@ pub async fn a_decline_fails_the_payment_and_releases_the_order<H: PaymentStoreH
     let step = transition(&first.payment, &declined("pi_no"));
     let outcome = h
         .payments()
-        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
+        .finish_attempt(
+            &first.payment,
+            &step,
+            &first.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
+        )
         .await
         .unwrap();
 
@@ -145,7 +155,12 @@ pub async fn finishing_a_payment_a_webhook_moved_is_moved_and_writes_nothing<
     let step = transition(&first.payment, &declined("pi_late"));
     let outcome = h
         .payments()
-        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
+        .finish_attempt(
+            &first.payment,
+            &step,
+            &first.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
+        )
         .await
         .unwrap();
 
@@ -160,6 +175,7 @@ pub async fn finishing_a_payment_a_webhook_moved_is_moved_and_writes_nothing<
             &first.payment,
             &Transition::Unchanged,
             &first.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
         )
         .await
         .unwrap();
@@ -194,7 +210,12 @@ pub async fn finishing_with_a_lost_lease_is_lease_lost_and_writes_nothing<
     let step = transition(&first.payment, &succeeded("pi_zombie"));
     let outcome = h
         .payments()
-        .finish_attempt(&first.payment, &step, &first.claim.lease_token)
+        .finish_attempt(
+            &first.payment,
+            &step,
+            &first.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
+        )
         .await;
 
     // THEN the lease is lost, and neither the payment, the order nor the record changed
@@ -222,6 +243,7 @@ pub async fn finishing_unchanged_completes_the_record_with_the_pending_view<
             &first.payment,
             &Transition::Unchanged,
             &first.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
         )
         .await
         .unwrap();

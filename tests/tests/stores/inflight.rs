@@ -48,6 +48,7 @@ pub async fn list_inflight_pages_through_processing_payments_oldest_first<
                 &a.payment,
                 &transition(&a.payment, &settlement),
                 &a.claim.lease_token,
+                payonce::ports::FinishedBy::Charge,
             )
             .await
             .unwrap();

@@ -102,7 +102,12 @@ async fn declined_and_released<H: PaymentStoreHarness>(h: &H, attempt: &Begun) -
     let step = transition(&attempt.payment, &declined("pi_declined"));
     let outcome = h
         .payments()
-        .finish_attempt(&attempt.payment, &step, &attempt.claim.lease_token)
+        .finish_attempt(
+            &attempt.payment,
+            &step,
+            &attempt.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
+        )
         .await
         .expect("finish the attempt");
     assert!(

@@ -31,6 +31,7 @@ async fn succeeded_payment<H: PaymentStoreHarness>(h: &H, key: &str) -> Payment 
             &attempt.payment,
             &transition(&attempt.payment, &succeeded(&format!("pi_{key}"))),
             &attempt.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
         )
         .await
         .unwrap();
@@ -55,12 +56,18 @@ fn refund_claim<H: PaymentStoreHarness>(
 ) -> Claimed {
     let now_ms = h.clock().now_ms();
     let record = refund_record_key(key);
+    // The claimer sends the refund: the refund's sender lease is the record's.
+    let lease = Lease {
+        token: LeaseToken::generate(),
+        until_ms: now_ms + LEASE_MS,
+    };
     let refund = Refund::new_pending(
         payment,
         &(payment.refund_count + 1).to_string(),
         amount,
         Some(RefundReason::RequestedByCustomer),
         Some(record.as_str().to_owned()),
+        Some(lease.clone()),
         now_ms,
     );
     let claim = Claim {
@@ -70,8 +77,8 @@ fn refund_claim<H: PaymentStoreHarness>(
             "amount": amount,
         })),
         attempt_id: refund.refund_id.clone(),
-        lease_token: LeaseToken::generate(),
-        lease_until_ms: now_ms + LEASE_MS,
+        lease_token: lease.token,
+        lease_until_ms: lease.until_ms,
         expires_at_s: (now_ms + duration_ms(RETENTION)).div_euclid(1000),
         request_id: Some("req-claimer".into()),
     };
@@ -369,7 +376,7 @@ pub async fn write_refund_moves_the_amounts_once_and_a_second_write_on_the_same_
     };
     let outcome = h
         .payments()
-        .write_refund(&claimed.refund, &step, write, None)
+        .write_refund(&claimed.refund, &step, write, None, None)
         .await
         .unwrap();
 
@@ -421,7 +428,7 @@ pub async fn write_refund_moves_the_amounts_once_and_a_second_write_on_the_same_
     ] {
         let again = h
             .payments()
-            .write_refund(&claimed.refund, &step, write, None)
+            .write_refund(&claimed.refund, &step, write, None, None)
             .await
             .unwrap();
         // THEN it is told to read again, and nothing moved twice
@@ -443,6 +450,7 @@ pub async fn write_refund_moves_the_amounts_once_and_a_second_write_on_the_same_
             &expected,
             &fail,
             RefundRecordWrite::Mirror { expires_at_s },
+            None,
             None,
         )
         .await
@@ -478,6 +486,7 @@ pub async fn write_refund_moves_the_amounts_once_and_a_second_write_on_the_same_
             &fail,
             RefundRecordWrite::Mirror { expires_at_s },
             None,
+            None,
         )
         .await
         .unwrap();
@@ -505,13 +514,13 @@ pub async fn a_webhook_refund_write_and_its_redelivery_are_applied_once<H: Payme
     // WHEN the webhook's success is written with its event mark, then redelivered
     let first = h
         .payments()
-        .write_refund(&claimed.refund, &step, mirror, Some(&mark))
+        .write_refund(&claimed.refund, &step, mirror, None, Some(&mark))
         .await
         .unwrap();
     let settled = refund_state(&h, &payment.payment_id, &["r1"]).await;
     let again = h
         .payments()
-        .write_refund(&claimed.refund, &step, mirror, Some(&mark))
+        .write_refund(&claimed.refund, &step, mirror, None, Some(&mark))
         .await
         .unwrap();
 
@@ -560,7 +569,7 @@ pub async fn the_mirror_follows_only_a_completed_record_of_that_very_refund<
     );
     let outcome = h
         .payments()
-        .write_refund(&first.refund, &pending, mirror, None)
+        .write_refund(&first.refund, &pending, mirror, None, None)
         .await
         .unwrap();
     // THEN the refund records the PSP's id, and the in-progress record is left to its holder
@@ -590,6 +599,7 @@ pub async fn the_mirror_follows_only_a_completed_record_of_that_very_refund<
                 expires_at_s,
             },
             None,
+            None,
         )
         .await;
     assert!(
@@ -614,6 +624,7 @@ pub async fn the_mirror_follows_only_a_completed_record_of_that_very_refund<
                 lease: &first.claim.lease_token,
                 expires_at_s,
             },
+            None,
             None,
         )
         .await
@@ -642,6 +653,7 @@ pub async fn the_mirror_follows_only_a_completed_record_of_that_very_refund<
                 expires_at_s: expires_in_a_day(&h),
             },
             None,
+            None,
         )
         .await
         .unwrap();
@@ -660,6 +672,7 @@ pub async fn the_mirror_follows_only_a_completed_record_of_that_very_refund<
             RefundRecordWrite::Mirror {
                 expires_at_s: expires_in_a_day(&h),
             },
+            None,
             None,
         )
         .await
@@ -740,6 +753,8 @@ pub async fn cancel_unsent_refund_frees_the_amount_and_deletes_the_record<
         vec![Refund {
             status: RefundStatus::Canceled,
             updated_at_ms: now_ms,
+            // Nobody sends it any more.
+            lease: None,
             ..claimed.refund.clone()
         }],
         "{}",
@@ -847,6 +862,7 @@ pub async fn a_late_success_creates_its_duplicate_refund_in_the_same_write_once<
             &second.payment,
             &transition(&second.payment, &succeeded("pi_holder")),
             &second.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
         )
         .await
         .unwrap();
@@ -957,6 +973,7 @@ pub async fn list_inflight_lists_refunds_until_final_or_no_longer_watched<
             &refund_transition(&second.refund, &refund_failed("re_2")),
             RefundRecordWrite::Mirror { expires_at_s },
             None,
+            None,
         )
         .await
         .unwrap();
@@ -980,6 +997,7 @@ pub async fn list_inflight_lists_refunds_until_final_or_no_longer_watched<
             &third.refund,
             &refund_transition(&third.refund, &refund_succeeded("re_3")),
             RefundRecordWrite::Mirror { expires_at_s },
+            None,
             None,
         )
         .await
@@ -1041,10 +1059,15 @@ pub async fn a_lapsed_refund_is_resumed_under_a_new_lease_and_a_settled_one_is_k
         .await
         .unwrap();
 
-    // THEN the lease is the retry's, and the refund remembers the PSP may have been reached
+    // THEN the lease is the retry's, on the record and as the refund's sender lease, and the
+    // refund remembers the PSP may have been reached
     assert_eq!(outcome, ResumeOutcome::Resumed, "{}", H::NAME);
     let record = h.raw_record(&claimed.claim.key).await.unwrap();
     assert_eq!(record.lease(), Some(&lease), "{}", H::NAME);
+    let marked = Refund {
+        lease: Some(lease.clone()),
+        ..marked
+    };
     assert_eq!(refund_now(&h, &claimed.refund.refund_id).await, marked);
 
     // WHEN another retry takes over with the lapsed token it saw
@@ -1076,6 +1099,7 @@ pub async fn a_lapsed_refund_is_resumed_under_a_new_lease_and_a_settled_one_is_k
                 lease: &lease.token,
                 expires_at_s: expires_in_a_day(&h),
             },
+            Some(&lease.token),
             None,
         )
         .await

@@ -130,6 +130,7 @@ pub async fn settle_keeps_the_mirror_of_a_completed_record_current<H: PaymentSto
             &first.payment,
             &Transition::Unchanged,
             &first.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
         )
         .await
         .unwrap();
@@ -269,6 +270,7 @@ pub async fn settling_while_the_holder_completes_never_leaves_a_stale_mirror<
             &first.payment,
             &Transition::Unchanged,
             &first.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
         );
         let settle = h.payments().settle(&first.payment, &step, None);
         let (finished, settled) = tokio::join!(finish, settle);
@@ -281,7 +283,12 @@ pub async fn settling_while_the_holder_completes_never_leaves_a_stale_mirror<
             // The holder saw its payment move: it completes with what it reads now.
             let now = payment_now(&h, &first.payment.payment_id).await;
             h.payments()
-                .finish_attempt(&now, &Transition::Unchanged, &first.claim.lease_token)
+                .finish_attempt(
+                    &now,
+                    &Transition::Unchanged,
+                    &first.claim.lease_token,
+                    payonce::ports::FinishedBy::Charge,
+                )
                 .await
                 .expect("complete with the current view");
         } else {

@@ -66,6 +66,7 @@ pub async fn cleanup_sweeps_what_expired_never_a_live_lease_and_resumes<H: Payme
             &attempt.payment,
             &transition(&attempt.payment, &declined("pi_swept")),
             &attempt.claim.lease_token,
+            payonce::ports::FinishedBy::Charge,
         )
         .await
         .unwrap();

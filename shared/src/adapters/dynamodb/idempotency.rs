@@ -358,14 +358,18 @@ impl IdempotencyStore for DynamoIdempotencyStore {
         match sent {
             Ok(_) => Ok(()),
             Err(error) if is_condition_failure(&error) => {
-                let current = existing_item(&error, |e| match e {
+                let current = existing_item(&error, |e| {
+                    match e {
                     aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) => c.item(),
                     _ => None,
+                }
                 });
+                // Completed under this lease with this result: this completion's earlier try.
                 let own = current.is_some_and(|item| {
                     string(item, &self.names.status).ok().as_deref()
                         == Some(RecordStatus::Completed.as_str())
                         && string(item, LEASE_TOKEN).ok().as_deref() == Some(lease.as_str())
+                        && string(item, &self.names.data).ok().as_deref() == Some(result)
                 });
                 if own && !crate::idempotency::own_writes_forgotten() {
                     return Ok(());
@@ -394,9 +398,11 @@ impl IdempotencyStore for DynamoIdempotencyStore {
         match sent {
             Ok(_) => Ok(()),
             Err(error) if is_condition_failure(&error) => {
-                let current = existing_item(&error, |e| match e {
+                let current = existing_item(&error, |e| {
+                    match e {
                     aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException(c) => c.item(),
                     _ => None,
+                }
                 });
                 // Gone: this release's earlier try (its answer lost), or swept once expired.
                 if current.is_none() && !crate::idempotency::own_writes_forgotten() {

@@ -13,7 +13,9 @@
 //!   `inflight.rs`).
 
 use super::attributes::{n, number, s, string, Item};
-use super::charge_key::{add_record, completed_under, holds_lease, record_of, Complete, KEY_STATUS};
+use super::charge_key::{
+    add_record, completed_under, holds_lease, record_of, Complete, KEY_STATUS,
+};
 use super::counters::{self, OnOrder};
 use super::idempotency::{
     record_from_item, ATTEMPT_ID, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS, PK, RESULT, STATUS,
@@ -624,7 +626,10 @@ fn payment_update(
         ]
         .into_iter()
         .chain(Complete::NAMES)
-        .filter(|name| update.contains(&format!("#{name}")) || *name == "status")
+        .filter(|name| {
+            let placeholder = format!("#{name}");
+            update.contains(&placeholder) || condition.contains(&placeholder)
+        })
         .collect::<Vec<_>>(),
         vals,
     )

@@ -402,7 +402,11 @@ impl RefundStore for DynamoPaymentStore {
             &update,
             "#status = :pending AND (attribute_not_exists(#lease_token) OR #lease_token = :seen \
              OR #lease_until_ms <= :now)",
-            &[LEASE_TOKEN, LEASE_UNTIL_MS, MAYBE_REACHED, "status"],
+            if refund.psp_maybe_reached {
+                &[LEASE_TOKEN, LEASE_UNTIL_MS, MAYBE_REACHED, "status"]
+            } else {
+                &[LEASE_TOKEN, LEASE_UNTIL_MS, "status"]
+            },
             vals,
         )?);
         match self.transact("resume_refund", items).await {
@@ -700,12 +704,11 @@ impl RefundStore for DynamoPaymentStore {
             .key(PK, s(&pk))
             .update_expression(update)
             .condition_expression(condition)
-            .set_expression_attribute_names(names(&[
-                "status",
-                LEASE_TOKEN,
-                LEASE_UNTIL_MS,
-                MAYBE_REACHED,
-            ]))
+            .set_expression_attribute_names(names(if lapsed.is_some() {
+                &["status", LEASE_TOKEN, LEASE_UNTIL_MS, MAYBE_REACHED]
+            } else {
+                &["status", LEASE_TOKEN, LEASE_UNTIL_MS]
+            }))
             .set_expression_attribute_values(values(vals))
             .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
             .return_values_on_condition_check_failure(

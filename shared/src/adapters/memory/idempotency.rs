@@ -10,7 +10,7 @@ use crate::adapters::faults::Faults;
 use crate::clock::{system_clock, SharedClock};
 use crate::idempotency::{
     check_completed_size, Claim, ClaimOutcome, IdempotencyRecord, IdempotencyStore, Lease,
-    LeaseToken, RecordKey, RecordState, RecordStatus, StoreError, TakeoverOutcome,
+    LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome,
 };
 #[cfg(feature = "payments")]
 use crate::ports::ExpiredSweep;
@@ -158,7 +158,7 @@ impl IdempotencyStore for MemoryIdempotencyStore {
             }
             // This very completion's earlier try (its answer lost): done.
             Some(record)
-                if record.status() == RecordStatus::Completed
+                if matches!(&record.state, RecordState::Completed { result: stored } if stored == result)
                     && tables.completed_by.get(key) == Some(lease)
                     && !crate::idempotency::own_writes_forgotten() =>
             {

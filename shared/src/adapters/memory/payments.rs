@@ -23,8 +23,8 @@ use crate::idempotency::{
 };
 use crate::ports::{
     AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, Counter, EventMark, FinishedBy,
-    InflightScan, OrderStore, Read, RefundLeaseOutcome, RefundRecordWrite, RefundSettleOutcome, RefundStore,
-    ResumeOutcome, ReviseOutcome, SettleOutcome,
+    InflightScan, OrderStore, Read, RefundLeaseOutcome, RefundRecordWrite, RefundSettleOutcome,
+    RefundStore, ResumeOutcome, ReviseOutcome, SettleOutcome,
 };
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -810,7 +810,10 @@ impl ChargeStore for MemoryPaymentStore {
             return Ok(TakeoverOutcome::Lost(None));
         };
         if !leased_to(Some(&stored.record), seen) {
-            return Ok(TakeoverOutcome::refused(lease, Some(record_as_read(stored)?)));
+            return Ok(TakeoverOutcome::refused(
+                lease,
+                Some(record_as_read(stored)?),
+            ));
         }
         stored.record.state = RecordState::InProgress {
             lease: lease.clone(),
