@@ -469,6 +469,115 @@ pub async fn stale_lease_token_cannot_complete_or_release<H: StoreHarness>(h: H)
     assert_eq!(h.raw(&record_key).await.unwrap(), done);
 }
 
+/// Case: A write whose answer was lost and that the SDK sends again meets its own earlier try,
+/// which counts as written: a claim, a takeover, a completion (with the same result) and a
+/// release. Another request's token, or another result, is still refused.
+pub async fn a_write_sent_again_after_its_answer_was_lost_counts_as_written<H: StoreHarness>(h: H) {
+    let k = key("sent-again-1");
+    let record_key = RecordKey::new(SCOPE, "alice", &k);
+    let now_ms = h.clock().now_ms();
+    let claim = Claim {
+        key: record_key.clone(),
+        fingerprint: fingerprint(json!({"amount": 100})),
+        attempt_id: "attempt-1".into(),
+        lease_token: LeaseToken::generate(),
+        lease_until_ms: now_ms + INVOCATION_MS,
+        expires_at_s: now_ms.div_euclid(1000) + RETENTION_S,
+        request_id: None,
+    };
+    // GIVEN a claim that applied, and its retry
+    let first = h.store().claim(&claim).await.unwrap();
+    let again = h.store().claim(&claim).await.unwrap();
+    // THEN the retry is the claim, not someone else's request in progress
+    assert!(matches!(first, ClaimOutcome::Claimed(_)), "{first:?}");
+    assert!(
+        matches!(&again, ClaimOutcome::Claimed(r) if r.lease().map(|l| &l.token) == Some(&claim.lease_token)),
+        "{again:?}"
+    );
+    // AND another request with the same key is still answered with the existing record
+    let other = Claim {
+        lease_token: LeaseToken::generate(),
+        ..claim.clone()
+    };
+    assert!(matches!(
+        h.store().claim(&other).await.unwrap(),
+        ClaimOutcome::Existing(_)
+    ));
+
+    // GIVEN the lease lapsed and a takeover that applied, and its retry
+    h.clock().advance(Duration::from_millis(
+        u64::try_from(INVOCATION_MS).unwrap() + 1,
+    ));
+    let lease = Lease {
+        token: LeaseToken::generate(),
+        until_ms: h.clock().now_ms() + INVOCATION_MS,
+    };
+    let taken = h
+        .store()
+        .take_over(&record_key, &claim.lease_token, &lease)
+        .await
+        .unwrap();
+    let retaken = h
+        .store()
+        .take_over(&record_key, &claim.lease_token, &lease)
+        .await
+        .unwrap();
+    assert!(matches!(taken, TakeoverOutcome::TakenOver(_)), "{taken:?}");
+    assert_eq!(retaken, taken, "the retry is the takeover");
+    // AND a takeover by someone else from the same stale token still loses
+    let lost = h
+        .store()
+        .take_over(
+            &record_key,
+            &claim.lease_token,
+            &Lease {
+                token: LeaseToken::generate(),
+                until_ms: lease.until_ms,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(lost, TakeoverOutcome::Lost(Some(_))), "{lost:?}");
+
+    // GIVEN a completion that applied, and its retry
+    h.store()
+        .complete(&record_key, &lease.token, "\"done\"", claim.expires_at_s)
+        .await
+        .unwrap();
+    let done = h.raw(&record_key).await.unwrap();
+    h.store()
+        .complete(&record_key, &lease.token, "\"done\"", claim.expires_at_s)
+        .await
+        .expect("the retry of a completion is that completion");
+    assert_eq!(h.raw(&record_key).await.unwrap(), done);
+    // AND a completion with another result under that token is still refused
+    assert!(matches!(
+        h.store()
+            .complete(&record_key, &lease.token, "\"other\"", claim.expires_at_s)
+            .await,
+        Err(StoreError::LeaseLost { .. })
+    ));
+
+    // GIVEN a release that applied, and its retry
+    let k2 = key("sent-again-2");
+    let released_key = RecordKey::new(SCOPE, "alice", &k2);
+    let claim2 = Claim {
+        key: released_key.clone(),
+        lease_token: LeaseToken::generate(),
+        ..claim.clone()
+    };
+    h.store().claim(&claim2).await.unwrap();
+    h.store()
+        .release(&released_key, &claim2.lease_token)
+        .await
+        .unwrap();
+    h.store()
+        .release(&released_key, &claim2.lease_token)
+        .await
+        .expect("the retry of a release finds the record gone, released");
+    assert_eq!(h.raw(&released_key).await, None);
+}
+
 /// Case: The same key under two users is two independent records.
 pub async fn same_key_under_two_users_is_two_records<H: StoreHarness>(h: H) {
     let k = key("shared-key");
@@ -608,6 +717,7 @@ where
     lapsed_lease_is_taken_over_keeping_the_attempt_identity(harness().await).await;
     takeover_changes_only_the_lease(harness().await).await;
     stale_lease_token_cannot_complete_or_release(harness().await).await;
+    a_write_sent_again_after_its_answer_was_lost_counts_as_written(harness().await).await;
     same_key_under_two_users_is_two_records(harness().await).await;
     failed_work_releases_the_key(harness().await).await;
     transaction_conflicts_are_retried_then_answered_in_progress(harness().await).await;
@@ -628,6 +738,7 @@ macro_rules! store_conformance_suite {
             lapsed_lease_is_taken_over_keeping_the_attempt_identity,
             takeover_changes_only_the_lease,
             stale_lease_token_cannot_complete_or_release,
+            a_write_sent_again_after_its_answer_was_lost_counts_as_written,
             same_key_under_two_users_is_two_records,
             failed_work_releases_the_key,
             transaction_conflicts_are_retried_then_answered_in_progress,

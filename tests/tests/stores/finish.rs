@@ -266,7 +266,154 @@ pub async fn finishing_unchanged_completes_the_record_with_the_pending_view<
     assert!(matches!(record.state, RecordState::Completed { .. }));
 }
 
+pub async fn a_finish_sent_again_after_its_answer_was_lost_is_that_finish<
+    H: PaymentStoreHarness,
+>(
+    h: H,
+) {
+    use payonce::ports::FinishedBy;
+    // GIVEN a success finished (one write of the payment), whose answer was lost
+    let first = begun(&h, "finish-again").await;
+    let step = transition(&first.payment, &succeeded("pi_again"));
+    let lease = &first.claim.lease_token;
+    let written = h
+        .payments()
+        .finish_attempt(&first.payment, &step, lease, FinishedBy::Charge)
+        .await
+        .unwrap();
+    let after = persisted(&h, &first).await;
+
+    // WHEN the SDK sends the same write again, and it meets its own earlier try
+    let again = h
+        .payments()
+        .finish_attempt(&first.payment, &step, lease, FinishedBy::Charge)
+        .await
+        .unwrap();
+    // THEN that is the finish, written (not a lease lost to someone: the shopper was charged),
+    // and nothing more is written
+    assert_eq!(again, written, "{}", H::NAME);
+    assert_eq!(persisted(&h, &first).await, after, "{}", H::NAME);
+
+    // AND a finish under another token on that payment is still refused
+    let zombie = h
+        .payments()
+        .finish_attempt(
+            &first.payment,
+            &step,
+            &LeaseToken::generate(),
+            FinishedBy::Charge,
+        )
+        .await
+        .unwrap();
+    assert_eq!(zombie, SettleOutcome::Moved, "{}", H::NAME);
+
+    // GIVEN an attempt whose outcome is unknown, its record completed with nothing moved
+    let pending = begun(&h, "finish-again-pending").await;
+    let lease = &pending.claim.lease_token;
+    let written = h
+        .payments()
+        .finish_attempt(
+            &pending.payment,
+            &Transition::Unchanged,
+            lease,
+            FinishedBy::Charge,
+        )
+        .await
+        .unwrap();
+    // WHEN that write is sent again
+    let again = h
+        .payments()
+        .finish_attempt(
+            &pending.payment,
+            &Transition::Unchanged,
+            lease,
+            FinishedBy::Charge,
+        )
+        .await
+        .unwrap();
+    // THEN it is that write
+    assert_eq!(again, written, "{}", H::NAME);
+
+    // GIVEN a lapsed attempt that reconcile took over, and the takeover's retry
+    let lapsed = begun(&h, "takeover-again").await;
+    h.clock()
+        .advance(Duration::from_millis(LEASE_MS as u64 + 1_000));
+    let ours = fresh_lease(&h);
+    let taken = h
+        .payments()
+        .take_over_charge(&lapsed.claim.key, &lapsed.claim.lease_token, &ours)
+        .await
+        .unwrap();
+    let retaken = h
+        .payments()
+        .take_over_charge(&lapsed.claim.key, &lapsed.claim.lease_token, &ours)
+        .await
+        .unwrap();
+    // THEN the retry is the takeover; another taker from the same token still loses
+    assert!(
+        matches!(taken, payonce::idempotency::TakeoverOutcome::TakenOver(_)),
+        "{}: {taken:?}",
+        H::NAME
+    );
+    assert_eq!(retaken, taken, "{}", H::NAME);
+    let lost = h
+        .payments()
+        .take_over_charge(
+            &lapsed.claim.key,
+            &lapsed.claim.lease_token,
+            &fresh_lease(&h),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(lost, payonce::idempotency::TakeoverOutcome::Lost(Some(_))),
+        "{}: {lost:?}",
+        H::NAME
+    );
+}
+
+pub async fn reconciles_finish_of_a_success_writes_the_order_paid<H: PaymentStoreHarness>(h: H) {
+    use payonce::ports::FinishedBy;
+    // GIVEN an attempt whose handler died, and whose lapsed lease reconcile took over
+    let first = begun(&h, "reconcile-finish").await;
+    h.clock()
+        .advance(Duration::from_millis(LEASE_MS as u64 + 1_000));
+    let ours = fresh_lease(&h);
+    h.payments()
+        .take_over_charge(&first.claim.key, &first.claim.lease_token, &ours)
+        .await
+        .unwrap();
+
+    // WHEN reconcile finishes it: the PSP had charged
+    let step = transition(&first.payment, &succeeded("pi_late"));
+    let outcome = h
+        .payments()
+        .finish_attempt(&first.payment, &step, &ours.token, FinishedBy::Reconcile)
+        .await
+        .unwrap();
+
+    // THEN the payment succeeded and the order is stored paid by it (reconcile's lease never
+    // reserved the order, so the order follows rather than stay `processing` under it)
+    assert!(
+        matches!(&outcome, SettleOutcome::Settled(p) if p.status == PaymentStatus::Succeeded),
+        "{}: {outcome:?}",
+        H::NAME
+    );
+    let order = order_now(&h, &first.order.order_id).await;
+    assert_eq!(
+        (order.payment_state, order.payment_id),
+        (
+            OrderPaymentState::Paid,
+            Some(first.payment.payment_id.clone())
+        ),
+        "{}",
+        H::NAME
+    );
+}
+
 store_suite!(
+    a_finish_sent_again_after_its_answer_was_lost_is_that_finish,
+    reconciles_finish_of_a_success_writes_the_order_paid,
     a_success_leaves_the_order_to_read_as_paid_and_completes_the_record,
     a_decline_fails_the_payment_and_releases_the_order,
     finishing_a_payment_a_webhook_moved_is_moved_and_writes_nothing,

@@ -57,6 +57,34 @@ pub async fn revise_order_bumps_the_version_and_is_refused_while_processing<
     assert_eq!(outcome, ReviseOutcome::Revised, "{}", H::NAME);
     assert_eq!(order_now(&h, &read.order_id).await, next, "{}", H::NAME);
 
+    // AND WHEN that very edit is sent again by the SDK after its answer was lost
+    let again = h.payments().revise_order(&read, &next).await.unwrap();
+    // THEN it meets its own earlier try: revised, nothing more written
+    assert_eq!(again, ReviseOutcome::Revised, "{}", H::NAME);
+    assert_eq!(order_now(&h, &read.order_id).await, next, "{}", H::NAME);
+    // AND so is an order create sent again (the order exactly as it wrote it)
+    let created = stored_order(&h, USER).await;
+    h.payments()
+        .create_order(&created)
+        .await
+        .expect("a create that meets its own order is that create");
+    // while another order under that id is still refused
+    let clash = Order {
+        amount: created.amount + 1,
+        ..created.clone()
+    };
+    assert!(
+        h.payments().create_order(&clash).await.is_err(),
+        "{}",
+        H::NAME
+    );
+    assert_eq!(
+        order_now(&h, &created.order_id).await,
+        created,
+        "{}",
+        H::NAME
+    );
+
     // AND WHEN an edit made on the version 1 read arrives late
     let late = Order {
         version: 2,

@@ -10,8 +10,8 @@ use payonce::domain::{
 };
 use payonce::idempotency::StoreError;
 use payonce::ports::{
-    BeginRefundOutcome, InflightScan, RefundRecordWrite, RefundSettleOutcome, RefundStore,
-    ResumeOutcome, SettleOutcome,
+    BeginRefundOutcome, InflightScan, RefundLeaseOutcome, RefundRecordWrite, RefundSettleOutcome,
+    RefundStore, ResumeOutcome, SettleOutcome,
 };
 
 /// The refund path's idempotency scope, and the staff user refunding.
@@ -1120,7 +1120,222 @@ pub async fn a_lapsed_refund_is_resumed_under_a_new_lease_and_a_settled_one_is_k
     assert_eq!(h.raw_record(&claimed.claim.key).await, completed);
 }
 
+pub async fn a_refund_has_one_sender_at_a_time_and_every_sender_write_is_fenced<
+    H: PaymentStoreHarness,
+>(
+    h: H,
+) {
+    // GIVEN a refund whose staff request holds its sender lease, mid-call
+    let payment = succeeded_payment(&h, "pay").await;
+    let claimed = begun_refund(&h, &payment.payment_id, "r1", 1000).await;
+    let staff = claimed.claim.lease_token.clone();
+    let read = refund_now(&h, &claimed.refund.refund_id).await;
+    assert_eq!(
+        read.lease.as_ref().map(|l| &l.token),
+        Some(&staff),
+        "{}",
+        H::NAME
+    );
+
+    // WHEN reconcile tries to take it while that lease is live
+    let reconcile = fresh_lease(&h);
+    let taken = h
+        .payments()
+        .take_refund_lease(&read, &reconcile)
+        .await
+        .unwrap();
+    // THEN it is held, and nothing is written
+    assert_eq!(
+        taken,
+        RefundLeaseOutcome::Held {
+            until_ms: claimed.claim.lease_until_ms
+        },
+        "{}",
+        H::NAME
+    );
+    assert_eq!(refund_now(&h, &read.refund_id).await, read, "{}", H::NAME);
+
+    // WHEN the staff lease lapses (its holder is slow, or died) and reconcile takes it
+    h.clock().advance(Duration::from_millis(
+        u64::try_from(LEASE_MS).unwrap() + 1_000,
+    ));
+    let reconcile = fresh_lease(&h);
+    let taken = h
+        .payments()
+        .take_refund_lease(&read, &reconcile)
+        .await
+        .unwrap();
+    // THEN reconcile holds it, and the refund remembers its earlier sender may have called
+    let held = Refund {
+        lease: Some(reconcile.clone()),
+        psp_maybe_reached: true,
+        ..read.clone()
+    };
+    assert_eq!(
+        taken,
+        RefundLeaseOutcome::Taken(Box::new(held.clone())),
+        "{}",
+        H::NAME
+    );
+    assert_eq!(refund_now(&h, &read.refund_id).await, held, "{}", H::NAME);
+
+    // WHEN the slow staff request comes back: its call never connected, so it would cancel
+    let cancel = h.payments().cancel_unsent_refund(&read, &staff).await;
+    // THEN it is refused: reconcile may be refunding right now; nothing changed
+    assert!(
+        matches!(cancel, Err(StoreError::LeaseLost { .. })),
+        "{}: {cancel:?}",
+        H::NAME
+    );
+    // AND its answer cannot be written either, nor can a retry take the refund over
+    let write = h
+        .payments()
+        .write_refund(
+            &held,
+            &refund_transition(&held, &refund_succeeded("re_staff")),
+            RefundRecordWrite::Complete {
+                lease: &staff,
+                expires_at_s: expires_in_a_day(&h),
+            },
+            Some(&staff),
+            None,
+        )
+        .await;
+    assert!(
+        matches!(write, Err(StoreError::LeaseLost { .. })),
+        "{}: {write:?}",
+        H::NAME
+    );
+    let retry = h
+        .payments()
+        .resume_refund(
+            &claimed.claim.key,
+            &staff,
+            &fresh_lease(&h),
+            &Refund {
+                psp_maybe_reached: true,
+                ..held.clone()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        retry,
+        ResumeOutcome::LeaseHeld {
+            until_ms: reconcile.until_ms
+        },
+        "{}",
+        H::NAME
+    );
+    assert_eq!(refund_now(&h, &read.refund_id).await, held, "{}", H::NAME);
+    assert_eq!(
+        h.raw_record(&claimed.claim.key)
+            .await
+            .and_then(|r| r.lease().cloned()),
+        Some(Lease {
+            token: staff.clone(),
+            until_ms: claimed.claim.lease_until_ms
+        }),
+        "{}: the record is untouched",
+        H::NAME
+    );
+
+    // WHEN reconcile records what the PSP said under its lease
+    let settled = h
+        .payments()
+        .write_refund(
+            &held,
+            &refund_transition(&held, &refund_succeeded("re_1")),
+            RefundRecordWrite::Mirror {
+                expires_at_s: expires_in_a_day(&h),
+            },
+            Some(&reconcile.token),
+            None,
+        )
+        .await
+        .unwrap();
+    // THEN it is written, and the lease is given back
+    let RefundSettleOutcome::Settled(after) = settled else {
+        panic!("{}: {settled:?}", H::NAME)
+    };
+    assert_eq!(after.status, RefundStatus::Succeeded, "{}", H::NAME);
+    assert_eq!(after.lease, None, "{}", H::NAME);
+    assert_eq!(
+        refund_now(&h, &read.refund_id).await.lease,
+        None,
+        "{}",
+        H::NAME
+    );
+    // AND a lease can no longer be taken on a refund that is not pending
+    let late = h
+        .payments()
+        .take_refund_lease(&after, &fresh_lease(&h))
+        .await
+        .unwrap();
+    assert!(
+        matches!(late, RefundLeaseOutcome::Moved(Some(_))),
+        "{}: {late:?}",
+        H::NAME
+    );
+}
+
+pub async fn a_sender_lease_taken_from_nobody_is_fenced_on_its_absence<H: PaymentStoreHarness>(
+    h: H,
+) {
+    // GIVEN a pending refund nobody sends (its handler answered 202 and gave its lease back)
+    let payment = succeeded_payment(&h, "pay").await;
+    let claimed = begun_refund(&h, &payment.payment_id, "r1", 1000).await;
+    let pending = h
+        .payments()
+        .write_refund(
+            &claimed.refund,
+            &RefundTransition::Unchanged,
+            RefundRecordWrite::Complete {
+                lease: &claimed.claim.lease_token,
+                expires_at_s: expires_in_a_day(&h),
+            },
+            Some(&claimed.claim.lease_token),
+            None,
+        )
+        .await
+        .unwrap();
+    let RefundSettleOutcome::Settled(read) = pending else {
+        panic!("{}: {pending:?}", H::NAME)
+    };
+    assert_eq!(read.lease, None, "{}", H::NAME);
+
+    // WHEN two reconcile runs take it, each on the refund as it read it
+    let (first, second) = (fresh_lease(&h), fresh_lease(&h));
+    let one = h.payments().take_refund_lease(&read, &first).await.unwrap();
+    let two = h
+        .payments()
+        .take_refund_lease(&read, &second)
+        .await
+        .unwrap();
+    // THEN only the first gets it; the second finds it held
+    assert!(
+        matches!(&one, RefundLeaseOutcome::Taken(r) if r.lease.as_ref() == Some(&first) && !r.psp_maybe_reached),
+        "{}: {one:?}",
+        H::NAME
+    );
+    assert_eq!(
+        two,
+        RefundLeaseOutcome::Held {
+            until_ms: first.until_ms
+        },
+        "{}",
+        H::NAME
+    );
+
+    // WHEN the first's take is sent again by the SDK after its answer was lost
+    let again = h.payments().take_refund_lease(&read, &first).await.unwrap();
+    // THEN it is the first's own take, not a refusal
+    assert_eq!(again, one, "{}", H::NAME);
+}
+
 store_suite!(
+    a_refund_has_one_sender_at_a_time_and_every_sender_write_is_fenced,
+    a_sender_lease_taken_from_nobody_is_fenced_on_its_absence,
     begin_refund_claims_the_key_reserves_the_amount_and_creates_the_refund,
     begin_refund_refuses_moved_amounts_a_refund_that_does_not_fit_or_a_taken_key,
     write_refund_moves_the_amounts_once_and_a_second_write_on_the_same_read_is_moved,
