@@ -30,9 +30,6 @@ pub enum Mutation {
     /// Reconcile takes a refund's sender lease only from a holder whose lease lapsed, as if
     /// reconcile never ran twice at once: two overlapping runs both send a refund nobody holds.
     OneReconcileAtATime,
-    /// Any failure the PSP answers moves a succeeded refund to failed, even the refusal of a
-    /// re-send that names no refund.
-    AnyRefusalFailsARefund,
     /// Reconcile's finish of a taken-over attempt leaves the order as the charge's own finish
     /// does, though reconcile's lease never reserved it.
     ReconcileFinishLeavesOrder,
@@ -44,7 +41,7 @@ pub enum Mutation {
 #[cfg(feature = "faults")]
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 12] = [
+    pub const ALL: [Mutation; 11] = [
         Self::ReleaseOnAnyNotSent,
         Self::FenceWithConfirmOnlyParameter,
         Self::RefusalIsUnknown,
@@ -54,7 +51,6 @@ impl Mutation {
         Self::TrustRecentReads,
         Self::ReconcileIgnoresRefundLease,
         Self::OneReconcileAtATime,
-        Self::AnyRefusalFailsARefund,
         Self::ReconcileFinishLeavesOrder,
         Self::LostAnswerIsARefusal,
     ];
@@ -71,7 +67,6 @@ impl Mutation {
             Self::TrustRecentReads => "trust-recent-reads",
             Self::ReconcileIgnoresRefundLease => "reconcile-ignores-refund-lease",
             Self::OneReconcileAtATime => "one-reconcile-at-a-time",
-            Self::AnyRefusalFailsARefund => "any-refusal-fails-a-refund",
             Self::ReconcileFinishLeavesOrder => "reconcile-finish-leaves-order",
             Self::LostAnswerIsARefusal => "lost-answer-is-a-refusal",
         }

@@ -418,6 +418,24 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
             violations.push(format!("order {order_id} is missing"));
             continue;
         };
+        // Only a charge's own finish may leave its order stored `processing` under a success:
+        // any other path that records one (reconcile's takeover, a webhook) holds no lease that
+        // reserved the order, and makes it follow.
+        if stored.payment_state == OrderPaymentState::Processing {
+            if let Some(holder) = stored.payment_id.as_deref() {
+                let succeeded = inner
+                    .get_payment(holder)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|p| p.status == PaymentStatus::Succeeded);
+                if succeeded && !store.left_by_charge().contains(holder) {
+                    violations.push(format!(
+                        "invariant 1: order {order_id} is stored processing under {holder}, a success its own charge did not finish"
+                    ));
+                }
+            }
+        }
         // As every reader sees it: stored `processing` under the attempt that paid it is paid.
         let Ok(order) = payonce::service::orders::settled(inner, stored).await else {
             violations.push(format!("order {order_id}: its holder is unreadable"));

@@ -105,6 +105,7 @@ pub struct FaultyStore {
     begun: Arc<Mutex<Vec<Payment>>>,
     marks: Arc<Mutex<BTreeMap<String, u32>>>,
     finished: Arc<Mutex<BTreeMap<u64, Finished>>>,
+    left_by_charge: Arc<Mutex<std::collections::BTreeSet<String>>>,
 }
 
 /// What an invocation's own write completed: the key's attempt, or a refund, and its status
@@ -135,7 +136,17 @@ impl FaultyStore {
             begun: Arc::default(),
             marks: Arc::default(),
             finished: Arc::default(),
+            left_by_charge: Arc::default(),
         }
+    }
+
+    /// The payments whose own charge finished them with a success that left their order stored
+    /// `processing` under them: the only ones that may hold an order so.
+    pub fn left_by_charge(&self) -> std::collections::BTreeSet<String> {
+        self.left_by_charge
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// What invocation `id`'s own writes completed, if any (the last of them).
@@ -406,6 +417,14 @@ impl ChargeStore for FaultyStore {
                             after.payment_id.clone(),
                             after.status,
                         ));
+                    }
+                    if by == FinishedBy::Charge
+                        && payonce::domain::completion_leaves_order(payment, transition)
+                    {
+                        self.left_by_charge
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .insert(after.payment_id.clone());
                     }
                 }
                 result

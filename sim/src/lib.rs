@@ -19,3 +19,24 @@ pub mod world;
 
 pub use run::{run, Outcome};
 pub use world::{FaultKind, Schedule};
+
+use payonce::config::PspKind;
+use payonce::mutations::Mutation;
+
+/// Every planted hole (a fixed hole put back at run time), with the PSP whose model the mutation
+/// check runs it on: each must break an invariant within the check's seeds. Most are found on
+/// Stripe; `one-reconcile-at-a-time` needs a PSP that does not deduplicate refunds by key, which
+/// only the Omise model can be (per seed).
+pub const PLANTED_HOLES: [(Mutation, PspKind); 11] = [
+    (Mutation::ReleaseOnAnyNotSent, PspKind::Stripe),
+    (Mutation::FenceWithConfirmOnlyParameter, PspKind::Stripe),
+    (Mutation::RefusalIsUnknown, PspKind::Stripe),
+    (Mutation::ForgetWebhookEvents, PspKind::Stripe),
+    (Mutation::CancelRefundOnAnyNotSent, PspKind::Stripe),
+    (Mutation::UnwatchedRefunds, PspKind::Stripe),
+    (Mutation::TrustRecentReads, PspKind::Stripe),
+    (Mutation::ReconcileIgnoresRefundLease, PspKind::Stripe),
+    (Mutation::OneReconcileAtATime, PspKind::Omise),
+    (Mutation::ReconcileFinishLeavesOrder, PspKind::Stripe),
+    (Mutation::LostAnswerIsARefusal, PspKind::Stripe),
+];

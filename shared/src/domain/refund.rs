@@ -347,15 +347,11 @@ pub fn refund_transition(current: &Refund, settlement: &RefundSettlement) -> Ref
                 provider_refund_id,
                 code,
             },
-        ) if names_this_refund(current, provider_refund_id.as_deref())
-            || crate::mutations::active(crate::mutations::Mutation::AnyRefusalFailsARefund) =>
-        {
-            RefundTransition::Apply {
-                status: RefundStatus::Failed,
-                provider_refund_id: keep_id(provider_refund_id.as_ref()),
-                failure_code: Some(code.clone()),
-            }
-        }
+        ) if names_this_refund(current, provider_refund_id.as_deref()) => RefundTransition::Apply {
+            status: RefundStatus::Failed,
+            provider_refund_id: keep_id(provider_refund_id.as_ref()),
+            failure_code: Some(code.clone()),
+        },
         (RefundStatus::Pending, RefundSettlement::Canceled) => RefundTransition::Apply {
             status: RefundStatus::Canceled,
             provider_refund_id: current.provider_refund_id.clone(),

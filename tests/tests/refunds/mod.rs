@@ -9,6 +9,7 @@ mod concurrency;
 mod declined;
 mod late_duplicate;
 mod lost_response;
+mod overlap;
 mod takeover;
 mod unsupported;
 mod watch;
