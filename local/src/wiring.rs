@@ -246,17 +246,23 @@ pub async fn run(
             MemoryQueue::new(system_clock(), MAX_WEBHOOK_BYTES),
         )
     };
+    // A late duplicate is refunded, or marked refund-required where the PSP cannot refund.
+    let late_duplicates =
+        payonce::domain::LateDuplicates::for_refunds(kind.kind().refunds_through_payonce());
     match (&options.dynamodb, &options.sqs) {
         (None, None) => {
-            let store = MemoryPaymentStore::new(memory_records.clone(), system_clock());
+            let store = MemoryPaymentStore::new(memory_records.clone(), system_clock())
+                .with_late_duplicates(late_duplicates);
             serve(listener, context, store, memory_records, memory_queue()).await?
         }
         (Some(ddb), None) => {
             let (store, records) = dynamo(ddb, usage.clone()).await?;
+            let store = store.with_late_duplicates(late_duplicates);
             serve(listener, context, store, records, memory_queue()).await?
         }
         (None, Some(sqs)) => {
-            let store = MemoryPaymentStore::new(memory_records.clone(), system_clock());
+            let store = MemoryPaymentStore::new(memory_records.clone(), system_clock())
+                .with_late_duplicates(late_duplicates);
             serve(
                 listener,
                 context,
@@ -268,6 +274,7 @@ pub async fn run(
         }
         (Some(ddb), Some(sqs)) => {
             let (store, records) = dynamo(ddb, usage.clone()).await?;
+            let store = store.with_late_duplicates(late_duplicates);
             serve(listener, context, store, records, sqs_queue(sqs).await?).await?
         }
     }

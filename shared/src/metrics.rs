@@ -81,6 +81,9 @@ pub const RECONCILE_ERRORS: &str = "ReconcileErrors";
 /// A late duplicate charge (a success for an order paid by another attempt) found and refunded
 /// automatically; emitted with the `late-duplicate-charge` alarm, the payment id a property.
 pub const LATE_DUPLICATE_REFUNDED: &str = "LateDuplicateRefunded";
+/// A late duplicate charge found on a PSP that cannot refund through payonce, marked
+/// refund-required for an operator; emitted with the `refund-required` alarm.
+pub const LATE_DUPLICATE_REFUND_REQUIRED: &str = "LateDuplicateRefundRequired";
 
 /// Most metrics one EMF directive may hold.
 const MAX_METRICS: usize = 100;

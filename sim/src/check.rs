@@ -455,6 +455,17 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
         // failed at the PSP, which leaves it to an operator with an alarm).
         let (duplicates, kept): (Vec<&str>, Vec<&str>) =
             captured.iter().partition(|id| refunded_as_duplicate(id));
+        // Where the PSP cannot refund, a second capture is marked for an operator instead.
+        let (kept, refund_required): (Vec<&str>, Vec<&str>) = kept.into_iter().partition(|id| {
+            !stored_payments
+                .iter()
+                .any(|p| p.payment_id == *id && p.refund_required)
+        });
+        if !refund_required.is_empty() && refunds_supported(settled.psp) {
+            violations.push(format!(
+                "invariant 1: order {order_id}: {refund_required:?} marked refund-required, though the PSP refunds"
+            ));
+        }
         for id in &duplicates {
             let payment_amount = ours.get(id).map_or(0, |p| p.amount);
             let dup_failed = our_refunds.values().any(|r| {

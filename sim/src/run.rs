@@ -119,7 +119,9 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
     let psp = schedule.psp;
     let clock: SharedClock = Arc::new(world.clock().clone());
     let records = MemoryIdempotencyStore::new(clock.clone());
-    let payments = MemoryPaymentStore::new(records.clone(), clock.clone());
+    let payments = MemoryPaymentStore::new(records.clone(), clock.clone()).with_late_duplicates(
+        payonce::domain::LateDuplicates::for_refunds(psp.refunds_through_payonce()),
+    );
     let stale = world.clone();
     payments.lag_reads(STALE_WINDOW, move || stale.strikes(FaultKind::StaleRead));
     let store = FaultyStore::new(world.clone(), payments);

@@ -40,6 +40,8 @@ pub trait PaymentStoreHarness: Send + Sync + 'static {
     fn faults(&self) -> &Faults;
     /// The idempotency table's record exactly as stored, even if expired (`None` once deleted).
     async fn raw_table_record(&self, key: &RecordKey) -> Option<IdempotencyRecord>;
+    /// The same stores, their late duplicates handled by `policy`.
+    fn with_late_duplicates(self, policy: payonce::domain::LateDuplicates) -> Self;
     /// The record exactly as stored, even if expired (`None` once deleted): a charge's from
     /// its payment, any other from the idempotency table.
     async fn raw_record(&self, key: &RecordKey) -> Option<IdempotencyRecord> {
@@ -92,6 +94,12 @@ impl PaymentStoreHarness for MemoryStores {
     }
     async fn raw_table_record(&self, key: &RecordKey) -> Option<IdempotencyRecord> {
         self.records.raw(key)
+    }
+    fn with_late_duplicates(self, policy: payonce::domain::LateDuplicates) -> Self {
+        Self {
+            payments: self.payments.with_late_duplicates(policy),
+            ..self
+        }
     }
 }
 
@@ -162,5 +170,11 @@ impl PaymentStoreHarness for DynamoStores {
             .get_including_expired(key)
             .await
             .expect("read the raw record")
+    }
+    fn with_late_duplicates(self, policy: payonce::domain::LateDuplicates) -> Self {
+        Self {
+            payments: self.payments.with_late_duplicates(policy),
+            ..self
+        }
     }
 }

@@ -16,7 +16,10 @@ async fn main() -> Result<(), lambda_http::Error> {
     let client = payonce::adapters::dynamodb::traced_client(&aws);
     // Card testing: new attempts per user and per order are counted as each begins.
     let limiter = AttemptLimiter::new(AttemptLimits::from_env()?);
-    let store = DynamoPaymentStore::new(client, tables);
+    // A late duplicate is refunded, or marked refund-required where the PSP cannot refund.
+    let store = DynamoPaymentStore::new(client, tables).with_late_duplicates(
+        payonce::domain::LateDuplicates::for_refunds(payonce::ports::Psp::supports_refunds(&psp)),
+    );
     let service =
         ChargeService::new(store, psp, ChargeConfig::default()).with_attempt_limits(limiter);
     lambda_http::run(lambda_http::service_fn(|request| async {

@@ -16,7 +16,7 @@ pub use payment::{
 };
 pub use psp::PspKind;
 pub use refund::{
-    display_status, duplicate_refund_for, is_refund_id, payment_details, refund_amounts_delta,
+    display_status, duplicate_refund_for, LateDuplicates, is_refund_id, payment_details, refund_amounts_delta,
     refund_id_for, refund_key, refund_transition, refundable, Refund, RefundReason,
     RefundSettlement, RefundStatus, RefundTransition, RefundView, DUPLICATE_REFUND_NUMBER,
 };

@@ -100,6 +100,9 @@ pub struct Payment {
     pub refund_count: i64,
     /// Whether the automatic refund of a late duplicate charge was created for it.
     pub duplicate_refund: bool,
+    /// A late duplicate charge the PSP cannot refund through payonce: an operator must refund
+    /// it (the `refund-required` alarm fired when it was found).
+    pub refund_required: bool,
     /// Epoch milliseconds.
     pub created_at_ms: i64,
     /// Epoch milliseconds of the last change.
@@ -189,9 +192,18 @@ impl Payment {
 /// Logs a payment that settled while its order is held or paid by another attempt (or moved to
 /// another version). A success there is a late duplicate charge: the customer paid twice. It is
 /// refunded automatically (the refund is created with the success), and it raises the
-/// `late-duplicate-charge` alarm.
+/// `late-duplicate-charge` alarm; where the PSP cannot refund, it is marked refund-required and
+/// raises `refund-required`.
 pub fn log_order_not_following(after: &Payment) {
-    if after.status == PaymentStatus::Succeeded {
+    if after.status == PaymentStatus::Succeeded && after.refund_required {
+        tracing::error!(payment_id = %after.payment_id, order_id = %after.order_id,
+            amount = after.amount, currency = after.currency.as_str(), alarm = "refund-required",
+            "a charge succeeded for an order another attempt paid, or that moved on, and the PSP cannot refund through payonce; an operator must refund it");
+        crate::metrics::emit(|emf| {
+            emf.count(crate::metrics::LATE_DUPLICATE_REFUND_REQUIRED, 1)
+                .property("payment_id", &after.payment_id)
+        });
+    } else if after.status == PaymentStatus::Succeeded {
         tracing::error!(payment_id = %after.payment_id, order_id = %after.order_id,
             amount = after.amount, currency = after.currency.as_str(), alarm = "late-duplicate-charge",
             "a charge succeeded for an order another attempt paid, or that moved on; refunding it as a duplicate");
@@ -345,6 +357,7 @@ pub(crate) fn test_payment(status: PaymentStatus, failure: Option<FailureKind>) 
         refund_pending: 0,
         refund_count: 0,
         duplicate_refund: false,
+        refund_required: false,
         created_at_ms: 0,
         updated_at_ms: 0,
         check_at_ms: 0,

@@ -20,6 +20,13 @@ impl PspKind {
     /// Every PSP payonce speaks, in the order the template lists them.
     pub const ALL: [PspKind; 3] = [PspKind::Stripe, PspKind::Omise, PspKind::TwoC2p];
 
+    /// Whether payonce can refund through this PSP (2C2P's refunds need its Payment Maintenance
+    /// API's exchanged keys, which payonce does not hold): what a late duplicate becomes
+    /// ([`crate::domain::LateDuplicates::for_refunds`]).
+    pub fn refunds_through_payonce(self) -> bool {
+        self != Self::TwoC2p
+    }
+
     /// The smallest total this PSP charges in `currency`, in minor units; `None` if it does not
     /// charge in `currency` at all. Each order currency is treated as its own settlement
     /// currency (no exchange rates).

@@ -377,17 +377,54 @@ pub fn refund_amounts_delta(from: RefundStatus, to: RefundStatus, amount: i64) -
     }
 }
 
+/// What a deployment does with a late duplicate charge: a success its order cannot follow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LateDuplicates {
+    /// Refund it in full, automatically (reconcile sends the refund).
+    #[default]
+    Refund,
+    /// The PSP offers payonce no refunds: mark the payment `refund_required` for an operator
+    /// at once, with its alarm, rather than create a refund that could never be sent.
+    MarkRefundRequired,
+}
+
+impl LateDuplicates {
+    /// The policy for a PSP that can (`true`) or cannot refund through payonce.
+    pub fn for_refunds(supported: bool) -> Self {
+        if supported {
+            Self::Refund
+        } else {
+            Self::MarkRefundRequired
+        }
+    }
+}
+
 /// For a success that its order cannot follow (the order is paid or held by another attempt,
-/// or moved to another version): marks `after` as carrying the automatic refund of the late
-/// duplicate and reserves the full amount, and returns that refund, to be created in the same
-/// write. `None` for anything else, or if it was created before.
-pub fn duplicate_refund_for(read: &Payment, after: &mut Payment, now_ms: i64) -> Option<Refund> {
-    if after.status != PaymentStatus::Succeeded || read.duplicate_refund || after.duplicate_refund {
+/// or moved to another version), as `policy` says: marks `after` as carrying the automatic
+/// refund of the late duplicate and reserves the full amount, and returns that refund, to be
+/// created in the same write; or, where the PSP cannot refund, marks `after` refund-required.
+/// `None` for anything else, or if it was done before.
+pub fn duplicate_refund_for(
+    read: &Payment,
+    after: &mut Payment,
+    now_ms: i64,
+    policy: LateDuplicates,
+) -> Option<Refund> {
+    let done = read.duplicate_refund || read.refund_required;
+    if after.status != PaymentStatus::Succeeded || done || after.duplicate_refund {
         return None;
     }
-    after.duplicate_refund = true;
-    after.refund_pending += after.amount;
-    Some(Refund::duplicate_of(after, now_ms))
+    match policy {
+        LateDuplicates::Refund => {
+            after.duplicate_refund = true;
+            after.refund_pending += after.amount;
+            Some(Refund::duplicate_of(after, now_ms))
+        }
+        LateDuplicates::MarkRefundRequired => {
+            after.refund_required = true;
+            None
+        }
+    }
 }
 
 /// `GET /payments/{id}`: the payment's view with the status it shows (see [`display_status`]),
@@ -414,6 +451,9 @@ pub fn payment_details(payment: &Payment, refunds: &[Refund]) -> serde_json::Val
             })
             .collect();
         fields.insert("refunds".into(), refunds.into());
+        if payment.refund_required {
+            fields.insert("refund_required".into(), true.into());
+        }
     }
     details
 }

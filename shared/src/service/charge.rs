@@ -501,6 +501,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             refund_pending: 0,
             refund_count: 0,
             duplicate_refund: false,
+            refund_required: false,
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
             // Reconcile leaves it to its handler and webhooks for its minimum age past this.

@@ -420,6 +420,33 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         let Some(read) = self.store.get_refund(refund_id).await? else {
             return Ok(Reconciled::Skipped);
         };
+        let pending_since_ms = (read.status == RefundStatus::Pending).then_some(read.created_at_ms);
+        let reconciled = self.reconcile_read_refund(read).await;
+        // Whatever kept it pending (the PSP's word, a failed look, a lease held for ever), a
+        // refund pending past its bound is an operator's.
+        if let Some(created_at_ms) = pending_since_ms {
+            let settled = matches!(
+                reconciled,
+                Ok(Reconciled::RefundSucceeded
+                    | Reconciled::RefundFailed
+                    | Reconciled::AlreadySettled)
+            );
+            let age_ms = self.store.now_ms() - created_at_ms;
+            if !settled && age_ms > duration_ms(self.config.stuck_alarm_after) {
+                tracing::error!(
+                    refund_id,
+                    age_ms,
+                    alarm = "refund-stuck",
+                    "refund still pending past its bound"
+                );
+            }
+        }
+        reconciled
+    }
+
+    async fn reconcile_read_refund(&self, read: Refund) -> Result<Reconciled, ReconcileError> {
+        let refund_id = read.refund_id.clone();
+        let refund_id = refund_id.as_str();
         if read.status == RefundStatus::Succeeded {
             if crate::mutations::active(crate::mutations::Mutation::UnwatchedRefunds) {
                 self.store.stop_watching(&read).await?;
@@ -535,12 +562,12 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
                     .await;
                 match refund_settlement_of(outcome) {
                     Some(settlement) => settlement,
-                    None => return Ok(self.refund_still_pending(refund_id, age_ms)),
+                    None => return Ok(Reconciled::Pending),
                 }
             }
         };
         if matches!(settlement, RefundSettlement::Pending { .. }) {
-            return Ok(self.refund_still_pending(refund_id, age_ms));
+            return Ok(Reconciled::Pending);
         }
         let expires_at_s =
             (self.store.now_ms() + duration_ms(self.config.record_retention)).div_euclid(1000);
@@ -608,18 +635,6 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
             }
             _ => Ok(Reconciled::Pending),
         }
-    }
-
-    fn refund_still_pending(&self, refund_id: &str, age_ms: i64) -> Reconciled {
-        if age_ms > duration_ms(self.config.stuck_alarm_after) {
-            tracing::error!(
-                refund_id,
-                age_ms,
-                alarm = "refund-stuck",
-                "refund still pending at the PSP"
-            );
-        }
-        Reconciled::Pending
     }
 
     /// The budget of the item a run takes up now.

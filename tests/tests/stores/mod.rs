@@ -113,6 +113,7 @@ fn new_attempt<H: PaymentStoreHarness>(h: &H, order: &Order, key: &str) -> (Paym
         refund_pending: 0,
         refund_count: 0,
         duplicate_refund: false,
+        refund_required: false,
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
         check_at_ms: now_ms,

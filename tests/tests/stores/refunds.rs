@@ -1333,7 +1333,75 @@ pub async fn a_sender_lease_taken_from_nobody_is_fenced_on_its_absence<H: Paymen
     assert_eq!(again, one, "{}", H::NAME);
 }
 
+pub async fn a_late_success_the_psp_cannot_refund_is_marked_refund_required_at_once<
+    H: PaymentStoreHarness,
+>(
+    h: H,
+) {
+    // GIVEN a deployment whose PSP cannot refund (2C2P today), an attempt released as unsent,
+    // and another key's attempt that took the order since
+    let h = h.with_late_duplicates(payonce::domain::LateDuplicates::MarkRefundRequired);
+    let first = begun(&h, "late").await;
+    h.payments()
+        .release_unsent(&first.payment, &first.claim.lease_token)
+        .await
+        .unwrap();
+    let second = begun_on(&h, order_now(&h, &first.order.order_id).await, "holder").await;
+    h.clock().advance(Duration::from_secs(2));
+    let now_ms = h.clock().now_ms();
+
+    // WHEN the PSP reports the first attempt charged after all
+    let step = transition(&first.payment, &succeeded("pi_late"));
+    let outcome = h
+        .payments()
+        .settle(&first.payment, &step, None)
+        .await
+        .unwrap();
+
+    // THEN the payment succeeded, marked refund-required for an operator, nothing reserved
+    let SettleOutcome::Settled(after) = outcome else {
+        panic!("{}: expected Settled, got {outcome:?}", H::NAME)
+    };
+    assert_eq!(
+        (
+            after.status,
+            after.refund_required,
+            after.duplicate_refund,
+            after.refund_pending
+        ),
+        (PaymentStatus::Succeeded, true, false, 0),
+        "{}",
+        H::NAME
+    );
+    assert_eq!(payment_now(&h, &first.payment.payment_id).await, *after);
+    // AND no refund exists that could never be sent, and reconcile has nothing to chase
+    assert_eq!(
+        h.payments().get_refund(&refund_id_for(&first.payment.payment_id, "dup")).await.unwrap(),
+        None,
+        "{}",
+        H::NAME
+    );
+    assert_eq!(
+        inflight_ids(&h, now_ms).await,
+        vec![second.payment.payment_id.clone()],
+        "{}",
+        H::NAME
+    );
+    // AND the success arriving again marks nothing twice
+    let again = h
+        .payments()
+        .settle(&after, &transition(&after, &succeeded("pi_late")), None)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&again, SettleOutcome::Settled(p) if **p == *after),
+        "{}: {again:?}",
+        H::NAME
+    );
+}
+
 store_suite!(
+    a_late_success_the_psp_cannot_refund_is_marked_refund_required_at_once,
     a_refund_has_one_sender_at_a_time_and_every_sender_write_is_fenced,
     a_sender_lease_taken_from_nobody_is_fenced_on_its_absence,
     begin_refund_claims_the_key_reserves_the_amount_and_creates_the_refund,

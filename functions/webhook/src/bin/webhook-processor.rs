@@ -17,7 +17,12 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let (providers, scheme) = payonce::config::webhook_parsers(&aws).await?;
     let client = payonce::adapters::dynamodb::traced_client(&aws);
     let processor = WebhookProcessor::new(
-        DynamoPaymentStore::new(client, tables),
+        // A late duplicate is refunded, or marked refund-required where the PSP cannot refund.
+        DynamoPaymentStore::new(client, tables).with_late_duplicates(
+            payonce::domain::LateDuplicates::for_refunds(
+                payonce::config::PspKind::from_env()?.refunds_through_payonce(),
+            ),
+        ),
         providers,
         ProcessorConfig::from_env()?,
     );

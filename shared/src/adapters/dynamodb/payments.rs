@@ -26,7 +26,7 @@ use crate::adapters::faults::Faults;
 use crate::adapters::TransitionWrite;
 use crate::clock::{system_clock, SharedClock};
 use crate::domain::{
-    is_refund_id, payment_id_for, Currency, Failure, FailureKind, LineItem, Order,
+    is_refund_id, payment_id_for, Currency, Failure, FailureKind, LateDuplicates, LineItem, Order,
     OrderPaymentState, Payment, PaymentStatus, Transition,
 };
 use crate::idempotency::{
@@ -63,6 +63,8 @@ pub(super) const REFUND_PENDING: &str = "refund_pending";
 pub(super) const REFUND_COUNT: &str = "refund_count";
 /// Set once the automatic refund of a late duplicate was created.
 pub(super) const DUPLICATE_REFUND: &str = "duplicate_refund";
+/// Set once a late duplicate the PSP cannot refund was found (an operator refunds it).
+pub(super) const REFUND_REQUIRED: &str = "refund_required";
 
 /// The tables the payment path uses.
 #[derive(Debug, Clone)]
@@ -80,6 +82,7 @@ pub struct DynamoPaymentStore {
     pub(super) tables: Tables,
     pub(super) clock: SharedClock,
     faults: Faults,
+    late_duplicates: LateDuplicates,
 }
 
 impl DynamoPaymentStore {
@@ -90,7 +93,15 @@ impl DynamoPaymentStore {
             tables,
             clock: system_clock(),
             faults: Faults::none(),
+            late_duplicates: LateDuplicates::default(),
         }
+    }
+
+    /// What a success its order cannot follow becomes (refunded, or marked refund-required
+    /// where the deployment's PSP cannot refund).
+    pub fn with_late_duplicates(mut self, policy: LateDuplicates) -> Self {
+        self.late_duplicates = policy;
+        self
     }
 
     /// The same store reading time from `clock`.
@@ -425,7 +436,12 @@ impl DynamoPaymentStore {
                         // the order stays as it is.
                         with_order = false;
                         duplicate =
-                            crate::domain::duplicate_refund_for(payment, &mut after, now_ms);
+                            crate::domain::duplicate_refund_for(
+                                payment,
+                                &mut after,
+                                now_ms,
+                                self.late_duplicates,
+                            );
                         crate::domain::log_order_not_following(&after);
                         continue;
                     }
@@ -594,6 +610,10 @@ fn payment_update(
         }
         None => remove.extend(["#failure_kind", "#decline_code"]),
     }
+    if after.refund_required && !before.refund_required {
+        update.push_str(", #refund_required = :yes_required");
+        vals.push((":yes_required", AttributeValue::Bool(true)));
+    }
     if after.duplicate_refund && !before.duplicate_refund {
         // The automatic refund of a late duplicate is created with the success: its amount is
         // reserved at once (a payment that was not succeeded has no other refund).
@@ -623,6 +643,7 @@ fn payment_update(
             "inflight",
             REFUND_PENDING,
             DUPLICATE_REFUND,
+            REFUND_REQUIRED,
         ]
         .into_iter()
         .chain(Complete::NAMES)
@@ -885,6 +906,7 @@ pub(crate) fn payment_from_item(item: &Item) -> Result<Payment, StoreError> {
         refund_pending: number(item, REFUND_PENDING).unwrap_or(0),
         refund_count: number(item, REFUND_COUNT).unwrap_or(0),
         duplicate_refund: matches!(item.get(DUPLICATE_REFUND), Some(AttributeValue::Bool(true))),
+        refund_required: matches!(item.get(REFUND_REQUIRED), Some(AttributeValue::Bool(true))),
         created_at_ms: number(item, "created_at_ms").map_err(corrupt)?,
         updated_at_ms: number(item, "updated_at_ms").map_err(corrupt)?,
         check_at_ms: number(item, CHECK_AT).unwrap_or(0),

@@ -14,8 +14,8 @@ use crate::adapters::user_counter_key;
 use crate::adapters::TransitionWrite;
 use crate::clock::SharedClock;
 use crate::domain::{
-    is_refund_id, payment_id_for, refund_amounts_delta, Order, OrderPaymentState, Payment,
-    PaymentStatus, Refund, RefundStatus, RefundTransition, Transition,
+    is_refund_id, payment_id_for, refund_amounts_delta, LateDuplicates, Order, OrderPaymentState,
+    Payment, PaymentStatus, Refund, RefundStatus, RefundTransition, Transition,
 };
 use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError,
@@ -212,6 +212,7 @@ pub struct MemoryPaymentStore {
     records: MemoryIdempotencyStore,
     clock: SharedClock,
     faults: Faults,
+    late_duplicates: LateDuplicates,
 }
 
 impl MemoryPaymentStore {
@@ -222,7 +223,15 @@ impl MemoryPaymentStore {
             records,
             clock,
             faults: Faults::none(),
+            late_duplicates: LateDuplicates::default(),
         }
+    }
+
+    /// What a success its order cannot follow becomes (refunded, or marked refund-required
+    /// where the deployment's PSP cannot refund).
+    pub fn with_late_duplicates(mut self, policy: LateDuplicates) -> Self {
+        self.late_duplicates = policy;
+        self
     }
 
     /// The fault-injection hook (transaction conflicts), consulted before each transaction.
@@ -334,6 +343,7 @@ fn update_payment(stored: &mut StoredPayment, after: &Payment) {
     stored.payment.failure = after.failure.clone();
     stored.payment.refund_pending = after.refund_pending;
     stored.payment.duplicate_refund = after.duplicate_refund;
+    stored.payment.refund_required = after.refund_required;
     if after.status != PaymentStatus::Processing {
         stored.inflight = false;
     }
@@ -379,6 +389,7 @@ fn write_transition(
     now_ms: i64,
     complete: Option<(&LeaseToken, FinishedBy)>,
     event: Option<&EventMark>,
+    late_duplicates: LateDuplicates,
 ) -> Result<TransitionWrite, StoreError> {
     // As DynamoDB's: a completion that leaves the order does not read it either.
     let leave_order = complete.is_some_and(|(_, by)| by.leaves_order(payment, transition));
@@ -420,7 +431,7 @@ fn write_transition(
         && !leave_order
         && order_may_follow(tables.payments.orders.get(&payment.order_id), &after);
     let duplicate = (applies && !leave_order && !order_follows)
-        .then(|| crate::domain::duplicate_refund_for(payment, &mut after, now_ms))
+        .then(|| crate::domain::duplicate_refund_for(payment, &mut after, now_ms, late_duplicates))
         .flatten();
     if applies && !leave_order && !order_follows {
         // The order is held or paid by another attempt: the payment still moves, the order
@@ -738,6 +749,7 @@ impl ChargeStore for MemoryPaymentStore {
             now_ms,
             Some((lease, by)),
             None,
+            self.late_duplicates,
         )?
         .finished(payment)
     }
@@ -787,7 +799,16 @@ impl ChargeStore for MemoryPaymentStore {
         self.transaction("settle")?;
         let now_ms = self.clock.now_ms();
         let mut tables = self.lock();
-        Ok(write_transition(&mut tables, payment, transition, now_ms, None, event)?.settled())
+        Ok(write_transition(
+            &mut tables,
+            payment,
+            transition,
+            now_ms,
+            None,
+            event,
+            self.late_duplicates,
+        )?
+        .settled())
     }
 
     async fn charge_record(
