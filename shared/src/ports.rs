@@ -282,6 +282,13 @@ pub enum RefundRecordWrite<'a> {
         /// The record's new expiry, epoch seconds.
         expires_at_s: i64,
     },
+    /// Keep the record as it is, but let it live until then if it is this refund's (in
+    /// progress or completed): a refund still pending must not outlive its key's record, or a
+    /// retry with the key would claim afresh instead of replaying.
+    Extend {
+        /// The record's new expiry, epoch seconds.
+        expires_at_s: i64,
+    },
     /// Leave the record alone.
     Keep,
 }
@@ -639,6 +646,16 @@ impl OutgoingMessage {
                 .map(|(k, v)| k.len() + v.len() + "String".len())
                 .sum::<usize>()
     }
+
+    /// The refusal a queue answers for a character SQS does not accept in its body or its
+    /// attribute values ([`queue_accepts`]), if any.
+    pub fn refused_contents(&self) -> Option<QueueError> {
+        let acceptable =
+            queue_accepts(&self.body) && self.attributes.values().all(|value| queue_accepts(value));
+        (!acceptable).then(|| QueueError::Refused {
+            reason: "InvalidMessageContents: a character SQS does not accept".into(),
+        })
+    }
 }
 
 /// A message received from a queue.
@@ -667,6 +684,13 @@ pub enum QueueError {
         /// The queue's limit.
         limit_bytes: usize,
     },
+    /// The queue refused the message's contents (SQS `InvalidMessageContents`: a character
+    /// outside those it accepts); nothing was sent. Sending it again as it is never works.
+    #[error("the queue refused the message's contents: {reason}")]
+    Refused {
+        /// What the queue said.
+        reason: String,
+    },
     /// The queue service failed or could not be reached.
     #[error("the queue failed during {operation}")]
     Unavailable {
@@ -676,6 +700,15 @@ pub enum QueueError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+/// Whether SQS accepts `text` as a message body: only `#x9`, `#xA`, `#xD`, `#x20` to `#xD7FF`,
+/// `#xE000` to `#xFFFD` and `#x10000` to `#x10FFFF` (the SendMessage reference); anything else
+/// is refused with `InvalidMessageContents`.
+pub fn queue_accepts(text: &str) -> bool {
+    text.chars().all(|c| {
+        matches!(c, '\u{9}' | '\u{A}' | '\u{D}' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+    })
 }
 
 /// Puts messages on a queue (the webhook receiver).
@@ -742,6 +775,9 @@ pub struct PspEvent {
     /// Whether the event comes from the PSP's live mode, where the PSP reports it: an event of
     /// the other mode is never applied.
     pub livemode: Option<bool>,
+    /// The connected account the event is for, where the PSP names one (Stripe Connect's
+    /// `account`): payonce charges on its own account only, so such an event is never applied.
+    pub account: Option<String>,
 }
 
 /// An amount a PSP reports (in an event or a lookup), to be checked against ours.

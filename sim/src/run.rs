@@ -620,6 +620,9 @@ async fn refund(system: &System, staff: &str, key: &str, asked: &RefundAsked) ->
             .refund_unavailable
             .push((staff.to_owned(), key.to_owned()));
     }
+    if let Refunded::ServerError(problem) = &answer {
+        not_503(system, "refund", staff, key, problem);
+    }
     // A request that completed its refund's record answers what it wrote.
     if let Some(Finished::Refund(refund_id, status)) = system.store.finished_by(invocation) {
         let agrees = match (&answer, status) {
@@ -674,6 +677,9 @@ async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> An
     system
         .world
         .trace(format!("pay {user} {key} -> {answer:?}"));
+    if let Answer::ServerError(problem) = &answer {
+        not_503(system, "pay", user, key, problem);
+    }
     // A request that completed its attempt answers what it wrote.
     if let Some(Finished::Payment(payment_id, status)) = system.store.finished_by(invocation) {
         let agrees = match (&answer, status) {
@@ -1018,6 +1024,16 @@ fn start_reconcile(system: &Arc<System>, why: &'static str) {
             None => system.world.trace(format!("reconcile ({why}) died")),
         }
     });
+}
+
+/// A store failing is answered 503 `service-unavailable` (retry with the key), never another
+/// 5xx: notes any other.
+fn not_503(system: &System, operation: &str, user: &str, key: &str, problem: &str) {
+    if !problem.ends_with("/service-unavailable") {
+        lock(&system.observed).own_writes_denied.push(format!(
+            "invariant 4: {operation} key {user}/{key} was answered {problem}, not 503 service-unavailable"
+        ));
+    }
 }
 
 impl System {

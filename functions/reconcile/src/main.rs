@@ -16,7 +16,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let client = payonce::adapters::dynamodb::traced_client(&aws);
     let reconciler = Reconciler::new(
         DynamoPaymentStore::new(client, tables).with_late_duplicates(
-            payonce::domain::LateDuplicates::for_refunds(payonce::ports::Psp::supports_refunds(&psp)),
+            payonce::domain::LateDuplicates::for_refunds(payonce::ports::Psp::supports_refunds(
+                &psp,
+            )),
         ),
         psp,
         ReconcileConfig::from_env()?,

@@ -152,6 +152,10 @@ impl QueueSend for SqsQueue {
                 limit_bytes: self.max_message_bytes,
             });
         }
+        // Refused here, as SQS refuses it (moto is kinder): a character SQS does not accept.
+        if let Some(refused) = message.refused_contents() {
+            return Err(refused);
+        }
         let mut request = self
             .client
             .send_message()
@@ -171,7 +175,19 @@ impl QueueSend for SqsQueue {
         let output = request
             .send()
             .await
-            .map_err(|error| unavailable(OPERATION, error))?;
+            .map_err(|error| match error.as_service_error() {
+                Some(
+                    aws_sdk_sqs::operation::send_message::SendMessageError::InvalidMessageContents(
+                        refused,
+                    ),
+                ) => QueueError::Refused {
+                    reason: refused
+                        .message()
+                        .unwrap_or("InvalidMessageContents")
+                        .to_owned(),
+                },
+                _ => unavailable(OPERATION, error),
+            })?;
         let message_id = output
             .message_id
             .ok_or_else(|| malformed(OPERATION, "SendMessage returned no MessageId".into()))?;

@@ -10,13 +10,13 @@ pub mod refund;
 pub use money::{Currency, MAX_AMOUNT_MINOR};
 pub use order::{LineItem, NewOrder, Order, OrderError, OrderPaymentState};
 pub use payment::{
-    completion_leaves_order, log_order_not_following, payment_id_for, transition, Failure,
-    FailureKind, Payment, PaymentStatus, PaymentView, Settlement, Transition,
+    completion_leaves_order, log_order_not_following, names_another_payment, payment_id_for,
+    transition, Failure, FailureKind, Payment, PaymentStatus, PaymentView, Settlement, Transition,
     CHARGE_RECORD_NEVER_EXPIRES_S,
 };
 pub use psp::PspKind;
 pub use refund::{
-    display_status, duplicate_refund_for, LateDuplicates, is_refund_id, payment_details, refund_amounts_delta,
-    refund_id_for, refund_key, refund_transition, refundable, Refund, RefundReason,
+    display_status, duplicate_refund_for, is_refund_id, payment_details, refund_amounts_delta,
+    refund_id_for, refund_key, refund_transition, refundable, LateDuplicates, Refund, RefundReason,
     RefundSettlement, RefundStatus, RefundTransition, RefundView, DUPLICATE_REFUND_NUMBER,
 };

@@ -279,6 +279,11 @@ pub fn completion_leaves_order(read: &Payment, transition: &Transition) -> bool 
 /// payonce inferred.
 pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
     let keep_id = |id: Option<&String>| id.cloned().or_else(|| current.provider_payment_id.clone());
+    // Word about another PSP payment than the one we hold (another integration on the same
+    // account, a Dashboard user) says nothing about ours, however it is signed.
+    if names_another_payment(current, settlement) {
+        return Transition::Unchanged;
+    }
     match (current.status, settlement) {
         (PaymentStatus::Succeeded, _) => Transition::Unchanged,
         (
@@ -331,6 +336,22 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
             provider_payment_id: current.provider_payment_id.clone(),
         },
     }
+}
+
+/// Whether `settlement` names a PSP payment other than the one `payment` holds (once the PSP's
+/// id is stored, only word about that very payment may move it).
+pub fn names_another_payment(payment: &Payment, settlement: &Settlement) -> bool {
+    let named = match settlement {
+        Settlement::Succeeded {
+            provider_payment_id,
+        } => Some(provider_payment_id),
+        Settlement::Declined {
+            provider_payment_id,
+            ..
+        } => provider_payment_id.as_ref(),
+        Settlement::Rejected | Settlement::Refused | Settlement::Abandoned => None,
+    };
+    matches!((&payment.provider_payment_id, named), (Some(ours), Some(theirs)) if ours != theirs)
 }
 
 /// A payment `pay_1` of 100 JPY on order `ord_1` in `status`, for the domain's unit tests.
@@ -446,6 +467,37 @@ mod tests {
             transition(&declined_payment, &Settlement::Abandoned),
             Transition::Unchanged
         );
+    }
+
+    #[test]
+    fn word_about_another_psp_payment_moves_nothing_once_ours_is_known() {
+        // GIVEN a declined payment whose PSP payment we hold
+        let mut declined_payment = payment(PaymentStatus::Failed, Some(FailureKind::Declined));
+        declined_payment.provider_payment_id = Some("pi_1".into());
+        // WHEN a signed success names our payment but another PSP payment
+        let foreign = Settlement::Succeeded {
+            provider_payment_id: "pi_other".into(),
+        };
+        // THEN nothing moves; the same word about ours would (a success beats a failure only
+        // if inferred, so use a processing payment for that)
+        assert!(names_another_payment(&declined_payment, &foreign));
+        assert_eq!(
+            transition(&declined_payment, &foreign),
+            Transition::Unchanged
+        );
+        let mut processing = payment(PaymentStatus::Processing, None);
+        processing.provider_payment_id = Some("pi_1".into());
+        assert_eq!(transition(&processing, &foreign), Transition::Unchanged);
+        assert!(matches!(
+            transition(&processing, &succeeded()),
+            Transition::Apply {
+                status: PaymentStatus::Succeeded,
+                ..
+            }
+        ));
+        // AND before any PSP id is stored, the first word names it
+        let unknown = payment(PaymentStatus::Processing, None);
+        assert!(!names_another_payment(&unknown, &foreign));
     }
 
     #[test]

@@ -296,6 +296,12 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
             return Ok(Reconciled::Pending);
         }
         let settlement = match settlement_of(lookup.clone()) {
+            Some(settlement) if crate::domain::names_another_payment(&payment, &settlement) => {
+                tracing::error!(payment_id, stored = ?payment.provider_payment_id,
+                    found = ?settlement, alarm = "psp-answer-untrusted",
+                    "the PSP's lookup found another PSP payment than the one the payment holds; nothing applied");
+                return Ok(Reconciled::Pending);
+            }
             Some(settlement) => settlement,
             None if matches!(lookup, PspLookup::NotFound)
                 && age_ms > duration_ms(self.config.fence_window) =>
@@ -465,13 +471,16 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         let settled = self.settle_refund(&refund, fence, &budget).await;
         if let (Some(token), Ok(Reconciled::Pending) | Err(_)) = (fence, &settled) {
             // Still pending (or this look failed): give the lease back, so a staff retry or the
-            // next run need not wait for it to lapse.
+            // next run need not wait for it to lapse, and keep the key's record as long as the
+            // refund it names is pending, so a late retry replays rather than claims afresh.
+            let expires_at_s =
+                (self.store.now_ms() + duration_ms(self.config.record_retention)).div_euclid(1000);
             let handed_back = self
                 .store
                 .write_refund(
                     &refund,
                     &RefundTransition::Unchanged,
-                    RefundRecordWrite::Keep,
+                    RefundRecordWrite::Extend { expires_at_s },
                     Some(token),
                     None,
                 )

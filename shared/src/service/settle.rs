@@ -133,7 +133,8 @@ pub enum EventError {
 /// written in one transaction, so a crash can never mark an event done without its effect, and
 /// a duplicate delivery — sequential or concurrent — finds the dedup record and writes nothing.
 /// An event that changes nothing is read and acknowledged, with no write at all.
-/// An event whose `reported` amount or currency is not the payment's applies nothing.
+/// An event whose `reported` amount or currency is not the payment's, or that names another PSP
+/// payment than the one it holds, applies nothing: it is recorded as processed, with an alarm.
 pub async fn apply_event<S: ChargeStore + ?Sized>(
     store: &S,
     payment_id: &str,
@@ -155,6 +156,16 @@ pub async fn apply_event<S: ChargeStore + ?Sized>(
             }
             None => return Err(EventError::PaymentNotFound(payment_id.to_owned())),
         };
+        if crate::domain::names_another_payment(&payment, settlement) {
+            tracing::error!(payment_id, event_id = %event.event_id, provider = %event.provider,
+                stored = ?payment.provider_payment_id, alarm = "webhook-mismatch",
+                "a webhook names our payment but another PSP payment than the one it holds; nothing applied");
+            return Ok(if store.record_event(event).await? {
+                EventApplied::Rejected(Box::new(payment))
+            } else {
+                EventApplied::Duplicate
+            });
+        }
         if amount_mismatch(reported, payment.amount, payment.currency) {
             tracing::error!(payment_id, event_id = %event.event_id, provider = %event.provider,
                 reported = ?reported, amount = payment.amount, currency = payment.currency.as_str(),

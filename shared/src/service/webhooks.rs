@@ -107,21 +107,49 @@ impl<Q: QueueSend> WebhookReceiver<Q> {
                     tracing::warn!(provider, error = %error, alarm = "webhook-signature", "webhook signature refused");
                 }
             })?;
-        let event = scheme
-            .parse(body)
-            .map_err(|e| ReceiveError::Unreadable(e.to_string()))?;
-        let text =
-            std::str::from_utf8(body).map_err(|e| ReceiveError::Unreadable(e.to_string()))?;
-        let message = OutgoingMessage {
-            body: text.to_owned(),
-            attributes: BTreeMap::from([
-                (PROVIDER_ATTRIBUTE.to_owned(), provider.to_owned()),
-                (EVENT_ID_ATTRIBUTE.to_owned(), event.event_id.clone()),
-            ]),
+        // A body the PSP signed is never refused for what it says: one that does not read as an
+        // event (a future API version, a thin event) is queued as it is, and the processor
+        // dead-letters it for an operator. Refusing it would only have the PSP retry for days.
+        let (event_id, kind) = match scheme.parse(body) {
+            Ok(event) => (event.event_id, event.kind),
+            Err(error) => {
+                tracing::warn!(provider, error = %error, "a verified webhook does not read as an event; queued as it is, for the dead-letter queue");
+                (unparsed_event_id(body), "unparsed".to_owned())
+            }
         };
-        match self.queue.send(&message).await {
+        let attributes = BTreeMap::from([
+            (PROVIDER_ATTRIBUTE.to_owned(), provider.to_owned()),
+            (EVENT_ID_ATTRIBUTE.to_owned(), event_id.clone()),
+        ]);
+        let as_sent = std::str::from_utf8(body)
+            .ok()
+            .filter(|text| crate::ports::queue_accepts(text));
+        let message = OutgoingMessage {
+            body: as_sent.map_or_else(|| parked(body), str::to_owned),
+            attributes,
+        };
+        let mut parked_now = as_sent.is_none();
+        let sent = match self.queue.send(&message).await {
+            // SQS refuses some characters outright: the body goes as hex instead, which it
+            // takes, and the processor reads it back (sending it again as it is never works).
+            Err(QueueError::Refused { .. }) if !parked_now => {
+                parked_now = true;
+                self.queue
+                    .send(&OutgoingMessage {
+                        body: parked(body),
+                        ..message.clone()
+                    })
+                    .await
+            }
+            other => other,
+        };
+        match sent {
             Ok(id) => {
-                tracing::info!(provider, event_id = %event.event_id, kind = %event.kind, message_id = %id, "webhook queued");
+                if parked_now {
+                    tracing::error!(provider, event_id = %event_id, message_id = %id, alarm = "webhook-parked",
+                        "a verified webhook the queue cannot take as it is was queued hex-encoded");
+                }
+                tracing::info!(provider, event_id = %event_id, kind = %kind, message_id = %id, "webhook queued");
                 Ok(id)
             }
             Err(QueueError::TooLarge { .. }) => Err(ReceiveError::TooLarge),
@@ -241,8 +269,11 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             .providers
             .get(provider)
             .ok_or(ProcessError::UnknownProvider)?;
+        let body = queued_body(event.body).map_err(ProcessError::Unreadable)?;
+        // A body that does not read as an event is retried until the queue dead-letters it for
+        // an operator (the receiver queued it rather than refuse what the PSP signed).
         let parsed = scheme
-            .parse(event.body.as_bytes())
+            .parse(&body)
             .map_err(|e| ProcessError::Unreadable(e.to_string()))?;
         let mark = EventMark {
             provider: provider.to_owned(),
@@ -261,6 +292,18 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
                     .map_err(EventError::from)?;
                 return Ok(Processed::Ignored("other mode"));
             }
+        }
+        if let Some(account) = &parsed.account {
+            // payonce charges on its own account only (no Connect): an event of a connected
+            // account is another business's, however well it is signed.
+            tracing::error!(provider, event_id = %parsed.event_id, kind = %parsed.kind, account = %account,
+                alarm = "webhook-mismatch", "a webhook for a connected account; nothing applied");
+            crate::metrics::count_webhook(crate::metrics::WEBHOOK_MISMATCH, provider);
+            self.store
+                .record_event(&mark)
+                .await
+                .map_err(EventError::from)?;
+            return Ok(Processed::Ignored("connected account"));
         }
         if let Some(refund) = &parsed.refund {
             return self.process_refund(provider, &parsed, refund, &mark).await;
@@ -393,4 +436,30 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
         }
         failed
     }
+}
+
+/// How a queued body that the queue could not take as it is begins: the rest is its bytes in
+/// hex. No PSP's body begins so (they are JSON objects).
+pub const PARKED_PREFIX: &str = "payonce-parked:hex:";
+
+/// `body` as the queue takes any body: [`PARKED_PREFIX`] and its bytes in hex.
+fn parked(body: &[u8]) -> String {
+    format!("{PARKED_PREFIX}{}", hex::encode(body))
+}
+
+/// The body a queued message carries: a parked one read back to its bytes.
+pub fn queued_body(message_body: &str) -> Result<std::borrow::Cow<'_, [u8]>, String> {
+    match message_body.strip_prefix(PARKED_PREFIX) {
+        Some(encoded) => hex::decode(encoded)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|e| format!("a parked body that is not hex: {e}")),
+        None => Ok(std::borrow::Cow::Borrowed(message_body.as_bytes())),
+    }
+}
+
+/// The dedup id of a verified body that does not read as an event: `unparsed-` and 32 hex
+/// digits of its SHA-256, the same for every delivery of it.
+fn unparsed_event_id(body: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    format!("unparsed-{}", hex::encode(&Sha256::digest(body)[..16]))
 }

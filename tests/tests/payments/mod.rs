@@ -7,3 +7,4 @@ mod concurrency;
 mod limits;
 mod orders;
 mod stale_reads;
+mod store_down;

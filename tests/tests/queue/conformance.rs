@@ -254,6 +254,31 @@ pub async fn batch_is_received_each_message_exactly_once<H: QueueHarness>(h: H) 
     assert_eq!(h.queue().depth().await.expect("depth"), 0);
 }
 
+pub async fn a_body_with_a_character_the_queue_refuses_is_refused_and_not_queued<
+    H: QueueHarness,
+>(
+    h: H,
+) {
+    // GIVEN a body holding U+FFFF, outside the characters SQS accepts
+    let odd = event("evt_odd", "{\"description\":\"\u{FFFF}\"}".to_owned());
+    assert!(!payonce::ports::queue_accepts(&odd.body));
+
+    // WHEN it is sent, THEN it is refused for its contents (never "unavailable": sending it
+    // again as it is never works), and nothing is queued
+    let refused = h.queue().send(&odd).await;
+    assert!(
+        matches!(refused, Err(QueueError::Refused { .. })),
+        "{}: {refused:?}",
+        H::NAME
+    );
+    assert_eq!(h.queue().depth().await.expect("depth"), 0, "{}", H::NAME);
+    // AND every character it accepts goes through, tabs and astral planes included
+    let fine = event("evt_fine", "{\"d\":\"\t\u{E000}\u{1F600}\"}".to_owned());
+    assert!(payonce::ports::queue_accepts(&fine.body));
+    h.queue().send(&fine).await.expect("send");
+    assert_eq!(receive_one(&h, LONG_VISIBILITY).await.body, fine.body);
+}
+
 macro_rules! conformance_suite {
     ($($case:ident),* $(,)?) => {
         mod embedded {
@@ -283,4 +308,5 @@ conformance_suite!(
     message_over_the_size_limit_is_refused_and_not_queued,
     receive_on_an_empty_queue_returns_nothing,
     batch_is_received_each_message_exactly_once,
+    a_body_with_a_character_the_queue_refuses_is_refused_and_not_queued,
 );

@@ -565,6 +565,80 @@ pub async fn reconcile_finishing_a_dead_handlers_success_stores_the_order_paid<
     );
 }
 
+/// A refund the PSP never settles stays pending past its key's day of retention: reconcile
+/// keeps the key's record alive while it looks, so the staff's retry a day later replays it
+/// (202) instead of claiming a second refund that does not fit (409).
+pub async fn a_refund_pending_past_a_day_still_replays_its_key<H: PaymentStoreHarness>(h: H) {
+    let psp = ScriptedPsp::script([]);
+    let payment_id = paid(&h, &psp).await;
+    psp.0
+        .steps
+        .lock()
+        .unwrap()
+        .extend((0..40).map(|_| Step::Unknown));
+    let refund_id = pending_refund(&h, &psp, &payment_id).await;
+    let recon = reconciler(&h, &psp);
+
+    // WHEN reconcile looks at it every hour for 25 hours, and it stays pending
+    for _ in 0..25 {
+        h.clock().advance(Duration::from_secs(3600));
+        assert_eq!(
+            recon.reconcile_refund(&refund_id).await.unwrap(),
+            Reconciled::Pending,
+            "{}",
+            H::NAME
+        );
+    }
+    // THEN the key's record is still there, kept by reconcile
+    let record = h
+        .raw_record(&payonce::idempotency::RecordKey::new(
+            payonce::service::refund::REFUND_SCOPE,
+            STAFF,
+            &IdempotencyKey::parse("r1").unwrap(),
+        ))
+        .await
+        .expect("the key's record");
+    assert!(
+        record.expires_at_s > h.clock().now_s() + 20 * 3600,
+        "{}: expires at {} (now {})",
+        H::NAME,
+        record.expires_at_s,
+        h.clock().now_s()
+    );
+    // AND the staff's retry with the key replays the pending refund
+    let retry = refunds(&h, &psp)
+        .refund(
+            STAFF,
+            &IdempotencyKey::parse("r1").unwrap(),
+            &RefundCommand {
+                payment_id: payment_id.clone(),
+                amount: Some(300),
+                reason: None,
+            },
+            h.clock().now_ms() + 25_000,
+            "req-late",
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&retry, RefundAnswer::Replayed { view, .. } if view.refund_id == refund_id && view.status == RefundStatus::Pending),
+        "{}: {retry:?}",
+        H::NAME
+    );
+    let payment = h
+        .payments()
+        .get_payment(&payment_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (payment.refund_count, payment.refund_pending),
+        (1, 300),
+        "{}",
+        H::NAME
+    );
+}
+
 macro_rules! on_both_stores {
     ($($case:ident),* $(,)?) => {
         mod embedded {
@@ -591,4 +665,5 @@ on_both_stores!(
     two_reconcile_runs_at_once_send_a_pending_refund_once,
     a_refused_resend_never_fails_a_refund_a_webhook_settled,
     reconcile_finishing_a_dead_handlers_success_stores_the_order_paid,
+    a_refund_pending_past_a_day_still_replays_its_key,
 );

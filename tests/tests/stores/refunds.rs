@@ -1376,7 +1376,10 @@ pub async fn a_late_success_the_psp_cannot_refund_is_marked_refund_required_at_o
     assert_eq!(payment_now(&h, &first.payment.payment_id).await, *after);
     // AND no refund exists that could never be sent, and reconcile has nothing to chase
     assert_eq!(
-        h.payments().get_refund(&refund_id_for(&first.payment.payment_id, "dup")).await.unwrap(),
+        h.payments()
+            .get_refund(&refund_id_for(&first.payment.payment_id, "dup"))
+            .await
+            .unwrap(),
         None,
         "{}",
         H::NAME

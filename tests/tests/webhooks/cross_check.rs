@@ -132,3 +132,92 @@ async fn an_event_from_the_psps_other_mode_applies_nothing() {
         Processed::Applied(EventApplied::Moved(_))
     ));
 }
+
+/// The review's revived decline: a correctly signed `payment_intent.succeeded` for *another*
+/// PaymentIntent (another integration on the account, a Dashboard user), naming our declined
+/// payment with its amount. Once the PSP's id is stored, word about another one applies nothing:
+/// the payment stays declined, its order unpaid, and the event is recorded with an alarm.
+#[tokio::test]
+async fn a_signed_success_for_another_intent_never_revives_a_declined_payment() {
+    let stack = PaymentStack::start().await;
+    // GIVEN a payment the PSP declined (its PaymentIntent's id stored)
+    let order = stack.create_order("alice").await;
+    let reply = stack
+        .pay(
+            "alice",
+            "k",
+            json!({"order_id": order, "order_version": 1, "payment_method": "pm_card_visa_chargeDeclined"}),
+        )
+        .await;
+    assert_eq!(reply.status, 402, "{}", reply.body);
+    let payment_id = reply.json["payment_id"].as_str().unwrap().to_owned();
+    let declined = stack
+        .processor
+        .store()
+        .get_payment(&payment_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let ours = declined.provider_payment_id.clone().expect("the PSP's id");
+
+    // WHEN a signed success arrives naming our payment, with its amount, for another intent
+    let foreign = event(
+        "evt_foreign",
+        "payment_intent.succeeded",
+        &payment_id,
+        "pi_someone_else",
+    );
+    assert_ne!(ours, "pi_someone_else");
+    let first = process(&stack.processor, &foreign).await;
+
+    // THEN nothing moves: still declined under its own intent, the order unpaid
+    assert!(
+        matches!(&first, Processed::Applied(EventApplied::Rejected(p)) if p.status.as_str() == "failed"),
+        "{first:?}"
+    );
+    let after = stack
+        .processor
+        .store()
+        .get_payment(&payment_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(after, declined);
+    let order_now = stack.get_order("alice", &order).await;
+    assert_eq!(order_now.json["payment_state"], "unpaid");
+    // AND it is recorded as processed: a redelivery is a duplicate
+    assert_eq!(
+        process(&stack.processor, &foreign).await,
+        Processed::Applied(EventApplied::Duplicate)
+    );
+    let (idempotency, _) = stack.snapshot().await;
+    assert!(idempotency.contains_key("webhook#fake#evt_foreign"));
+}
+
+/// An event of a Stripe Connect account is another business's: payonce charges on its own
+/// account only, so it applies nothing (recorded, with an alarm), even naming our payment with
+/// its amount and the right intent.
+#[tokio::test]
+async fn an_event_of_a_connected_account_applies_nothing() {
+    let stack = PaymentStack::start().await;
+    let (order, payment_id) = processing_payment(&stack).await;
+    let connected = succeeded_event("evt_connect", &payment_id, |e| {
+        e["account"] = json!("acct_1Nv0FGQ9RKHgCVdK")
+    });
+    assert_eq!(
+        process(&stack.processor, &connected).await,
+        Processed::Ignored("connected account")
+    );
+    let payment = stack
+        .processor
+        .store()
+        .get_payment(&payment_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(payment.status.as_str(), "processing");
+    let order_now = stack.get_order("alice", &order).await;
+    assert_eq!(order_now.json["payment_state"], "processing");
+    let (idempotency, _) = stack.snapshot().await;
+    assert!(idempotency.contains_key("webhook#fake#evt_connect"));
+}

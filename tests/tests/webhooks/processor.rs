@@ -96,15 +96,19 @@ async fn the_webhook_confirming_a_recorded_success_is_one_read_and_no_write() {
         reply.body
     );
     let payment_id = reply.json["payment_id"].as_str().unwrap().to_owned();
+    let intent = reply.json["provider_payment_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let (idempotency_before, payments_before) = stack.snapshot().await;
 
-    // WHEN the PSP's success webhook arrives, and is redelivered
+    // WHEN the PSP's success webhook for that intent arrives, and is redelivered
     stack.counter.reset();
     let body = event(
         "evt_confirm",
         "payment_intent.succeeded",
         &payment_id,
-        "pi_confirm",
+        &intent,
     );
     let first = deliver(&stack, &body).await;
     let again = deliver(&stack, &body).await;

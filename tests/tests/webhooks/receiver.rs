@@ -194,3 +194,125 @@ async fn an_unavailable_queue_is_a_5xx_so_the_psp_retries() {
     );
     assert!(reply.header("retry-after").is_some());
 }
+
+/// What the PSP signed is never answered 400 for what it says. A body that verifies but does not
+/// read as an event (a future API version, a thin event) is queued as it is (200) under a dedup
+/// id of its own, and the processor fails it every time, so the queue dead-letters it for an
+/// operator. A body the queue refuses as it is (a character SQS does not accept) is queued
+/// hex-encoded (200, with an alarm), and the processor reads it back and applies it.
+async fn verified_bodies_are_never_lost<Q>(queue: Q)
+where
+    Q: payonce::ports::QueueSend + QueueReceive + Clone + 'static,
+{
+    use payonce::service::webhooks::{ProcessError, QueuedEvent, WebhookProcessor};
+    let receiver = WebhookReceiver::new(webhook_providers(), queue.clone(), system_clock());
+    let now = SystemClock.now_s();
+    let send = |body: String| {
+        let signature = sign_webhook(STRIPE_WEBHOOK_SECRET, now, body.as_bytes());
+        let receiver = &receiver;
+        async move {
+            Reply::from(
+                payonce_webhook::receiver::handle(
+                    receiver,
+                    deliver_event("stripe", Some(&signature), &body),
+                )
+                .await,
+            )
+        }
+    };
+    let processor = WebhookProcessor::new(
+        {
+            use payonce_tests::stores::PaymentStoreHarness;
+            payonce_tests::stores::memory_stores().payments().clone()
+        },
+        webhook_providers(),
+        Default::default(),
+    );
+    let process = |body: &str| {
+        let body = body.to_owned();
+        let processor = &processor;
+        async move {
+            processor
+                .process(&QueuedEvent {
+                    message_id: "m",
+                    provider: Some("stripe"),
+                    body: &body,
+                })
+                .await
+        }
+    };
+
+    // GIVEN a verified body that is JSON but no event: 200, queued as it is
+    let thin = r#"{"object":"v2.core.event","id":"evt_thin","type":"v2.some.future"}"#;
+    let reply = send(thin.to_owned()).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let queued = queue
+        .receive(10, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0].body, thin);
+    assert!(queued[0]
+        .attributes
+        .get("event_id")
+        .is_some_and(|id| id.starts_with("unparsed-")));
+    // AND the processor fails it (retried, then dead-lettered by the queue), applying nothing
+    assert!(matches!(
+        process(&queued[0].body).await,
+        Err(ProcessError::Unreadable(_))
+    ));
+
+    // GIVEN a verified event whose body holds a character SQS refuses (U+FFFF)
+    let odd = super::event("evt_odd", "payment_intent.succeeded", "pay_1", "pi_1")
+        .replace("\"jpy\"", "\"jpy\",\"description\":\"\u{FFFF}\"");
+    let reply = send(odd.clone()).await;
+    // THEN it is accepted, queued hex-encoded, and reads back as the event it is
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let queued = queue
+        .receive(10, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 1);
+    assert!(
+        queued[0]
+            .body
+            .starts_with(payonce::service::webhooks::PARKED_PREFIX),
+        "{}",
+        queued[0].body
+    );
+    assert_eq!(
+        queued[0].attributes.get("event_id").map(String::as_str),
+        Some("evt_odd")
+    );
+    assert_eq!(
+        payonce::service::webhooks::queued_body(&queued[0].body)
+            .unwrap()
+            .as_ref(),
+        odd.as_bytes()
+    );
+    // (the payment it names is not ours here: read, then left to the queue's retries)
+    assert!(matches!(
+        process(&queued[0].body).await,
+        Err(ProcessError::Apply(_))
+    ));
+}
+
+#[tokio::test]
+async fn verified_bodies_are_never_lost_on_sqs() {
+    let sqs = SqsHarness::new().await;
+    verified_bodies_are_never_lost(SqsQueue::new(
+        sqs.client.clone(),
+        sqs.queue_url.clone(),
+        262_144,
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn verified_bodies_are_never_lost_on_the_embedded_queue() {
+    verified_bodies_are_never_lost(payonce::adapters::memory::MemoryQueue::new(
+        system_clock(),
+        payonce::service::webhooks::MAX_WEBHOOK_BYTES,
+    ))
+    .await;
+}

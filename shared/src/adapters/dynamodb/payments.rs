@@ -292,6 +292,18 @@ impl DynamoPaymentStore {
                             item: operation.to_owned(),
                         }));
                     }
+                    // Cancelled, yet no condition failed (a validation error, an item
+                    // collection over its size...): DynamoDB failed the request, which wrote
+                    // nothing. A retry may work; the client is told so (503), never 500.
+                    if !reasons.iter().any(Reason::condition_failed) {
+                        return Err(TxFailure::Store(StoreError::Backend {
+                            operation,
+                            source: format!(
+                                "transaction cancelled without a failed condition: {reasons:?}"
+                            )
+                            .into(),
+                        }));
+                    }
                     return Err(TxFailure::Cancelled(reasons));
                 }
                 Err(TxFailure::Store(backend(operation, operation, error)))
@@ -435,13 +447,12 @@ impl DynamoPaymentStore {
                         // The order is held or paid by another attempt: the payment still moves,
                         // the order stays as it is.
                         with_order = false;
-                        duplicate =
-                            crate::domain::duplicate_refund_for(
-                                payment,
-                                &mut after,
-                                now_ms,
-                                self.late_duplicates,
-                            );
+                        duplicate = crate::domain::duplicate_refund_for(
+                            payment,
+                            &mut after,
+                            now_ms,
+                            self.late_duplicates,
+                        );
                         crate::domain::log_order_not_following(&after);
                         continue;
                     }

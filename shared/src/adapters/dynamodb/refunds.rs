@@ -601,13 +601,32 @@ impl RefundStore for DynamoPaymentStore {
                     )?);
                     labels.push(Op::Record);
                 }
-                (RefundRecordWrite::Mirror { .. } | RefundRecordWrite::Keep, _) => {}
+                (RefundRecordWrite::Extend { expires_at_s }, Some(pk)) if with_mirror => {
+                    items.push(update_item(
+                        &self.tables.idempotency,
+                        pk,
+                        "SET #expires_at = :expires_at",
+                        "#attempt_id = :rid",
+                        &[EXPIRES_AT, ATTEMPT_ID],
+                        vec![
+                            (":expires_at", n(expires_at_s)),
+                            (":rid", s(&refund.refund_id)),
+                        ],
+                    )?);
+                    labels.push(Op::Record);
+                }
+                (
+                    RefundRecordWrite::Mirror { .. }
+                    | RefundRecordWrite::Extend { .. }
+                    | RefundRecordWrite::Keep,
+                    _,
+                ) => {}
             }
             if let Some(event) = event {
                 items.push(event_put(&self.tables.idempotency, event, now_ms)?);
                 labels.push(Op::Event);
             }
-            if step == &RefundTransition::Unchanged && labels.len() == 1 {
+            if step == &RefundTransition::Unchanged && labels.len() == 1 && fence.is_none() {
                 // Nothing to write (no record to mirror onto, no event to mark).
                 return Ok(RefundSettleOutcome::Settled(Box::new(after)));
             }
@@ -640,6 +659,11 @@ impl RefundStore for DynamoPaymentStore {
                         return Ok(RefundSettleOutcome::Moved);
                     }
                     if failed(Op::Record) {
+                        if let RefundRecordWrite::Extend { .. } = record {
+                            // The record is gone or another refund's: nothing to extend.
+                            with_mirror = false;
+                            continue;
+                        }
                         if let RefundRecordWrite::Mirror { .. } = record {
                             // A completed record of this refund appeared, or there is none to
                             // mirror onto: switch, unless it keeps changing under us.

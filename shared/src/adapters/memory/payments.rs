@@ -1129,6 +1129,7 @@ impl RefundStore for MemoryPaymentStore {
             }
         }
         let stored_record = record_key.as_ref().and_then(|key| tables.records.get(key));
+        let mut extend = None;
         let (write_record, expires_at_s) = match record {
             RefundRecordWrite::Complete {
                 lease,
@@ -1148,6 +1149,12 @@ impl RefundStore for MemoryPaymentStore {
                 }),
                 expires_at_s,
             ),
+            RefundRecordWrite::Extend { expires_at_s } => {
+                extend = stored_record
+                    .is_some_and(|r| r.attempt_id == refund.refund_id)
+                    .then_some(expires_at_s);
+                (false, 0)
+            }
             RefundRecordWrite::Keep => (false, 0),
         };
         if let RefundTransition::Apply { status, .. } = step {
@@ -1179,6 +1186,11 @@ impl RefundStore for MemoryPaymentStore {
                     record.state = RecordState::Completed { result: view };
                     record.expires_at_s = expires_at_s;
                 }
+            }
+        }
+        if let (Some(expires_at_s), Some(key)) = (extend, &record_key) {
+            if let Some(record) = tables.records.get_mut(key) {
+                record.expires_at_s = expires_at_s;
             }
         }
         if let Some((key, expires_at_s)) = event {

@@ -121,6 +121,10 @@ impl QueueSend for MemoryQueue {
                 limit_bytes: self.max_message_bytes,
             });
         }
+        // As SQS: a character it does not accept refuses the whole message.
+        if let Some(refused) = message.refused_contents() {
+            return Err(refused);
+        }
         let message_id = crate::ids::new_uuid().to_string();
         self.lock().push_back(Stored {
             message_id: message_id.clone(),

@@ -249,6 +249,7 @@ pub fn parse_event(body: &[u8]) -> Result<PspEvent, serde_json::Error> {
         refunds_changed: false,
         amount,
         livemode: event.livemode,
+        account: None,
     })
 }
 
@@ -382,6 +383,7 @@ mod tests {
                     currency: "jpy".into()
                 }),
                 livemode: None,
+                account: None,
             }
         );
     }
@@ -688,6 +690,7 @@ mod tests {
                     refunds_changed: false,
                     amount: thb_1000(),
                     livemode: Some(false),
+                    account: None,
                 },
                 "{key} {}",
                 data["status"]
@@ -780,6 +783,7 @@ mod tests {
                 currency: "thb".into(),
             }),
             livemode: Some(false),
+            account: None,
         };
         let succeeded = RefundSettlement::Succeeded {
             provider_refund_id: "rfnd_test_4yqmv79ahghsiz23y3c".into(),

@@ -85,7 +85,8 @@ pub fn verify_signature(
     if parsed.v1.is_empty() {
         return Err(SignatureError::NoValidSignature);
     }
-    if (now_s - parsed.timestamp).abs() > TOLERANCE_S {
+    // `abs_diff`: a timestamp near i64's ends must not overflow the subtraction.
+    if now_s.abs_diff(parsed.timestamp) > TOLERANCE_S.unsigned_abs() {
         return Err(SignatureError::Stale);
     }
     let candidates: Vec<Vec<u8>> = parsed
@@ -125,6 +126,9 @@ struct Event {
     kind: String,
     #[serde(default)]
     livemode: Option<bool>,
+    /// Set on an event of a Connect account (another business than this account's).
+    #[serde(default)]
+    account: Option<String>,
     data: EventData,
 }
 
@@ -172,6 +176,7 @@ pub fn parse_event(body: &[u8]) -> Result<PspEvent, serde_json::Error> {
     Ok(PspEvent {
         amount,
         livemode: event.livemode,
+        account: event.account,
         refunds_changed: event.kind == "charge.refunded",
         event_id: event.id,
         kind: event.kind,
@@ -316,6 +321,27 @@ mod tests {
     }
 
     #[test]
+    fn a_timestamp_at_either_end_of_i64_is_stale_not_an_overflow() {
+        // `(now - t).abs()` overflows (and panics in a debug build) for t near i64::MIN.
+        let body = b"{}";
+        let far_apart = [
+            (i64::MIN, 0),
+            (i64::MIN, i64::MAX),
+            (i64::MIN + 1, 1_796_000_000),
+            (i64::MAX, 0),
+            (i64::MAX, i64::MIN),
+        ];
+        for (t, now) in far_apart {
+            let header = format!("t={t},v1={}", "00".repeat(32));
+            assert_eq!(
+                verify_signature(Some(&header), body, &["whsec_a".into()], now),
+                Err(SignatureError::Stale),
+                "t={t} now={now}"
+            );
+        }
+    }
+
+    #[test]
     fn events_map_to_settlements() {
         let ok = parse_event(br#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","metadata":{"payment_id":"pay_1"}}}}"#).unwrap();
         assert_eq!(ok.payment_id.as_deref(), Some("pay_1"));
@@ -455,6 +481,7 @@ mod tests {
                         currency: "jpy".into()
                     }),
                     livemode: Some(false),
+                    account: None,
                 },
                 "{kind}"
             );
@@ -532,6 +559,7 @@ mod tests {
                     currency: "jpy".into()
                 }),
                 livemode: Some(false),
+                account: None,
             }
         );
         let mut bare = charge.clone();
@@ -556,6 +584,7 @@ mod tests {
                 refunds_changed: false,
                 amount: None,
                 livemode: None,
+                account: None,
             }
         );
         // An intent's own amount and the event's mode, when present, are read for the check.

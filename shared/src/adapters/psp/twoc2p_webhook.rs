@@ -307,6 +307,7 @@ impl TwoC2pNotifications {
             refunds_changed: false,
             amount: None,
             livemode: None,
+            account: None,
         };
         if text(claims.get("merchantID")).as_deref() != Some(self.merchant_id.as_str()) {
             return Ok(event);
@@ -435,6 +436,7 @@ mod tests {
                         currency: "sgd".into()
                     }),
                     livemode: None,
+                    account: None,
                 },
                 "{name}"
             );
@@ -613,6 +615,7 @@ mod tests {
                     currency: "thb".into()
                 }),
                 livemode: None,
+                account: None,
             }
         );
         // No tranRef: the invoice number stands in as the PSP's id.
