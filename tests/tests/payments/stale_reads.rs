@@ -101,8 +101,12 @@ impl Lagged {
 
     /// A webhook's late success (`pi_late`) for `payment_id`, applied under `event_id`.
     async fn late_success(&self, payment_id: &str, event_id: &str) -> EventApplied {
+        // The PSP's word about the payment's own intent (one that failed, then succeeded).
+        let stored = self.store.get_payment(payment_id).await.unwrap();
         let settlement = Settlement::Succeeded {
-            provider_payment_id: "pi_late".into(),
+            provider_payment_id: stored
+                .and_then(|p| p.provider_payment_id)
+                .unwrap_or_else(|| "pi_late".into()),
         };
         apply_event(&self.store, payment_id, &settlement, &mark(event_id), None)
             .await
