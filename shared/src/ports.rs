@@ -293,6 +293,36 @@ pub enum RefundRecordWrite<'a> {
     Keep,
 }
 
+/// A refund sender's write about its PSP call: fenced on its sender lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderFence<'a> {
+    /// The lease the sender holds.
+    pub lease: &'a LeaseToken,
+    /// Whether the write gives the lease back: only once the PSP's answer is known (or the call
+    /// provably never reached it). After a call whose outcome is unknown the request may still
+    /// be running at the PSP, so the lease is kept until it lapses: another sender's look-then-
+    /// send must not meet it there (a PSP that ignores refund keys would refund twice).
+    pub give_back: bool,
+}
+
+impl<'a> SenderFence<'a> {
+    /// The fence of a sender whose call's outcome is known: the lease goes back.
+    pub fn done(lease: &'a LeaseToken) -> Self {
+        Self {
+            lease,
+            give_back: true,
+        }
+    }
+
+    /// The fence of a sender whose call may still be running at the PSP: the lease stays.
+    pub fn in_flight(lease: &'a LeaseToken) -> Self {
+        Self {
+            lease,
+            give_back: false,
+        }
+    }
+}
+
 /// What writing a refund transition found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RefundSettleOutcome {
@@ -349,15 +379,15 @@ pub trait RefundStore: Send + Sync {
     /// Applies `step` to `refund` (as read) and its effect on the payment's refunded and
     /// pending amounts, writes `record` and, for a webhook, the event's dedup record, in one
     /// transaction conditioned on the refund's status as read. With
-    /// [`RefundTransition::Unchanged`] only the record is written. A sender's write is `fence`d
-    /// on its sender lease (refused with [`StoreError::LeaseLost`] once another holds it) and
-    /// gives the lease back.
+    /// [`RefundTransition::Unchanged`] only the record is written. A sender's write is fenced
+    /// on its sender lease (refused with [`StoreError::LeaseLost`] once another holds it), and
+    /// gives the lease back if its [`SenderFence::give_back`] says so.
     async fn write_refund(
         &self,
         refund: &Refund,
         step: &RefundTransition,
         record: RefundRecordWrite<'_>,
-        fence: Option<&LeaseToken>,
+        fence: Option<SenderFence<'_>>,
         event: Option<&EventMark>,
     ) -> Result<RefundSettleOutcome, StoreError>;
 
@@ -402,6 +432,10 @@ pub struct RefundRequest {
     pub reason: Option<RefundReason>,
     /// `payonce-refund-<payment_id>-<n>`.
     pub idempotency_key: String,
+    /// Whether an earlier call under this refund's key may have reached the PSP: a PSP that
+    /// ignores refund keys may then refuse this one because of that earlier refund, so its
+    /// refusal proves nothing.
+    pub resend: bool,
 }
 
 impl RefundRequest {
@@ -416,6 +450,7 @@ impl RefundRequest {
             currency: refund.currency,
             reason: refund.reason,
             idempotency_key: refund.psp_key(),
+            resend: refund.psp_maybe_reached,
         }
     }
 }

@@ -551,7 +551,7 @@ impl RefundStore for FaultyStore {
         refund: &Refund,
         step: &RefundTransition,
         record: RefundRecordWrite<'_>,
-        fence: Option<&LeaseToken>,
+        fence: Option<payonce::ports::SenderFence<'_>>,
         event: Option<&EventMark>,
     ) -> Result<RefundSettleOutcome, StoreError> {
         self.write("write_refund", Sent::Transaction, || async {
@@ -684,6 +684,14 @@ fn finish_sent(payment: &Payment, transition: &Transition, by: FinishedBy) -> Se
     }
 }
 
+/// The latest a request lands at the PSP after its caller's timeout (see
+/// [`SimTransport::maybe_land_late`]).
+const LATE_LANDING_MAX: Duration = Duration::from_secs(5);
+
+fn duration_ms_u64(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// The secret key the simulated PSP accepts, and the adapter authenticates with: Stripe's API key,
 /// Omise's secret key, or the 2C2P merchant's secret key (which also signs its notifications).
 pub const API_KEY: &str = "sk_test_payonce_sim";
@@ -765,6 +773,25 @@ impl SimTransport {
         );
         self.outbox.push(answer.events);
         (answer.status, answer.body, answer.delivery)
+    }
+
+    /// A request its caller gave up on may still reach the PSP and run there, a little later: up
+    /// to [`LATE_LANDING_MAX`] after the caller's timeout. Never later — every sender's lease
+    /// outlasts its calls by more than that, which is what keeps a second sender from meeting it.
+    fn maybe_land_late(&self, call: &WireCall, timeout: Duration) {
+        if !self.world.calls_take_time() || !self.world.chance(0.5) {
+            return;
+        }
+        let late = timeout + self.world.millis(0, duration_ms_u64(LATE_LANDING_MAX));
+        let (transport, call) = (self.clone(), call.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(late).await;
+            let (status, _, _) = transport.apply(&call);
+            transport.world.trace(format!(
+                "PSP {} {} applied late, after its caller gave up -> {status}",
+                call.method, call.path
+            ));
+        });
     }
 
     /// The PSP refuses our credentials, in its face's words: 401 on Stripe and Omise; on 2C2P's
@@ -867,6 +894,7 @@ impl PspTransport for SimTransport {
             world.millis(20, 400)
         };
         if there >= timeout {
+            self.maybe_land_late(call, timeout);
             tokio::time::sleep(timeout).await;
             world.trace(format!("PSP {} timed out on the way there", call.path));
             return Err(CallFailure::AfterConnect(
@@ -908,6 +936,7 @@ impl PspTransport for SimTransport {
         }
         let timeout_before = world.strikes(FaultKind::PspTimeout) && world.chance(0.5);
         if timeout_before {
+            self.maybe_land_late(call, timeout);
             tokio::time::sleep(timeout).await;
             return Err(CallFailure::AfterConnect(
                 "timed out (simulated, not applied)".into(),

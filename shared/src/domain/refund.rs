@@ -310,6 +310,10 @@ pub enum RefundTransition {
 /// Nothing else moves: a late `succeeded` never undoes a failure, nothing leaves `canceled`.
 pub fn refund_transition(current: &Refund, settlement: &RefundSettlement) -> RefundTransition {
     let keep_id = |id: Option<&String>| id.cloned().or_else(|| current.provider_refund_id.clone());
+    // Word about another PSP refund than the one we hold says nothing about ours.
+    if names_another_refund(current, settlement) {
+        return RefundTransition::Unchanged;
+    }
     match (current.status, settlement) {
         (RefundStatus::Pending, RefundSettlement::Pending { provider_refund_id })
             if current.provider_refund_id.is_none() =>
@@ -359,6 +363,20 @@ pub fn refund_transition(current: &Refund, settlement: &RefundSettlement) -> Ref
         },
         _ => RefundTransition::Unchanged,
     }
+}
+
+/// Whether `settlement` names a PSP refund other than the one `refund` holds (once the PSP's
+/// refund id is stored, only word about that very refund may move it).
+pub fn names_another_refund(refund: &Refund, settlement: &RefundSettlement) -> bool {
+    let named = match settlement {
+        RefundSettlement::Pending { provider_refund_id }
+        | RefundSettlement::Succeeded { provider_refund_id } => Some(provider_refund_id),
+        RefundSettlement::Failed {
+            provider_refund_id, ..
+        } => provider_refund_id.as_ref(),
+        RefundSettlement::Canceled => None,
+    };
+    matches!((&refund.provider_refund_id, named), (Some(ours), Some(theirs)) if ours != theirs)
 }
 
 /// Whether the PSP's refund id `reported` is the one `refund` holds.
@@ -578,6 +596,35 @@ mod tests {
             refund_transition(&refund(RefundStatus::Pending), &refused),
             RefundTransition::Apply {
                 status: RefundStatus::Failed,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn word_about_another_psp_refund_moves_nothing_once_ours_is_known() {
+        let mut pending = refund(RefundStatus::Pending);
+        pending.provider_refund_id = Some("re_1".into());
+        for other in [
+            RefundSettlement::Failed {
+                provider_refund_id: Some("re_2".into()),
+                code: "expired_or_canceled_card".into(),
+            },
+            RefundSettlement::Succeeded {
+                provider_refund_id: "re_2".into(),
+            },
+        ] {
+            assert!(names_another_refund(&pending, &other));
+            assert_eq!(
+                refund_transition(&pending, &other),
+                RefundTransition::Unchanged,
+                "{other:?}"
+            );
+        }
+        assert!(matches!(
+            refund_transition(&pending, &succeeded()),
+            RefundTransition::Apply {
+                status: RefundStatus::Succeeded,
                 ..
             }
         ));

@@ -22,7 +22,8 @@ use crate::domain::{transition, Payment, PaymentStatus, Settlement, Transition};
 use crate::idempotency::{Lease, LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome};
 use crate::ports::{
     ChargeRequest, ChargeStore, Fence, FinishedBy, InflightScan, Psp, PspError, PspLookup,
-    RefundLeaseOutcome, RefundRecordWrite, RefundRequest, RefundStore, SettleOutcome,
+    RefundLeaseOutcome, RefundOutcome, RefundRecordWrite, RefundRequest, RefundStore, SenderFence,
+    SettleOutcome,
 };
 use serde::Serialize;
 use std::time::Duration;
@@ -467,12 +468,20 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         let Some((refund, fence)) = self.take_refund_lease(read, &budget).await? else {
             return Ok(Reconciled::Skipped);
         };
-        let fence = fence.as_ref();
-        let settled = self.settle_refund(&refund, fence, &budget).await;
-        if let (Some(token), Ok(Reconciled::Pending) | Err(_)) = (fence, &settled) {
-            // Still pending (or this look failed): give the lease back, so a staff retry or the
-            // next run need not wait for it to lapse, and keep the key's record as long as the
-            // refund it names is pending, so a late retry replays rather than claims afresh.
+        let settled = self
+            .settle_refund(&refund, fence.as_ref().map(SenderFence::done), &budget)
+            .await;
+        if let (Some(token), Ok((Reconciled::Pending, _)) | Err(_)) = (&fence, &settled) {
+            // Still pending (or this look failed): keep the key's record as long as the refund
+            // it names is pending, so a late retry replays rather than claims afresh; and give
+            // the lease back, so a staff retry or the next run need not wait for it to lapse —
+            // unless this run's own call may still be running at the PSP.
+            let in_flight = matches!(settled, Ok((_, true)));
+            let fence = if in_flight {
+                SenderFence::in_flight(token)
+            } else {
+                SenderFence::done(token)
+            };
             let expires_at_s =
                 (self.store.now_ms() + duration_ms(self.config.record_retention)).div_euclid(1000);
             let handed_back = self
@@ -481,7 +490,7 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
                     &refund,
                     &RefundTransition::Unchanged,
                     RefundRecordWrite::Extend { expires_at_s },
-                    Some(token),
+                    Some(fence),
                     None,
                 )
                 .await;
@@ -489,7 +498,7 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
                 tracing::debug!(refund_id, error = %error, "reconcile's refund lease was not handed back; it lapses");
             }
         }
-        settled
+        settled.map(|(reconciled, _)| reconciled)
     }
 
     /// Takes `read`'s sender lease for this run: the refund as it is then, with the token its
@@ -521,13 +530,14 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
     }
 
     /// Looks `refund` up (held under `fence`) and re-sends it if the PSP does not show it, then
-    /// records what the PSP said.
+    /// records what the PSP said; with whether a re-send of this run may still be running at
+    /// the PSP (its outcome unknown).
     async fn settle_refund(
         &self,
         refund: &Refund,
-        fence: Option<&LeaseToken>,
+        fence: Option<SenderFence<'_>>,
         budget: &Budget,
-    ) -> Result<Reconciled, ReconcileError> {
+    ) -> Result<(Reconciled, bool), ReconcileError> {
         let refund_id = refund.refund_id.as_str();
         let Some(charge) = self
             .store
@@ -546,7 +556,7 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
             .call_timeout(self.store.now_ms(), &self.config)
             .is_none()
         {
-            return Ok(Reconciled::Pending);
+            return Ok((Reconciled::Pending, false));
         }
         let settlement = match self.psp.lookup_refund(&charge, refund_id).await? {
             Some(settlement) => settlement,
@@ -557,31 +567,32 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
                     alarm = "refund-unprovable",
                     "refund not found at the PSP and too old to re-send; needs an operator"
                 );
-                return Ok(Reconciled::Pending);
+                return Ok((Reconciled::Pending, false));
             }
             None => {
                 // Only while the lease surely outlasts the call: a sender whose lease lapsed
                 // while its call is in flight could meet another sender at the PSP.
                 let Some(timeout) = budget.call_timeout(self.store.now_ms(), &self.config) else {
-                    return Ok(Reconciled::Pending);
+                    return Ok((Reconciled::Pending, false));
                 };
                 let outcome = self
                     .psp
                     .create_refund(&RefundRequest::for_refund(refund, &charge), timeout)
                     .await;
+                let in_flight = matches!(outcome, RefundOutcome::Unknown { .. });
                 match refund_settlement_of(outcome) {
                     Some(settlement) => settlement,
-                    None => return Ok(Reconciled::Pending),
+                    None => return Ok((Reconciled::Pending, in_flight)),
                 }
             }
         };
         if matches!(settlement, RefundSettlement::Pending { .. }) {
-            return Ok(Reconciled::Pending);
+            return Ok((Reconciled::Pending, false));
         }
         let expires_at_s =
             (self.store.now_ms() + duration_ms(self.config.record_retention)).div_euclid(1000);
         let record = RefundRecordWrite::Mirror { expires_at_s };
-        match apply_refund_settlement(
+        let reconciled = match apply_refund_settlement(
             &self.store,
             refund_id,
             &settlement,
@@ -593,17 +604,16 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         .await
         {
             Ok(RefundApplied::Moved(after)) if after.status == RefundStatus::Succeeded => {
-                Ok(Reconciled::RefundSucceeded)
+                Reconciled::RefundSucceeded
             }
-            Ok(RefundApplied::Moved(_)) => Ok(Reconciled::RefundFailed),
+            Ok(RefundApplied::Moved(_)) => Reconciled::RefundFailed,
             Ok(
                 RefundApplied::Unchanged(_) | RefundApplied::Duplicate | RefundApplied::Rejected(_),
-            ) => Ok(Reconciled::AlreadySettled),
-            Ok(RefundApplied::NotFound) | Err(StoreError::LeaseLost { .. }) => {
-                Ok(Reconciled::Skipped)
-            }
-            Err(error) => Err(error.into()),
-        }
+            ) => Reconciled::AlreadySettled,
+            Ok(RefundApplied::NotFound) | Err(StoreError::LeaseLost { .. }) => Reconciled::Skipped,
+            Err(error) => return Err(error.into()),
+        };
+        Ok((reconciled, false))
     }
 
     /// A succeeded refund can still fail: look it up again until the watch ends.

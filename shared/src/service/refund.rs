@@ -21,7 +21,7 @@ use crate::idempotency::{
 use crate::mutations::Mutation;
 use crate::ports::{
     BeginRefundOutcome, CheckedAmount, EventMark, Psp, RefundOutcome, RefundRecordWrite,
-    RefundRequest, RefundSettleOutcome, RefundStore, ResumeOutcome,
+    RefundRequest, RefundSettleOutcome, RefundStore, ResumeOutcome, SenderFence,
 };
 use std::time::Duration;
 
@@ -352,8 +352,9 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 Err(error) => Err(error.into()),
             };
         }
-        // The holder of a lapsed lease may have called the PSP before it died (refund leases
-        // are never given back: a refund that never reached the PSP is canceled instead).
+        // The holder of a lapsed lease may have called the PSP before it died (a sender's lease
+        // goes back only with a known outcome, and a refund that never reached the PSP is
+        // canceled instead).
         refund.psp_maybe_reached = true;
         let lease = Lease {
             token: LeaseToken::generate(),
@@ -414,10 +415,15 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 )
                 .await
         };
+        // Only a known answer gives the sender lease back: after an unknown one the request may
+        // still be running at the PSP, and the lease, kept until it lapses, keeps every other
+        // sender away from it meanwhile.
+        let mut in_flight = false;
         let settlement = match outcome {
             RefundOutcome::Answered(settlement) => Some(settlement),
             RefundOutcome::Unknown { reason } => {
                 tracing::warn!(refund_id = %refund.refund_id, %reason, "refund outcome unknown; it stays pending");
+                in_flight = true;
                 None
             }
             RefundOutcome::NotSent { reason }
@@ -449,9 +455,14 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 .map_or(RefundTransition::Unchanged, |s| {
                     refund_transition(&current, s)
                 });
+            let fence = if in_flight {
+                SenderFence::in_flight(&lease.token)
+            } else {
+                SenderFence::done(&lease.token)
+            };
             match self
                 .store
-                .write_refund(&current, &step, write, Some(&lease.token), None)
+                .write_refund(&current, &step, write, Some(fence), None)
                 .await
             {
                 Ok(RefundSettleOutcome::Settled(now)) => {
@@ -558,7 +569,7 @@ pub async fn apply_refund_settlement<S: RefundStore + ?Sized>(
     refund_id: &str,
     settlement: &RefundSettlement,
     record: RefundRecordWrite<'_>,
-    fence: Option<&LeaseToken>,
+    fence: Option<SenderFence<'_>>,
     event: Option<&EventMark>,
     reported: Option<&CheckedAmount>,
 ) -> Result<RefundApplied, StoreError> {
@@ -566,6 +577,10 @@ pub async fn apply_refund_settlement<S: RefundStore + ?Sized>(
         let Some(refund) = store.get_refund(refund_id).await? else {
             return Ok(RefundApplied::NotFound);
         };
+        if event.is_some() && crate::domain::names_another_refund(&refund, settlement) {
+            tracing::error!(refund_id, stored = ?refund.provider_refund_id, alarm = "webhook-mismatch",
+                "a refund event names our refund but another PSP refund than the one it holds; nothing applied");
+        }
         if super::settle::amount_mismatch(reported, refund.amount, refund.currency) {
             tracing::error!(refund_id, reported = ?reported, amount = refund.amount,
                 currency = refund.currency.as_str(), alarm = "webhook-mismatch",

@@ -117,6 +117,12 @@ impl<Q: QueueSend> WebhookReceiver<Q> {
                 (unparsed_event_id(body), "unparsed".to_owned())
             }
         };
+        // An event id the queue would refuse as an attribute is kept in a form it takes.
+        let event_id = if crate::ports::queue_accepts(&event_id) {
+            event_id
+        } else {
+            unparsed_event_id(event_id.as_bytes())
+        };
         let attributes = BTreeMap::from([
             (PROVIDER_ATTRIBUTE.to_owned(), provider.to_owned()),
             (EVENT_ID_ATTRIBUTE.to_owned(), event_id.clone()),
@@ -130,8 +136,9 @@ impl<Q: QueueSend> WebhookReceiver<Q> {
         };
         let mut parked_now = as_sent.is_none();
         let sent = match self.queue.send(&message).await {
-            // SQS refuses some characters outright: the body goes as hex instead, which it
-            // takes, and the processor reads it back (sending it again as it is never works).
+            // SQS refuses some characters outright: the body goes escaped instead, which it
+            // takes and the processor reads as the same event (sending it again as it is never
+            // works).
             Err(QueueError::Refused { .. }) if !parked_now => {
                 parked_now = true;
                 self.queue
@@ -147,7 +154,7 @@ impl<Q: QueueSend> WebhookReceiver<Q> {
             Ok(id) => {
                 if parked_now {
                     tracing::error!(provider, event_id = %event_id, message_id = %id, alarm = "webhook-parked",
-                        "a verified webhook the queue cannot take as it is was queued hex-encoded");
+                        "a verified webhook the queue cannot take as it is was queued escaped (or hex-encoded)");
                 }
                 tracing::info!(provider, event_id = %event_id, kind = %kind, message_id = %id, "webhook queued");
                 Ok(id)
@@ -438,16 +445,33 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
     }
 }
 
-/// How a queued body that the queue could not take as it is begins: the rest is its bytes in
-/// hex. No PSP's body begins so (they are JSON objects).
+/// How a queued body that the queue could not take as it is begins when it is not UTF-8 at
+/// all: the rest is its bytes in hex. No PSP's body begins so (they are JSON objects).
 pub const PARKED_PREFIX: &str = "payonce-parked:hex:";
 
-/// `body` as the queue takes any body: [`PARKED_PREFIX`] and its bytes in hex.
+/// `body` in a form the queue takes. UTF-8 text (a JSON event) keeps its meaning: each
+/// character the queue refuses (U+FFFE, U+FFFF, a control character — which JSON allows only
+/// inside strings, and there also as `\uXXXX`) is written as a JSON `\uXXXX` escape, so the
+/// body grows by a few bytes and still reads as the same event. Anything else goes as
+/// [`PARKED_PREFIX`] and hex.
 fn parked(body: &[u8]) -> String {
-    format!("{PARKED_PREFIX}{}", hex::encode(body))
+    match std::str::from_utf8(body) {
+        Ok(text) => {
+            let mut escaped = String::with_capacity(text.len() + 16);
+            for c in text.chars() {
+                if crate::ports::queue_accepts(c.encode_utf8(&mut [0; 4])) {
+                    escaped.push(c);
+                } else {
+                    escaped.push_str(&format!("\\u{:04x}", u32::from(c)));
+                }
+            }
+            escaped
+        }
+        Err(_) => format!("{PARKED_PREFIX}{}", hex::encode(body)),
+    }
 }
 
-/// The body a queued message carries: a parked one read back to its bytes.
+/// The body a queued message carries: a hex-parked one read back to its bytes.
 pub fn queued_body(message_body: &str) -> Result<std::borrow::Cow<'_, [u8]>, String> {
     match message_body.strip_prefix(PARKED_PREFIX) {
         Some(encoded) => hex::decode(encoded)

@@ -208,6 +208,7 @@ fn refund_request(
         currency: charge.currency,
         reason: None,
         idempotency_key: refund_key(&charge.payment_id, &n.to_string()),
+        resend: false,
     }
 }
 

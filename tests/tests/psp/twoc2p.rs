@@ -269,6 +269,7 @@ async fn refunds_are_not_supported_and_never_sent() {
         currency: request.currency,
         reason: None,
         idempotency_key: refund_key(&request.payment_id, "1"),
+        resend: false,
     };
     assert_eq!(
         twoc2p.create_refund(&refund, TIMEOUT).await,

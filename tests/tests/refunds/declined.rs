@@ -159,6 +159,7 @@ async fn a_refund_the_psp_refuses_at_once_is_402_stored_and_replayed_and_frees_i
                 currency: Currency::Jpy,
                 reason: None,
                 idempotency_key: "dashboard-refund".into(),
+                resend: false,
             },
             Duration::from_secs(5),
         )

@@ -254,7 +254,8 @@ fn refund_id(payment_id: &str, number: &str) -> String {
 }
 
 /// A refund of 300 answered 202 (its call reached the PSP, which did nothing, and the answer
-/// was lost): pending, and nobody sends it any more. Its id.
+/// was lost): pending, and — once its sender's lease (kept while its call might still be running
+/// at the PSP) has lapsed — sent by nobody. Its id.
 async fn pending_refund<H: PaymentStoreHarness>(
     h: &H,
     psp: &ScriptedPsp,
@@ -271,7 +272,12 @@ async fn pending_refund<H: PaymentStoreHarness>(
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.lease, None, "the handler gave its lease back");
+    let lease = stored
+        .lease
+        .expect("a sender whose call may still be running keeps its lease");
+    h.clock().advance(Duration::from_millis(
+        u64::try_from(lease.until_ms - h.clock().now_ms()).unwrap() + 1,
+    ));
     view.refund_id.clone()
 }
 
@@ -639,6 +645,81 @@ pub async fn a_refund_pending_past_a_day_still_replays_its_key<H: PaymentStoreHa
     );
 }
 
+/// The review's second double refund (Omise ignores refund keys): a sender whose create timed
+/// out may still have its request running at the PSP, so it keeps its lease until the lease
+/// lapses. Reconcile's re-send times out; a staff retry that takes the refund over right then is
+/// told to wait, and sends nothing, until the lease has lapsed.
+pub async fn a_sender_whose_call_may_still_be_running_keeps_its_lease<H: PaymentStoreHarness>(
+    h: H,
+) {
+    let psp = ScriptedPsp::script([]);
+    let payment_id = paid(&h, &psp).await;
+    // GIVEN a staff refund whose invocation died mid-call (its record left in progress)
+    psp.0
+        .steps
+        .lock()
+        .unwrap()
+        .push_back(Step::Held(Box::new(Step::Unknown)));
+    let staff = refunds(&h, &psp);
+    let key = IdempotencyKey::parse("r1").unwrap();
+    let command = RefundCommand {
+        payment_id: payment_id.clone(),
+        amount: Some(300),
+        reason: None,
+    };
+    let deadline_ms = h.clock().now_ms() + 25_000;
+    {
+        let dying = staff.refund(STAFF, &key, &command, deadline_ms, "reqA");
+        tokio::pin!(dying);
+        tokio::select! {
+            _ = &mut dying => panic!("the staff request was to die mid-call"),
+            () = psp.0.entered.notified() => {}
+        }
+        // The invocation is killed here: its future is dropped mid-call.
+    }
+    let refund_id = refund_id(&payment_id, "1");
+    h.clock().advance(Duration::from_secs(60));
+
+    // WHEN reconcile takes the lapsed lease over and its re-send times out (it may still run)
+    psp.0.steps.lock().unwrap().push_back(Step::Unknown);
+    let reconciled = reconciler(&h, &psp)
+        .reconcile_refund(&refund_id)
+        .await
+        .unwrap();
+    assert_eq!(reconciled, Reconciled::Pending, "{}", H::NAME);
+    let held = h.payments().get_refund(&refund_id).await.unwrap().unwrap();
+    let lease = held.lease.clone().expect("reconcile keeps its lease");
+    assert!(lease.until_ms > h.clock().now_ms(), "{}", H::NAME);
+
+    // THEN a staff retry right then is told to wait, and sends nothing
+    let creates = psp.creates();
+    let retry = staff
+        .refund(STAFF, &key, &command, h.clock().now_ms() + 25_000, "reqB")
+        .await;
+    assert!(
+        matches!(retry, Err(payonce::service::RefundError::KeyInUse { .. })),
+        "{}: {retry:?}",
+        H::NAME
+    );
+    assert_eq!(psp.creates(), creates, "{}: nothing sent", H::NAME);
+
+    // AND once the lease has lapsed, the retry takes the refund over and sends it
+    h.clock().advance(Duration::from_millis(
+        u64::try_from(lease.until_ms - h.clock().now_ms()).unwrap() + 1,
+    ));
+    psp.0.steps.lock().unwrap().push_back(Step::Refund);
+    let retry = staff
+        .refund(STAFF, &key, &command, h.clock().now_ms() + 25_000, "reqC")
+        .await
+        .unwrap();
+    assert!(
+        matches!(&retry, RefundAnswer::Fresh(v) if v.status == RefundStatus::Succeeded),
+        "{}: {retry:?}",
+        H::NAME
+    );
+    assert_eq!(psp.refunds_of(&refund_id), 1, "{}", H::NAME);
+}
+
 macro_rules! on_both_stores {
     ($($case:ident),* $(,)?) => {
         mod embedded {
@@ -666,4 +747,5 @@ on_both_stores!(
     a_refused_resend_never_fails_a_refund_a_webhook_settled,
     reconcile_finishing_a_dead_handlers_success_stores_the_order_paid,
     a_refund_pending_past_a_day_still_replays_its_key,
+    a_sender_whose_call_may_still_be_running_keeps_its_lease,
 );

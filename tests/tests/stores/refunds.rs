@@ -1099,7 +1099,7 @@ pub async fn a_lapsed_refund_is_resumed_under_a_new_lease_and_a_settled_one_is_k
                 lease: &lease.token,
                 expires_at_s: expires_in_a_day(&h),
             },
-            Some(&lease.token),
+            Some(payonce::ports::SenderFence::done(&lease.token)),
             None,
         )
         .await
@@ -1197,7 +1197,7 @@ pub async fn a_refund_has_one_sender_at_a_time_and_every_sender_write_is_fenced<
                 lease: &staff,
                 expires_at_s: expires_in_a_day(&h),
             },
-            Some(&staff),
+            Some(payonce::ports::SenderFence::done(&staff)),
             None,
         )
         .await;
@@ -1249,7 +1249,7 @@ pub async fn a_refund_has_one_sender_at_a_time_and_every_sender_write_is_fenced<
             RefundRecordWrite::Mirror {
                 expires_at_s: expires_in_a_day(&h),
             },
-            Some(&reconcile.token),
+            Some(payonce::ports::SenderFence::done(&reconcile.token)),
             None,
         )
         .await
@@ -1294,7 +1294,9 @@ pub async fn a_sender_lease_taken_from_nobody_is_fenced_on_its_absence<H: Paymen
                 lease: &claimed.claim.lease_token,
                 expires_at_s: expires_in_a_day(&h),
             },
-            Some(&claimed.claim.lease_token),
+            Some(payonce::ports::SenderFence::done(
+                &claimed.claim.lease_token,
+            )),
             None,
         )
         .await

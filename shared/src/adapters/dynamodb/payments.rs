@@ -418,11 +418,10 @@ impl DynamoPaymentStore {
                         // again; one that did not refused the lease.
                         let status_now =
                             reason.item.as_ref().and_then(|i| string(i, "status").ok());
-                        // A one-item finish whose answer was lost: the retry meets the record
-                        // completed under this very lease, the payment as it made it.
+                        // A finish whose answer was lost and that was sent again: it meets the
+                        // record completed under this very lease, the payment as it made it.
                         let own = complete.as_ref().is_some_and(|c| {
-                            labels.len() == 1
-                                && completed_under(reason.item.as_ref(), c.lease)
+                            completed_under(reason.item.as_ref(), c.lease)
                                 && status_now.as_deref() == Some(after.status.as_str())
                         });
                         if let (true, Some(item)) = (own, reason.item.as_ref()) {

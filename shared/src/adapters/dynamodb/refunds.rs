@@ -28,7 +28,7 @@ use crate::idempotency::{
 };
 use crate::ports::{
     BeginRefundOutcome, EventMark, RefundLeaseOutcome, RefundRecordWrite, RefundSettleOutcome,
-    RefundStore, ResumeOutcome,
+    RefundStore, ResumeOutcome, SenderFence,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{
@@ -136,7 +136,7 @@ fn equals_counting_absent_as_zero(name: &str, placeholder: &str, value: i64) -> 
 
 /// The condition that the refund is in the status it was read in and, for a sender's write,
 /// that the sender still holds its lease.
-fn as_read_condition(fence: Option<&LeaseToken>) -> &'static str {
+fn as_read_condition(fence: Option<SenderFence<'_>>) -> &'static str {
     match fence {
         Some(_) => "#status = :read_status AND #lease_token = :fence",
         None => "#status = :read_status",
@@ -148,27 +148,38 @@ fn as_read_condition(fence: Option<&LeaseToken>) -> &'static str {
 fn refund_unchanged(
     table: &str,
     refund: &Refund,
-    fence: Option<&LeaseToken>,
+    fence: Option<SenderFence<'_>>,
 ) -> Result<TransactWriteItem, StoreError> {
-    if let Some(token) = fence {
+    if let Some(fence) = fence.filter(|fence| fence.give_back) {
         return update_item(
             table,
             &refund_pk(&refund.refund_id),
             "REMOVE #lease_token, #lease_until_ms",
-            as_read_condition(fence),
+            as_read_condition(Some(fence)),
             &["status", LEASE_TOKEN, LEASE_UNTIL_MS],
             vec![
                 (":read_status", s(refund.status.as_str())),
-                (":fence", s(token.as_str())),
+                (":fence", s(fence.lease.as_str())),
             ],
         );
+    }
+    let (attribute_names, mut attribute_values) = (
+        if fence.is_some() {
+            vec!["status", LEASE_TOKEN]
+        } else {
+            vec!["status"]
+        },
+        vec![(":read_status", s(refund.status.as_str()))],
+    );
+    if let Some(fence) = fence {
+        attribute_values.push((":fence", s(fence.lease.as_str())));
     }
     let check = ConditionCheck::builder()
         .table_name(table)
         .key(PK, s(refund_pk(&refund.refund_id)))
-        .condition_expression(as_read_condition(None))
-        .set_expression_attribute_names(names(&["status"]))
-        .set_expression_attribute_values(values(vec![(":read_status", s(refund.status.as_str()))]))
+        .condition_expression(as_read_condition(fence))
+        .set_expression_attribute_names(names(&attribute_names))
+        .set_expression_attribute_values(values(attribute_values))
         .return_values_on_condition_check_failure(
             aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
         )
@@ -184,7 +195,7 @@ fn refund_update(
     table: &str,
     before: &Refund,
     after: &Refund,
-    fence: Option<&LeaseToken>,
+    fence: Option<SenderFence<'_>>,
 ) -> Result<TransactWriteItem, StoreError> {
     let mut update = String::from("SET #status = :status, #updated_at_ms = :now");
     let mut attribute_names = vec!["status", "updated_at_ms"];
@@ -213,10 +224,14 @@ fn refund_update(
         removed.push("#inflight");
         attribute_names.push("inflight");
     }
-    if let Some(token) = fence {
-        removed.extend(["#lease_token", "#lease_until_ms"]);
-        attribute_names.extend([LEASE_TOKEN, LEASE_UNTIL_MS]);
-        vals.push((":fence", s(token.as_str())));
+    if let Some(fence) = fence {
+        if fence.give_back {
+            removed.extend(["#lease_token", "#lease_until_ms"]);
+            attribute_names.extend([LEASE_TOKEN, LEASE_UNTIL_MS]);
+        } else {
+            attribute_names.push(LEASE_TOKEN);
+        }
+        vals.push((":fence", s(fence.lease.as_str())));
     }
     if !removed.is_empty() {
         update.push_str(" REMOVE ");
@@ -517,12 +532,12 @@ impl RefundStore for DynamoPaymentStore {
         refund: &Refund,
         step: &RefundTransition,
         record: RefundRecordWrite<'_>,
-        fence: Option<&LeaseToken>,
+        fence: Option<SenderFence<'_>>,
         event: Option<&EventMark>,
     ) -> Result<RefundSettleOutcome, StoreError> {
         let now_ms = self.clock.now_ms();
         let mut after = refund.after(step, now_ms);
-        if fence.is_some() {
+        if fence.is_some_and(|fence| fence.give_back) {
             after.lease = None;
         }
         let view = encode_refund_view(&after)?;
@@ -626,7 +641,10 @@ impl RefundStore for DynamoPaymentStore {
                 items.push(event_put(&self.tables.idempotency, event, now_ms)?);
                 labels.push(Op::Event);
             }
-            if step == &RefundTransition::Unchanged && labels.len() == 1 && fence.is_none() {
+            if step == &RefundTransition::Unchanged
+                && labels.len() == 1
+                && !fence.is_some_and(|fence| fence.give_back)
+            {
                 // Nothing to write (no record to mirror onto, no event to mark).
                 return Ok(RefundSettleOutcome::Settled(Box::new(after)));
             }
@@ -814,7 +832,12 @@ impl RefundStore for DynamoPaymentStore {
         };
         let items = vec![
             TransactWriteItem::builder().delete(delete).build(),
-            refund_update(&self.tables.payments, &pending, &canceled, Some(lease))?,
+            refund_update(
+                &self.tables.payments,
+                &pending,
+                &canceled,
+                Some(SenderFence::done(lease)),
+            )?,
             payment_amounts(
                 &self.tables.payments,
                 &refund.payment_id,

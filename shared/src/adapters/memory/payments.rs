@@ -24,7 +24,7 @@ use crate::idempotency::{
 use crate::ports::{
     AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, Counter, EventMark, FinishedBy,
     InflightScan, OrderStore, Read, RefundLeaseOutcome, RefundRecordWrite, RefundSettleOutcome,
-    RefundStore, ResumeOutcome, ReviseOutcome, SettleOutcome,
+    RefundStore, ResumeOutcome, ReviseOutcome, SenderFence, SettleOutcome,
 };
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -412,12 +412,10 @@ fn write_transition(
             .map(|_| TransitionWrite::RecordRefused)
     };
     if let Some(refused) = refused {
-        // A finish of one item (it leaves the order, or moves nothing) whose answer was lost:
-        // the retry meets the record completed under this very lease, the payment as it made
-        // it. That is this finish, written.
+        // A finish whose answer was lost and that was sent again meets the record completed
+        // under this very lease, the payment as it made it: that is this finish, written.
         let own = complete.zip(stored).filter(|(lease, stored)| {
             stored.completed_by.as_ref() == Some(*lease)
-                && (leave_order || !applies_to(transition))
                 && stored.payment.status == after.status
                 && !crate::idempotency::own_writes_forgotten()
         });
@@ -470,11 +468,6 @@ fn write_transition(
         tables.events.insert(key, expires_at_s);
     }
     Ok(TransitionWrite::Written(Box::new(after)))
-}
-
-/// Whether `transition` moves the payment.
-fn applies_to(transition: &Transition) -> bool {
-    matches!(transition, Transition::Apply { .. })
 }
 
 /// An in-flight cursor: the (check_at_ms, payment id) position of the last id returned.
@@ -1089,7 +1082,7 @@ impl RefundStore for MemoryPaymentStore {
         refund: &Refund,
         step: &RefundTransition,
         record: RefundRecordWrite<'_>,
-        fence: Option<&LeaseToken>,
+        fence: Option<SenderFence<'_>>,
         event: Option<&EventMark>,
     ) -> Result<RefundSettleOutcome, StoreError> {
         self.transaction("write_refund")?;
@@ -1115,13 +1108,13 @@ impl RefundStore for MemoryPaymentStore {
             return Ok(RefundSettleOutcome::Moved);
         }
         let record_key = refund.idempotency_pk.clone().map(RecordKey::from_stored);
-        if let Some(token) = fence {
+        if let Some(fence) = fence {
             let holds = tables
                 .payments
                 .refunds
                 .get(&refund.refund_id)
                 .and_then(|stored| stored.refund.lease.as_ref())
-                .is_some_and(|lease| &lease.token == token);
+                .is_some_and(|lease| &lease.token == fence.lease);
             if !holds {
                 return Err(StoreError::LeaseLost {
                     key: RecordKey::from_stored(refund.refund_id.clone()),
@@ -1174,8 +1167,8 @@ impl RefundStore for MemoryPaymentStore {
                 stored.inflight = stored.inflight && after.status.watched();
             }
         }
-        // A sender's write gives its lease back.
-        if fence.is_some() {
+        // A sender's write whose call's outcome is known gives its lease back.
+        if fence.is_some_and(|fence| fence.give_back) {
             if let Some(stored) = tables.payments.refunds.get_mut(&refund.refund_id) {
                 stored.refund.lease = None;
             }
@@ -1267,10 +1260,8 @@ impl RefundStore for MemoryPaymentStore {
             .get(&refund.refund_id)
             .is_some_and(|stored| stored.refund.status == RefundStatus::Pending);
         if !pending {
-            return Err(StoreError::Corrupt {
-                key: refund.refund_id.clone(),
-                reason: "cancel_unsent_refund cancelled: the refund is no longer pending".into(),
-            });
+            // Settled meanwhile (a webhook): as DynamoDB's, the refund's condition refuses it.
+            return Err(StoreError::LeaseLost { key: record_key });
         }
         tables.records.remove(&record_key);
         if let Some(stored) = tables.payments.payment_mut(&refund.payment_id) {

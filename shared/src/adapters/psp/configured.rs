@@ -199,6 +199,7 @@ mod tests {
             currency: Currency::Thb,
             reason: Some(RefundReason::RequestedByCustomer),
             idempotency_key: "payonce-refund-pay_0123456789abcdef0123456789abcdef-1".into(),
+            resend: false,
         }
     }
 

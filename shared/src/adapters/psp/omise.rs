@@ -559,7 +559,11 @@ fn classify_charge(reply: &WireReply) -> PspOutcome {
 /// refunded already (these refusals depend on the charge's state, unlike a charge's), so it is
 /// unknown; 401/403 → not sent (alarm) unless an earlier call was answered; everything else
 /// (`bad_request`, `backend_error`, unknown codes, 409, 429, 5xx, unreadable) → unknown.
-fn classify_refund(Sent { reply, retried }: Sent) -> RefundOutcome {
+/// `resend`: an earlier call under the refund's key may have reached Omise. Omise documents no
+/// idempotency for refunds, so a refusal then ("fully refunded", "amount too large") may be
+/// caused by that very earlier refund: it proves nothing, and the outcome is unknown.
+fn classify_refund(Sent { reply, retried }: Sent, resend: bool) -> RefundOutcome {
+    let retried = retried || resend;
     if matches!(reply.status, 401 | 403) {
         let reason = credentials_refused(reply.status);
         return if retried {
@@ -779,7 +783,7 @@ impl<T: PspTransport> Psp for OmisePsp<T> {
         match keyed::send_with_busy_retries(&self.transport, &call, left, self.request_timeout)
             .await
         {
-            Ok(sent) => classify_refund(sent),
+            Ok(sent) => classify_refund(sent, request.resend),
             Err(NoAnswer::NotSent(reason)) => RefundOutcome::NotSent { reason },
             Err(NoAnswer::Unknown(reason)) => RefundOutcome::Unknown { reason },
         }
@@ -1504,6 +1508,7 @@ mod tests {
             currency: Currency::Thb,
             reason: Some(crate::domain::RefundReason::RequestedByCustomer),
             idempotency_key: format!("payonce-refund-{PAY}-1"),
+            resend: false,
         }
     }
 

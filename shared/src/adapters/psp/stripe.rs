@@ -786,6 +786,7 @@ mod tests {
             currency: Currency::Jpy,
             reason,
             idempotency_key: "payonce-refund-pay_1-1".into(),
+            resend: false,
         }
     }
 

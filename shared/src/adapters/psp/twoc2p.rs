@@ -1654,6 +1654,7 @@ mod tests {
             currency: Currency::Thb,
             reason: None,
             idempotency_key: format!("payonce-refund-{PAY}-1"),
+            resend: false,
         };
         assert_eq!(
             psp.create_refund(&request, Duration::from_secs(10)).await,
