@@ -48,7 +48,6 @@ pub mod ids;
 pub mod logging;
 #[cfg(feature = "payments")]
 pub mod metrics;
-#[cfg(feature = "payments")]
 pub mod mutations;
 #[cfg(feature = "payments")]
 pub mod ports;

@@ -190,12 +190,16 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
     W: for<'w> MakeWriter<'w> + 'static,
 {
-    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
-        if self.rule.enabled(metadata) {
-            Interest::always()
-        } else {
-            Interest::never()
-        }
+    /// `sometimes`, whatever the rule: tracing caches a callsite's interest for the whole
+    /// process, combining every live subscriber's answer when the callsite or a subscriber is
+    /// registered. A subscriber that is one thread's default (a test's log capture, a
+    /// simulation run) answering `never` can leave a callsite cached as never while another
+    /// thread's subscriber registers concurrently, and that subscriber then misses the event;
+    /// answering `always` would hand events to a subscriber whose rule refuses them. With
+    /// `sometimes`, each event asks the current subscriber's [`Layer::enabled`]: one check per
+    /// event, the same answer on every thread.
+    fn register_callsite(&self, _metadata: &'static Metadata<'static>) -> Interest {
+        Interest::sometimes()
     }
 
     fn enabled(&self, metadata: &Metadata<'_>, _: Context<'_, S>) -> bool {

@@ -56,20 +56,20 @@ impl Alarms {
 }
 
 /// A subscriber that sees only `error` events and keeps those naming an alarm. It records no
-/// spans: every callsite but an `error` event's is never enabled, so other logging costs what it
-/// costs with no subscriber at all.
+/// spans: every callsite but an `error` event's is disabled (its level hint is `ERROR`, so the
+/// others cost a level comparison).
 #[derive(Debug)]
 pub struct AlarmListener {
     alarms: Alarms,
 }
 
 impl Subscriber for AlarmListener {
-    fn register_callsite(&self, metadata: &'static Metadata<'static>) -> Interest {
-        if self.enabled(metadata) {
-            Interest::always()
-        } else {
-            Interest::never()
-        }
+    /// `sometimes`: each run's listener is its thread's default, and seeds run on several
+    /// threads at once. A `never` cached for the process by one thread's registration could
+    /// hide an alarm from another's listener (see `payonce::logging`); each event asks
+    /// [`Subscriber::enabled`] instead.
+    fn register_callsite(&self, _metadata: &'static Metadata<'static>) -> Interest {
+        Interest::sometimes()
     }
 
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {

@@ -821,7 +821,12 @@ async fn pump_webhooks(system: Arc<System>) {
                 Duration::from_millis(u64::try_from(due_ms - now_ms).unwrap_or(0))
             })
             .clamp(Duration::from_millis(1), Duration::from_secs(600));
+        // `biased`: an unbiased select picks its first branch at random (tokio's own
+        // generator, not the seed's), and whether `added` was polled decides whether a
+        // stored wake-up is used now or later: the run would differ from one process to
+        // the next.
         tokio::select! {
+            biased;
             () = system.outbox.added() => {}
             () = tokio::time::sleep(until_next) => {}
         }
@@ -891,6 +896,7 @@ async fn process_the_queue(system: Arc<System>) {
         // enqueued; one that comes back after its visibility timeout within the poll interval.
         if !more {
             tokio::select! {
+                biased; // as in the pump: the seed, not tokio, decides the order
                 () = system.enqueued.notified() => {}
                 () = tokio::time::sleep(POLL_FOR_REDELIVERIES) => {}
             }
