@@ -300,6 +300,12 @@ impl StripeModel {
         intents.chain(refunds).min()
     }
 
+    /// How many PaymentIntents (charges) exist: [`StripeModel::charges`]' length, without
+    /// copying them.
+    pub fn charge_count(&self) -> usize {
+        self.lock().intents.len()
+    }
+
     /// Every PaymentIntent (charge) in creation order, as it is now, in the face's words.
     pub fn charges(&self) -> Vec<FakeCharge> {
         let provider = self.config.provider;

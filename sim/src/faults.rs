@@ -290,6 +290,9 @@ impl FaultyStore {
         } else {
             first
         };
+        if result.is_ok() {
+            self.world.note_write(current_invocation().id);
+        }
         self.after(operation, result).await
     }
 }
@@ -772,6 +775,7 @@ impl SimTransport {
             now_ms,
         );
         self.outbox.push(answer.events);
+        self.world.note_charges(self.model.charge_count());
         (answer.status, answer.body, answer.delivery)
     }
 

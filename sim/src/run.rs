@@ -700,7 +700,10 @@ async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> An
         }
     }
     if answer == Answer::Unavailable {
-        // A 503 promises that nothing was charged under the key's attempt: hold it to that now.
+        // A 503 promises that nothing had been charged under the key's attempt when this request
+        // gave the key back (its last write): hold it to that. A charge made after that is a
+        // retry's or a double click's, which took the key over as the 503 invites (the key's
+        // last answer is held to the stored state at the end).
         let record = format!("#{user}#{key}");
         let attempt = system
             .store
@@ -708,8 +711,13 @@ async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> An
             .into_iter()
             .find(|p| p.idempotency_pk.ends_with(&record));
         if let Some(payment) = attempt {
-            let captured = system.model.charges().iter().any(|c| {
-                c.outcome == "succeeded" && c.payment_id.as_ref() == Some(&payment.payment_id)
+            let captured = system.model.charges().iter().enumerate().any(|(index, c)| {
+                c.outcome == "succeeded"
+                    && c.payment_id.as_ref() == Some(&payment.payment_id)
+                    && system
+                        .world
+                        .charged_before_last_write(index, invocation)
+                        .unwrap_or(true)
             });
             if captured {
                 lock(&system.observed).false_unavailable.push((

@@ -231,6 +231,19 @@ pub struct World {
     faults_on: AtomicBool,
     trace: Mutex<Vec<String>>,
     clock: VirtualClock,
+    happened: Mutex<Happened>,
+}
+
+/// The order in which things happened that different components see: the checker compares
+/// them. One counter for the run (a run is one thread), so the order is the seed's.
+#[derive(Debug, Default)]
+struct Happened {
+    next: u64,
+    /// Per invocation, when its last store write applied.
+    last_write: std::collections::BTreeMap<u64, u64>,
+    /// Per PSP charge, in creation order, when the model first held it (right after the call
+    /// that created it).
+    charge_seen: Vec<u64>,
 }
 
 /// The world as components hold it.
@@ -279,7 +292,43 @@ impl World {
             faults_on: AtomicBool::new(true),
             trace: Mutex::new(Vec::new()),
             clock: VirtualClock::start(),
+            happened: Mutex::default(),
         })
+    }
+
+    /// A store write of `invocation` (numbered by the run; 0 is none) has just applied.
+    pub fn note_write(&self, invocation: u64) {
+        if invocation == 0 {
+            return;
+        }
+        let mut happened = self.happened.lock().unwrap_or_else(PoisonError::into_inner);
+        happened.next += 1;
+        let at = happened.next;
+        happened.last_write.insert(invocation, at);
+    }
+
+    /// The PSP model now holds `count` charges (in creation order): the ones not seen before
+    /// are new now.
+    pub fn note_charges(&self, count: usize) {
+        let mut happened = self.happened.lock().unwrap_or_else(PoisonError::into_inner);
+        if count > happened.charge_seen.len() {
+            happened.next += 1;
+            let at = happened.next;
+            happened.charge_seen.resize(count, at);
+        }
+    }
+
+    /// Whether the PSP's charge number `index` (in creation order) already existed when
+    /// `invocation`'s last store write applied (`None`: the invocation wrote nothing).
+    pub fn charged_before_last_write(&self, index: usize, invocation: u64) -> Option<bool> {
+        let happened = self.happened.lock().unwrap_or_else(PoisonError::into_inner);
+        let written = *happened.last_write.get(&invocation)?;
+        Some(
+            happened
+                .charge_seen
+                .get(index)
+                .is_some_and(|seen| *seen < written),
+        )
     }
 
     /// The virtual clock.

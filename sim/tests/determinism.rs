@@ -27,7 +27,10 @@ fn a_seed_replays_the_same_in_a_batch_alone_and_on_another_thread() {
     // let tokio's own generator pick which wake-up came first. Each run gets a runtime with
     // a fresh tokio seed, so five runs of each seed catch such a choice with high odds.
     let seeds = 66..76u64;
-    let batch: Vec<_> = seeds.clone().map(|seed| run(&Schedule::of_seed(seed), &[])).collect();
+    let batch: Vec<_> = seeds
+        .clone()
+        .map(|seed| run(&Schedule::of_seed(seed), &[]))
+        .collect();
     for (seed, first) in seeds.zip(&batch) {
         for _ in 0..4 {
             let again = std::thread::spawn(move || run(&Schedule::of_seed(seed), &[]))
