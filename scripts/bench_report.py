@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Renders scripts/bench's JSON results as the README's benchmark section (and prints it)."""
+"""Renders scripts/bench's JSON results as docs/benchmarks.md's measured section (and prints it)."""
 import datetime
 import io
 import json

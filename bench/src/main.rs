@@ -1,5 +1,5 @@
 //! `payonce-bench`: the measurements behind `scripts/bench` (which starts DynamoDB Local, runs
-//! the Powertools peer and writes the README table). Subcommands print JSON:
+//! the Powertools peer and writes the table in docs/benchmarks.md). Subcommands print JSON:
 //!
 //! - `requests`: DynamoDB requests and consumed capacity per operation;
 //! - `latency <n> [round]`: p50/p99 of `Idempotency::run` around a no-op, first call and replay,

@@ -1488,7 +1488,7 @@ fn every_function_deploys_through_its_live_alias_and_rolls_back_on_the_alarms() 
 
 #[test]
 fn the_local_env_file_sets_every_variable_the_template_gives_a_function() {
-    // GIVEN infra/env.json, the environment `sam local invoke --env-vars` and the README's
+    // GIVEN infra/env.json, the environment `sam local invoke --env-vars` and docs/deploy.md's
     // `cargo lambda watch` read, and the template
     let t = template();
     let text =

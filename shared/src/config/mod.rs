@@ -233,7 +233,7 @@ mod tests {
         parse_psp_secrets(json).expect("the test secret is JSON")
     }
 
-    /// Each PSP's API secret, as the README documents it.
+    /// Each PSP's API secret, as docs/deploy.md documents it.
     fn api_secret(kind: PspKind) -> PspSecrets {
         match kind {
             PspKind::Stripe => secret(r#"{"api_key":"sk_test_cfg"}"#),
@@ -242,7 +242,7 @@ mod tests {
         }
     }
 
-    /// Each PSP's webhook secret, as the README documents it.
+    /// Each PSP's webhook secret, as docs/deploy.md documents it.
     fn webhook_secret(kind: PspKind) -> PspSecrets {
         match kind {
             PspKind::Stripe => secret(r#"{"webhook_secrets":"whsec_one, whsec_two"}"#),
@@ -319,7 +319,7 @@ mod tests {
 
     #[test]
     fn each_psp_is_built_from_its_own_secret_shape() {
-        // GIVEN each PSP's API secret, as the README documents it
+        // GIVEN each PSP's API secret, as docs/deploy.md documents it
         for kind in PspKind::ALL {
             // WHEN the adapter is built
             let psp = psp_with(&PspSettings::defaults(kind), &api_secret(kind)).unwrap();

@@ -1,4 +1,4 @@
-//! Counts the requests an SDK client sends, per operation: the request budgets (see the README)
+//! Counts the requests an SDK client sends, per operation: the request budgets (see docs/benchmarks.md)
 //! are asserted with it, and the benchmarks report it.
 
 use aws_smithy_runtime_api::box_error::BoxError;
