@@ -2,6 +2,7 @@
 //! answer is 429 `too-many-attempts` with `Retry-After`, nothing is written and nothing reaches
 //! the PSP, while replays of earlier keys are never limited.
 
+use payonce::clock::Clock;
 use payonce::service::charge::CrashPoint;
 use payonce::service::limits::{AttemptLimiter, AttemptLimits, Limit};
 use payonce_tests::stack::{stripe_for, PaymentStack};
@@ -14,6 +15,17 @@ fn limits(per_user: Limit, per_order: Limit) -> AttemptLimits {
         per_user,
         per_order,
     }
+}
+
+/// Moves the stack's clock (which starts at the system time) to the start of the next limit
+/// window, so a test's own `advance` stays inside one window: counters are per window, and a
+/// test started in an hour's last minute once saw its third attempt admitted by the next hour.
+fn at_the_start_of_a_window(stack: &PaymentStack) {
+    let width_ms = 3_600_000;
+    let into = stack.clock.now_ms().rem_euclid(width_ms);
+    stack.clock.advance(Duration::from_millis(
+        u64::try_from(width_ms - into).expect("positive"),
+    ));
 }
 
 fn pay_body(order: &str, payment_method: &str) -> serde_json::Value {
@@ -172,6 +184,7 @@ async fn declines_on_one_order_close_it_for_the_window() {
 #[tokio::test]
 async fn a_request_cut_after_its_claim_and_retried_counts_one_attempt() {
     let stack = PaymentStack::start().await;
+    at_the_start_of_a_window(&stack);
     let limiter = AttemptLimiter::new(limits(
         Limit {
             attempts: 2,
