@@ -4,6 +4,7 @@
 //! embedded store and on DynamoDB Local, against a PSP that does not deduplicate refunds by key
 //! (as Omise may not), with each call held at the moment the interleaving needs.
 
+use crate::stores::{payment_now, refund_now};
 use async_trait::async_trait;
 use payonce::clock::Clock;
 use payonce::domain::{
@@ -12,7 +13,7 @@ use payonce::domain::{
 };
 use payonce::idempotency::IdempotencyKey;
 use payonce::ports::{
-    ChargeRequest, ChargeStore, EventMark, Fence, OrderStore, Psp, PspError, PspLookup, PspOutcome,
+    ChargeRequest, EventMark, Fence, OrderStore, Psp, PspError, PspLookup, PspOutcome,
     RefundOutcome, RefundRecordWrite, RefundRequest, RefundStore,
 };
 use payonce::service::reconcile::{ReconcileConfig, Reconciled, Reconciler};
@@ -345,19 +346,14 @@ pub async fn reconcile_leaves_a_refund_alone_while_its_staff_request_is_mid_call
         H::NAME
     );
     assert_eq!(psp.refunded(), 300, "{}", H::NAME);
-    let payment = h
-        .payments()
-        .get_payment(&payment_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let payment = payment_now(&h, &payment_id).await;
     assert_eq!(
         (payment.amount_refunded, payment.refund_pending),
         (300, 0),
         "{}",
         H::NAME
     );
-    let canceled = h.payments().get_refund(&first).await.unwrap().unwrap();
+    let canceled = refund_now(&h, &first).await;
     assert_eq!(canceled.status, RefundStatus::Canceled, "{}", H::NAME);
     assert_eq!(
         psp.refunds_of(&first),
@@ -401,19 +397,14 @@ pub async fn two_reconcile_runs_at_once_send_a_pending_refund_once<H: PaymentSto
         "{}: the staff call and one re-send",
         H::NAME
     );
-    let stored = h.payments().get_refund(&refund_id).await.unwrap().unwrap();
+    let stored = refund_now(&h, &refund_id).await;
     assert_eq!(
         (stored.status, stored.lease),
         (RefundStatus::Succeeded, None),
         "{}",
         H::NAME
     );
-    let payment = h
-        .payments()
-        .get_payment(&payment_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let payment = payment_now(&h, &payment_id).await;
     assert_eq!(
         (payment.amount_refunded, payment.refund_pending),
         (300, 0),
@@ -467,19 +458,14 @@ pub async fn a_refused_resend_never_fails_a_refund_a_webhook_settled<H: PaymentS
 
     // THEN the refused re-send changed nothing: succeeded, 300 refunded
     assert_eq!(resend.unwrap(), Reconciled::AlreadySettled, "{}", H::NAME);
-    let stored = h.payments().get_refund(&refund_id).await.unwrap().unwrap();
+    let stored = refund_now(&h, &refund_id).await;
     assert_eq!(
         (stored.status, stored.provider_refund_id.as_deref()),
         (RefundStatus::Succeeded, Some("re_first")),
         "{}",
         H::NAME
     );
-    let payment = h
-        .payments()
-        .get_payment(&payment_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let payment = payment_now(&h, &payment_id).await;
     assert_eq!(
         (payment.amount_refunded, payment.refund_pending),
         (300, 0),
@@ -550,12 +536,7 @@ pub async fn reconcile_finishing_a_dead_handlers_success_stores_the_order_paid<
 
     // THEN the payment succeeded, and the order is stored paid by it
     assert_eq!(reconciled, Reconciled::Succeeded, "{}", H::NAME);
-    let payment = h
-        .payments()
-        .get_payment(&payment_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let payment = payment_now(&h, &payment_id).await;
     assert_eq!(payment.status, PaymentStatus::Succeeded, "{}", H::NAME);
     let stored = h
         .payments()
@@ -631,12 +612,7 @@ pub async fn a_refund_pending_past_a_day_still_replays_its_key<H: PaymentStoreHa
         "{}: {retry:?}",
         H::NAME
     );
-    let payment = h
-        .payments()
-        .get_payment(&payment_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let payment = payment_now(&h, &payment_id).await;
     assert_eq!(
         (payment.refund_count, payment.refund_pending),
         (1, 300),
@@ -687,7 +663,7 @@ pub async fn a_sender_whose_call_may_still_be_running_keeps_its_lease<H: Payment
         .await
         .unwrap();
     assert_eq!(reconciled, Reconciled::Pending, "{}", H::NAME);
-    let held = h.payments().get_refund(&refund_id).await.unwrap().unwrap();
+    let held = refund_now(&h, &refund_id).await;
     let lease = held.lease.clone().expect("reconcile keeps its lease");
     assert!(lease.until_ms > h.clock().now_ms(), "{}", H::NAME);
 

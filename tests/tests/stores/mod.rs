@@ -5,14 +5,14 @@
 
 use payonce::clock::{duration_ms, Clock};
 use payonce::domain::{
-    Currency, LineItem, Order, OrderPaymentState, Payment, PaymentStatus, Settlement,
+    Currency, LineItem, Order, OrderPaymentState, Payment, PaymentStatus, Refund, Settlement,
     CHARGE_RECORD_NEVER_EXPIRES_S,
 };
 use payonce::idempotency::{
     Claim, Fingerprint, IdempotencyRecord, IdempotencyStore, Lease, LeaseToken, RecordKey,
     RecordState,
 };
-use payonce::ports::{BeginOutcome, ChargeStore, EventMark, OrderStore};
+use payonce::ports::{BeginOutcome, ChargeStore, EventMark, OrderStore, RefundStore};
 use payonce_tests::stores::PaymentStoreHarness;
 use serde_json::json;
 use std::time::Duration;
@@ -211,12 +211,20 @@ async fn order_now<H: PaymentStoreHarness>(h: &H, order_id: &str) -> Order {
         .expect("the order exists")
 }
 
-async fn payment_now<H: PaymentStoreHarness>(h: &H, payment_id: &str) -> Payment {
+pub(crate) async fn payment_now<H: PaymentStoreHarness>(h: &H, payment_id: &str) -> Payment {
     h.payments()
         .get_payment(payment_id)
         .await
         .expect("read the payment")
         .expect("the payment exists")
+}
+
+pub(crate) async fn refund_now<H: PaymentStoreHarness>(h: &H, refund_id: &str) -> Refund {
+    h.payments()
+        .get_refund(refund_id)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("{}: no refund {refund_id}", H::NAME))
 }
 
 /// A fresh lease for a takeover, running [`LEASE_MS`] from now.

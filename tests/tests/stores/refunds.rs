@@ -147,14 +147,6 @@ async fn refund_state<H: PaymentStoreHarness>(
     }
 }
 
-async fn refund_now<H: PaymentStoreHarness>(h: &H, refund_id: &str) -> Refund {
-    h.payments()
-        .get_refund(refund_id)
-        .await
-        .unwrap()
-        .unwrap_or_else(|| panic!("{}: no refund {refund_id}", H::NAME))
-}
-
 /// Every id the in-flight scan lists as due at `due_at_ms` (one page of 100).
 async fn inflight_ids<H: PaymentStoreHarness>(h: &H, due_at_ms: i64) -> Vec<String> {
     h.payments()
