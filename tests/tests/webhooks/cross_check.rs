@@ -3,7 +3,6 @@
 //! recorded as processed, and raises an alarm.
 
 use super::event;
-use payonce::ports::ChargeStore;
 use payonce::service::webhooks::{Processed, ProcessorConfig, QueuedEvent, WebhookProcessor};
 use payonce::service::EventApplied;
 use payonce_tests::stack::{webhook_providers, PaymentStack};
@@ -73,13 +72,7 @@ async fn an_event_with_another_amount_or_currency_applies_nothing_and_is_recorde
             Processed::Applied(EventApplied::Duplicate),
             "{event_id}"
         );
-        let payment = stack
-            .processor
-            .store()
-            .get_payment(&payment_id)
-            .await
-            .unwrap()
-            .unwrap();
+        let payment = stack.payment(&payment_id).await;
         assert_eq!(payment.status.as_str(), "processing", "{event_id}");
         assert_eq!(payment.provider_payment_id, None, "{event_id}");
         let order_now = stack.get_order("alice", &order).await;
@@ -115,13 +108,7 @@ async fn an_event_from_the_psps_other_mode_applies_nothing() {
         process(&test_mode, &live).await,
         Processed::Ignored("other mode")
     );
-    let payment = stack
-        .processor
-        .store()
-        .get_payment(&payment_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let payment = stack.payment(&payment_id).await;
     assert_eq!(payment.status.as_str(), "processing");
     let (idempotency, _) = stack.snapshot().await;
     assert!(idempotency.contains_key("webhook#fake#evt_live"));
@@ -151,13 +138,7 @@ async fn a_signed_success_for_another_intent_never_revives_a_declined_payment() 
         .await;
     assert_eq!(reply.status, 402, "{}", reply.body);
     let payment_id = reply.json["payment_id"].as_str().unwrap().to_owned();
-    let declined = stack
-        .processor
-        .store()
-        .get_payment(&payment_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let declined = stack.payment(&payment_id).await;
     let ours = declined.provider_payment_id.clone().expect("the PSP's id");
 
     // WHEN a signed success arrives naming our payment, with its amount, for another intent
@@ -175,13 +156,7 @@ async fn a_signed_success_for_another_intent_never_revives_a_declined_payment() 
         matches!(&first, Processed::Applied(EventApplied::Rejected(p)) if p.status.as_str() == "failed"),
         "{first:?}"
     );
-    let after = stack
-        .processor
-        .store()
-        .get_payment(&payment_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let after = stack.payment(&payment_id).await;
     assert_eq!(after, declined);
     let order_now = stack.get_order("alice", &order).await;
     assert_eq!(order_now.json["payment_state"], "unpaid");
@@ -208,13 +183,7 @@ async fn an_event_of_a_connected_account_applies_nothing() {
         process(&stack.processor, &connected).await,
         Processed::Ignored("connected account")
     );
-    let payment = stack
-        .processor
-        .store()
-        .get_payment(&payment_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let payment = stack.payment(&payment_id).await;
     assert_eq!(payment.status.as_str(), "processing");
     let order_now = stack.get_order("alice", &order).await;
     assert_eq!(order_now.json["payment_state"], "processing");
