@@ -292,12 +292,7 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             if expected != reported {
                 tracing::error!(provider, event_id = %parsed.event_id, kind = %parsed.kind, livemode = reported,
                     alarm = "webhook-mismatch", "a webhook from the PSP's other mode (live or test); nothing applied");
-                crate::metrics::count_webhook(crate::metrics::WEBHOOK_MISMATCH, provider);
-                self.store
-                    .record_event(&mark)
-                    .await
-                    .map_err(EventError::from)?;
-                return Ok(Processed::Ignored("other mode"));
+                return self.ignore(provider, &mark, "other mode").await;
             }
         }
         if let Some(account) = &parsed.account {
@@ -305,12 +300,7 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             // account is another business's, however well it is signed.
             tracing::error!(provider, event_id = %parsed.event_id, kind = %parsed.kind, account = %account,
                 alarm = "webhook-mismatch", "a webhook for a connected account; nothing applied");
-            crate::metrics::count_webhook(crate::metrics::WEBHOOK_MISMATCH, provider);
-            self.store
-                .record_event(&mark)
-                .await
-                .map_err(EventError::from)?;
-            return Ok(Processed::Ignored("connected account"));
+            return self.ignore(provider, &mark, "connected account").await;
         }
         if let Some(refund) = &parsed.refund {
             return self.process_refund(provider, &parsed, refund, &mark).await;
@@ -353,6 +343,22 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             EventApplied::Rejected(_) => count_webhook(WEBHOOK_MISMATCH, provider),
         }
         Ok(Processed::Applied(applied))
+    }
+
+    /// An event refused before it reaches our books (the alarm already logged): counted as a
+    /// mismatch and recorded as processed, so a redelivery is a duplicate and nothing moves.
+    async fn ignore(
+        &self,
+        provider: &str,
+        mark: &EventMark,
+        why: &'static str,
+    ) -> Result<Processed, ProcessError> {
+        crate::metrics::count_webhook(crate::metrics::WEBHOOK_MISMATCH, provider);
+        self.store
+            .record_event(mark)
+            .await
+            .map_err(EventError::from)?;
+        Ok(Processed::Ignored(why))
     }
 
     /// Applies a refund event exactly once (its dedup record written with its effect).
