@@ -8,20 +8,6 @@ use payonce::service::EventApplied;
 use payonce_tests::stack::{webhook_providers, PaymentStack};
 use serde_json::{json, Value};
 
-/// GIVEN a payment left processing (the PSP charged 3000 JPY, the answer was lost).
-async fn processing_payment(stack: &PaymentStack) -> (String, String) {
-    let order = stack.create_order("alice").await;
-    let reply = stack
-        .pay(
-            "alice",
-            "k",
-            json!({"order_id": order, "order_version": 1, "payment_method": "pm_fake_lost_response"}),
-        )
-        .await;
-    assert_eq!(reply.status, 202, "{}", reply.body);
-    (order, reply.json["payment_id"].as_str().unwrap().to_owned())
-}
-
 fn succeeded_event(event_id: &str, payment_id: &str, edit: impl FnOnce(&mut Value)) -> String {
     let mut body: Value = serde_json::from_str(&event(
         event_id,
@@ -51,7 +37,7 @@ async fn process(
 #[tokio::test]
 async fn an_event_with_another_amount_or_currency_applies_nothing_and_is_recorded() {
     let stack = PaymentStack::start().await;
-    let (order, payment_id) = processing_payment(&stack).await;
+    let (order, payment_id) = super::processing_payment(&stack, "alice", "k").await;
     let cases = [
         ("evt_amount", json!(2999), json!("jpy")),
         ("evt_currency", json!(3000), json!("usd")),
@@ -94,7 +80,7 @@ async fn an_event_with_another_amount_or_currency_applies_nothing_and_is_recorde
 #[tokio::test]
 async fn an_event_from_the_psps_other_mode_applies_nothing() {
     let stack = PaymentStack::start().await;
-    let (_, payment_id) = processing_payment(&stack).await;
+    let (_, payment_id) = super::processing_payment(&stack, "alice", "k").await;
     let test_mode = WebhookProcessor::new(
         stack.processor.store().clone(),
         webhook_providers(),
@@ -175,7 +161,7 @@ async fn a_signed_success_for_another_intent_never_revives_a_declined_payment() 
 #[tokio::test]
 async fn an_event_of_a_connected_account_applies_nothing() {
     let stack = PaymentStack::start().await;
-    let (order, payment_id) = processing_payment(&stack).await;
+    let (order, payment_id) = super::processing_payment(&stack, "alice", "k").await;
     let connected = succeeded_event("evt_connect", &payment_id, |e| {
         e["account"] = json!("acct_1Nv0FGQ9RKHgCVdK")
     });

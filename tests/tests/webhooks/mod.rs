@@ -5,7 +5,19 @@ mod pipeline;
 mod processor;
 mod receiver;
 
+use payonce_tests::stack::PaymentStack;
 use serde_json::json;
+
+/// GIVEN an order of `user` whose payment is processing (the PSP charged 3000 JPY, the answer
+/// was lost): the order's and the payment's ids.
+async fn processing_payment(stack: &PaymentStack, user: &str, key: &str) -> (String, String) {
+    let order = stack.create_order(user).await;
+    let body =
+        json!({"order_id": order, "order_version": 1, "payment_method": "pm_fake_lost_response"});
+    let reply = stack.pay(user, key, body).await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    (order, reply.json["payment_id"].as_str().unwrap().to_owned())
+}
 
 /// A Stripe-shaped event about our attempt `payment_id` (PaymentIntent `intent_id`).
 pub fn event(event_id: &str, kind: &str, payment_id: &str, intent_id: &str) -> String {

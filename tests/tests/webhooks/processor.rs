@@ -7,14 +7,6 @@ use payonce_tests::stack::PaymentStack;
 use serde_json::json;
 use std::sync::Arc;
 
-/// GIVEN an order whose payment is processing (the PSP charged, the answer was lost).
-async fn processing_payment(stack: &PaymentStack, user: &str, key: &str) -> (String, String) {
-    let order = stack.create_order(user).await;
-    let reply = stack.pay(user, key, json!({"order_id": order, "order_version": 1, "payment_method": "pm_fake_lost_response"})).await;
-    assert_eq!(reply.status, 202, "{}", reply.body);
-    (order, reply.json["payment_id"].as_str().unwrap().to_owned())
-}
-
 async fn deliver(stack: &PaymentStack, body: &str) -> Processed {
     stack
         .processor
@@ -30,7 +22,7 @@ async fn deliver(stack: &PaymentStack, body: &str) -> Processed {
 #[tokio::test]
 async fn the_same_event_five_times_in_sequence_is_one_transition() {
     let stack = PaymentStack::start().await;
-    let (order, payment_id) = processing_payment(&stack, "alice", "k").await;
+    let (order, payment_id) = super::processing_payment(&stack, "alice", "k").await;
     let body = event("evt_seq", "payment_intent.succeeded", &payment_id, "pi_seq");
 
     stack.counter.reset();
@@ -133,7 +125,7 @@ async fn the_webhook_confirming_a_recorded_success_is_one_read_and_no_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_same_event_five_times_at_once_is_one_transition() {
     let stack = Arc::new(PaymentStack::start().await);
-    let (order, payment_id) = processing_payment(&stack, "alice", "k").await;
+    let (order, payment_id) = super::processing_payment(&stack, "alice", "k").await;
     let body = Arc::new(event(
         "evt_par",
         "payment_intent.succeeded",
@@ -172,7 +164,7 @@ async fn a_late_failure_never_overrides_success_and_success_beats_an_earlier_fai
     let stack = PaymentStack::start().await;
 
     // succeeded, then payment_failed: stays succeeded
-    let (order, payment_id) = processing_payment(&stack, "alice", "k1").await;
+    let (order, payment_id) = super::processing_payment(&stack, "alice", "k1").await;
     deliver(
         &stack,
         &event("evt_a1", "payment_intent.succeeded", &payment_id, "pi_a"),
@@ -200,7 +192,7 @@ async fn a_late_failure_never_overrides_success_and_success_beats_an_earlier_fai
     assert_eq!(replay.status, 201);
 
     // payment_failed arriving first, then the success (reordered): the money moved, so succeeded
-    let (order, payment_id) = processing_payment(&stack, "bob", "k2").await;
+    let (order, payment_id) = super::processing_payment(&stack, "bob", "k2").await;
     deliver(
         &stack,
         &event(
