@@ -192,12 +192,14 @@ pub async fn duplicate_while_leased_is_in_progress_and_writes_nothing<H: StoreHa
     let requests_before = h.requests();
     let outcome = run_counted(&h, "alice", &k, &fp, json!(1), &calls).await;
 
-    // THEN it is told to come back when the lease lapses, no work ran, nothing changed
+    // THEN it is told to come back when the lease lapses (or sooner: the wait is capped), no
+    // work ran, nothing changed
     let remaining_ms = first.lease_until_ms - h.clock().now_ms();
     assert_eq!(
         outcome,
         Outcome::InProgress {
             retry_after: Duration::from_secs(((remaining_ms + 999) / 1000) as u64)
+                .min(IdempotencyConfig::default().max_retry_after)
         }
     );
     assert_eq!(calls.load(Ordering::SeqCst), 0);
@@ -340,7 +342,8 @@ pub async fn lapsed_lease_is_taken_over_keeping_the_attempt_identity<H: StoreHar
     assert!(matches!(done.state, RecordState::Completed { .. }));
 }
 
-/// Case: A takeover replaces the lease and nothing else; a second takeover from the same seen token loses.
+/// Case: A takeover replaces the lease and the expiry (so the record outlives the new lease) and
+/// nothing else; a second takeover from the same seen token loses.
 pub async fn takeover_changes_only_the_lease<H: StoreHarness>(h: H) {
     let k = key("takeover-port");
     let record_key = RecordKey::new(SCOPE, "alice", &k);
@@ -355,7 +358,12 @@ pub async fn takeover_changes_only_the_lease<H: StoreHarness>(h: H) {
     };
     let TakeoverOutcome::TakenOver(after) = h
         .store()
-        .take_over(&record_key, &crashed.lease_token, &lease)
+        .take_over(
+            &record_key,
+            &crashed.lease_token,
+            &lease,
+            before.expires_at_s + 3600,
+        )
         .await
         .unwrap()
     else {
@@ -379,7 +387,7 @@ pub async fn takeover_changes_only_the_lease<H: StoreHarness>(h: H) {
             before.attempt_id,
             before.fingerprint,
             before.created_at_ms,
-            before.expires_at_s
+            before.expires_at_s + 3600
         )
     );
 
@@ -390,14 +398,14 @@ pub async fn takeover_changes_only_the_lease<H: StoreHarness>(h: H) {
     };
     let lost = h
         .store()
-        .take_over(&record_key, &crashed.lease_token, &late)
+        .take_over(&record_key, &crashed.lease_token, &late, 1)
         .await
         .unwrap();
     assert_eq!(lost, TakeoverOutcome::Lost(h.raw(&record_key).await));
     let absent = RecordKey::new(SCOPE, "alice", &key("never-claimed"));
     assert_eq!(
         h.store()
-            .take_over(&absent, &crashed.lease_token, &late)
+            .take_over(&absent, &crashed.lease_token, &late, 1)
             .await
             .unwrap(),
         TakeoverOutcome::Lost(None)
@@ -418,7 +426,12 @@ pub async fn stale_lease_token_cannot_complete_or_release<H: StoreHarness>(h: H)
         until_ms: h.clock().now_ms() + 60_000,
     };
     h.store()
-        .take_over(&record_key, &zombie.lease_token, &new_lease)
+        .take_over(
+            &record_key,
+            &zombie.lease_token,
+            &new_lease,
+            zombie.expires_at_s,
+        )
         .await
         .unwrap();
     let owned = h.raw(&record_key).await.unwrap();
@@ -514,12 +527,12 @@ pub async fn a_write_sent_again_after_its_answer_was_lost_counts_as_written<H: S
     };
     let taken = h
         .store()
-        .take_over(&record_key, &claim.lease_token, &lease)
+        .take_over(&record_key, &claim.lease_token, &lease, claim.expires_at_s)
         .await
         .unwrap();
     let retaken = h
         .store()
-        .take_over(&record_key, &claim.lease_token, &lease)
+        .take_over(&record_key, &claim.lease_token, &lease, claim.expires_at_s)
         .await
         .unwrap();
     assert!(matches!(taken, TakeoverOutcome::TakenOver(_)), "{taken:?}");
@@ -534,6 +547,7 @@ pub async fn a_write_sent_again_after_its_answer_was_lost_counts_as_written<H: S
                 token: LeaseToken::generate(),
                 until_ms: lease.until_ms,
             },
+            claim.expires_at_s,
         )
         .await
         .unwrap();
@@ -571,11 +585,12 @@ pub async fn a_write_sent_again_after_its_answer_was_lost_counts_as_written<H: S
         .release(&released_key, &claim2.lease_token)
         .await
         .unwrap();
+    let handed_back = h.raw(&released_key).await.unwrap();
     h.store()
         .release(&released_key, &claim2.lease_token)
         .await
-        .expect("the retry of a release finds the record gone, released");
-    assert_eq!(h.raw(&released_key).await, None);
+        .expect("the retry of a release meets its own hand-back");
+    assert_eq!(h.raw(&released_key).await.unwrap(), handed_back);
 }
 
 /// Case: The same key under two users is two independent records.
@@ -607,28 +622,61 @@ pub async fn same_key_under_two_users_is_two_records<H: StoreHarness>(h: H) {
     );
 }
 
-/// Case: Failed work releases the record, so the same key can be retried.
-pub async fn failed_work_releases_the_key<H: StoreHarness>(h: H) {
+/// Case: Failed work hands the lease back and keeps the record: the retry takes the attempt over
+/// at once, under the same attempt id (so downstream keys derived from it repeat), and a retry
+/// with another request is a mismatch.
+pub async fn failed_work_hands_the_attempt_back_keeping_its_id<H: StoreHarness>(h: H) {
     let k = key("work-fails");
     let record_key = RecordKey::new(SCOPE, "alice", &k);
     let fp = fingerprint(json!({"amount": 100}));
+    let first_id = std::sync::Mutex::new(String::new());
 
     let failed = layer(&h)
-        .run(request(&h, "alice", &k, &fp), |_| async {
-            Err::<serde_json::Value, _>("downstream said no")
+        .run(request(&h, "alice", &k, &fp), |attempt| async {
+            *first_id.lock().unwrap() = attempt.attempt_id;
+            Err::<serde_json::Value, _>("downstream timed out")
         })
         .await;
 
     assert!(
-        matches!(failed, Err(RunError::Work("downstream said no"))),
+        matches!(failed, Err(RunError::Work("downstream timed out"))),
         "{failed:?}"
     );
-    assert_eq!(h.raw(&record_key).await, None, "the record is released");
+    let first_id = first_id.into_inner().unwrap();
+    let stored = h.raw(&record_key).await.expect("the record stays");
+    assert_eq!(stored.attempt_id, first_id);
+    assert_eq!(stored.fingerprint, fp);
+    assert!(
+        matches!(&stored.state, RecordState::InProgress { lease } if lease.was_released()),
+        "{stored:?}"
+    );
+
+    // Another request under the key is refused, and runs nothing.
+    let other = fingerprint(json!({"amount": 999}));
     let calls = AtomicU32::new(0);
     assert_eq!(
-        run_counted(&h, "alice", &k, &fp, json!(2), &calls).await,
-        Outcome::Fresh(json!(2))
+        run_counted(&h, "alice", &k, &other, json!(0), &calls).await,
+        Outcome::Mismatch
     );
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+
+    // The retry, at once: the same attempt, taken over, and it completes.
+    let retried = layer(&h)
+        .run(request(&h, "alice", &k, &fp), |attempt| async move {
+            Ok::<_, std::convert::Infallible>(json!({
+                "attempt_id": attempt.attempt_id,
+                "taken_over": attempt.taken_over,
+            }))
+        })
+        .await
+        .expect("the retry runs");
+    assert_eq!(
+        retried,
+        Outcome::Fresh(json!({"attempt_id": first_id, "taken_over": true}))
+    );
+    let done = h.raw(&record_key).await.unwrap();
+    assert_eq!(done.attempt_id, first_id);
+    assert!(matches!(done.state, RecordState::Completed { .. }));
 }
 
 /// Case: Store conflicts are retried with backoff, then answered in progress.
@@ -660,46 +708,168 @@ pub async fn transaction_conflicts_are_retried_then_answered_in_progress<H: Stor
     assert_eq!(h.raw(&RecordKey::new(SCOPE, "alice", &k)).await, None);
 }
 
-/// Case: A result over the item size limit is refused clearly and frees the key; one just under it is stored.
-pub async fn result_over_the_item_limit_is_refused_clearly<H: StoreHarness>(h: H) {
+/// Case: A result over the item size limit completes the record without it: the first run
+/// answers its result, a duplicate is told the result was too large and never runs the work;
+/// one just under the limit is stored and replayed.
+pub async fn result_over_the_item_limit_completes_without_it_and_never_runs_again<
+    H: StoreHarness,
+>(
+    h: H,
+) {
     let k = key("too-big");
     let record_key = RecordKey::new(SCOPE, "alice", &k);
     let fp = fingerprint(json!({"amount": 100}));
     let big = "x".repeat(MAX_ITEM_BYTES);
+    let calls = AtomicU32::new(0);
 
-    let outcome = layer(&h)
-        .run(request(&h, "alice", &k, &fp), |_| async {
-            Ok::<_, std::convert::Infallible>(big)
-        })
-        .await;
-
-    match outcome {
-        Err(RunError::Store(
-            error @ StoreError::ItemTooLarge {
-                size_bytes,
-                limit_bytes,
-                ..
-            },
-        )) => {
-            assert!(size_bytes > limit_bytes);
-            assert!(error.to_string().contains("item limit"), "{error}");
-        }
-        other => panic!("expected ItemTooLarge, got {other:?}"),
-    }
+    let first = run_counted(&h, "alice", &k, &fp, json!(big), &calls).await;
     assert_eq!(
-        h.raw(&record_key).await,
-        None,
-        "the key is released, not left leased"
+        first,
+        Outcome::Fresh(json!(big)),
+        "the first run answers its result"
     );
+    let stored = h.raw(&record_key).await.expect("the record is kept");
+    let RecordState::Completed { result } = &stored.state else {
+        panic!("the record is completed, not left leased or released: {stored:?}")
+    };
+    assert!(result.len() < 100, "only the fact is stored: {result}");
+    for _ in 0..3 {
+        let again = run_counted(&h, "alice", &k, &fp, json!("again"), &calls).await;
+        assert!(
+            matches!(again, Outcome::TooLargeToReplay { size_bytes } if size_bytes > MAX_ITEM_BYTES),
+            "{again:?}"
+        );
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the work ran once");
 
     // Just under the limit is stored and replayed intact.
     let k = key("big-but-fits");
     let fits = "y".repeat(MAX_ITEM_BYTES - 2_048);
-    let calls = AtomicU32::new(0);
     let first = run_counted(&h, "alice", &k, &fp, json!(fits), &calls).await;
     let replay = run_counted(&h, "alice", &k, &fp, json!("other"), &calls).await;
     assert_eq!(first, Outcome::Fresh(json!(fits)));
     assert_eq!(replay, Outcome::Replayed(json!(fits)));
+}
+
+/// Case: However short the retention, a record is kept until its lease ends, a takeover's lease
+/// included: a duplicate while the work runs is in progress, never a fresh claim.
+pub async fn a_record_outlives_its_lease_whatever_the_retention<H: StoreHarness>(h: H) {
+    let k = key("short-retention");
+    let record_key = RecordKey::new(SCOPE, "alice", &k);
+    let fp = fingerprint(json!({"amount": 100}));
+    let short = Idempotency::new(
+        h.store().clone(),
+        IdempotencyConfig::default().expires_after(Duration::from_secs(1)),
+    );
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let (finish_tx, finish_rx) = tokio::sync::oneshot::channel::<()>();
+    let calls = AtomicU32::new(0);
+    let first = short.run(request(&h, "alice", &k, &fp), |_| async {
+        calls.fetch_add(1, Ordering::SeqCst);
+        started_tx.send(()).unwrap();
+        finish_rx.await.unwrap();
+        Ok::<_, std::convert::Infallible>(json!("first"))
+    });
+    let duplicate = async {
+        started_rx.await.unwrap();
+        let claimed = h.raw(&record_key).await.unwrap();
+        let lease = claimed.lease().cloned().unwrap();
+        assert!(
+            claimed.expires_at_s * 1000 > lease.until_ms,
+            "the record expires after its lease: {claimed:?}"
+        );
+        // Past the retention, inside the lease: the work is still running.
+        h.clock().advance(Duration::from_secs(5));
+        let again = short
+            .run(request(&h, "alice", &k, &fp), |_| async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, std::convert::Infallible>(json!("second"))
+            })
+            .await
+            .unwrap();
+        assert!(matches!(again, Outcome::InProgress { .. }), "{again:?}");
+        finish_tx.send(()).unwrap();
+    };
+    let (first, ()) = tokio::join!(first, duplicate);
+    assert_eq!(first.unwrap(), Outcome::Fresh(json!("first")));
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the work ran once");
+
+    // A takeover's lease is covered too.
+    let k = key("short-retention-takeover");
+    let record_key = RecordKey::new(SCOPE, "alice", &k);
+    // Claimed as a 1-second retention claims: kept until just after its lease.
+    let crashed = claim_for(&h, &record_key, &fp);
+    let crashed = Claim {
+        expires_at_s: crashed.lease_until_ms.div_euclid(1000) + 1,
+        ..crashed
+    };
+    h.store().claim(&crashed).await.unwrap();
+    h.clock().advance(Duration::from_millis(
+        u64::try_from(INVOCATION_MS + MARGIN_MS).unwrap() + 1,
+    ));
+    let (harness, record_key) = (&h, &record_key);
+    let taker = short.run(request(&h, "alice", &k, &fp), |attempt| async move {
+        assert!(attempt.taken_over);
+        let record = harness.raw(record_key).await.unwrap();
+        let lease = record.lease().cloned().unwrap();
+        assert!(
+            record.expires_at_s * 1000 > lease.until_ms,
+            "the takeover moved the expiry past its lease: {record:?}"
+        );
+        Ok::<_, std::convert::Infallible>(json!("taken over"))
+    });
+    assert_eq!(taker.await.unwrap(), Outcome::Fresh(json!("taken over")));
+}
+
+/// Case: A completion write that fails on the way is sent again: the result is stored, and a
+/// duplicate replays it instead of running the work again.
+pub async fn a_failed_completion_write_is_sent_again<H: StoreHarness>(h: H) {
+    let k = key("completion-retried");
+    let record_key = RecordKey::new(SCOPE, "alice", &k);
+    let fp = fingerprint(json!({"amount": 100}));
+    let calls = AtomicU32::new(0);
+    let outcome = layer(&h)
+        .run(request(&h, "alice", &k, &fp), |_| async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            // The claim has been sent; the next two requests (the completion) fail on the way.
+            h.faults().inject_backend_failures(2);
+            Ok::<_, std::convert::Infallible>(json!("done"))
+        })
+        .await
+        .expect("the completion succeeds on its third try");
+    assert_eq!(outcome, Outcome::Fresh(json!("done")));
+    assert_eq!(
+        h.raw(&record_key).await.unwrap().state,
+        RecordState::Completed {
+            result: "\"done\"".into()
+        }
+    );
+    assert_eq!(
+        run_counted(&h, "alice", &k, &fp, json!("again"), &calls).await,
+        Outcome::Replayed(json!("done"))
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+/// Case: A duplicate of a long invocation is told to come back within seconds, not at the end
+/// of a 15-minute lease.
+pub async fn in_progress_retry_after_is_capped<H: StoreHarness>(h: H) {
+    let k = key("long-lease");
+    let fp = fingerprint(json!({"amount": 100}));
+    let long = Claim {
+        lease_until_ms: h.clock().now_ms() + 15 * 60 * 1000,
+        ..claim_for(&h, &RecordKey::new(SCOPE, "alice", &k), &fp)
+    };
+    h.store().claim(&long).await.unwrap();
+    let calls = AtomicU32::new(0);
+    let outcome = run_counted(&h, "alice", &k, &fp, json!(1), &calls).await;
+    assert_eq!(
+        outcome,
+        Outcome::InProgress {
+            retry_after: IdempotencyConfig::default().max_retry_after
+        }
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
 
 /// Runs every case in turn, each on a fresh harness from `harness`.
@@ -719,9 +889,12 @@ where
     stale_lease_token_cannot_complete_or_release(harness().await).await;
     a_write_sent_again_after_its_answer_was_lost_counts_as_written(harness().await).await;
     same_key_under_two_users_is_two_records(harness().await).await;
-    failed_work_releases_the_key(harness().await).await;
+    failed_work_hands_the_attempt_back_keeping_its_id(harness().await).await;
     transaction_conflicts_are_retried_then_answered_in_progress(harness().await).await;
-    result_over_the_item_limit_is_refused_clearly(harness().await).await;
+    result_over_the_item_limit_completes_without_it_and_never_runs_again(harness().await).await;
+    a_record_outlives_its_lease_whatever_the_retention(harness().await).await;
+    a_failed_completion_write_is_sent_again(harness().await).await;
+    in_progress_retry_after_is_capped(harness().await).await;
 }
 
 /// One `#[tokio::test]` per conformance case, in a module `$name`, each on a fresh harness
@@ -740,9 +913,12 @@ macro_rules! store_conformance_suite {
             stale_lease_token_cannot_complete_or_release,
             a_write_sent_again_after_its_answer_was_lost_counts_as_written,
             same_key_under_two_users_is_two_records,
-            failed_work_releases_the_key,
+            failed_work_hands_the_attempt_back_keeping_its_id,
             transaction_conflicts_are_retried_then_answered_in_progress,
-            result_over_the_item_limit_is_refused_clearly
+            result_over_the_item_limit_completes_without_it_and_never_runs_again,
+            a_record_outlives_its_lease_whatever_the_retention,
+            a_failed_completion_write_is_sent_again,
+            in_progress_retry_after_is_capped
         );
     };
     (@cases $name:ident, $harness:expr, $($case:ident),* $(,)?) => {

@@ -642,9 +642,10 @@ impl IdempotencyStore for FaultyStore {
         key: &RecordKey,
         seen: &LeaseToken,
         lease: &Lease,
+        expires_at_s: i64,
     ) -> Result<TakeoverOutcome, StoreError> {
         self.write("take_over", Sent::OneItem, || {
-            self.records.take_over(key, seen, lease)
+            self.records.take_over(key, seen, lease, expires_at_s)
         })
         .await
     }

@@ -234,3 +234,67 @@ async fn a_request_while_the_first_still_runs_is_409_with_retry_after() {
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
     assert_eq!(setup.things().await, ["lamp"]);
 }
+
+/// Fails the first request it sees after it was sent: the write lands in DynamoDB, and the SDK
+/// reports an error (a lost answer, as a timeout or a reset connection gives).
+#[derive(Debug, Default)]
+struct LoseTheFirstAnswer {
+    lost: std::sync::atomic::AtomicBool,
+}
+
+impl aws_sdk_dynamodb::config::Intercept for LoseTheFirstAnswer {
+    fn name(&self) -> &'static str {
+        "LoseTheFirstAnswer"
+    }
+
+    fn read_after_transmit(
+        &self,
+        _context: &aws_sdk_dynamodb::config::interceptors::BeforeDeserializationInterceptorContextRef<'_>,
+        _runtime_components: &aws_sdk_dynamodb::config::RuntimeComponents,
+        _cfg: &mut aws_sdk_dynamodb::config::ConfigBag,
+    ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
+        if self.lost.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
+        Err("the answer was lost on the way back".into())
+    }
+}
+
+#[tokio::test]
+async fn a_put_that_landed_but_failed_then_the_retry_yields_one_thing() {
+    let setup = setup().await;
+    // The handler's own client: its first PutItem lands, then fails on the SDK side.
+    let config = setup
+        .client
+        .config()
+        .to_builder()
+        .interceptor(LoseTheFirstAnswer::default())
+        .build();
+    let things = aws_sdk_dynamodb::Client::from_conf(config);
+    let mut function = service(setup.idempotency(), things, setup.things_table.clone());
+
+    let first = function.call(create("key-lost", "lamp")).await;
+    assert!(
+        first.is_err(),
+        "the handler failed: {:?}",
+        first.map(|r| r.status())
+    );
+    assert_eq!(setup.things().await, ["lamp"], "the write landed");
+
+    // The client's retry: the same attempt id, so the same item, written again.
+    let retry = call(&mut function, create("key-lost", "lamp")).await;
+    assert_eq!(retry.status(), 201);
+    let ids: Vec<String> = setup
+        .client
+        .scan()
+        .table_name(&setup.things_table)
+        .send()
+        .await
+        .expect("scan")
+        .items()
+        .iter()
+        .map(|item| item["id"].as_s().unwrap().clone())
+        .collect();
+    assert_eq!(ids.len(), 1, "one thing: {ids:?}");
+    assert_eq!(json(&retry)["id"], ids[0]);
+}

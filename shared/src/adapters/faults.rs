@@ -15,10 +15,12 @@ mod armed {
     use std::sync::Arc;
 
     /// Armed faults: the next `n` store requests fail as if DynamoDB reported a transaction
-    /// conflict.
+    /// conflict, or the next `m` as if the request failed on the way (a throttle, a lost
+    /// connection).
     #[derive(Debug, Default, Clone)]
     pub struct Faults {
         conflicts: Arc<AtomicU32>,
+        backend_failures: Arc<AtomicU32>,
     }
 
     impl Faults {
@@ -34,10 +36,24 @@ mod armed {
 
         /// Consumes one armed conflict, if any: true means "fail this request".
         pub fn take_conflict(&self) -> bool {
-            self.conflicts
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok()
+            take(&self.conflicts)
         }
+
+        /// Makes the next `n` requests fail as a backend error (before they are sent).
+        pub fn inject_backend_failures(&self, n: u32) {
+            self.backend_failures.store(n, Ordering::SeqCst);
+        }
+
+        /// Consumes one armed backend failure, if any: true means "fail this request".
+        pub fn take_backend_failure(&self) -> bool {
+            take(&self.backend_failures)
+        }
+    }
+
+    fn take(armed: &AtomicU32) -> bool {
+        armed
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
     }
 }
 
@@ -56,6 +72,12 @@ mod armed {
         /// Always false: this build has no fault hooks.
         #[inline(always)]
         pub fn take_conflict(&self) -> bool {
+            false
+        }
+
+        /// Always false: this build has no fault hooks.
+        #[inline(always)]
+        pub fn take_backend_failure(&self) -> bool {
             false
         }
     }

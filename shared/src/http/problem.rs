@@ -83,6 +83,10 @@ problem_types! {
     IdempotencyKeyInUse => (CONFLICT, "idempotency-key-in-use", "A request with this Idempotency-Key is in progress",
         meaning: "A request with the same key is still being processed (or the store was briefly contended). This request changed nothing.",
         advice: "Wait for the `Retry-After` seconds, then send the same request with the same key: it answers the first request's outcome."),
+    /// 409: the key's request completed, but its response was too large to store.
+    IdempotencyResultTooLarge => (CONFLICT, "idempotency-result-too-large", "The first response with this Idempotency-Key was too large to keep",
+        meaning: "A request with this key completed, but its response was over the idempotency table's item limit, so only the fact that it completed was stored. The work was not run again, and there is no response to replay.",
+        advice: "Do not retry: the operation happened. Read the resource it created or changed to learn its state."),
     /// 429: over the payment attempt limits of the user or the order (card testing).
     TooManyAttempts => (TOO_MANY_REQUESTS, "too-many-attempts", "Too many payment attempts",
         meaning: "The user or the order made too many payment attempts (or had too many declines) within the limit's window, as card testing does. Nothing was claimed or sent to the payment provider.",

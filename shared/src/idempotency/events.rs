@@ -46,8 +46,18 @@
 //!   ([`EventError::Mismatch`]);
 //! - a missing key is an error ([`EventError::MissingKey`]) unless
 //!   [`raise_on_missing_key`](IdempotentEvents::raise_on_missing_key) is off, which runs the
-//!   work without idempotency;
-//! - when the work fails, nothing is stored and the next delivery runs it again.
+//!   work without idempotency; `null`, `""`, `[]`, `{}` and arrays or objects holding only
+//!   such values are missing keys, not keys (as in Powertools);
+//! - when the work fails, nothing is stored and the next delivery runs it again, under the same
+//!   attempt id (the lease is handed back, the record kept);
+//! - a result too large to store completes the record without it: a redelivery does not run the
+//!   work again ([`EventError::ResultTooLarge`], which the SQS batch methods count as handled);
+//! - for SQS, [`payload_validation("")`](IdempotentEvents::payload_validation) validates the
+//!   message body, not the record (whose receipt handle and receive count change with every
+//!   delivery);
+//! - a FIFO queue needs [`sqs_fifo_batch`](IdempotentEvents::sqs_fifo_batch): after a failed
+//!   message it runs none of the later ones (of its group, or of the batch), so the order of a
+//!   message group is kept.
 
 use super::{
     Fingerprint, Idempotency, IdempotencyKey, IdempotencyStore, Outcome, RunError, RunRequest,
@@ -84,6 +94,18 @@ pub enum EventError<E> {
     /// The work failed; nothing was stored.
     #[error("the event's work failed")]
     Work(#[source] E),
+    /// The event was handled before, but its result was too large to store: the work is not
+    /// run again, and there is no result to return. The SQS batch methods count the record as
+    /// handled.
+    #[error("the event was handled before; its result ({size_bytes} bytes) was too large to keep")]
+    ResultTooLarge {
+        /// The size the result's record would have had.
+        size_bytes: usize,
+    },
+    /// A message of a FIFO queue that was not run because an earlier message (of its group, or
+    /// of the batch) failed: it is reported so SQS delivers it again, after that one.
+    #[error("not run: an earlier message of its FIFO group failed")]
+    SkippedAfterFailure,
     /// The idempotency table failed, or a stored result could not be read or written.
     #[error("the idempotency record could not be used")]
     Store(#[source] RunError<std::convert::Infallible>),
@@ -97,12 +119,29 @@ pub struct IdempotentEvents<S> {
     validation: Option<String>,
     raise_on_missing_key: bool,
     fallback_timeout: Duration,
+    skip_group_on_error: bool,
+}
+
+/// Whether a key's value names nothing: `null`, `""`, or an array or object of only such values
+/// (so `[]` and `{}` too). `0`, `false` and `"0"` are keys.
+fn is_missing_key(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::String(text) => text.is_empty(),
+        Value::Array(items) => items.iter().all(is_missing_key),
+        Value::Object(fields) => fields.values().all(is_missing_key),
+        Value::Bool(_) | Value::Number(_) => false,
+    }
 }
 
 impl<S: IdempotencyStore> IdempotentEvents<S> {
     /// Events of the operation `scope` (a stable name without `#`), keyed by the value at
     /// `event_key` (a JSON Pointer such as `/detail/order_id`; for SQS records, a JSON body is
     /// parsed first, so `/body/order_id` reaches into it).
+    ///
+    /// # Panics
+    /// If `scope` is empty or holds `#`, or if the configuration's retention is shorter than the
+    /// lease of a 30-second invocation ([`IdempotencyConfig::check_timeout`](super::IdempotencyConfig::check_timeout)).
     pub fn new(
         idempotency: Idempotency<S>,
         scope: impl Into<String>,
@@ -113,14 +152,19 @@ impl<S: IdempotencyStore> IdempotentEvents<S> {
             !scope.is_empty() && !scope.contains('#'),
             "an idempotency scope is a non-empty name without '#'"
         );
+        let fallback_timeout = Duration::from_secs(30);
+        if let Err(error) = idempotency.config().check_timeout(fallback_timeout) {
+            panic!("{error}");
+        }
         let pointer = event_key.into();
         Self {
             idempotency,
             scope,
-            key: Box::new(move |event| event.pointer(&pointer).filter(|v| !v.is_null()).cloned()),
+            key: Box::new(move |event| event.pointer(&pointer).cloned()),
             validation: None,
             raise_on_missing_key: true,
-            fallback_timeout: Duration::from_secs(30),
+            fallback_timeout,
+            skip_group_on_error: false,
         }
     }
 
@@ -134,7 +178,8 @@ impl<S: IdempotencyStore> IdempotentEvents<S> {
     }
 
     /// Refuses an event whose part at `pointer` differs from the first one handled under its
-    /// key (Powertools' `payload_validation_jmespath`); `""` validates the whole event.
+    /// key (Powertools' `payload_validation_jmespath`); `""` validates the whole event, and for
+    /// an SQS record its body.
     pub fn payload_validation(mut self, pointer: impl Into<String>) -> Self {
         self.validation = Some(pointer.into());
         self
@@ -147,8 +192,23 @@ impl<S: IdempotencyStore> IdempotentEvents<S> {
     }
 
     /// The lease when the invocation carries no deadline (local runs): the function's timeout.
+    ///
+    /// # Panics
+    /// If the configuration's retention is shorter than a lease of `timeout`.
     pub fn fallback_timeout(mut self, timeout: Duration) -> Self {
+        if let Err(error) = self.idempotency.config().check_timeout(timeout) {
+            panic!("{error}");
+        }
         self.fallback_timeout = timeout;
+        self
+    }
+
+    /// For [`sqs_fifo_batch`](Self::sqs_fifo_batch): after a failed message, skip only the later
+    /// messages of its message group and go on with the others (Powertools'
+    /// `skip_group_on_error`), instead of skipping the rest of the batch (the default, as AWS
+    /// documents for FIFO event sources).
+    pub fn skip_group_on_error(mut self, skip_group_only: bool) -> Self {
+        self.skip_group_on_error = skip_group_only;
         self
     }
 
@@ -170,7 +230,23 @@ impl<S: IdempotencyStore> IdempotentEvents<S> {
         F: FnOnce(Value) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let Some(key_value) = (self.key)(&event) else {
+        self.run_validating(event, deadline_ms, "", work).await
+    }
+
+    /// [`run`](Self::run), with `whole` the pointer that `payload_validation("")` stands for.
+    async fn run_validating<T, E, F, Fut>(
+        &self,
+        event: Value,
+        deadline_ms: Option<i64>,
+        whole: &str,
+        work: F,
+    ) -> Result<T, EventError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce(Value) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let Some(key_value) = (self.key)(&event).filter(|value| !is_missing_key(value)) else {
             if self.raise_on_missing_key {
                 return Err(EventError::MissingKey);
             }
@@ -181,7 +257,10 @@ impl<S: IdempotencyStore> IdempotentEvents<S> {
         let key = IdempotencyKey::parse(digest.as_str()).expect("a hex digest is a valid key");
         let fingerprint = match &self.validation {
             None => digest.clone(),
-            Some(pointer) => Fingerprint::of_value(event.pointer(pointer).unwrap_or(&Value::Null)),
+            Some(pointer) => {
+                let pointer = if pointer.is_empty() { whole } else { pointer };
+                Fingerprint::of_value(event.pointer(pointer).unwrap_or(&Value::Null))
+            }
         };
         let now_ms = self.idempotency.store().now_ms();
         let fallback = i64::try_from(self.fallback_timeout.as_millis()).unwrap_or(i64::MAX);
@@ -205,6 +284,9 @@ impl<S: IdempotencyStore> IdempotentEvents<S> {
             Ok(Outcome::Fresh(value) | Outcome::Replayed(value)) => Ok(value),
             Ok(Outcome::InProgress { retry_after }) => Err(EventError::InProgress { retry_after }),
             Ok(Outcome::Mismatch) => Err(EventError::Mismatch),
+            Ok(Outcome::TooLargeToReplay { size_bytes }) => {
+                Err(EventError::ResultTooLarge { size_bytes })
+            }
             Err(RunError::Work(error)) => Err(EventError::Work(error)),
             Err(RunError::Store(error)) => Err(EventError::Store(RunError::Store(error))),
             Err(RunError::UnreadableResult { key, source }) => {
@@ -257,16 +339,87 @@ impl<S: IdempotencyStore> IdempotentEvents<S> {
         let deadline = i64::try_from(event.context.deadline).ok();
         let mut response = SqsBatchResponse::default();
         for record in event.payload.records {
-            let id = record.message_id.clone().unwrap_or_default();
-            let outcome = self.run(sqs_record_json(&record), deadline, &work).await;
-            if let Err(error) = outcome {
-                tracing::warn!(message_id = %id, scope = %self.scope, error = %error, cause = %cause(&error), "SQS record not handled; SQS redelivers it");
-                let mut failure = BatchItemFailure::default();
-                failure.item_identifier = id;
-                response.batch_item_failures.push(failure);
+            let outcome = self.sqs_record(&record, deadline, &work).await;
+            self.report(&mut response, &record, outcome);
+        }
+        response
+    }
+
+    /// [`sqs_batch`](Self::sqs_batch) for a FIFO queue, whose order must hold: after a message
+    /// fails (or is in progress elsewhere, or mismatches), the later messages are not run but
+    /// reported as failures too, so SQS delivers them again after it — all of the batch's later
+    /// messages, or only those of the failed message's group with
+    /// [`skip_group_on_error`](Self::skip_group_on_error).
+    pub async fn sqs_fifo_batch<T, E, F, Fut>(
+        &self,
+        event: LambdaEvent<SqsEvent>,
+        work: F,
+    ) -> SqsBatchResponse
+    where
+        T: Serialize + DeserializeOwned,
+        E: std::fmt::Display,
+        F: Fn(Value) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let deadline = i64::try_from(event.context.deadline).ok();
+        let mut response = SqsBatchResponse::default();
+        let mut failed_groups: Vec<Option<String>> = Vec::new();
+        for record in event.payload.records {
+            let group = record.attributes.get("MessageGroupId").cloned();
+            let blocked = if self.skip_group_on_error {
+                failed_groups.contains(&group)
+            } else {
+                !failed_groups.is_empty()
+            };
+            let outcome = if blocked {
+                Err(EventError::SkippedAfterFailure)
+            } else {
+                self.sqs_record(&record, deadline, &work).await
+            };
+            if self.report(&mut response, &record, outcome) {
+                failed_groups.push(group);
             }
         }
         response
+    }
+
+    async fn sqs_record<T, E, F, Fut>(
+        &self,
+        record: &SqsMessage,
+        deadline: Option<i64>,
+        work: &F,
+    ) -> Result<(), EventError<E>>
+    where
+        T: Serialize + DeserializeOwned,
+        F: Fn(Value) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        match self
+            .run_validating(sqs_record_json(record), deadline, "/body", work)
+            .await
+        {
+            // Handled before: nothing to return, nothing to run again.
+            Ok(_) | Err(EventError::ResultTooLarge { .. }) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Adds `record` to the batch failures when `outcome` failed; says whether it did.
+    fn report<E: std::fmt::Display>(
+        &self,
+        response: &mut SqsBatchResponse,
+        record: &SqsMessage,
+        outcome: Result<(), EventError<E>>,
+    ) -> bool {
+        let Err(error) = outcome else {
+            return false;
+        };
+        let id = record.message_id.clone().unwrap_or_default();
+        tracing::warn!(message_id = %id, scope = %self.scope, error = %error, cause = %cause(&error), "SQS record not handled; SQS redelivers it");
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = id;
+        response.batch_item_failures.push(failure);
+        true
     }
 }
 

@@ -34,17 +34,19 @@
 //! | no `Idempotency-Key` | 400 `idempotency-key-missing`, or the handler without idempotency when [`IdempotencyLayer::raise_on_missing_key`] is off |
 //! | a malformed key | 400 `idempotency-key-invalid` |
 //! | no caller identity | 401 `unauthorized` |
-//! | the handler answers 5xx or fails | that answer; nothing stored, the key can be retried |
-//! | the table fails | 503 `service-unavailable` + `Retry-After` (500 `internal` if it cannot be retried) |
+//! | the handler answers 5xx, 408, 425 or 429 ([`IdempotencyLayer::do_not_store`]), fails or panics | that answer; nothing stored, the lease handed back: a retry with the key runs under the same attempt id |
+//! | the first response was over the item limit | the first request gets it; a duplicate gets 409 `idempotency-result-too-large` and nothing runs |
+//! | the table fails before the handler ran | 503 `service-unavailable` + `Retry-After` (500 `internal` if it cannot be retried) |
+//! | the table fails to record the handler's response (after retries) | the handler's response; the record stays in progress until its lease lapses |
 //!
 //! Problems are `application/problem+json` (see [`crate::http::Problem`]).
 
-use super::{
-    Attempt, Fingerprint, Idempotency, IdempotencyStore, Outcome, RunError, RunRequest, StoreError,
-};
+use super::{Attempt, Fingerprint, Idempotency, IdempotencyStore, Outcome, RunError, RunRequest};
 use crate::http::{
     authenticated_user, deadline_ms, idempotency_key, request_id, Problem, ProblemType,
 };
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
 use lambda_http::http::{HeaderName, HeaderValue};
 use lambda_http::tower::{Layer, Service};
 use lambda_http::{Body, Request, Response};
@@ -89,20 +91,33 @@ struct Options {
     fingerprint: Box<FingerprintFn>,
     raise_on_missing_key: bool,
     fallback_timeout: Duration,
+    do_not_store: Vec<u16>,
 }
+
+/// Answers that are temporary by nature, passed on but never stored (the retry deserves a new
+/// try): 408 Request Timeout, 425 Too Early, 429 Too Many Requests.
+pub const DO_NOT_STORE: [u16; 3] = [408, 425, 429];
 
 impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
     /// Idempotency for the operation `scope` (a stable name such as `things.create`, without
     /// `#`), with the defaults: the caller is the JWT `sub` API Gateway verified
-    /// ([`authenticated_user`]), the fingerprint covers the method, the path and the body
-    /// (JSON canonicalised, so key order and spacing do not matter: [`default_fingerprint`]),
-    /// and a request without a key is refused.
+    /// ([`authenticated_user`]), the fingerprint covers the method, the path, the query and
+    /// the body (JSON canonicalised, so key order and spacing do not matter:
+    /// [`default_fingerprint`]), and a request without a key is refused.
+    ///
+    /// # Panics
+    /// If `scope` is empty or holds `#`, or if the configuration's retention is shorter than the
+    /// lease of a 30-second invocation ([`IdempotencyConfig::check_timeout`](super::IdempotencyConfig::check_timeout)).
     pub fn new(idempotency: Idempotency<S>, scope: impl Into<String>) -> Self {
         let scope = scope.into();
         assert!(
             !scope.is_empty() && !scope.contains('#'),
             "an idempotency scope is a non-empty name without '#'"
         );
+        let fallback_timeout = Duration::from_secs(30);
+        if let Err(error) = idempotency.config().check_timeout(fallback_timeout) {
+            panic!("{error}");
+        }
         Self {
             idempotency: Arc::new(idempotency),
             options: Arc::new(Options {
@@ -110,7 +125,8 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
                 identity: Box::new(authenticated_user),
                 fingerprint: Box::new(default_fingerprint),
                 raise_on_missing_key: true,
-                fallback_timeout: Duration::from_secs(30),
+                fallback_timeout,
+                do_not_store: DO_NOT_STORE.to_vec(),
             }),
         }
     }
@@ -156,8 +172,23 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
     }
 
     /// The lease when the event carries no Lambda deadline (local runs): the function's timeout.
+    ///
+    /// # Panics
+    /// If the configuration's retention is shorter than a lease of `timeout`
+    /// ([`IdempotencyConfig::check_timeout`](super::IdempotencyConfig::check_timeout)).
     pub fn fallback_timeout(mut self, timeout: Duration) -> Self {
+        if let Err(error) = self.idempotency.config().check_timeout(timeout) {
+            panic!("{error}");
+        }
         self.options_mut().fallback_timeout = timeout;
+        self
+    }
+
+    /// The statuses passed on but never stored, besides every 5xx (default [`DO_NOT_STORE`]:
+    /// 408, 425, 429): the lease is handed back and a retry with the key runs again, under the
+    /// same attempt id.
+    pub fn do_not_store(mut self, statuses: impl IntoIterator<Item = u16>) -> Self {
+        self.options_mut().do_not_store = statuses.into_iter().collect();
         self
     }
 }
@@ -188,29 +219,41 @@ impl<S, Svc: Clone> Clone for Idempotent<S, Svc> {
     }
 }
 
-/// The fingerprint [`IdempotencyLayer`] uses by default: the method, the path and the body,
-/// a JSON body in canonical form (sorted keys, no insignificant whitespace), any other body as
-/// its text (or bytes). Headers are not part of it: they change between honest retries.
+/// The fingerprint [`IdempotencyLayer`] uses by default: the method, the path, the query string
+/// and the body with its kind — a JSON body in canonical form (sorted keys, no insignificant
+/// whitespace), any other as its text or its bytes, so a text body never equals the JSON string
+/// of the same characters. Headers are not part of it: they change between honest retries.
 pub fn default_fingerprint(request: &Request) -> Fingerprint {
     Fingerprint::of_value(&json!({
         "method": request.method().as_str(),
         "path": request.uri().path(),
-        "body": body_value(request.body()),
+        "query": request.uri().query(),
+        "body": body_kind(request.body()),
     }))
 }
 
+/// The body as JSON, or `Null` when it is empty or not JSON.
 fn body_value(body: &Body) -> Value {
+    serde_json::from_slice(body.as_ref()).unwrap_or(Value::Null)
+}
+
+/// The body tagged with its kind: `{"json": …}`, `{"text": …}`, `{"bytes": base64}`, or `null`.
+fn body_kind(body: &Body) -> Value {
     let bytes: &[u8] = body.as_ref();
     if bytes.is_empty() {
         return Value::Null;
     }
-    serde_json::from_slice(bytes).unwrap_or_else(|_| match std::str::from_utf8(bytes) {
-        Ok(text) => Value::String(text.to_owned()),
-        Err(_) => Value::String(hex::encode(bytes)),
-    })
+    if let Ok(value) = serde_json::from_slice::<Value>(bytes) {
+        return json!({ "json": value });
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(text) => json!({ "text": text }),
+        Err(_) => json!({ "bytes": BASE64.encode(bytes) }),
+    }
 }
 
-/// A response as stored in the record.
+/// A response as stored in the record. Binary bodies are base64 (`hex` is read from records
+/// written by earlier versions).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredResponse {
     status: u16,
@@ -218,21 +261,25 @@ struct StoredResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    base64: Option<String>,
+    #[serde(default, skip_serializing)]
     hex: Option<String>,
 }
 
 impl StoredResponse {
     fn of(response: &Response<Body>) -> Self {
+        // What a replay can carry: not per-request values, not cookies (a session must not be
+        // handed to whoever replays the key), and only values that are visible ASCII.
         let headers = response
             .headers()
             .iter()
             .filter(|(name, _)| !NOT_STORED.contains(&name.as_str()))
             .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_owned())))
             .collect();
-        let (text, hex) = match response.body() {
+        let (text, base64) = match response.body() {
             Body::Empty => (None, None),
             Body::Text(text) => (Some(text.clone()), None),
-            Body::Binary(bytes) => (None, Some(hex::encode(bytes))),
+            Body::Binary(bytes) => (None, Some(BASE64.encode(bytes))),
             #[allow(unreachable_patterns)]
             _ => (None, None),
         };
@@ -240,15 +287,20 @@ impl StoredResponse {
             status: response.status().as_u16(),
             headers,
             text,
-            hex,
+            base64,
+            hex: None,
         }
     }
 
     fn response(&self) -> Response<Body> {
-        let body = match (&self.text, &self.hex) {
-            (Some(text), _) => Body::Text(text.clone()),
-            (None, Some(hex)) => Body::Binary(hex::decode(hex).unwrap_or_default()),
-            (None, None) => Body::Empty,
+        let body = if let Some(text) = &self.text {
+            Body::Text(text.clone())
+        } else if let Some(encoded) = &self.base64 {
+            Body::Binary(BASE64.decode(encoded).unwrap_or_default())
+        } else if let Some(hex) = &self.hex {
+            Body::Binary(hex::decode(hex).unwrap_or_default())
+        } else {
+            Body::Empty
         };
         let mut response = Response::new(body);
         *response.status_mut() =
@@ -268,9 +320,10 @@ impl StoredResponse {
 /// Why the wrapped work did not produce a storable response.
 #[derive(Debug, thiserror::Error)]
 enum Unstored {
-    /// The handler answered 5xx: passed on, not stored.
-    #[error("the handler answered a server error")]
-    ServerError(Response<Body>),
+    /// The handler answered 5xx or a status of [`IdempotencyLayer::do_not_store`]: passed on,
+    /// not stored.
+    #[error("the handler answered {}, which is not stored", .0.status())]
+    Passed(Response<Body>),
     /// The handler failed.
     #[error("the handler failed")]
     Failed(#[source] BoxError),
@@ -298,6 +351,10 @@ where
         let layer = self.layer.clone();
         Box::pin(async move { layer.answer(inner, request).await })
     }
+}
+
+fn fresh_is_kept(fresh: &Mutex<Option<Response<Body>>>) -> bool {
+    fresh.lock().unwrap_or_else(|p| p.into_inner()).is_some()
 }
 
 impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
@@ -339,9 +396,12 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
         let now_ms = self.idempotency.store().now_ms();
         let fallback_ms = i64::try_from(options.fallback_timeout.as_millis()).unwrap_or(i64::MAX);
         let deadline = deadline_ms(&request, now_ms, fallback_ms);
-        // The fresh response, kept in case it is too large to store: it is still the answer.
+        // The handler's own response: the first answer is it, not its stored copy (which has no
+        // cookies and only ASCII header values), and it stays the answer when it cannot be
+        // stored.
         let fresh: Arc<Mutex<Option<Response<Body>>>> = Arc::default();
         let kept = Arc::clone(&fresh);
+        let do_not_store = &options.do_not_store;
         let run = self
             .idempotency
             .run(
@@ -358,8 +418,9 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
                         .call(request)
                         .await
                         .map_err(|e| Unstored::Failed(e.into()))?;
-                    if response.status().is_server_error() {
-                        return Err(Unstored::ServerError(response));
+                    let status = response.status();
+                    if status.is_server_error() || do_not_store.contains(&status.as_u16()) {
+                        return Err(Unstored::Passed(response));
                     }
                     let stored = StoredResponse::of(&response);
                     *kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(response);
@@ -367,8 +428,9 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
                 },
             )
             .await;
+        let original = || fresh.lock().unwrap_or_else(|p| p.into_inner()).take();
         let problem = match run {
-            Ok(Outcome::Fresh(stored)) => return Ok(stored.response()),
+            Ok(Outcome::Fresh(stored)) => return Ok(original().unwrap_or_else(|| stored.response())),
             Ok(Outcome::Replayed(stored)) => {
                 let mut response = stored.response();
                 response
@@ -376,6 +438,10 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
                     .insert("idempotent-replayed", HeaderValue::from_static("true"));
                 return Ok(response);
             }
+            Ok(Outcome::TooLargeToReplay { size_bytes }) => Problem::new(
+                ProblemType::IdempotencyResultTooLarge,
+                format!("the request with this key completed; its response ({size_bytes} bytes) was too large to keep"),
+            ),
             Ok(Outcome::InProgress { retry_after }) => Problem::new(
                 ProblemType::IdempotencyKeyInUse,
                 "a request with this key is still being processed; retry after the delay",
@@ -385,11 +451,13 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
                 ProblemType::IdempotencyKeyMismatch,
                 "this idempotency key was used with another request",
             ),
-            Err(RunError::Work(Unstored::ServerError(response))) => return Ok(response),
+            Err(RunError::Work(Unstored::Passed(response))) => return Ok(response),
             Err(RunError::Work(Unstored::Failed(error))) => return Err(error),
-            Err(RunError::Store(error @ StoreError::ItemTooLarge { .. })) => {
-                tracing::warn!(scope = %options.scope, "the response is too large to store: answered once, not replayable");
-                if let Some(response) = fresh.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Err(RunError::Store(error)) if fresh_is_kept(&fresh) => {
+                // The handler ran and answered; only its record failed (after retries). Its
+                // answer is the truth: pass it on rather than invite a retry that runs it again.
+                tracing::warn!(scope = %options.scope, error = %error, "the response could not be recorded; answering it unrecorded");
+                if let Some(response) = original() {
                     return Ok(response);
                 }
                 Problem::internal(&error)

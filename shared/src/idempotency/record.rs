@@ -160,6 +160,20 @@ pub fn stored_request_id(id: &str) -> Option<String> {
     (end > 0).then(|| id[..end].to_owned())
 }
 
+/// What a completed record holds instead of a result too large to store: the fact, and the size.
+/// A stored result is always JSON, and no JSON text begins with `!`, so no result reads as one.
+const TOO_LARGE_PREFIX: &str = "!too-large ";
+
+/// The stored form of "completed, its result of `size_bytes` too large to keep".
+pub(crate) fn too_large_marker(size_bytes: usize) -> String {
+    format!("{TOO_LARGE_PREFIX}{size_bytes}")
+}
+
+/// The size a stored result of [`too_large_marker`] names, or `None` for a real result.
+pub(crate) fn too_large_size(stored: &str) -> Option<usize> {
+    stored.strip_prefix(TOO_LARGE_PREFIX)?.parse().ok()
+}
+
 /// Refuses, before any write, a result that would make the completed record exceed
 /// [`MAX_ITEM_BYTES`]. Counts as DynamoDB does (attribute names plus values), taking the
 /// largest possible attempt id and number sizes, so what passes here always fits.

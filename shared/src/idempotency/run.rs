@@ -22,6 +22,14 @@ pub struct IdempotencyConfig {
     pub conflict_retries: u32,
     /// Base of the jittered exponential backoff between conflict retries (default 25 ms).
     pub conflict_backoff: Duration,
+    /// The longest `retry_after` an in-progress answer suggests (default 5 s): the holder may
+    /// finish long before its lease ends, and a client told to wait for the whole lease of a
+    /// 15-minute function would wait that long.
+    pub max_retry_after: Duration,
+    /// How many times a completion write that failed with a retryable error is sent again
+    /// before the result is given up on (default 3): the work has run, and losing its record
+    /// means a retry runs it again.
+    pub completion_retries: u32,
 }
 
 impl Default for IdempotencyConfig {
@@ -31,6 +39,8 @@ impl Default for IdempotencyConfig {
             lease_margin: Duration::from_secs(5),
             conflict_retries: 3,
             conflict_backoff: Duration::from_millis(25),
+            max_retry_after: Duration::from_secs(5),
+            completion_retries: 3,
         }
     }
 }
@@ -76,6 +86,35 @@ impl IdempotencyConfig {
         self.retention = expires_after;
         self
     }
+
+    /// Refuses a retention shorter than a lease of an invocation running for `timeout`
+    /// (`timeout` + [`lease_margin`](Self::lease_margin)): such a record could expire while its
+    /// work still runs, and a duplicate would then claim the key afresh and run it again.
+    /// Records are kept at least until their lease ends whatever the retention, but a
+    /// retention this short says the configuration is wrong.
+    pub fn check_timeout(&self, timeout: Duration) -> Result<(), crate::config::ConfigError> {
+        let lease = timeout.saturating_add(self.lease_margin);
+        if self.retention < lease {
+            return Err(crate::config::ConfigError::Invalid {
+                name: "IDEMPOTENCY_EXPIRES_AFTER_SECONDS",
+                reason: format!(
+                    "a retention of {} s is shorter than the lease of a {} s invocation plus its {} ms margin",
+                    self.retention.as_secs(),
+                    timeout.as_secs(),
+                    self.lease_margin.as_millis()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// When a record written at `now_ms` under `lease` expires: after the retention, and never
+    /// before the lease ends (a record that expired while its work ran could be claimed afresh).
+    fn expires_at_s(&self, now_ms: i64, lease: &Lease) -> i64 {
+        let retained = (now_ms + duration_ms(self.retention)).div_euclid(1000);
+        // The first whole second after the lease's end.
+        retained.max(lease.until_ms.div_euclid(1000) + 1)
+    }
 }
 
 /// One idempotent request, as a handler describes it.
@@ -93,15 +132,18 @@ pub struct RunRequest<'a> {
     pub deadline_ms: i64,
 }
 
-/// The attempt the work runs as: stable across takeovers.
+/// The attempt the work runs as: stable across takeovers and failures.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Attempt {
-    /// Identity created at the first claim (derive downstream idempotency keys from it).
+    /// Identity created at the first claim (derive downstream idempotency keys from it). It
+    /// stays the same for every run under the key until the record completes or expires: after
+    /// a takeover, and after a failure (an error, a panic, a timeout, a 5xx answer).
     pub attempt_id: String,
     /// Epoch milliseconds of the first claim.
     pub created_at_ms: i64,
-    /// True when an earlier invocation's lease lapsed and this one took the attempt over:
-    /// the work may already have partly happened, so its side effects must be idempotent.
+    /// True when an earlier invocation ran under this attempt and did not complete it (its lease
+    /// lapsed, or it failed and handed the attempt back): the work may already have partly
+    /// happened, so its side effects must be idempotent.
     pub taken_over: bool,
 }
 
@@ -119,12 +161,20 @@ pub enum Outcome<T> {
     },
     /// The key was used for a different request; nothing was written.
     Mismatch,
+    /// The work completed under this key before, but its result was too large to store (the
+    /// item limit), so the record keeps only that fact: the work is not run again, and there is
+    /// nothing to replay.
+    TooLargeToReplay {
+        /// The size the result's record would have had.
+        size_bytes: usize,
+    },
 }
 
 /// Why [`Idempotency::run`] failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError<E> {
-    /// The work failed; the record was released so the same key can be retried.
+    /// The work failed; the lease was handed back, so a retry with the same key takes the
+    /// attempt over at once, under the same attempt id.
     #[error("the idempotent operation failed")]
     Work(#[source] E),
     /// The store failed.
@@ -139,7 +189,7 @@ pub enum RunError<E> {
         #[source]
         source: serde_json::Error,
     },
-    /// The work's result could not be serialised for storage; the record was released.
+    /// The work's result could not be serialised for storage; the lease was handed back.
     #[error("the result cannot be serialised for storage")]
     UnserialisableResult(#[source] serde_json::Error),
 }
@@ -215,8 +265,11 @@ impl<S: IdempotencyStore> Idempotency<S> {
     /// Runs `work` at most once per (scope, user, key), and answers duplicates from the store.
     ///
     /// Store requests: a first run costs two (claim, complete); a duplicate costs one (the
-    /// claim, which returns the existing record). If `work` fails the record is released
-    /// (fenced by the lease) and the error returned, so the client may retry with the same key.
+    /// claim, which returns the existing record). If `work` fails the lease is handed back
+    /// (fenced by its token) and the error returned: the record keeps its attempt id and
+    /// fingerprint, so a retry with the same key takes the attempt over at once and runs under
+    /// the same id, and a different request under the key is a mismatch. A result too large to
+    /// store completes the record without it ([`Outcome::TooLargeToReplay`] for duplicates).
     ///
     /// ```
     /// use payonce::adapters::memory::MemoryIdempotencyStore;
@@ -262,7 +315,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
             Acquired::Lease(lease, attempt) => (lease, attempt),
             Acquired::Mismatch => return Ok(Outcome::Mismatch),
             Acquired::Wait(retry_after) => return Ok(Outcome::InProgress { retry_after }),
-            Acquired::Replay(record) => return self.replay(&key, &record).map(Outcome::Replayed),
+            Acquired::Replay(record) => return self.replay(&key, &record),
         };
 
         let value = match work(attempt).await {
@@ -279,24 +332,70 @@ impl<S: IdempotencyStore> Idempotency<S> {
                 return Err(RunError::UnserialisableResult(error));
             }
         };
-        let expires_at_s =
-            (self.store.now_ms() + duration_ms(self.config.retention)).div_euclid(1000);
+        let expires_at_s = self.config.expires_at_s(self.store.now_ms(), &lease);
         let completed = self
-            .with_conflict_retries(request.deadline_ms, || {
-                self.store
-                    .complete(&key, &lease.token, &result, expires_at_s)
-            })
+            .complete_with_retries(
+                &key,
+                &lease.token,
+                &result,
+                expires_at_s,
+                request.deadline_ms,
+            )
             .await;
         match completed {
             Ok(()) => Ok(Outcome::Fresh(value)),
-            Err(error @ StoreError::ItemTooLarge { .. }) => {
-                // The result can never be stored: free the key rather than leave it leased.
-                self.release_after_failure(&key, &lease.token).await;
-                Err(error.into())
+            Err(StoreError::ItemTooLarge { size_bytes, .. }) => {
+                // The result can never be stored. The work ran: complete the record without it,
+                // so a duplicate is told so instead of running the work again.
+                let marker = super::record::too_large_marker(size_bytes);
+                self.complete_with_retries(
+                    &key,
+                    &lease.token,
+                    &marker,
+                    expires_at_s,
+                    request.deadline_ms,
+                )
+                .await?;
+                tracing::warn!(record = %key, size_bytes, "the result is too large to store: completed without it, duplicates cannot be replayed");
+                Ok(Outcome::Fresh(value))
             }
             // Lease lost: a takeover owns the record now. Anything else: the lease lapses and
             // the next request takes the attempt over. Either way the record is not ours to touch.
             Err(error) => Err(error.into()),
+        }
+    }
+
+    /// The completion write, sent again on a retryable failure (a conflict, a throttle, a lost
+    /// connection) while the invocation has time: the work has run, and a lost record means a
+    /// retry runs it again. A write whose answer was lost and that is sent again meets itself
+    /// and succeeds (the store recognises its own lease and result).
+    async fn complete_with_retries(
+        &self,
+        key: &RecordKey,
+        token: &LeaseToken,
+        result: &str,
+        expires_at_s: i64,
+        deadline_ms: i64,
+    ) -> Result<(), StoreError> {
+        let mut tries = 0;
+        loop {
+            let completed = self
+                .with_conflict_retries(deadline_ms, || {
+                    self.store.complete(key, token, result, expires_at_s)
+                })
+                .await;
+            match completed {
+                Err(error) if error.is_retryable() && tries < self.config.completion_retries => {
+                    let pause_ms = backoff_ms(self.config.conflict_backoff, tries);
+                    if self.store.now_ms() + pause_ms >= deadline_ms {
+                        return Err(error);
+                    }
+                    tries += 1;
+                    tracing::warn!(record = %key, error = %error, "the completion write failed; sending it again");
+                    tokio::time::sleep(Duration::from_millis(pause_ms.unsigned_abs())).await;
+                }
+                other => return other,
+            }
         }
     }
 
@@ -319,7 +418,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
                 attempt_id: crate::ids::new_uuid().to_string(),
                 lease_token: lease.token.clone(),
                 lease_until_ms: lease.until_ms,
-                expires_at_s: (now_ms + duration_ms(self.config.retention)).div_euclid(1000),
+                expires_at_s: self.config.expires_at_s(now_ms, &lease),
                 // Runs store results, never problems: no replay needs the first request's id.
                 request_id: None,
             };
@@ -343,9 +442,10 @@ impl<S: IdempotencyStore> Idempotency<S> {
                         if races > MAX_RACES {
                             return Ok(contended());
                         }
+                        let expires_at_s = self.config.expires_at_s(self.store.now_ms(), &lease);
                         let outcome = self
                             .with_conflict_retries(request.deadline_ms, || {
-                                self.store.take_over(key, &seen, &lease)
+                                self.store.take_over(key, &seen, &lease, expires_at_s)
                             })
                             .await;
                         match outcome {
@@ -359,7 +459,9 @@ impl<S: IdempotencyStore> Idempotency<S> {
                         }
                     }
                     Decision::Mismatch => return Ok(Acquired::Mismatch),
-                    Decision::Wait { retry_after } => return Ok(Acquired::Wait(retry_after)),
+                    Decision::Wait { retry_after } => {
+                        return Ok(Acquired::Wait(retry_after.min(self.config.max_retry_after)))
+                    }
                     Decision::Replay => return Ok(Acquired::Replay(record)),
                 }
             }
@@ -375,15 +477,20 @@ impl<S: IdempotencyStore> Idempotency<S> {
         &self,
         key: &RecordKey,
         record: &IdempotencyRecord,
-    ) -> Result<T, RunError<E>> {
+    ) -> Result<Outcome<T>, RunError<E>> {
         let stored = match &record.state {
             RecordState::Completed { result } => result.as_str(),
             RecordState::InProgress { .. } => "null",
         };
-        serde_json::from_str(stored).map_err(|source| RunError::UnreadableResult {
-            key: key.clone(),
-            source,
-        })
+        if let Some(size_bytes) = super::record::too_large_size(stored) {
+            return Ok(Outcome::TooLargeToReplay { size_bytes });
+        }
+        serde_json::from_str(stored)
+            .map(Outcome::Replayed)
+            .map_err(|source| RunError::UnreadableResult {
+                key: key.clone(),
+                source,
+            })
     }
 
     async fn release_after_failure(&self, key: &RecordKey, token: &LeaseToken) {
@@ -408,8 +515,7 @@ impl<S: IdempotencyStore> Idempotency<S> {
         loop {
             match call().await {
                 Err(StoreError::Conflict { item }) if attempt < self.config.conflict_retries => {
-                    let base = duration_ms(self.config.conflict_backoff).max(1) << attempt.min(10);
-                    let pause_ms = fastrand::i64(base / 2..=base);
+                    let pause_ms = backoff_ms(self.config.conflict_backoff, attempt);
                     if self.store.now_ms() + pause_ms >= deadline_ms {
                         return Err(StoreError::Conflict { item });
                     }
@@ -420,6 +526,12 @@ impl<S: IdempotencyStore> Idempotency<S> {
             }
         }
     }
+}
+
+/// The pause before retry number `attempt` (from 0): jittered, doubling from `base`.
+fn backoff_ms(base: Duration, attempt: u32) -> i64 {
+    let base = duration_ms(base).max(1) << attempt.min(10);
+    fastrand::i64(base / 2..=base)
 }
 
 /// What acquiring a key came to.
@@ -440,5 +552,35 @@ fn attempt_of(record: &IdempotencyRecord, taken_over: bool) -> Attempt {
         attempt_id: record.attempt_id.clone(),
         created_at_ms: record.created_at_ms,
         taken_over,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retention_shorter_than_a_lease_is_refused() {
+        let config = IdempotencyConfig::default().expires_after(Duration::from_secs(30));
+        // 30 s of invocation + the 5 s margin do not fit in 30 s of retention.
+        assert!(config.check_timeout(Duration::from_secs(30)).is_err());
+        assert!(config.check_timeout(Duration::from_secs(25)).is_ok());
+    }
+
+    #[test]
+    fn a_record_expires_after_its_lease_whatever_the_retention() {
+        let config = IdempotencyConfig::default().expires_after(Duration::from_secs(1));
+        let lease = Lease {
+            token: LeaseToken::generate(),
+            until_ms: 1_000_000 + 900_500,
+        };
+        let expires_at_s = config.expires_at_s(1_000_000, &lease);
+        assert!(expires_at_s * 1000 > lease.until_ms, "{expires_at_s}");
+        // A long retention is kept as it is.
+        let day = IdempotencyConfig::default();
+        assert_eq!(
+            day.expires_at_s(1_000_000, &lease),
+            (1_000_000 + 86_400_000) / 1000
+        );
     }
 }

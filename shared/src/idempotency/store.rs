@@ -156,13 +156,15 @@ pub trait IdempotencyStore: Send + Sync {
     /// and writes nothing.
     async fn claim(&self, claim: &Claim) -> Result<ClaimOutcome, StoreError>;
 
-    /// Moves the lease of an `IN_PROGRESS` record from `seen` to `lease`, changing nothing
-    /// else (the attempt identity stays).
+    /// Moves the lease of an `IN_PROGRESS` record from `seen` to `lease` and sets its expiry to
+    /// `expires_at_s` (never before the new lease ends), changing nothing else: the attempt
+    /// identity and the fingerprint stay.
     async fn take_over(
         &self,
         key: &RecordKey,
         seen: &LeaseToken,
         lease: &super::Lease,
+        expires_at_s: i64,
     ) -> Result<TakeoverOutcome, StoreError>;
 
     /// Marks the record `COMPLETED` with `result`, clears the lease and sets a new expiry;
@@ -175,8 +177,10 @@ pub trait IdempotencyStore: Send + Sync {
         expires_at_s: i64,
     ) -> Result<(), StoreError>;
 
-    /// Deletes the record so the key can be claimed afresh; refused with
-    /// [`StoreError::LeaseLost`] unless `lease` is still the record's token.
+    /// Hands the lease back after a failure: the record stays `IN_PROGRESS` with its attempt
+    /// id and fingerprint, its lease ended ([`Lease::RELEASED_UNTIL_MS`](super::Lease::RELEASED_UNTIL_MS)),
+    /// so the next request with the key takes the attempt over at once, under the same id.
+    /// Refused with [`StoreError::LeaseLost`] unless `lease` is still the record's token.
     async fn release(&self, key: &RecordKey, lease: &LeaseToken) -> Result<(), StoreError>;
 
     /// Reads the record consistently; an expired record reads as `None`.

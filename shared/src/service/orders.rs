@@ -138,6 +138,13 @@ impl<O: OrderStore, I: IdempotencyStore> OrderService<O, I> {
             Outcome::Replayed(view) => Ok(Created::Replayed(view)),
             Outcome::InProgress { retry_after } => Err(OrdersError::KeyInUse { retry_after }),
             Outcome::Mismatch => Err(OrdersError::KeyMismatch),
+            // An order's answer is bounded by the 64 KiB request body: never near the item limit.
+            Outcome::TooLargeToReplay { size_bytes } => {
+                Err(OrdersError::Store(StoreError::Corrupt {
+                    key: CREATE_ORDER_SCOPE.to_owned(),
+                    reason: format!("an order's stored answer cannot be {size_bytes} bytes"),
+                }))
+            }
         }
     }
 

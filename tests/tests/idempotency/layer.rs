@@ -75,7 +75,7 @@ async fn a_server_error_is_passed_on_and_not_stored_so_the_retry_runs_again() {
     assert_eq!(retry.status(), 503);
     assert!(retry.headers().get("idempotent-replayed").is_none());
     assert_eq!(runs.load(Ordering::SeqCst), 2, "a 5xx is never replayed");
-    assert!(store.is_empty(), "the record was released");
+    assert_eq!(store.len(), 1, "the record stays, its lease handed back");
 }
 
 #[tokio::test]
@@ -267,4 +267,16 @@ async fn events_are_handled_once_per_key_and_validated_when_asked() {
         })
         .await;
     assert_eq!(later.unwrap(), json!("billed"));
+}
+
+#[test]
+#[should_panic(expected = "shorter than the lease")]
+fn a_layer_refuses_a_retention_shorter_than_its_lease() {
+    let _ = IdempotencyLayer::new(
+        Idempotency::new(
+            store(),
+            IdempotencyConfig::default().expires_after(std::time::Duration::from_secs(10)),
+        ),
+        "things.create",
+    );
 }

@@ -5,3 +5,4 @@ mod budget;
 mod concurrency;
 mod conformance;
 mod layer;
+mod promises;

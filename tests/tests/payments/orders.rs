@@ -277,9 +277,9 @@ impl<O: payonce::ports::OrderStore> payonce::ports::OrderStore for DiesAfterInse
         if created.is_ok() {
             let mut inserted = self.inserted.lock().unwrap();
             if inserted.is_empty() {
-                // The first invocation's completion and its conflict retries all fail: the
-                // lease is left to lapse.
-                self.records.inject_conflicts(10);
+                // The first invocation's completion and all its retries fail: the lease is
+                // left to lapse.
+                self.records.inject_conflicts(1_000);
             }
             inserted.push(order.order_id.clone());
         }

@@ -52,7 +52,7 @@ pub struct IdempotencyAttributes {
     pub expiry: Cow<'static, str>,
     /// The lease's end, epoch milliseconds (default `lease_until_ms`).
     pub in_progress_expiry: Cow<'static, str>,
-    /// `INPROGRESS` or `COMPLETED` (default `status`).
+    /// `IN_PROGRESS` or `COMPLETED` (default `status`).
     pub status: Cow<'static, str>,
     /// The stored result (default `result`).
     pub data: Cow<'static, str>,
@@ -182,6 +182,12 @@ impl DynamoIdempotencyStore {
                 item: key.to_string(),
             });
         }
+        if self.faults.take_backend_failure() {
+            return Err(StoreError::Backend {
+                operation: "an injected fault",
+                source: "the request failed on the way (injected)".into(),
+            });
+        }
         Ok(())
     }
 }
@@ -278,6 +284,7 @@ impl IdempotencyStore for DynamoIdempotencyStore {
         key: &RecordKey,
         seen: &LeaseToken,
         lease: &Lease,
+        expires_at_s: i64,
     ) -> Result<TakeoverOutcome, StoreError> {
         self.check_faults(key)?;
         let sent = self
@@ -285,7 +292,11 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             .update_item()
             .table_name(&self.table)
             .key(&*self.names.key, s(key.as_str()))
-            .update_expression("SET #lease_token = :new_token, #lease_until_ms = :until_ms")
+            .update_expression(
+                "SET #lease_token = :new_token, #lease_until_ms = :until_ms, #expires_at = :expires_at",
+            )
+            .expression_attribute_names("#expires_at", &*self.names.expiry)
+            .expression_attribute_values(":expires_at", n(expires_at_s))
             .condition_expression("#lease_token = :seen_token AND #status = :in_progress")
             .expression_attribute_names("#lease_token", LEASE_TOKEN)
             .expression_attribute_names("#lease_until_ms", &*self.names.in_progress_expiry)
@@ -382,14 +393,20 @@ impl IdempotencyStore for DynamoIdempotencyStore {
 
     async fn release(&self, key: &RecordKey, lease: &LeaseToken) -> Result<(), StoreError> {
         self.check_faults(key)?;
+        // Handed back, not deleted: the attempt id and fingerprint stay, and the next request
+        // takes the attempt over at once. Sent again after a lost answer, it meets its own
+        // write (the token is still ours) and succeeds the same way.
         let sent = self
             .client
-            .delete_item()
+            .update_item()
             .table_name(&self.table)
             .key(&*self.names.key, s(key.as_str()))
+            .update_expression("SET #lease_until_ms = :released")
             .condition_expression("#lease_token = :mine AND #status = :in_progress")
             .expression_attribute_names("#lease_token", LEASE_TOKEN)
             .expression_attribute_names("#status", &*self.names.status)
+            .expression_attribute_names("#lease_until_ms", &*self.names.in_progress_expiry)
+            .expression_attribute_values(":released", n(Lease::RELEASED_UNTIL_MS))
             .expression_attribute_values(":mine", s(lease.as_str()))
             .expression_attribute_values(":in_progress", s(RecordStatus::InProgress.as_str()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
@@ -400,11 +417,11 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             Err(error) if is_condition_failure(&error) => {
                 let current = existing_item(&error, |e| {
                     match e {
-                    aws_sdk_dynamodb::operation::delete_item::DeleteItemError::ConditionalCheckFailedException(c) => c.item(),
+                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c) => c.item(),
                     _ => None,
                 }
                 });
-                // Gone: this release's earlier try (its answer lost), or swept once expired.
+                // Gone (expired and deleted by TTL): nothing is left to hand back.
                 if current.is_none() && !crate::idempotency::own_writes_forgotten() {
                     return Ok(());
                 }

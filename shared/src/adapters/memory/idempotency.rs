@@ -83,6 +83,12 @@ impl MemoryIdempotencyStore {
                 item: key.to_string(),
             });
         }
+        if self.faults.take_backend_failure() {
+            return Err(StoreError::Backend {
+                operation: "an injected fault",
+                source: "the request failed on the way (injected)".into(),
+            });
+        }
         Ok(())
     }
 }
@@ -120,6 +126,7 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         key: &RecordKey,
         seen: &LeaseToken,
         lease: &Lease,
+        expires_at_s: i64,
     ) -> Result<TakeoverOutcome, StoreError> {
         self.check_faults(key)?;
         let mut tables = self.lock();
@@ -133,6 +140,7 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         record.state = RecordState::InProgress {
             lease: lease.clone(),
         };
+        record.expires_at_s = expires_at_s;
         Ok(TakeoverOutcome::TakenOver(record.clone()))
     }
 
@@ -173,14 +181,18 @@ impl IdempotencyStore for MemoryIdempotencyStore {
         let mut tables = self.lock();
         let records = &mut tables.records;
         match records.get(key) {
-            // Gone: this release's earlier try (its answer lost), or swept once expired.
+            // Gone: swept once expired.
             None if !crate::idempotency::own_writes_forgotten() => return Ok(()),
             current if !holds_lease(current, lease) => {
                 return Err(StoreError::LeaseLost { key: key.clone() })
             }
             _ => {}
         }
-        records.remove(key);
+        // Handed back, not deleted: the attempt id and fingerprint stay for the retry.
+        if let Some(RecordState::InProgress { lease }) = records.get_mut(key).map(|r| &mut r.state)
+        {
+            lease.until_ms = Lease::RELEASED_UNTIL_MS;
+        }
         Ok(())
     }
 
