@@ -69,8 +69,9 @@ def main():
                                               "KeySchema": [{"AttributeName": "inflight", "KeyType": "HASH"},
                                                             {"AttributeName": "check_at_ms", "KeyType": "RANGE"}],
                                               "Projection": {"ProjectionType": "KEYS_ONLY"}}])
-    # The examples' own tables (examples/*/template.yaml): things, shipments.
-    example_tables = {"things": f"invoke-things-{suffix}", "shipments": f"invoke-ship-{suffix}"}
+    # The examples' own tables (examples/*/template.yaml): things, shipments, accounts.
+    example_tables = {"things": f"invoke-things-{suffix}", "shipments": f"invoke-ship-{suffix}",
+                      "accounts": f"invoke-accounts-{suffix}"}
     for table in example_tables.values():
         ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
                          AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
@@ -95,6 +96,7 @@ def main():
         env = dict(os.environ,
                    IDEMPOTENCY_TABLE=tables["idempotency"], PAYMENTS_TABLE=tables["payments"],
                    THINGS_TABLE=example_tables["things"], SHIPMENTS_TABLE=example_tables["shipments"],
+                   ACCOUNTS_TABLE=example_tables["accounts"],
                    AWS_ENDPOINT_URL_DYNAMODB=ddb_endpoint, AWS_ENDPOINT_URL_SQS=sqs_endpoint,
                    STRIPE_API_BASE=f"http://127.0.0.1:{psp_port}", STRIPE_API_KEY=FAKE_API_KEY,
                    STRIPE_WEBHOOK_SECRETS=WEBHOOK_SECRET, WEBHOOK_QUEUE_URL=queue_url,
@@ -245,6 +247,16 @@ def main():
         check("example ship-orders: redelivered -> no failure", r.get("batchItemFailures") == [], r)
         check("example ship-orders: one shipment for the order", len(items(example_tables["shipments"])) == 1,
               items(example_tables["shipments"]))
+
+        ledger = os.path.join(ROOT, "examples", "sqs-fifo-ledger", "events", "ledger.json")
+        r = invoke("apply-ledger", ledger)
+        check("example apply-ledger: a FIFO batch with a duplicate entry -> no failure", r.get("batchItemFailures") == [], r)
+        r = invoke("apply-ledger", ledger)
+        check("example apply-ledger: redelivered -> no failure", r.get("batchItemFailures") == [], r)
+        accounts = items(example_tables["accounts"])
+        check("example apply-ledger: each entry once, in order",
+              len(accounts) == 1 and [e["S"] for e in accounts[0]["entries"]["L"]] == ["ent_1", "ent_2"]
+              and accounts[0]["balance"]["N"] == "300", accounts)
     finally:
         for child in children:
             try:

@@ -411,6 +411,12 @@ pub async fn takeover_changes_only_the_lease<H: StoreHarness>(h: H) {
         TakeoverOutcome::Lost(None)
     );
     assert_eq!(h.raw(&absent).await, None);
+    // Nor does handing back a lease on it create it.
+    h.store()
+        .release(&absent, &crashed.lease_token)
+        .await
+        .expect("nothing to hand back");
+    assert_eq!(h.raw(&absent).await, None);
 }
 
 /// Case: A superseded lease token can neither complete nor release the record.

@@ -91,7 +91,8 @@ pub enum EventError<E> {
     /// An event with the same key but another validated payload was handled already.
     #[error("an event with this key and another payload was handled already")]
     Mismatch,
-    /// The work failed; nothing was stored.
+    /// The work failed; nothing was stored, and the lease was handed back, so the next delivery
+    /// runs it again under the same attempt id.
     #[error("the event's work failed")]
     Work(#[source] E),
     /// The event was handled before, but its result was too large to store: the work is not
@@ -140,8 +141,7 @@ impl<S: IdempotencyStore> IdempotentEvents<S> {
     /// parsed first, so `/body/order_id` reaches into it).
     ///
     /// # Panics
-    /// If `scope` is empty or holds `#`, or if the configuration's retention is shorter than the
-    /// lease of a 30-second invocation ([`IdempotencyConfig::check_timeout`](super::IdempotencyConfig::check_timeout)).
+    /// If `scope` is empty or holds `#`.
     pub fn new(
         idempotency: Idempotency<S>,
         scope: impl Into<String>,
@@ -153,9 +153,6 @@ impl<S: IdempotencyStore> IdempotentEvents<S> {
             "an idempotency scope is a non-empty name without '#'"
         );
         let fallback_timeout = Duration::from_secs(30);
-        if let Err(error) = idempotency.config().check_timeout(fallback_timeout) {
-            panic!("{error}");
-        }
         let pointer = event_key.into();
         Self {
             idempotency,
@@ -303,6 +300,8 @@ impl<S: IdempotencyStore> IdempotentEvents<S> {
 
     /// Runs `work` once per key for a whole invocation: `Ok` for a first or repeated delivery,
     /// `Err` otherwise, so the runtime reports the invocation failed and the event source retries.
+    /// [`EventError::ResultTooLarge`] is the exception: the event was handled before, so answer
+    /// it as a success (there is no stored result to return), or the source retries it to no end.
     pub async fn handle<In, T, E, F, Fut>(
         &self,
         event: LambdaEvent<In>,

@@ -34,14 +34,17 @@
 //! | no `Idempotency-Key` | 400 `idempotency-key-missing`, or the handler without idempotency when [`IdempotencyLayer::raise_on_missing_key`] is off |
 //! | a malformed key | 400 `idempotency-key-invalid` |
 //! | no caller identity | 401 `unauthorized` |
-//! | the handler answers 5xx, 408, 425 or 429 ([`IdempotencyLayer::do_not_store`]), fails or panics | that answer; nothing stored, the lease handed back: a retry with the key runs under the same attempt id |
+//! | the handler answers 5xx, 408, 425 or 429 ([`IdempotencyLayer::do_not_store`]) or fails | that answer; nothing stored, the lease handed back: a retry with the key runs under the same attempt id |
+//! | the handler panics or the invocation times out | the lease lapses at the deadline plus the margin; the retry then runs under the same attempt id |
 //! | the first response was over the item limit | the first request gets it; a duplicate gets 409 `idempotency-result-too-large` and nothing runs |
 //! | the table fails before the handler ran | 503 `service-unavailable` + `Retry-After` (500 `internal` if it cannot be retried) |
 //! | the table fails to record the handler's response (after retries) | the handler's response; the record stays in progress until its lease lapses |
 //!
 //! Problems are `application/problem+json` (see [`crate::http::Problem`]).
 
-use super::{Attempt, Fingerprint, Idempotency, IdempotencyStore, Outcome, RunError, RunRequest};
+use super::{
+    Attempt, Fingerprint, Idempotency, IdempotencyStore, Outcome, RunError, RunRequest, StoreError,
+};
 use crate::http::{
     authenticated_user, deadline_ms, idempotency_key, request_id, Problem, ProblemType,
 };
@@ -106,8 +109,7 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
     /// [`default_fingerprint`]), and a request without a key is refused.
     ///
     /// # Panics
-    /// If `scope` is empty or holds `#`, or if the configuration's retention is shorter than the
-    /// lease of a 30-second invocation ([`IdempotencyConfig::check_timeout`](super::IdempotencyConfig::check_timeout)).
+    /// If `scope` is empty or holds `#`.
     pub fn new(idempotency: Idempotency<S>, scope: impl Into<String>) -> Self {
         let scope = scope.into();
         assert!(
@@ -115,9 +117,6 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
             "an idempotency scope is a non-empty name without '#'"
         );
         let fallback_timeout = Duration::from_secs(30);
-        if let Err(error) = idempotency.config().check_timeout(fallback_timeout) {
-            panic!("{error}");
-        }
         Self {
             idempotency: Arc::new(idempotency),
             options: Arc::new(Options {
@@ -453,6 +452,15 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
             ),
             Err(RunError::Work(Unstored::Passed(response))) => return Ok(response),
             Err(RunError::Work(Unstored::Failed(error))) => return Err(error),
+            Err(RunError::Store(StoreError::LeaseLost { .. })) => {
+                // Our lease lapsed while the handler ran, and another invocation took the attempt
+                // over: its answer is the one the key will replay, so send the client there.
+                Problem::new(
+                    ProblemType::IdempotencyKeyInUse,
+                    "a request with this key is still being processed; retry after the delay",
+                )
+                .retry_after(Duration::from_secs(1))
+            }
             Err(RunError::Store(error)) if fresh_is_kept(&fresh) => {
                 // The handler ran and answered; only its record failed (after retries). Its
                 // answer is the truth: pass it on rather than invite a retry that runs it again.

@@ -75,8 +75,9 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// `until_ms` of a lease its holder gave back on purpose, knowing its work had no effect
-    /// (e.g. the PSP was never reached), as opposed to one that lapsed because its holder died.
+    /// `until_ms` of a lease its holder gave back on purpose, as opposed to one that lapsed
+    /// because its holder died: the charge path when the PSP was never reached, the generic
+    /// layer when its work failed (the attempt id stays for the retry).
     pub const RELEASED_UNTIL_MS: i64 = 0;
 
     /// Whether the holder gave the lease back on purpose (see [`Lease::RELEASED_UNTIL_MS`]).

@@ -272,11 +272,14 @@ async fn events_are_handled_once_per_key_and_validated_when_asked() {
 #[test]
 #[should_panic(expected = "shorter than the lease")]
 fn a_layer_refuses_a_retention_shorter_than_its_lease() {
-    let _ = IdempotencyLayer::new(
+    let layer = IdempotencyLayer::new(
         Idempotency::new(
             store(),
-            IdempotencyConfig::default().expires_after(std::time::Duration::from_secs(10)),
+            IdempotencyConfig::default().expires_after(std::time::Duration::from_secs(20)),
         ),
         "things.create",
     );
+    // 20 s of retention holds the lease of a 10-second function, not of a 30-second one.
+    let layer = layer.fallback_timeout(std::time::Duration::from_secs(10));
+    let _ = layer.fallback_timeout(std::time::Duration::from_secs(30));
 }
