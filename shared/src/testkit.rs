@@ -875,6 +875,19 @@ pub async fn in_progress_retry_after_is_capped<H: StoreHarness>(h: H) {
             retry_after: IdempotencyConfig::default().max_retry_after
         }
     );
+    // Below the cap, the lease's remainder, rounded up to whole seconds: 2.5 s → 3 s.
+    let k = key("short-lease");
+    let short = Claim {
+        lease_until_ms: h.clock().now_ms() + 2_500,
+        ..claim_for(&h, &RecordKey::new(SCOPE, "alice", &k), &fp)
+    };
+    h.store().claim(&short).await.unwrap();
+    assert_eq!(
+        run_counted(&h, "alice", &k, &fp, json!(1), &calls).await,
+        Outcome::InProgress {
+            retry_after: Duration::from_secs(3)
+        }
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
 
