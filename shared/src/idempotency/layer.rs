@@ -352,10 +352,6 @@ where
     }
 }
 
-fn fresh_is_kept(fresh: &Mutex<Option<Response<Body>>>) -> bool {
-    fresh.lock().unwrap_or_else(|p| p.into_inner()).is_some()
-}
-
 impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
     async fn answer<Svc>(
         &self,
@@ -427,9 +423,17 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
                 },
             )
             .await;
-        let original = || fresh.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // Set when the handler answered something storable, whatever the store did after.
+        let original = fresh.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let in_use = |retry_after| {
+            Problem::new(
+                ProblemType::IdempotencyKeyInUse,
+                "a request with this key is still being processed; retry after the delay",
+            )
+            .retry_after(retry_after)
+        };
         let problem = match run {
-            Ok(Outcome::Fresh(stored)) => return Ok(original().unwrap_or_else(|| stored.response())),
+            Ok(Outcome::Fresh(stored)) => return Ok(original.unwrap_or_else(|| stored.response())),
             Ok(Outcome::Replayed(stored)) => {
                 let mut response = stored.response();
                 response
@@ -441,43 +445,33 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
                 ProblemType::IdempotencyResultTooLarge,
                 format!("the request with this key completed; its response ({size_bytes} bytes) was too large to keep"),
             ),
-            Ok(Outcome::InProgress { retry_after }) => Problem::new(
-                ProblemType::IdempotencyKeyInUse,
-                "a request with this key is still being processed; retry after the delay",
-            )
-            .retry_after(retry_after),
+            Ok(Outcome::InProgress { retry_after }) => in_use(retry_after),
             Ok(Outcome::Mismatch) => Problem::new(
                 ProblemType::IdempotencyKeyMismatch,
                 "this idempotency key was used with another request",
             ),
             Err(RunError::Work(Unstored::Passed(response))) => return Ok(response),
             Err(RunError::Work(Unstored::Failed(error))) => return Err(error),
-            Err(RunError::Store(StoreError::LeaseLost { .. })) => {
-                // Our lease lapsed while the handler ran, and another invocation took the attempt
-                // over: its answer is the one the key will replay, so send the client there.
-                Problem::new(
-                    ProblemType::IdempotencyKeyInUse,
-                    "a request with this key is still being processed; retry after the delay",
-                )
-                .retry_after(Duration::from_secs(1))
-            }
-            Err(RunError::Store(error)) if fresh_is_kept(&fresh) => {
+            // Our lease lapsed while the handler ran, and another invocation took the attempt over:
+            // its answer is the one the key will replay, so send the client there.
+            Err(RunError::Store(StoreError::LeaseLost { .. })) => in_use(Duration::from_secs(1)),
+            Err(RunError::Store(error)) => match original {
                 // The handler ran and answered; only its record failed (after retries). Its
                 // answer is the truth: pass it on rather than invite a retry that runs it again.
-                tracing::warn!(scope = %options.scope, error = %error, "the response could not be recorded; answering it unrecorded");
-                if let Some(response) = original() {
+                Some(response) => {
+                    tracing::warn!(scope = %options.scope, error = %error, "the response could not be recorded; answering it unrecorded");
                     return Ok(response);
                 }
-                Problem::internal(&error)
-            }
-            Err(RunError::Store(error)) if error.is_retryable() => {
-                tracing::warn!(error = %error, "the idempotency table failed; asking the client to retry");
-                Problem::new(
-                    ProblemType::ServiceUnavailable,
-                    "the request could not be recorded; retry with the same key",
-                )
-                .retry_after(Duration::from_secs(1))
-            }
+                None if error.is_retryable() => {
+                    tracing::warn!(error = %error, "the idempotency table failed; asking the client to retry");
+                    Problem::new(
+                        ProblemType::ServiceUnavailable,
+                        "the request could not be recorded; retry with the same key",
+                    )
+                    .retry_after(Duration::from_secs(1))
+                }
+                None => Problem::internal(&error),
+            },
             Err(error) => Problem::internal(&error),
         };
         Ok(problem.into_response(&instance))
