@@ -1,6 +1,7 @@
 //! The lambda_http layer's options on the embedded store: identity, 5xx answers and failures
 //! not stored, requests without a key, payload validation; and the event wrapper's.
 
+use super::{call, problem};
 use lambda_http::lambda_runtime::{Context, LambdaEvent};
 use lambda_http::tower::{Layer, Service};
 use lambda_http::{service_fn, Body, Error, Request, Response};
@@ -39,25 +40,9 @@ fn counting(
     })
 }
 
-async fn call<S>(service: &mut S, request: Request) -> Response<Body>
-where
-    S: Service<Request, Response = Response<Body>>,
-    S::Error: std::fmt::Debug,
-{
-    std::future::poll_fn(|cx| service.poll_ready(cx))
-        .await
-        .expect("ready");
-    service.call(request).await.expect("an answer")
-}
-
 fn post(user: Option<&str>, key: Option<&str>, body: &str) -> Request {
     let headers: Vec<(&str, &str)> = key.map(|k| ("idempotency-key", k)).into_iter().collect();
     api_event("POST", "/things", user, &headers, body)
-}
-
-fn problem(response: &Response<Body>) -> String {
-    let body: Value = serde_json::from_slice(response.body().as_ref()).unwrap_or(Value::Null);
-    body["type"].as_str().unwrap_or("").to_owned()
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 //! tells the query and the body's kind apart, a record outlives its work, empty event keys are
 //! missing keys, SQS validation reads the body, and a FIFO batch keeps its order.
 
+use super::{call, problem};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_http::lambda_runtime::{Context, LambdaEvent};
 use lambda_http::tower::{Layer, Service};
@@ -28,17 +29,6 @@ fn layer<H: StoreHarness>(h: &H) -> IdempotencyLayer<H::Store> {
     )
 }
 
-async fn call<S>(service: &mut S, request: Request) -> Response<Body>
-where
-    S: Service<Request, Response = Response<Body>>,
-    S::Error: std::fmt::Debug,
-{
-    std::future::poll_fn(|cx| service.poll_ready(cx))
-        .await
-        .expect("ready");
-    service.call(request).await.expect("an answer")
-}
-
 fn post(key: &str, body: &str) -> Request {
     api_event(
         "POST",
@@ -47,11 +37,6 @@ fn post(key: &str, body: &str) -> Request {
         &[("idempotency-key", key)],
         body,
     )
-}
-
-fn problem(response: &Response<Body>) -> String {
-    let body: Value = serde_json::from_slice(response.body().as_ref()).unwrap_or(Value::Null);
-    body["type"].as_str().unwrap_or("").to_owned()
 }
 
 fn record_key(key: &str) -> RecordKey {
