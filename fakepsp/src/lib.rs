@@ -69,6 +69,9 @@
 //! `GET /_fake/charges` and `GET /_fake/refunds` (no auth, not counted) list everything created,
 //! with `provider`, `id`, `outcome`, `amount`, `currency`, `payment_id`, `idempotency_key` and,
 //! for refunds, `refund_id` on every face, and `invoice_no` on the 2C2P face.
+//! `POST /_fake/webhooks/hold` and `POST /_fake/webhooks/release` stop webhook delivery and let
+//! it go again (what was held is then sent in order): a test that must see payonce's answer
+//! before any webhook can arrive holds them, rather than hoping the answer wins a race.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {

@@ -1,5 +1,5 @@
 //! The HTTP surface, a thin layer over the [model](crate::model): every request except
-//! `GET /_fake/charges` and `GET /_fake/refunds` is handed to [`StripeModel::handle`] as it came off the wire, and the
+//! the test controls under `/_fake/` is handed to [`StripeModel::handle`] as it came off the wire, and the
 //! model's answer is written back — at once, after the slow delay, or not at all — while its
 //! events go to webhook delivery.
 //!
@@ -13,7 +13,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use tokio::sync::{watch, Notify};
 
@@ -41,6 +41,8 @@ pub(crate) fn router(app: App) -> Router {
     Router::new()
         .route("/_fake/charges", get(fake_charges))
         .route("/_fake/refunds", get(fake_refunds))
+        .route("/_fake/webhooks/hold", post(hold_webhooks))
+        .route("/_fake/webhooks/release", post(release_webhooks))
         .fallback(wire)
         .method_not_allowed_fallback(wire)
         .with_state(app)
@@ -129,6 +131,18 @@ async fn fake_charges(State(app): State<App>) -> Response {
 /// `GET /_fake/refunds`: every Refund in creation order, as it is now. No auth, not counted.
 async fn fake_refunds(State(app): State<App>) -> Response {
     Json(app.model.refunds()).into_response()
+}
+
+/// `POST /_fake/webhooks/hold`: no webhook is sent until the release. No auth, not counted.
+async fn hold_webhooks(State(app): State<App>) -> StatusCode {
+    app.webhooks.hold(true);
+    StatusCode::NO_CONTENT
+}
+
+/// `POST /_fake/webhooks/release`: what was held goes out, in order. No auth, not counted.
+async fn release_webhooks(State(app): State<App>) -> StatusCode {
+    app.webhooks.hold(false);
+    StatusCode::NO_CONTENT
 }
 
 #[cfg(test)]

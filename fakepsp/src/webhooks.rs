@@ -4,14 +4,16 @@
 //!
 //! Events go through one queue and one delivery task, so with the default knobs they arrive in
 //! the order they happened. The [`WebhookKnobs`] make delivery misbehave on purpose: extra
-//! copies, a delay, reversed order.
+//! copies, a delay, reversed order. A test can also hold delivery (`POST /_fake/webhooks/hold`)
+//! and let it go (`POST /_fake/webhooks/release`), to see what payonce answers before any webhook
+//! has arrived, whatever the scheduling.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -133,6 +135,8 @@ pub(crate) struct Webhooks {
     queue: mpsc::UnboundedSender<Batch>,
     url: Mutex<Option<String>>,
     knobs: Mutex<WebhookKnobs>,
+    /// `true` while delivery is held: batches fall due but wait until it turns `false`.
+    held: watch::Sender<bool>,
 }
 
 impl Webhooks {
@@ -144,11 +148,13 @@ impl Webhooks {
         knobs: WebhookKnobs,
     ) -> (Arc<Self>, JoinHandle<()>) {
         let (queue, batches) = mpsc::unbounded_channel();
-        let worker = tokio::spawn(deliver_all(batches, client, signer));
+        let (held, holds) = watch::channel(false);
+        let worker = tokio::spawn(deliver_all(batches, holds, client, signer));
         let webhooks = Self {
             queue,
             url: Mutex::new(url),
             knobs: Mutex::new(knobs),
+            held,
         };
         (Arc::new(webhooks), worker)
     }
@@ -156,6 +162,12 @@ impl Webhooks {
     /// Replaces the delivery knobs for events produced from now on.
     pub(crate) fn set_knobs(&self, knobs: WebhookKnobs) {
         *self.knobs.lock().unwrap_or_else(PoisonError::into_inner) = knobs;
+    }
+
+    /// Holds delivery (`true`): nothing is sent, queued or new, until it is let go (`false`);
+    /// then everything held goes out in order, as it would have.
+    pub(crate) fn hold(&self, held: bool) {
+        self.held.send_replace(held);
     }
 
     /// Replaces the receiver URL for events produced from now on; `None` stops webhooks.
@@ -200,11 +212,17 @@ impl Webhooks {
 /// and sends its events one at a time (each copy, each retry) so that order is kept.
 async fn deliver_all(
     mut batches: mpsc::UnboundedReceiver<Batch>,
+    mut holds: watch::Receiver<bool>,
     client: reqwest::Client,
     signer: Signer,
 ) {
     while let Some(first) = batches.recv().await {
         tokio::time::sleep_until(first.due).await;
+        // The sender lives as long as the batches' sender, so an error here means the same as
+        // `recv` returning `None`: the fake is stopping.
+        if holds.wait_for(|held| !held).await.is_err() {
+            return;
+        }
         let mut group = vec![first];
         if group[0].reorder {
             // Everything that happened while the first batch was held back is delivered with

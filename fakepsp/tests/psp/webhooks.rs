@@ -279,3 +279,41 @@ async fn processing_and_requires_action_settle_later_with_their_webhooks() {
     let outcomes: Vec<String> = psp.charges().into_iter().map(|c| c.outcome).collect();
     assert_eq!(outcomes, ["succeeded", "failed"]);
 }
+
+/// `POST /_fake/webhooks/hold` keeps every event back, however long, while the API still
+/// answers; `POST /_fake/webhooks/release` sends what was held, in order, and delivery goes on
+/// as before.
+#[tokio::test]
+async fn held_webhooks_wait_for_the_release_and_then_go_in_order() {
+    let (psp, mut receiver) = psp_and_receiver(WebhookKnobs::default(), 0).await;
+    let control = |path: &str| {
+        client()
+            .post(format!("{}/_fake/webhooks/{path}", psp.base_url()))
+            .send()
+    };
+    assert_eq!(control("hold").await.expect("answered").status(), 204);
+
+    let declined = charge(&psp, "pm_card_visa_chargeDeclined", "pay_held").await;
+    let approved = charge(&psp, "pm_card_visa", "pay_held").await;
+    assert!(
+        receiver
+            .next_within(Duration::from_millis(500))
+            .await
+            .is_none(),
+        "nothing is delivered while held"
+    );
+
+    assert_eq!(control("release").await.expect("answered").status(), 204);
+    let first = receiver.next().await;
+    assert_eq!(first.kind(), "payment_intent.payment_failed");
+    assert_eq!(first.event["data"]["object"]["id"], declined.as_str());
+    let second = receiver.next().await;
+    assert_eq!(second.kind(), "payment_intent.succeeded");
+    assert_eq!(second.event["data"]["object"]["id"], approved.as_str());
+
+    let after = charge(&psp, "pm_card_visa", "pay_after").await;
+    assert_eq!(
+        receiver.next().await.event["data"]["object"]["id"],
+        after.as_str()
+    );
+}

@@ -101,6 +101,11 @@ export async function startSandbox({ args = [] } = {}) {
   throw lastError;
 }
 
+async function control(pspUrl, path) {
+  const response = await fetch(`${pspUrl}${path}`, { method: "POST" });
+  if (!response.ok) throw new Error(`POST ${path}: HTTP ${response.status}`);
+}
+
 function sandbox({ child, log, exited }, url, pspUrl) {
   return {
     url,
@@ -111,6 +116,17 @@ function sandbox({ child, log, exited }, url, pspUrl) {
       const response = await fetch(`${pspUrl}/_fake/charges`);
       if (!response.ok) throw new Error(`GET /_fake/charges: HTTP ${response.status}`);
       return response.json();
+    },
+    /**
+     * Holds the fake PSP's webhooks until `releaseWebhooks()`: what payonce answers is then
+     * its answer without any webhook, not the winner of a race with one.
+     */
+    async holdWebhooks() {
+      await control(pspUrl, "/_fake/webhooks/hold");
+    },
+    /** Lets the held webhooks go, in order. */
+    async releaseWebhooks() {
+      await control(pspUrl, "/_fake/webhooks/release");
     },
     /** How many charges succeeded at the PSP: the number the customer pays. */
     async succeededCharges() {
