@@ -183,12 +183,6 @@ impl RunningFakePsp {
         self.app.webhooks.set_knobs(knobs);
     }
 
-    /// Holds webhook delivery (`true`) or lets it go again (`false`), as
-    /// `POST /_fake/webhooks/hold` and `/release` do.
-    pub fn hold_webhooks(&self, held: bool) {
-        self.app.webhooks.hold(held);
-    }
-
     /// Changes where events produced from now on are delivered; `None` stops webhooks.
     pub fn set_webhook_url(&self, url: Option<String>) {
         self.app.webhooks.set_url(url);
