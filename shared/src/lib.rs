@@ -36,10 +36,13 @@
 //! HTTP function, with no PSP client, queue or Secrets Manager (`scripts/check-features`).
 
 pub mod adapters;
+#[cfg(feature = "payments")]
+pub mod alarms;
 pub mod clock;
 pub mod config;
 #[cfg(feature = "payments")]
 pub mod domain;
+pub mod env;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod idempotency;

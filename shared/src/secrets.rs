@@ -14,7 +14,7 @@
 //! each invocation.
 
 use crate::clock::{duration_ms, SharedClock};
-use crate::config::{optional, ConfigError, PspSecrets, SecretRole};
+use crate::config::{optional, ConfigError, EnvError, PspSecrets, SecretRole};
 use crate::domain::{PspKind, RefundSettlement};
 use crate::ports::{
     ChargeRequest, Fence, Psp, PspError, PspEvent, PspLookup, PspOutcome, RefundOutcome,
@@ -36,14 +36,12 @@ pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(30);
 pub fn ttl_from_env() -> Result<Duration, ConfigError> {
     match optional("SECRETS_TTL_SECONDS") {
         None => Ok(DEFAULT_SECRETS_TTL),
-        Some(raw) => {
-            raw.parse::<u64>()
-                .map(Duration::from_secs)
-                .map_err(|e| ConfigError::Invalid {
-                    name: "SECRETS_TTL_SECONDS",
-                    reason: e.to_string(),
-                })
-        }
+        Some(raw) => raw.parse::<u64>().map(Duration::from_secs).map_err(|e| {
+            ConfigError::Env(EnvError::Invalid {
+                name: "SECRETS_TTL_SECONDS",
+                reason: e.to_string(),
+            })
+        }),
     }
 }
 
@@ -77,9 +75,11 @@ impl SecretRead for SecretsManagerSecret {
     async fn read(&self) -> Result<PspSecrets, ConfigError> {
         crate::adapters::secrets::load_psp_secrets_with(&self.client, &self.arn)
             .await
-            .map_err(|reason| ConfigError::Invalid {
-                name: self.role.arn_variable(),
-                reason,
+            .map_err(|reason| {
+                ConfigError::Env(EnvError::Invalid {
+                    name: self.role.arn_variable(),
+                    reason,
+                })
             })
     }
 }
@@ -406,10 +406,10 @@ mod tests {
                 .lock()
                 .unwrap()
                 .clone()
-                .ok_or(ConfigError::Invalid {
+                .ok_or(ConfigError::Env(EnvError::Invalid {
                     name: "PSP_WEBHOOK_SECRET_ARN",
                     reason: "cannot read the secret: throttled".into(),
-                })
+                }))
         }
     }
 

@@ -24,6 +24,7 @@
 //! after `SECRETS_TTL_SECONDS` (default 300; see the `secrets` module), so a rotation takes effect
 //! without recycling instances.
 
+pub use crate::env::EnvError;
 use std::time::Duration;
 
 /// Which of the two PSP secrets: each function's policy grants only the one it reads.
@@ -77,17 +78,9 @@ impl std::fmt::Display for SecretRole {
 /// Why the configuration could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// A required variable is absent or empty.
-    #[error("environment variable {0} is required")]
-    Missing(&'static str),
-    /// A variable does not parse.
-    #[error("environment variable {name} is invalid: {reason}")]
-    Invalid {
-        /// The variable.
-        name: &'static str,
-        /// Why.
-        reason: String,
-    },
+    /// A variable is missing or does not parse.
+    #[error(transparent)]
+    Env(#[from] EnvError),
     /// A PSP secret lacks what the configured PSP needs (never carries a value).
     #[error("the {secret} for PSP={psp} is refused: `{field}` {problem}")]
     Secret {
@@ -108,30 +101,14 @@ pub enum ConfigError {
 
 /// Reads a required variable.
 pub fn required(name: &'static str) -> Result<String, ConfigError> {
-    std::env::var(name)
-        .ok()
-        .filter(|v| !v.is_empty())
-        .ok_or(ConfigError::Missing(name))
+    Ok(crate::env::required(name)?)
 }
 
-/// Reads an optional variable.
-pub fn optional(name: &'static str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
+pub use crate::env::optional;
 
 /// Reads an optional duration given in milliseconds.
 pub fn millis(name: &'static str, default: Duration) -> Result<Duration, ConfigError> {
-    match optional(name) {
-        None => Ok(default),
-        Some(raw) => {
-            raw.parse::<u64>()
-                .map(Duration::from_millis)
-                .map_err(|e| ConfigError::Invalid {
-                    name,
-                    reason: e.to_string(),
-                })
-        }
-    }
+    Ok(crate::env::millis(name, default)?)
 }
 
 /// Table names (`IDEMPOTENCY_TABLE`, `PAYMENTS_TABLE`).
@@ -165,12 +142,14 @@ impl PspKind {
         Self::ALL
             .into_iter()
             .find(|kind| kind.name() == name)
-            .ok_or_else(|| ConfigError::Invalid {
-                name: "PSP",
-                reason: format!(
-                    "{name:?} is not a PSP payonce speaks; expected one of {}",
-                    Self::ALL.map(Self::name).join(", ")
-                ),
+            .ok_or_else(|| {
+                ConfigError::Env(EnvError::Invalid {
+                    name: "PSP",
+                    reason: format!(
+                        "{name:?} is not a PSP payonce speaks; expected one of {}",
+                        Self::ALL.map(Self::name).join(", ")
+                    ),
+                })
             })
     }
 
@@ -209,13 +188,7 @@ pub use crate::logging::init_lambda_tracing;
 
 /// Reads an optional unsigned number.
 pub fn number(name: &'static str, default: u32) -> Result<u32, ConfigError> {
-    match optional(name) {
-        None => Ok(default),
-        Some(raw) => raw.parse::<u32>().map_err(|e| ConfigError::Invalid {
-            name,
-            reason: e.to_string(),
-        }),
-    }
+    Ok(crate::env::number(name, default)?)
 }
 
 #[cfg(all(test, feature = "psp"))]
@@ -427,7 +400,7 @@ mod tests {
                 let error = secret_origin(role, kind, None, None, None).unwrap_err();
                 // THEN the start fails naming the ARN variable
                 assert!(
-                    matches!(error, ConfigError::Missing(v) if v == role.arn_variable()),
+                    matches!(error, ConfigError::Env(EnvError::Missing(v)) if v == role.arn_variable()),
                     "{error}"
                 );
                 // AND local JSON that does not parse names its variable, not its text
@@ -512,7 +485,9 @@ mod tests {
         // the secret the processor refuses to start, with it it reads 2C2P only
         assert!(matches!(
             webhook_parsers_for(PspKind::TwoC2p, None),
-            Err(ConfigError::Missing("PSP_WEBHOOK_SECRET_ARN"))
+            Err(ConfigError::Env(EnvError::Missing(
+                "PSP_WEBHOOK_SECRET_ARN"
+            )))
         ));
         let providers = webhook_parsers_for(PspKind::TwoC2p, Some(&twoc2p_secret())).unwrap();
         assert!(providers.get("2c2p").is_some() && providers.get("stripe").is_none());

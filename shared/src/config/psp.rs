@@ -1,7 +1,7 @@
 //! The PSP a deployment talks to: its settings, its two secrets (where they are read from, what
 //! each must hold) and the adapters and webhook schemes built from them.
 
-use super::{millis, optional, ConfigError, SecretRole};
+use super::{millis, optional, ConfigError, EnvError, SecretRole};
 use crate::adapters::psp::ConfiguredPsp;
 use crate::domain::PspKind;
 use crate::ports::WebhookScheme;
@@ -190,7 +190,7 @@ pub enum SecretOrigin {
 /// (`PSP_SECRET_ARN` / `PSP_WEBHOOK_SECRET_ARN`); in local runs without AWS, the same JSON in
 /// `json` (`PSP_SECRET` / `PSP_WEBHOOK_SECRET`), or for Stripe its one field in `stripe`
 /// (`STRIPE_API_KEY` / `STRIPE_WEBHOOK_SECRETS`, comma-separated). None of them set is a
-/// [`ConfigError::Missing`] naming the ARN variable; JSON that does not parse names its variable.
+/// [`EnvError::Missing`](crate::env::EnvError::Missing) naming the ARN variable; JSON that does not parse names its variable.
 pub fn secret_origin(
     role: SecretRole,
     kind: PspKind,
@@ -204,9 +204,11 @@ pub fn secret_origin(
     if let Some(json) = json {
         return crate::adapters::secrets::parse_psp_secrets(&json)
             .map(SecretOrigin::Fixed)
-            .map_err(|reason| ConfigError::Invalid {
-                name: role.json_variable(),
-                reason,
+            .map_err(|reason| {
+                ConfigError::Env(EnvError::Invalid {
+                    name: role.json_variable(),
+                    reason,
+                })
             });
     }
     match stripe.filter(|_| kind == PspKind::Stripe) {
@@ -220,7 +222,7 @@ pub fn secret_origin(
                 ..PspSecrets::default()
             },
         })),
-        None => Err(ConfigError::Missing(role.arn_variable())),
+        None => Err(ConfigError::Env(EnvError::Missing(role.arn_variable()))),
     }
 }
 
@@ -446,8 +448,9 @@ pub fn webhook_parsers_for(
         PspKind::Stripe => Providers::new().with(ParseOnlyWebhooks::stripe(kind.name())),
         PspKind::Omise => Providers::new().with(ParseOnlyWebhooks::omise(kind.name())),
         PspKind::TwoC2p => {
-            let secrets =
-                secrets.ok_or(ConfigError::Missing(SecretRole::Webhook.arn_variable()))?;
+            let secrets = secrets.ok_or(ConfigError::Env(EnvError::Missing(
+                SecretRole::Webhook.arn_variable(),
+            )))?;
             webhook_providers_for(kind, secrets)?
         }
     })

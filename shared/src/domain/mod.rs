@@ -10,8 +10,8 @@ pub mod refund;
 pub use money::{Currency, MAX_AMOUNT_MINOR};
 pub use order::{LineItem, NewOrder, Order, OrderError, OrderPaymentState};
 pub use payment::{
-    completion_leaves_order, log_order_not_following, names_another_payment, payment_id_for,
-    transition, Failure, FailureKind, Payment, PaymentStatus, PaymentView, Settlement, Transition,
+    completion_leaves_order, names_another_payment, payment_id_for, transition, Failure,
+    FailureKind, Payment, PaymentStatus, PaymentView, Settlement, Transition,
     CHARGE_RECORD_NEVER_EXPIRES_S,
 };
 pub use psp::PspKind;

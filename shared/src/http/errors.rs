@@ -150,8 +150,8 @@ impl From<OrdersError> for Problem {
 }
 
 /// A store failure as an answer. Contention asks for a retry shortly (409
-/// `idempotency-key-in-use`); a failed backend (unreachable, throttled) for a retry with the same
-/// key once it is back (503 `service-unavailable`): what was written, if anything, is held under
+/// `idempotency-key-in-use`); a failed or refusing backend (unreachable, throttled, denied) for a
+/// retry with the same key once it is back or fixed (503 `service-unavailable`): what was written, if anything, is held under
 /// that key, so the retry finds it. Anything else (a corrupt item, a lost lease) is a 500.
 fn store_problem(error: StoreError) -> Problem {
     match error {
@@ -160,7 +160,7 @@ fn store_problem(error: StoreError) -> Problem {
             "the request is contended; retry shortly",
         )
         .retry_after(Duration::from_secs(1)),
-        StoreError::Backend { .. } => {
+        StoreError::Backend { .. } | StoreError::Refused { .. } => {
             tracing::warn!(error = %crate::error_chain(&error), "the store failed; asking the client to retry");
             Problem::new(
                 ProblemType::ServiceUnavailable,

@@ -365,10 +365,13 @@ impl<S: IdempotencyStore> IdempotentEvents<S> {
         let mut failed_groups: Vec<Option<String>> = Vec::new();
         for record in event.payload.records {
             let group = record.attributes.get("MessageGroupId").cloned();
-            let blocked = if self.skip_group_on_error {
-                failed_groups.contains(&group)
-            } else {
-                !failed_groups.is_empty()
+            // A message without a group could belong to any: it waits for every failure, and
+            // its own failure holds every later message back.
+            let blocked = match &group {
+                Some(_) if self.skip_group_on_error => {
+                    failed_groups.contains(&group) || failed_groups.contains(&None)
+                }
+                _ => !failed_groups.is_empty(),
             };
             let outcome = if blocked {
                 Err(EventError::SkippedAfterFailure)

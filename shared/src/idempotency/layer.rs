@@ -219,16 +219,24 @@ impl<S, Svc: Clone> Clone for Idempotent<S, Svc> {
 }
 
 /// The fingerprint [`IdempotencyLayer`] uses by default: the method, the path, the query string
-/// and the body with its kind — a JSON body in canonical form (sorted keys, no insignificant
+/// (its `&`-separated parameters sorted, as a REST API or an ALB event rebuilds the query from a
+/// map whose order is not the client's) and the body with its kind — a JSON body in canonical form (sorted keys, no insignificant
 /// whitespace), any other as its text or its bytes, so a text body never equals the JSON string
 /// of the same characters. Headers are not part of it: they change between honest retries.
 pub fn default_fingerprint(request: &Request) -> Fingerprint {
     Fingerprint::of_value(&json!({
         "method": request.method().as_str(),
         "path": request.uri().path(),
-        "query": request.uri().query(),
+        "query": request.uri().query().map(sorted_parameters),
         "body": body_kind(request.body()),
     }))
+}
+
+/// The query's non-empty `&`-separated parameters, each as sent, in sorted order.
+fn sorted_parameters(query: &str) -> Vec<&str> {
+    let mut parameters: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+    parameters.sort_unstable();
+    parameters
 }
 
 /// The body as JSON, or `Null` when it is empty or not JSON.

@@ -21,8 +21,9 @@ mod store;
 pub use fingerprint::Fingerprint;
 pub use key::{IdempotencyKey, InvalidKey, RecordKey, MAX_KEY_LEN};
 pub use record::{
-    check_completed_size, stored_request_id, IdempotencyRecord, Lease, LeaseToken, RecordState,
-    RecordStatus, MAX_ATTEMPT_ID_BYTES, MAX_ITEM_BYTES, MAX_REQUEST_ID_BYTES,
+    check_completed_size, check_completed_size_named, stored_request_id, CompletedNames,
+    IdempotencyRecord, Lease, LeaseToken, RecordState, RecordStatus, MAX_ATTEMPT_ID_BYTES,
+    MAX_ITEM_BYTES, MAX_REQUEST_ID_BYTES,
 };
 pub use run::{
     decide, Attempt, Decision, Idempotency, IdempotencyConfig, Outcome, RunError, RunRequest,

@@ -175,19 +175,60 @@ pub(crate) fn too_large_size(stored: &str) -> Option<usize> {
     stored.strip_prefix(TOO_LARGE_PREFIX)?.parse().ok()
 }
 
+/// Longest lease token a record may hold, in bytes (tokens are UUIDs, 36 bytes).
+const MAX_LEASE_TOKEN_BYTES: usize = 64;
+
+/// The names a completed record's attributes are stored under, where a store may rename them.
+#[derive(Debug, Clone, Copy)]
+pub struct CompletedNames<'a> {
+    /// The partition key.
+    pub key: &'a str,
+    /// `COMPLETED`.
+    pub status: &'a str,
+    /// The request's fingerprint.
+    pub validation: &'a str,
+    /// The result.
+    pub data: &'a str,
+    /// The TTL attribute.
+    pub expiry: &'a str,
+}
+
+impl CompletedNames<'static> {
+    /// payonce's own layout.
+    pub const DEFAULT: Self = Self {
+        key: "pk",
+        status: "status",
+        validation: "fingerprint",
+        data: "result",
+        expiry: "expires_at",
+    };
+}
+
 /// Refuses, before any write, a result that would make the completed record exceed
-/// [`MAX_ITEM_BYTES`]. Counts as DynamoDB does (attribute names plus values), taking the
-/// largest possible attempt id and number sizes, so what passes here always fits.
+/// [`MAX_ITEM_BYTES`] in payonce's own layout; see [`check_completed_size_named`].
 pub fn check_completed_size(key: &RecordKey, result: &str) -> Result<(), StoreError> {
+    check_completed_size_named(key, result, &CompletedNames::DEFAULT)
+}
+
+/// Refuses, before any write, a result that would make the completed record, its attributes
+/// named `names`, exceed [`MAX_ITEM_BYTES`]. Counts as DynamoDB does (attribute names plus
+/// values), taking the largest possible attempt id, request id, lease token (kept on the
+/// completed record) and number sizes, so what passes here always fits.
+pub fn check_completed_size_named(
+    key: &RecordKey,
+    result: &str,
+    names: &CompletedNames<'_>,
+) -> Result<(), StoreError> {
     let strings = [
-        ("pk", key.as_str().len()),
-        ("status", RecordStatus::Completed.as_str().len()),
-        ("fingerprint", 64),
+        (names.key, key.as_str().len()),
+        (names.status, RecordStatus::Completed.as_str().len()),
+        (names.validation, 64),
         ("attempt_id", MAX_ATTEMPT_ID_BYTES),
         ("request_id", MAX_REQUEST_ID_BYTES),
-        ("result", result.len()),
+        ("lease_token", MAX_LEASE_TOKEN_BYTES),
+        (names.data, result.len()),
     ];
-    let numbers = ["created_at_ms", "expires_at"];
+    let numbers = ["created_at_ms", names.expiry];
     let size_bytes = strings
         .iter()
         .map(|(name, len)| name.len() + len)

@@ -54,25 +54,22 @@ impl IdempotencyConfig {
     /// | `IDEMPOTENCY_EXPIRES_AFTER_SECONDS` | [`retention`](Self::retention) (Powertools' `expires_after_seconds`) | 86400 |
     /// | `IDEMPOTENCY_LEASE_MARGIN_MS` | [`lease_margin`](Self::lease_margin) | 5000 |
     /// | `IDEMPOTENCY_CONFLICT_RETRIES` | [`conflict_retries`](Self::conflict_retries) | 3 |
-    pub fn from_env() -> Result<Self, crate::config::ConfigError> {
+    pub fn from_env() -> Result<Self, crate::env::EnvError> {
         let defaults = Self::default();
-        let seconds = crate::config::number(
+        let seconds = crate::env::number(
             "IDEMPOTENCY_EXPIRES_AFTER_SECONDS",
             u32::try_from(defaults.retention.as_secs()).unwrap_or(u32::MAX),
         )?;
         if seconds == 0 {
-            return Err(crate::config::ConfigError::Invalid {
+            return Err(crate::env::EnvError::Invalid {
                 name: "IDEMPOTENCY_EXPIRES_AFTER_SECONDS",
                 reason: "a record must be kept for at least one second".into(),
             });
         }
         Ok(Self {
             retention: Duration::from_secs(u64::from(seconds)),
-            lease_margin: crate::config::millis(
-                "IDEMPOTENCY_LEASE_MARGIN_MS",
-                defaults.lease_margin,
-            )?,
-            conflict_retries: crate::config::number(
+            lease_margin: crate::env::millis("IDEMPOTENCY_LEASE_MARGIN_MS", defaults.lease_margin)?,
+            conflict_retries: crate::env::number(
                 "IDEMPOTENCY_CONFLICT_RETRIES",
                 defaults.conflict_retries,
             )?,
@@ -92,10 +89,10 @@ impl IdempotencyConfig {
     /// work still runs, and a duplicate would then claim the key afresh and run it again.
     /// Records are kept at least until their lease ends whatever the retention, but a
     /// retention this short says the configuration is wrong.
-    pub fn check_timeout(&self, timeout: Duration) -> Result<(), crate::config::ConfigError> {
+    pub fn check_timeout(&self, timeout: Duration) -> Result<(), crate::env::EnvError> {
         let lease = timeout.saturating_add(self.lease_margin);
         if self.retention < lease {
-            return Err(crate::config::ConfigError::Invalid {
+            return Err(crate::env::EnvError::Invalid {
                 name: "IDEMPOTENCY_EXPIRES_AFTER_SECONDS",
                 reason: format!(
                     "a retention of {} s is shorter than the lease of a {} s invocation plus its {} ms margin",

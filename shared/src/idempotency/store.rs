@@ -132,7 +132,18 @@ pub enum StoreError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The backend failed (network, throttling, permissions...).
+    /// The backend refused the request as such (it is malformed, the caller lacks permission,
+    /// the table is missing): sending it again is refused again until someone changes the
+    /// request or the deployment.
+    #[error("the idempotency store refused {operation}")]
+    Refused {
+        /// The store operation that was refused.
+        operation: &'static str,
+        /// The backend's own error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The backend failed (network, throttling, a server error...).
     #[error("the idempotency store failed during {operation}")]
     Backend {
         /// The store operation that failed.

@@ -14,7 +14,7 @@
 //! decline adds one more write per counter when the charge answers it
 //! ([`ChargeStore::count_decline`]); a decline learnt later (webhook, reconcile) does not count.
 
-use crate::config::{number, ConfigError};
+use crate::config::{number, ConfigError, EnvError};
 use crate::idempotency::StoreError;
 use crate::ports::{AttemptCount, ChargeStore, Counter};
 use std::time::Duration;
@@ -66,10 +66,10 @@ impl AttemptLimits {
         let d = Self::default();
         let positive = |name: &'static str, default: u32| -> Result<u32, ConfigError> {
             match number(name, default)? {
-                0 => Err(ConfigError::Invalid {
+                0 => Err(ConfigError::Env(EnvError::Invalid {
                     name,
                     reason: "must be a positive integer".into(),
-                }),
+                })),
                 n => Ok(n),
             }
         };

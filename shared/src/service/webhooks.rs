@@ -185,10 +185,12 @@ impl ProcessorConfig {
             Some("true") => Some(true),
             Some("false") => Some(false),
             Some(other) => {
-                return Err(crate::config::ConfigError::Invalid {
-                    name: "PSP_LIVEMODE",
-                    reason: format!("expected true or false, got {other}"),
-                })
+                return Err(crate::config::ConfigError::Env(
+                    crate::env::EnvError::Invalid {
+                        name: "PSP_LIVEMODE",
+                        reason: format!("expected true or false, got {other}"),
+                    },
+                ))
             }
         };
         Ok(Self {

@@ -189,7 +189,9 @@ async fn the_first_answer_is_the_handlers_own_response<H: StoreHarness>(h: H) {
     assert_eq!(replay.body().as_ref(), br#"{"id":"thing_1"}"#);
 }
 
-/// The default fingerprint covers the query string, and a text body is not its JSON string.
+/// The default fingerprint covers the query string, whatever the order its parameters arrive
+/// in (a REST API or ALB event rebuilds the query from a map), and a text body is not its JSON
+/// string.
 async fn the_fingerprint_covers_the_query_and_the_body_kind<H: StoreHarness>(h: H) {
     let handler = Scripted::new(&[201]);
     let mut service = layer(&h).layer(handler.service());
@@ -200,8 +202,16 @@ async fn the_fingerprint_covers_the_query_and_the_body_kind<H: StoreHarness>(h: 
             .unwrap();
         request
     };
-    assert_eq!(call(&mut service, with_query("size=1")).await.status(), 201);
-    let other = call(&mut service, with_query("size=2")).await;
+    assert_eq!(
+        call(&mut service, with_query("size=1&color=red"))
+            .await
+            .status(),
+        201
+    );
+    let reordered = call(&mut service, with_query("color=red&size=1")).await;
+    assert_eq!(reordered.status(), 201);
+    assert_eq!(reordered.headers()["idempotent-replayed"], "true");
+    let other = call(&mut service, with_query("size=2&color=red")).await;
     assert_eq!(other.status(), 422);
     assert_eq!(problem(&other), "/problems/idempotency-key-mismatch");
 
@@ -418,7 +428,8 @@ async fn an_sqs_result_over_the_limit_runs_once_across_redeliveries<H: StoreHarn
 }
 
 /// A FIFO batch stops at its first failure: that message and every later one are reported
-/// (the later ones not run); with `skip_group_on_error`, only the failed group's later ones.
+/// (the later ones not run); with `skip_group_on_error`, only the failed group's later ones,
+/// where a message without a group counts as every group.
 async fn a_fifo_batch_keeps_its_order_after_a_failure<H: StoreHarness>(h: H) {
     let runs = Arc::new(Mutex::new(Vec::new()));
     let work = |event: Value| {
@@ -449,6 +460,37 @@ async fn a_fifo_batch_keeps_its_order_after_a_failure<H: StoreHarness>(h: H) {
     let answer = by_group.sqs_fifo_batch(batch(messages()), work).await;
     assert_eq!(failed_ids(&answer), vec!["2", "4"]);
     assert_eq!(*runs.lock().unwrap(), vec!["a1", "bad-a2", "b1"]);
+
+    // A message without a group could be of any group: its failure holds every later message
+    // back, and it waits for any earlier failure.
+    runs.lock().unwrap().clear();
+    let ungrouped = events(&h, "fifo.ungrouped", "/body/id").skip_group_on_error(true);
+    let answer = ungrouped
+        .sqs_fifo_batch(
+            batch(vec![
+                sqs_message("1", None, json!({"id": "bad-n1"})),
+                sqs_message("2", None, json!({"id": "n2"})),
+                sqs_message("3", Some("a"), json!({"id": "a1"})),
+            ]),
+            work,
+        )
+        .await;
+    assert_eq!(failed_ids(&answer), vec!["1", "2", "3"]);
+    assert_eq!(*runs.lock().unwrap(), vec!["bad-n1"]);
+
+    runs.lock().unwrap().clear();
+    let answer = ungrouped
+        .sqs_fifo_batch(
+            batch(vec![
+                sqs_message("4", Some("a"), json!({"id": "bad-a4"})),
+                sqs_message("5", Some("b"), json!({"id": "b5"})),
+                sqs_message("6", None, json!({"id": "n6"})),
+            ]),
+            work,
+        )
+        .await;
+    assert_eq!(failed_ids(&answer), vec!["4", "6"]);
+    assert_eq!(*runs.lock().unwrap(), vec!["bad-a4", "b5"]);
 }
 
 macro_rules! on_both_stores {

@@ -13,8 +13,9 @@ use super::{backend, is_condition_failure};
 use crate::adapters::faults::Faults;
 use crate::clock::{system_clock, SharedClock};
 use crate::idempotency::{
-    check_completed_size, Claim, ClaimOutcome, Fingerprint, IdempotencyRecord, IdempotencyStore,
-    Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError, TakeoverOutcome,
+    check_completed_size_named, Claim, ClaimOutcome, CompletedNames, Fingerprint,
+    IdempotencyRecord, IdempotencyStore, Lease, LeaseToken, RecordKey, RecordState, RecordStatus,
+    StoreError, TakeoverOutcome,
 };
 #[cfg(feature = "payments")]
 use crate::ports::ExpiredSweep;
@@ -82,7 +83,7 @@ impl IdempotencyAttributes {
     /// `IDEMPOTENCY_STATUS_ATTR`, `IDEMPOTENCY_DATA_ATTR`, `IDEMPOTENCY_VALIDATION_ATTR`.
     pub fn from_env() -> Self {
         let read = |name: &'static str, default: Cow<'static, str>| {
-            crate::config::optional(name).map_or(default, Cow::Owned)
+            crate::env::optional(name).map_or(default, Cow::Owned)
         };
         Self {
             key: read("IDEMPOTENCY_KEY_ATTR", DEFAULT_ATTRIBUTES.key),
@@ -123,8 +124,8 @@ impl DynamoIdempotencyStore {
 
     /// The store on the table named in `IDEMPOTENCY_TABLE`, with the attribute names of
     /// [`IdempotencyAttributes::from_env`].
-    pub fn from_env(client: Client) -> Result<Self, crate::config::ConfigError> {
-        Ok(Self::new(client, crate::config::required(TABLE_VARIABLE)?)
+    pub fn from_env(client: Client) -> Result<Self, crate::env::EnvError> {
+        Ok(Self::new(client, crate::env::required(TABLE_VARIABLE)?)
             .with_attributes(IdempotencyAttributes::from_env()))
     }
 
@@ -342,7 +343,17 @@ impl IdempotencyStore for DynamoIdempotencyStore {
         result: &str,
         expires_at_s: i64,
     ) -> Result<(), StoreError> {
-        check_completed_size(key, result)?;
+        check_completed_size_named(
+            key,
+            result,
+            &CompletedNames {
+                key: &self.names.key,
+                status: &self.names.status,
+                validation: &self.names.validation,
+                data: &self.names.data,
+                expiry: &self.names.expiry,
+            },
+        )?;
         self.check_faults(key)?;
         let sent = self
             .client

@@ -59,8 +59,20 @@ pub(crate) fn is_condition_failure<E: ProvideErrorMetadata, R>(error: &SdkError<
     service_code(error) == Some("ConditionalCheckFailedException")
 }
 
+/// DynamoDB's answers to a request that is refused as such, and would be again: sending it once
+/// more cannot help. Any other failure (a throttle, a server error, a lost connection) may pass.
+const REFUSALS: [&str; 6] = [
+    "ValidationException",
+    "AccessDeniedException",
+    "ResourceNotFoundException",
+    "UnrecognizedClientException",
+    "MissingAuthenticationTokenException",
+    "ItemCollectionSizeLimitExceededException",
+];
+
 /// Maps an SDK error the caller does not handle itself: a transaction conflict becomes the
-/// retryable [`StoreError::Conflict`], anything else a backend error that keeps its source.
+/// retryable [`StoreError::Conflict`], a refusal [`StoreError::Refused`], anything else a
+/// backend error; both keep their source.
 pub(crate) fn backend<E, R>(
     operation: &'static str,
     item: &str,
@@ -70,10 +82,19 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
 {
-    if service_code(&error) == Some("TransactionConflictException") {
-        return StoreError::Conflict {
-            item: item.to_owned(),
-        };
+    match service_code(&error) {
+        Some("TransactionConflictException") => {
+            return StoreError::Conflict {
+                item: item.to_owned(),
+            }
+        }
+        Some(code) if REFUSALS.contains(&code) => {
+            return StoreError::Refused {
+                operation,
+                source: Box::new(error),
+            }
+        }
+        _ => {}
     }
     StoreError::Backend {
         operation,

@@ -452,7 +452,7 @@ impl DynamoPaymentStore {
                             now_ms,
                             self.late_duplicates,
                         );
-                        crate::domain::log_order_not_following(&after);
+                        crate::alarms::order_not_following(&after);
                         continue;
                     }
                     return Err(StoreError::Corrupt {

@@ -434,7 +434,7 @@ fn write_transition(
     if applies && !leave_order && !order_follows {
         // The order is held or paid by another attempt: the payment still moves, the order
         // stays as it is.
-        crate::domain::log_order_not_following(&after);
+        crate::alarms::order_not_following(&after);
     }
 
     if let Some(stored) = tables.payments.payment_mut(&payment.payment_id) {

@@ -1,0 +1,273 @@
+//! The PSP: the requests payonce sends, the outcomes it must tell apart, and what fencing a
+//! key proved.
+
+use crate::domain::{Currency, Payment, Refund, RefundReason, RefundSettlement};
+use async_trait::async_trait;
+use std::time::Duration;
+
+/// A refund request to a PSP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundRequest {
+    /// Our refund id (sent as metadata, matched by lookups).
+    pub refund_id: String,
+    /// Our payment id (sent as metadata).
+    pub payment_id: String,
+    /// The PSP's id of the charge refunded.
+    pub provider_payment_id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// Currency.
+    pub currency: Currency,
+    /// Why, if given.
+    pub reason: Option<RefundReason>,
+    /// `payonce-refund-<payment_id>-<n>`.
+    pub idempotency_key: String,
+    /// Whether an earlier call under this refund's key may have reached the PSP: a PSP that
+    /// ignores refund keys may then refuse this one because of that earlier refund, so its
+    /// refusal proves nothing.
+    pub resend: bool,
+}
+
+impl RefundRequest {
+    /// The request for `refund` of the PSP charge `provider_payment_id`: a pure function of the
+    /// refund, so every re-send under its key is identical.
+    pub fn for_refund(refund: &Refund, provider_payment_id: &str) -> Self {
+        Self {
+            refund_id: refund.refund_id.clone(),
+            payment_id: refund.payment_id.clone(),
+            provider_payment_id: provider_payment_id.to_owned(),
+            amount: refund.amount,
+            currency: refund.currency,
+            reason: refund.reason,
+            idempotency_key: refund.psp_key(),
+            resend: refund.psp_maybe_reached,
+        }
+    }
+}
+
+/// The outcome classes the refund path must tell apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefundOutcome {
+    /// The PSP answered with a refund, or refused the request for good: what it said.
+    Answered(RefundSettlement),
+    /// This call never reached the PSP, or our credentials were refused (see
+    /// [`PspOutcome::NotSent`]).
+    NotSent {
+        /// What happened (for logs).
+        reason: String,
+    },
+    /// Anything after a connection was made without a definitive answer.
+    Unknown {
+        /// What happened (for logs).
+        reason: String,
+    },
+}
+
+/// A charge request to a PSP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChargeRequest {
+    /// Our attempt id (sent as metadata).
+    pub payment_id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// Currency.
+    pub currency: Currency,
+    /// PSP payment method token.
+    pub payment_method: String,
+    /// The PSP idempotency key derived from the attempt.
+    pub idempotency_key: String,
+}
+
+impl ChargeRequest {
+    /// The request for `payment`, under the key derived from its id.
+    pub fn for_payment(payment: &Payment) -> Self {
+        Self {
+            payment_id: payment.payment_id.clone(),
+            amount: payment.amount,
+            currency: payment.currency,
+            payment_method: payment.payment_method.clone(),
+            idempotency_key: charge_key(&payment.payment_id),
+        }
+    }
+}
+
+/// The PSP idempotency key of a charge: `payonce-charge-<payment_id>`.
+pub fn charge_key(payment_id: &str) -> String {
+    format!("payonce-charge-{payment_id}")
+}
+
+/// The outcome classes the charge path must tell apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PspOutcome {
+    /// Charged.
+    Approved {
+        /// The PSP's id.
+        provider_payment_id: String,
+    },
+    /// Definitively declined by the issuer.
+    Declined {
+        /// The PSP's id, if it created one.
+        provider_payment_id: Option<String>,
+        /// Decline code.
+        decline_code: String,
+    },
+    /// Definitively refused: the payment method itself is invalid.
+    Rejected {
+        /// The PSP's message.
+        message: String,
+    },
+    /// Definitively refused for another reason than the payment method (a validation error such
+    /// as `amount_too_small`): nothing was charged, nor will a re-send charge.
+    Refused {
+        /// The PSP's error code.
+        code: String,
+    },
+    /// This call never reached the PSP, or our credentials were refused. Only if every call ever
+    /// made under the attempt's key was of this class may the order be released.
+    NotSent {
+        /// What happened (for logs; never shown to clients).
+        reason: String,
+    },
+    /// Anything after a connection was made without a definitive answer.
+    Unknown {
+        /// What happened (for logs).
+        reason: String,
+    },
+}
+
+/// What a PSP knows about one of our attempts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PspLookup {
+    /// The PSP has no charge for this attempt (as far as its lookup can tell).
+    NotFound,
+    /// Charged.
+    Succeeded {
+        /// The PSP's id.
+        provider_payment_id: String,
+        /// What the PSP says it charged, where its answer says it: reconcile applies nothing
+        /// it disagrees with.
+        amount: Option<CheckedAmount>,
+    },
+    /// Declined.
+    Declined {
+        /// The PSP's id.
+        provider_payment_id: String,
+        /// Decline code.
+        decline_code: String,
+        /// What the PSP says the declined charge was for, where its answer says it.
+        amount: Option<CheckedAmount>,
+    },
+    /// Exists but not final yet (`processing`, `requires_action`, `requires_capture`...).
+    Pending {
+        /// The PSP's id.
+        provider_payment_id: String,
+    },
+    /// Cancelled without a charge: nothing can ever be charged under the attempt's key.
+    Canceled {
+        /// The PSP's id.
+        provider_payment_id: String,
+    },
+}
+
+impl PspLookup {
+    /// What the PSP says the charge it found was for, where it says it.
+    pub fn amount(&self) -> Option<&CheckedAmount> {
+        match self {
+            Self::Succeeded { amount, .. } | Self::Declined { amount, .. } => amount.as_ref(),
+            Self::NotFound | Self::Pending { .. } | Self::Canceled { .. } => None,
+        }
+    }
+}
+
+/// Errors of a PSP call that are not charge outcomes (lookups).
+#[derive(Debug, thiserror::Error)]
+#[error("the PSP call failed: {reason}")]
+pub struct PspError {
+    /// What happened.
+    pub reason: String,
+}
+
+/// A payment service provider.
+#[async_trait]
+pub trait Psp: Send + Sync {
+    /// The provider's name as stored on payments (`stripe`, ...).
+    fn name(&self) -> &str;
+    /// Which PSP this is: what its payment method tokens look like, what it charges.
+    fn kind(&self) -> crate::domain::PspKind;
+    /// Whether refunds can go through this PSP at all. Without them the refund path answers
+    /// 409 `refund-not-supported` before claiming anything (2C2P: its refunds need the
+    /// Payment Maintenance API's exchanged RSA keys, which payonce does not have).
+    fn supports_refunds(&self) -> bool {
+        true
+    }
+    /// Creates and confirms a charge under `request.idempotency_key`, giving up after `timeout`.
+    async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome;
+    /// Looks an attempt up by our payment id.
+    async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError>;
+    /// Proves whether the PSP ever ran `request`'s key, by re-sending the create under the
+    /// same key without confirming it (search APIs lag, so "not found" is never proof).
+    async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError>;
+    /// Cancels an unconfirmed charge created by [`Psp::fence`].
+    async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError>;
+    /// Refunds under `request.idempotency_key`, giving up after `timeout`.
+    async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome;
+    /// What the PSP holds for our refund `refund_id` of the charge `provider_payment_id`, by
+    /// listing the charge's refunds (never by search, never creating one); `None` if none
+    /// carries our id.
+    async fn lookup_refund(
+        &self,
+        provider_payment_id: &str,
+        refund_id: &str,
+    ) -> Result<Option<RefundSettlement>, PspError>;
+}
+
+/// What fencing a PSP key proved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fence {
+    /// The key had never run: the PSP created an unconfirmed charge under it (to be cancelled),
+    /// so no charge can ever run under it again.
+    NeverRan {
+        /// The unconfirmed charge the fence created.
+        provider_payment_id: String,
+    },
+    /// The key was used by an earlier request (a charge may exist even if lookups miss it).
+    KeyUsed,
+    /// The key was used, yet the PSP holds no charge under it, and only the invocation that
+    /// used it could ever make one (2C2P: the invoice's payment tokens exist only in the
+    /// invocations that requested them, which spend them at once). Reconcile asks only once no
+    /// such invocation can be alive (the attempt's lease lapsed), so nothing can be charged.
+    UsedWithoutCharge,
+    /// A request with the key is in flight at the PSP right now.
+    InFlight,
+    /// The fence itself was refused by validation (e.g. the payment method no longer exists).
+    /// The original request carried the same parameters, so it was refused alike: nothing was
+    /// charged under the key.
+    Refused {
+        /// Whether the refusal names the payment method.
+        payment_method: bool,
+    },
+    /// The PSP offers no way to prove a key was never used (nothing can be created under it
+    /// that would block a late charge): the attempt waits for an operator.
+    Unprovable,
+}
+
+/// An amount a PSP reports (in an event or a lookup), to be checked against ours.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedAmount {
+    /// Minor units.
+    pub minor: i64,
+    /// Lowercase ISO 4217 code.
+    pub currency: String,
+}
+
+impl CheckedAmount {
+    /// The `amount` (integer, minor units) and `currency` (any case) of a PSP object, as Stripe
+    /// and Omise write them on payment intents, charges and refunds; `None` unless both are
+    /// there.
+    pub fn of_object(object: &serde_json::Value) -> Option<Self> {
+        Some(Self {
+            minor: object["amount"].as_i64()?,
+            currency: object["currency"].as_str()?.to_ascii_lowercase(),
+        })
+    }
+}
