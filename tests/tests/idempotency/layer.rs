@@ -268,3 +268,27 @@ fn a_layer_refuses_a_retention_shorter_than_its_lease() {
     let layer = layer.fallback_timeout(std::time::Duration::from_secs(10));
     let _ = layer.fallback_timeout(std::time::Duration::from_secs(30));
 }
+
+/// A store that refuses the claim as such (here: its table does not exist) is a deployment
+/// fault a retry cannot get past: 500 `internal`, and the handler never runs. A store that
+/// fails (unreachable, throttled) is a 503 with `Retry-After` instead (`payments::store_down`).
+#[tokio::test]
+async fn a_store_that_refuses_the_claim_is_an_internal_error_and_runs_nothing() {
+    let client =
+        payonce_tests::dynamodb_client(&payonce::adapters::dynamodb::RequestCounter::new());
+    let store = payonce::adapters::dynamodb::DynamoIdempotencyStore::new(
+        client,
+        payonce_tests::unique_table("missing"),
+    );
+    let runs = Arc::new(AtomicU32::new(0));
+    let mut service = IdempotencyLayer::new(
+        Idempotency::new(store, IdempotencyConfig::default()),
+        "things.create",
+    )
+    .layer(counting(201, &runs));
+    let answer = call(&mut service, post(Some("alice"), Some("k"), "{}")).await;
+    assert_eq!(answer.status(), 500);
+    assert_eq!(problem(&answer), "/problems/internal");
+    assert!(answer.headers().get("retry-after").is_none());
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
