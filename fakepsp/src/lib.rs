@@ -13,8 +13,10 @@
 //! validation (currency minimums, `amount_too_large`, confirm-only parameters, unknown
 //! parameters) before the idempotency key, 400 `idempotency_error` on a key reused with other
 //! parameters, 409 while a key is in flight, keys forgotten at a random moment 24–48 h after
-//! being stored, search that lags behind writes, refunds refused like Stripe refuses them. See the
-//! [`model`] module for the rules and the Stripe documentation each follows.
+//! being stored, search that lags behind writes, refunds refused like Stripe refuses them. The
+//! [`model`] is a provider-neutral ledger (the `ledger` module) with one face per PSP in front of
+//! it (the `faces` modules); the rules and the Stripe documentation each follows are in the
+//! `faces::stripe` module.
 //!
 //! With `confirm=true`, `POST /v1/payment_intents` behaves by token:
 //!
@@ -56,7 +58,7 @@
 //! (`payment_rejected`, `insufficient_fund`), an unknown token 404 `not_found`, the processing and
 //! requires-action tokens `pending` charges that complete with `charge.complete`; webhooks
 //! (`charge.create`, `charge.complete`, `refund.create`) are signed with `Omise-Signature` (see
-//! [`sign_omise_webhook`]). The rules and their sources are in the `omise` module.
+//! [`sign_omise_webhook`]). The rules and their sources are in the `faces::omise` module.
 //!
 //! **The 2C2P face** ([`FakePspConfig::twoc2p`]) serves the same model under `/payment/4.3`:
 //! `paymentToken` and `paymentInquiry` take and answer `{"payload":"<JWT>"}` signed HS256 with
@@ -64,7 +66,7 @@
 //! the test token as `securePayToken`. The invoice number is the idempotency key (`9015` for one
 //! used before), a payment token is single use (`9041`), declines read as 2C2P's issuer codes
 //! (`4005`, `4051`) in the inquiry, and final charges are notified with a signed backend
-//! notification. There are no refunds. The rules and their sources are in the `twoc2p` module.
+//! notification. There are no refunds. The rules and their sources are in the `faces::twoc2p` module.
 //!
 //! `GET /_fake/charges` and `GET /_fake/refunds` (no auth, not counted) list everything created,
 //! with `provider`, `id`, `outcome`, `amount`, `currency`, `payment_id`, `idempotency_key` and,
@@ -85,23 +87,19 @@
 //! # }
 //! ```
 
-mod behaviour;
 mod conn;
 mod currency;
+mod faces;
+mod ledger;
 pub mod model;
-mod omise;
-mod params;
-mod reply;
 mod running;
 mod server;
-mod state;
-mod twoc2p;
 mod webhooks;
 
 use std::time::Duration;
 
+pub use ledger::{FakeCharge, FakeRefund};
 pub use running::{FakePsp, RunningFakePsp};
-pub use state::{FakeCharge, FakeRefund};
 pub use webhooks::{sign_omise_webhook, sign_webhook};
 
 /// Signs `claims` as the 2C2P face signs its answers and backend notifications: a compact JWS
@@ -109,7 +107,7 @@ pub use webhooks::{sign_omise_webhook, sign_webhook};
 /// `key` used as text (the face's `api_key`). A notification body is `{"payload":"<this>"}`;
 /// tests use it to deliver notifications of their own in the face's wire format.
 pub fn sign_twoc2p_jwt(key: &str, claims: &serde_json::Value) -> String {
-    twoc2p::sign(key, claims)
+    faces::sign_twoc2p_jwt(key, claims)
 }
 
 /// The API key the fake PSP accepts unless told otherwise.
@@ -138,10 +136,10 @@ pub enum Provider {
     /// Stripe's PaymentIntents and Refunds under `/v1` (the default).
     #[default]
     Stripe,
-    /// Omise's Charges, Refunds and Search at the API root (see the `omise` module).
+    /// Omise's Charges, Refunds and Search at the API root (see the `faces::omise` module).
     Omise,
     /// 2C2P PGW v4.3's Payment Token, Do Payment and Payment Inquiry under `/payment/4.3`, and
-    /// its backend notification; no refunds (see the `twoc2p` module).
+    /// its backend notification; no refunds (see the `faces::twoc2p` module).
     TwoC2p,
 }
 

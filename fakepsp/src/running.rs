@@ -9,9 +9,9 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::conn::{ConnHandle, SeverableListener};
-use crate::model::{ModelConfig, StripeModel};
+use crate::ledger::{FakeCharge, FakeRefund};
+use crate::model::{FakeModel, ModelConfig};
 use crate::server::{self, now_ms, App};
-use crate::state::{FakeCharge, FakeRefund};
 use crate::webhooks::{Signer, Webhooks};
 use crate::{FakePspConfig, Provider, WebhookKnobs};
 
@@ -63,7 +63,7 @@ impl FakePsp {
             ..ModelConfig::default()
         };
         // The real clock and a fresh seed: determinism is the simulation's business.
-        let model = Arc::new(StripeModel::new(model_config, fastrand::u64(..)));
+        let model = Arc::new(FakeModel::new(model_config, fastrand::u64(..)));
         let ticker = Arc::new(Notify::new());
         let ticker_task = tokio::spawn(run_ticker(
             Arc::clone(&model),
@@ -106,7 +106,7 @@ impl FakePsp {
 /// Applies the model's time-driven transitions (`processing` → `succeeded`, `requires_action`
 /// → `requires_payment_method`, refunds that succeed or fail later) as they fall due and sends their webhooks. Sleeps until the next
 /// one is due, or until a request (which may have scheduled an earlier one) wakes it.
-async fn run_ticker(model: Arc<StripeModel>, webhooks: Arc<Webhooks>, wake: Arc<Notify>) {
+async fn run_ticker(model: Arc<FakeModel>, webhooks: Arc<Webhooks>, wake: Arc<Notify>) {
     loop {
         webhooks.send(model.tick(now_ms()));
         let wait = model.next_transition_ms().map_or(TICKER_IDLE, |due_ms| {
@@ -173,8 +173,8 @@ impl RunningFakePsp {
     }
 
     /// The model behind the server, e.g. to hold an idempotency key in flight
-    /// ([`StripeModel::begin_in_flight`]) so that requests with it get 409.
-    pub fn model(&self) -> &StripeModel {
+    /// ([`FakeModel::begin_in_flight`]) so that requests with it get 409.
+    pub fn model(&self) -> &FakeModel {
         &self.app.model
     }
 

@@ -1,5 +1,5 @@
 //! The HTTP surface, a thin layer over the [model](crate::model): every request except
-//! the test controls under `/_fake/` is handed to [`StripeModel::handle`] as it came off the wire, and the
+//! the test controls under `/_fake/` is handed to [`FakeModel::handle`] as it came off the wire, and the
 //! model's answer is written back — at once, after the slow delay, or not at all — while its
 //! events go to webhook delivery.
 //!
@@ -18,7 +18,7 @@ use axum::{Json, Router};
 use tokio::sync::{watch, Notify};
 
 use crate::conn::ConnHandle;
-use crate::model::{Delivery, StripeModel, WireAnswer, WireRequest};
+use crate::model::{Delivery, FakeModel, WireAnswer, WireRequest};
 use crate::webhooks::Webhooks;
 
 /// The header Stripe sets on a response that was replayed from the idempotency cache.
@@ -27,7 +27,7 @@ const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 /// What every handler shares.
 #[derive(Clone, Debug)]
 pub(crate) struct App {
-    pub(crate) model: Arc<StripeModel>,
+    pub(crate) model: Arc<FakeModel>,
     pub(crate) webhooks: Arc<Webhooks>,
     /// Wakes the ticker after each request, which may have scheduled a time-driven transition.
     pub(crate) ticker: Arc<Notify>,

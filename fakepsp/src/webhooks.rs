@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::model::ModelEvent;
+use crate::ledger::ModelEvent;
 use crate::WebhookKnobs;
 
 /// Retries after the first attempt when the receiver fails or answers non-2xx.

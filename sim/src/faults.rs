@@ -30,7 +30,7 @@ use payonce::ports::{
     InflightScan, OrderStore, Read, RefundLeaseOutcome, RefundRecordWrite, RefundSettleOutcome,
     RefundStore, ResumeOutcome, ReviseOutcome, SettleOutcome,
 };
-use payonce_fake_psp::model::{Delivery, ModelEvent, StripeModel, WireRequest};
+use payonce_fake_psp::model::{Delivery, FakeModel, ModelEvent, WireRequest};
 use payonce_fake_psp::Provider;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -740,13 +740,13 @@ impl Outbox {
 #[derive(Clone, Debug)]
 pub struct SimTransport {
     world: SharedWorld,
-    model: Arc<StripeModel>,
+    model: Arc<FakeModel>,
     outbox: Arc<Outbox>,
 }
 
 impl SimTransport {
     /// The transport to `model`, emitting its events to `outbox`.
-    pub fn new(world: SharedWorld, model: Arc<StripeModel>, outbox: Arc<Outbox>) -> Self {
+    pub fn new(world: SharedWorld, model: Arc<FakeModel>, outbox: Arc<Outbox>) -> Self {
         Self {
             world,
             model,

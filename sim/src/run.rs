@@ -28,7 +28,7 @@ use payonce::service::{
     ChargeConfig, ChargeService, Created, EventApplied, OrderService, PayRequest, RefundConfig,
     RefundService,
 };
-use payonce_fake_psp::model::{ModelConfig, ModelEvent, StripeModel};
+use payonce_fake_psp::model::{FakeModel, ModelConfig, ModelEvent};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -74,7 +74,7 @@ struct System {
     world: SharedWorld,
     psp: PspKind,
     store: FaultyStore,
-    model: Arc<StripeModel>,
+    model: Arc<FakeModel>,
     outbox: Arc<Outbox>,
     /// Rung when the receiver enqueues a webhook, so the processor wakes for it.
     enqueued: tokio::sync::Notify,
@@ -149,7 +149,7 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
     if refund_keys_ignored {
         world.trace("the PSP ignores Idempotency-Key on refunds".to_owned());
     }
-    let model = Arc::new(StripeModel::new(
+    let model = Arc::new(FakeModel::new(
         ModelConfig {
             provider: face::provider(psp),
             omise_honours_refund_keys: !refund_keys_ignored,

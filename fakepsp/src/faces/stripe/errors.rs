@@ -1,36 +1,9 @@
-//! Answers as the fake PSP stores and sends them, and Stripe's error shapes.
-//!
-//! A [`Reply`] is kept as a status plus the exact body text, so that an idempotent replay is
-//! byte-for-byte the answer the first request got (or would have got). Nothing here knows about
-//! HTTP servers: the model builds replies, the server writes them.
+//! The Stripe face's error answers: `{"error":{...}}` in Stripe's shapes, with the codes and
+//! messages Stripe sends.
 
 use serde_json::{json, Map, Value};
 
-/// A JSON answer: status and exact body.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Reply {
-    /// The HTTP status code.
-    pub(crate) status: u16,
-    /// The serialised JSON body.
-    pub(crate) body: String,
-}
-
-impl Reply {
-    /// An answer with `value` as its JSON body.
-    pub(crate) fn json(status: u16, value: &Value) -> Self {
-        Self {
-            status,
-            body: value.to_string(),
-        }
-    }
-
-    /// Whether the answer may be remembered under an idempotency key: everything except server
-    /// errors. The fake's only 5xx (`pm_fake_error_before_charge`) fails before the endpoint did
-    /// any work, and Stripe saves a result only once execution began ("Idempotent requests").
-    pub(crate) fn is_storable(&self) -> bool {
-        self.status < 500
-    }
-}
+use crate::ledger::Reply;
 
 /// Builds `{"error":{...}}` with the given fields, leaving out `code` and `param` when absent
 /// (Stripe omits them too rather than sending nulls).

@@ -1,21 +1,11 @@
-//! Parsing Stripe's form-encoded request parameters (bracket syntax) and validating the ones
-//! `POST /v1/payment_intents` and `POST /v1/refunds` need.
-//!
-//! Parameters are kept as a sorted map of the flattened names (`metadata[payment_id]` stays one
-//! name), which is also what an idempotency key is compared on: two requests are "the same"
-//! when they carry the same parameter set, whatever their byte order or percent-encoding.
+//! Validating the Stripe face's form parameters (parsed by `faces::form`): the ones
+//! `POST /v1/payment_intents` and `POST /v1/refunds` need, refused in Stripe's words.
 
 use std::collections::BTreeMap;
 
-use crate::reply::{self, Reply};
-
-/// Flattened request parameters, name → value; the last occurrence of a name wins.
-pub(crate) type Params = BTreeMap<String, String>;
-
-/// Parses an `application/x-www-form-urlencoded` body or query string.
-pub(crate) fn parse_form(input: &[u8]) -> Params {
-    url::form_urlencoded::parse(input).into_owned().collect()
-}
+use super::errors;
+use crate::faces::form::{collect_metadata, Params};
+use crate::ledger::Reply;
 
 /// A validated `POST /v1/payment_intents` request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,19 +56,19 @@ impl CreateParams {
     /// key is looked at and stores nothing under the key.
     pub(crate) fn from_params(params: &Params) -> Result<Self, Reply> {
         if let Some(unknown) = params.keys().find(|name| !is_create_parameter(name)) {
-            return Err(reply::parameter_unknown(unknown));
+            return Err(errors::parameter_unknown(unknown));
         }
 
         let amount = required(params, "amount")?;
         let amount: i64 = amount.parse().map_err(|_| {
-            reply::invalid_request(
+            errors::invalid_request(
                 Some("parameter_invalid_integer"),
                 Some("amount"),
                 &format!("Invalid integer: {amount}"),
             )
         })?;
         if amount < 1 {
-            return Err(reply::invalid_request(
+            return Err(errors::invalid_request(
                 Some("parameter_invalid_integer"),
                 Some("amount"),
                 "This value must be greater than or equal to 1.",
@@ -89,7 +79,7 @@ impl CreateParams {
         // Stripe accepts any case and always answers in lowercase.
         let currency = currency.to_ascii_lowercase();
         let Some(minimum) = crate::currency::minimum_charge_minor(&currency) else {
-            return Err(reply::invalid_request(
+            return Err(errors::invalid_request(
                 Some("parameter_invalid"),
                 Some("currency"),
                 &format!(
@@ -115,7 +105,7 @@ impl CreateParams {
         let automatic = optional_bool(params, "automatic_payment_methods[enabled]")?;
         if redirects.is_some() && automatic.is_none() {
             // `enabled` is the hash's one required field.
-            return Err(reply::parameter_missing(
+            return Err(errors::parameter_missing(
                 "automatic_payment_methods[enabled]",
             ));
         }
@@ -127,16 +117,16 @@ impl CreateParams {
                 .iter()
                 .find(|name| params.keys().any(|given| belongs_to(given, name)))
             {
-                return Err(reply::confirm_only(name));
+                return Err(errors::confirm_only(name));
             }
         }
 
         // Stripe, "Supported currencies" → "Minimum and maximum charge amounts".
         if amount < minimum {
-            return Err(reply::amount_too_small(minimum, &currency));
+            return Err(errors::amount_too_small(minimum, &currency));
         }
         if amount > crate::currency::MAXIMUM_CHARGE_MINOR {
-            return Err(reply::amount_too_large(
+            return Err(errors::amount_too_large(
                 crate::currency::MAXIMUM_CHARGE_MINOR,
                 &currency,
             ));
@@ -180,21 +170,21 @@ impl RefundParams {
         if let Some(unknown) = params.keys().find(|name| {
             !REFUND_PARAMETERS.contains(&name.as_str()) && !name.starts_with("metadata")
         }) {
-            return Err(reply::parameter_unknown(unknown));
+            return Err(errors::parameter_unknown(unknown));
         }
         let payment_intent = required(params, "payment_intent")?.to_owned();
         let amount = match params.get("amount") {
             None => None,
             Some(amount) => {
                 let parsed: i64 = amount.parse().map_err(|_| {
-                    reply::invalid_request(
+                    errors::invalid_request(
                         Some("parameter_invalid_integer"),
                         Some("amount"),
                         &format!("Invalid integer: {amount}"),
                     )
                 })?;
                 if parsed < 1 {
-                    return Err(reply::invalid_request(
+                    return Err(errors::invalid_request(
                         Some("parameter_invalid_integer"),
                         Some("amount"),
                         "This value must be greater than or equal to 1.",
@@ -233,7 +223,7 @@ fn is_create_parameter(name: &str) -> bool {
 fn required<'p>(params: &'p Params, name: &str) -> Result<&'p str, Reply> {
     match params.get(name).map(String::as_str) {
         Some(value) if !value.is_empty() => Ok(value),
-        _ => Err(reply::parameter_missing(name)),
+        _ => Err(errors::parameter_missing(name)),
     }
 }
 
@@ -243,7 +233,7 @@ pub(crate) fn optional_bool(params: &Params, name: &str) -> Result<Option<bool>,
         None => Ok(None),
         Some("true") => Ok(Some(true)),
         Some("false") => Ok(Some(false)),
-        Some(other) => Err(reply::invalid_request(
+        Some(other) => Err(errors::invalid_request(
             Some("parameter_invalid"),
             Some(name),
             &format!("Invalid boolean: {other}"),
@@ -260,7 +250,7 @@ pub(crate) fn optional_enum<'p>(
     match params.get(name).map(String::as_str) {
         None => Ok(None),
         Some(value) if allowed.contains(&value) => Ok(Some(value)),
-        Some(other) => Err(reply::invalid_request(
+        Some(other) => Err(errors::invalid_request(
             Some("parameter_invalid"),
             Some(name),
             &format!(
@@ -274,7 +264,7 @@ pub(crate) fn optional_enum<'p>(
 /// Collects `metadata[<k>]=<v>` into a map, answering like Stripe on a malformed name.
 fn metadata(params: &Params) -> Result<BTreeMap<String, String>, Reply> {
     collect_metadata(params).map_err(|name| {
-        reply::invalid_request(
+        errors::invalid_request(
             Some("parameter_invalid"),
             Some(name),
             &format!("Invalid metadata parameter: {name}"),
@@ -282,31 +272,10 @@ fn metadata(params: &Params) -> Result<BTreeMap<String, String>, Reply> {
     })
 }
 
-/// Collects `metadata[<k>]=<v>` into a map (the bracket syntax both faces take); `Err` names
-/// the first `metadata...` parameter that is not of that form.
-pub(crate) fn collect_metadata(params: &Params) -> Result<BTreeMap<String, String>, &str> {
-    let mut metadata = BTreeMap::new();
-    for (name, value) in params {
-        let Some(rest) = name.strip_prefix("metadata") else {
-            continue;
-        };
-        // `metadata=` (empty) is Stripe's way of saying "no metadata"; nothing to collect.
-        if rest.is_empty() && value.is_empty() {
-            continue;
-        }
-        match rest.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
-            Some(key) if !key.is_empty() && !key.contains(['[', ']']) => {
-                metadata.insert(key.to_owned(), value.clone());
-            }
-            _ => return Err(name),
-        }
-    }
-    Ok(metadata)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::faces::form::parse_form;
 
     fn params(body: &str) -> Params {
         parse_form(body.as_bytes())

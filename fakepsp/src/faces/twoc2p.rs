@@ -1,9 +1,10 @@
 //! The 2C2P face: 2C2P PGW v4.3's Payment Token, Do Payment and Payment Inquiry, and its backend
-//! notification, over the one [model] (`ModelConfig::provider = Provider::TwoC2p`). The charges,
-//! test tokens, time-driven transitions and injected failures are the model's, exactly as on the
+//! notification, over the [ledger] (`ModelConfig::provider = Provider::TwoC2p`). The charges,
+//! test tokens, time-driven transitions and injected failures are the ledger's, exactly as on the
 //! Stripe and Omise faces; this module only reads 2C2P's requests and writes 2C2P's answers and
-//! notifications. It calls the model's provider-neutral `Inner::attempt_charge` and
-//! `Inner::insert` after validating a request in 2C2P's terms.
+//! notifications, and keeps what only 2C2P has (invoices and their payment tokens). It calls the
+//! ledger's provider-neutral `Ledger::attempt_charge` and `Ledger::insert` after validating a
+//! request in 2C2P's terms.
 //!
 //! Sources are `docs/psp-research.md` (2C2P §8–§13, and §0.2 for the notification vectors) and
 //! the developer.2c2p.com pages it cites;
@@ -92,7 +93,7 @@
 //!   makes it (`pay_` + the 32 hex digits; none for another invoice number). 2C2P has no
 //!   metadata; the fake keeps none.
 //!
-//! [model]: crate::model
+//! [ledger]: crate::ledger
 
 use std::collections::BTreeMap;
 
@@ -103,9 +104,11 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::currency::{is_zero_decimal, minimum_charge_minor, MAXIMUM_CHARGE_MINOR};
-use crate::model::{Attempt, Handled, Inner, ModelConfig, ModelEvent, NewCharge, WireRequest};
-use crate::reply::Reply;
-use crate::state::{Failure, Intent, Status};
+use crate::faces::dates::iso8601;
+use crate::ledger::{
+    Attempt, Face, Failure, FakeCharge, Handled, Intent, Ledger, ModelEvent, NewCharge, Reply,
+    Status, WireRequest,
+};
 
 /// `POST` Payment Token.
 const PAYMENT_TOKEN_PATH: &str = "/payment/4.3/paymentToken";
@@ -178,7 +181,7 @@ fn plain(code: &str, desc: &str) -> Reply {
 }
 
 /// A signed answer: `{"payload":"<JWT of claims>"}`.
-fn signed(config: &ModelConfig, claims: &Value) -> Reply {
+fn signed(config: &TwoC2pFace, claims: &Value) -> Reply {
     Reply::json(200, &json!({ "payload": sign(&config.api_key, claims) }))
 }
 
@@ -201,7 +204,7 @@ pub fn sign(key: &str, claims: &Value) -> String {
 
 /// The claims of a `{"payload":"<JWT>"}` body, verified with the merchant's key, or the plain
 /// error answer (see the module docs: `9005`, `9007`, `9042`).
-fn verified(config: &ModelConfig, body: &[u8]) -> Result<Map<String, Value>, Reply> {
+fn verified(config: &TwoC2pFace, body: &[u8]) -> Result<Map<String, Value>, Reply> {
     let envelope: Option<Map<String, Value>> = serde_json::from_slice(body).ok();
     let Some(token) = envelope
         .as_ref()
@@ -224,7 +227,7 @@ fn verified(config: &ModelConfig, body: &[u8]) -> Result<Map<String, Value>, Rep
     };
     match claims_json.get("merchantID").and_then(Value::as_str) {
         None | Some("") => return Err(plain("9005", "Mandatory fields are missing: merchantID.")),
-        Some(merchant) if merchant != config.twoc2p_merchant_id => {
+        Some(merchant) if merchant != config.merchant_id => {
             return Err(plain("9007", "Invalid merchant."))
         }
         Some(_) => {}
@@ -311,7 +314,7 @@ fn decimal_from_minor(minor: i64, currency: &str) -> String {
 
 /// The payonce payment an invoice number stands for (`pay_` + its 32 lowercase hex digits), as
 /// payonce makes them; `None` for any other invoice number.
-pub(crate) fn payment_id_for_invoice(invoice_no: &str) -> Option<String> {
+fn payment_id_for_invoice(invoice_no: &str) -> Option<String> {
     let ours = invoice_no.len() == 32
         && invoice_no
             .bytes()
@@ -320,7 +323,7 @@ pub(crate) fn payment_id_for_invoice(invoice_no: &str) -> Option<String> {
 }
 
 /// The inquiry's `respCode` and `respDesc` for a charge as it is now.
-pub(crate) fn resp_code(intent: &Intent) -> (&'static str, &'static str) {
+fn resp_code(intent: &Intent) -> (&'static str, &'static str) {
     match (intent.status, intent.failure) {
         (Status::Succeeded, _) => ("0000", "Success"),
         (Status::RequiresPaymentMethod, Some(Failure::Declined(decline))) => {
@@ -340,7 +343,7 @@ pub(crate) fn resp_code(intent: &Intent) -> (&'static str, &'static str) {
 
 /// Epoch seconds as `yyyyMMddHHmmss` (UTC; 2C2P writes no offset).
 fn transaction_date_time(epoch_s: i64) -> String {
-    crate::omise::iso8601(epoch_s)
+    iso8601(epoch_s)
         .chars()
         .filter(char::is_ascii_digit)
         .collect()
@@ -358,21 +361,52 @@ fn notification_id(invoice_no: &str, resp_code: &str, tran_ref: &str) -> String 
     hex::encode(hash.finalize())
 }
 
-impl Inner {
+/// The 2C2P face: the merchant it knows, its secret key, the raised minimums it enforces, and
+/// what it remembers besides the ledger's charges (the invoices and their payment tokens).
+#[derive(Debug)]
+pub(crate) struct TwoC2pFace {
+    /// The merchant's secret key, used as text for HS256: it verifies requests and signs answers
+    /// and notifications.
+    api_key: String,
+    /// The one merchant (`merchantID`) the face knows.
+    merchant_id: String,
+    /// Per lowercase currency, a minimum charge (minor units); 2C2P documents none.
+    minimum_overrides: BTreeMap<String, i64>,
+    /// The invoices and payment tokens issued so far.
+    invoices: Invoices,
+}
+
+impl TwoC2pFace {
+    /// A face for merchant `merchant_id` with secret key `api_key`, enforcing
+    /// `minimum_overrides`.
+    pub(crate) fn new(
+        api_key: String,
+        merchant_id: String,
+        minimum_overrides: BTreeMap<String, i64>,
+    ) -> Self {
+        Self {
+            api_key,
+            merchant_id,
+            minimum_overrides,
+            invoices: Invoices::default(),
+        }
+    }
+}
+
+impl Face for TwoC2pFace {
+    fn name(&self) -> &'static str {
+        "2c2p"
+    }
+
     /// Routes a request of the 2C2P face; every request is counted.
-    pub(crate) fn twoc2p_dispatch(
-        &mut self,
-        config: &ModelConfig,
-        request: &WireRequest<'_>,
-        now_ms: i64,
-    ) -> Handled {
-        self.requests_seen += 1;
+    fn handle(&mut self, ledger: &mut Ledger, request: &WireRequest<'_>, now_ms: i64) -> Handled {
+        ledger.requests_seen += 1;
         match (request.method, request.path) {
             ("POST", PAYMENT_TOKEN_PATH) => {
-                Handled::plain(self.twoc2p_payment_token(config, request.body, now_ms))
+                Handled::plain(self.payment_token(ledger, request.body, now_ms))
             }
-            ("POST", DO_PAYMENT_PATH) => self.twoc2p_do_payment(config, request.body, now_ms),
-            ("POST", INQUIRY_PATH) => Handled::plain(self.twoc2p_inquiry(config, request.body)),
+            ("POST", DO_PAYMENT_PATH) => self.do_payment(ledger, request.body, now_ms),
+            ("POST", INQUIRY_PATH) => Handled::plain(self.inquiry(ledger, request.body)),
             _ => Handled::plain(Reply::json(
                 404,
                 &json!({
@@ -386,34 +420,69 @@ impl Inner {
         }
     }
 
+    /// A `tranRef`: seven digits.
+    fn new_charge_id(&self, ledger: &mut Ledger) -> String {
+        new_tran_ref(ledger)
+    }
+
+    /// The 2C2P face has no refund route; kept total.
+    fn new_refund_id(&self, ledger: &mut Ledger) -> String {
+        ledger.new_id("rfnd")
+    }
+
+    /// The backend notification, once the charge is final.
+    fn charge_moved_on(&self, ledger: &mut Ledger, index: usize, _at_ms: i64) -> Vec<ModelEvent> {
+        self.notification(&ledger.intents[index])
+            .into_iter()
+            .collect()
+    }
+
+    /// The inquiry's `respCode`.
+    fn charge_status(&self, intent: &Intent) -> &'static str {
+        resp_code(intent).0
+    }
+
+    /// With the invoice number as `invoice_no`, and the payonce payment read from it.
+    fn inspect_charge(&self, intent: &Intent) -> FakeCharge {
+        let mut charge = intent.inspect(self.name(), self.charge_status(intent));
+        charge.payment_id = intent
+            .idempotency_key
+            .as_deref()
+            .and_then(payment_id_for_invoice);
+        charge.invoice_no = intent.idempotency_key.clone();
+        charge
+    }
+}
+
+impl TwoC2pFace {
     /// `POST /payment/4.3/paymentToken`.
-    fn twoc2p_payment_token(&mut self, config: &ModelConfig, body: &[u8], now_ms: i64) -> Reply {
-        let claims = match verified(config, body) {
+    fn payment_token(&mut self, ledger: &mut Ledger, body: &[u8], now_ms: i64) -> Reply {
+        let claims = match verified(self, body) {
             Ok(claims) => claims,
             Err(reply) => return reply,
         };
-        let (invoice_no, invoice) = match token_request(config, &claims, now_ms) {
+        let (invoice_no, invoice) = match token_request(self, &claims, now_ms) {
             Ok(request) => request,
             Err(reply) => return reply,
         };
-        if self.twoc2p.by_invoice.contains_key(&invoice_no) {
+        if self.invoices.by_invoice.contains_key(&invoice_no) {
             return plain("9015", "Existing Invoice Number.");
         }
         let token = loop {
-            let rng = &mut self.rng;
+            let rng = &mut ledger.rng;
             let token: String = std::iter::repeat_with(|| rng.alphanumeric())
                 .take(80)
                 .collect();
-            if !self.twoc2p.by_token.contains_key(&token) {
+            if !self.invoices.by_token.contains_key(&token) {
                 break token;
             }
         };
-        self.twoc2p
+        self.invoices
             .by_token
             .insert(token.clone(), invoice_no.clone());
-        self.twoc2p.by_invoice.insert(invoice_no, invoice);
+        self.invoices.by_invoice.insert(invoice_no, invoice);
         signed(
-            config,
+            self,
             &json!({
                 "webPaymentUrl": format!(
                     "https://pgw-ui.fake-psp.invalid/payment/4.3/#/token/{token}"
@@ -426,7 +495,7 @@ impl Inner {
     }
 
     /// `POST /payment/4.3/payment`.
-    fn twoc2p_do_payment(&mut self, config: &ModelConfig, body: &[u8], now_ms: i64) -> Handled {
+    fn do_payment(&mut self, ledger: &mut Ledger, body: &[u8], now_ms: i64) -> Handled {
         let Ok(body) = serde_json::from_slice::<Value>(body) else {
             return Handled::plain(plain("9004", "Invalid request: not JSON."));
         };
@@ -446,10 +515,10 @@ impl Inner {
         if channel != CHANNEL {
             return Handled::plain(plain("9057", "Payment channel is invalid."));
         }
-        let Some(invoice_no) = self.twoc2p.by_token.get(&token).cloned() else {
+        let Some(invoice_no) = self.invoices.by_token.get(&token).cloned() else {
             return Handled::plain(plain("9040", "The token is invalid."));
         };
-        let Some(invoice) = self.twoc2p.by_invoice.get(&invoice_no) else {
+        let Some(invoice) = self.invoices.by_invoice.get(&invoice_no) else {
             return Handled::plain(plain("9040", "The token is invalid."));
         };
         if invoice.charge.is_some() {
@@ -466,7 +535,7 @@ impl Inner {
             metadata: BTreeMap::new(),
             confirm: true,
         };
-        match self.attempt_charge(config, charge, Some(invoice_no.clone()), now_ms) {
+        match ledger.attempt_charge(self, charge, Some(invoice_no.clone()), now_ms) {
             Attempt::UnknownMethod => {
                 Handled::plain(plain("9004", "Invalid value: securePayToken."))
             }
@@ -492,13 +561,10 @@ impl Inner {
                 };
                 answer["respCode"] = json!(code);
                 answer["respDesc"] = json!(desc);
-                let events = self
-                    .twoc2p_notification(config, &intent)
-                    .into_iter()
-                    .collect();
-                let index = self.intents.len();
-                self.insert(config, *intent, now_ms);
-                if let Some(invoice) = self.twoc2p.by_invoice.get_mut(&invoice_no) {
+                let events = self.notification(&intent).into_iter().collect();
+                let index = ledger.intents.len();
+                ledger.insert(self, *intent, now_ms);
+                if let Some(invoice) = self.invoices.by_invoice.get_mut(&invoice_no) {
                     invoice.charge = Some(index);
                 }
                 Handled {
@@ -512,8 +578,8 @@ impl Inner {
     }
 
     /// `POST /payment/4.3/paymentInquiry`.
-    fn twoc2p_inquiry(&self, config: &ModelConfig, body: &[u8]) -> Reply {
-        let claims = match verified(config, body) {
+    fn inquiry(&self, ledger: &Ledger, body: &[u8]) -> Reply {
+        let claims = match verified(self, body) {
             Ok(claims) => claims,
             Err(reply) => return reply,
         };
@@ -529,7 +595,7 @@ impl Inner {
         ) {
             (Some(invoice_no), _) => invoice_no,
             (None, Some(token)) => self
-                .twoc2p
+                .invoices
                 .by_token
                 .get(&token)
                 .cloned()
@@ -542,29 +608,25 @@ impl Inner {
             }
         };
         let charge = self
-            .twoc2p
+            .invoices
             .by_invoice
             .get(&invoice_no)
             .and_then(|invoice| invoice.charge)
-            .and_then(|index| self.intents.get(index));
+            .and_then(|index| ledger.intents.get(index));
         let answer = match charge {
-            Some(intent) => inquiry_claims(config, intent),
+            Some(intent) => inquiry_claims(self, intent),
             None => json!({
-                "merchantID": config.twoc2p_merchant_id,
+                "merchantID": self.merchant_id,
                 "invoiceNo": invoice_no,
                 "respCode": "2002",
                 "respDesc": "Transaction not found.",
             }),
         };
-        signed(config, &answer)
+        signed(self, &answer)
     }
 
     /// The backend notification for `intent` if it is final now; `None` while it waits.
-    pub(crate) fn twoc2p_notification(
-        &self,
-        config: &ModelConfig,
-        intent: &Intent,
-    ) -> Option<ModelEvent> {
+    fn notification(&self, intent: &Intent) -> Option<ModelEvent> {
         let final_now = matches!(
             (intent.status, intent.failure),
             (Status::Succeeded | Status::Canceled, _) | (Status::RequiresPaymentMethod, Some(_))
@@ -572,32 +634,32 @@ impl Inner {
         if !final_now {
             return None;
         }
-        let claims = inquiry_claims(config, intent);
+        let claims = inquiry_claims(self, intent);
         let (code, _) = resp_code(intent);
         let invoice_no = intent.idempotency_key.clone().unwrap_or_default();
         Some(ModelEvent {
             id: notification_id(&invoice_no, code, &intent.id),
             kind: NOTIFICATION_KIND.to_owned(),
-            body: json!({ "payload": sign(&config.api_key, &claims) }).to_string(),
+            body: json!({ "payload": sign(&self.api_key, &claims) }).to_string(),
         })
     }
+}
 
-    /// A new `tranRef`: seven digits from the seed, unused so far.
-    pub(crate) fn new_tran_ref(&mut self) -> String {
-        loop {
-            let tran_ref = self.rng.u32(1_000_000..10_000_000).to_string();
-            if !self.by_id.contains_key(&tran_ref) {
-                return tran_ref;
-            }
+/// A new `tranRef`: seven digits from the seed, unused so far.
+fn new_tran_ref(ledger: &mut Ledger) -> String {
+    loop {
+        let tran_ref = ledger.rng.u32(1_000_000..10_000_000).to_string();
+        if !ledger.by_id.contains_key(&tran_ref) {
+            return tran_ref;
         }
     }
 }
 
 /// The inquiry's (and the notification's) claims about a charge.
-fn inquiry_claims(config: &ModelConfig, intent: &Intent) -> Value {
+fn inquiry_claims(config: &TwoC2pFace, intent: &Intent) -> Value {
     let (code, desc) = resp_code(intent);
     json!({
-        "merchantID": config.twoc2p_merchant_id,
+        "merchantID": config.merchant_id,
         "invoiceNo": intent.idempotency_key,
         "amount": decimal_from_minor(intent.amount, &intent.currency),
         "currencyCode": intent.currency.to_ascii_uppercase(),
@@ -612,7 +674,7 @@ fn inquiry_claims(config: &ModelConfig, intent: &Intent) -> Value {
 /// A verified Payment Token request's invoice number and invoice, validated (see the module
 /// docs), or the plain refusal.
 fn token_request(
-    config: &ModelConfig,
+    config: &TwoC2pFace,
     claims: &Map<String, Value>,
     now_ms: i64,
 ) -> Result<(String, Invoice), Reply> {
@@ -687,7 +749,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::model::{StripeModel, WireAnswer};
+    use crate::model::{FakeModel, ModelConfig, WireAnswer};
     use crate::Provider;
 
     /// Some moment in 2027, epoch ms.
@@ -704,11 +766,11 @@ mod tests {
         }
     }
 
-    fn model() -> StripeModel {
-        StripeModel::new(config(), 7)
+    fn model() -> FakeModel {
+        FakeModel::new(config(), 7)
     }
 
-    fn post(model: &StripeModel, path: &str, body: &str, now_ms: i64) -> WireAnswer {
+    fn post(model: &FakeModel, path: &str, body: &str, now_ms: i64) -> WireAnswer {
         model.handle(
             &WireRequest {
                 method: "POST",
@@ -776,7 +838,7 @@ mod tests {
         })
     }
 
-    fn token(model: &StripeModel, invoice: &str, now_ms: i64) -> WireAnswer {
+    fn token(model: &FakeModel, invoice: &str, now_ms: i64) -> WireAnswer {
         post(
             model,
             PAYMENT_TOKEN_PATH,
@@ -785,7 +847,7 @@ mod tests {
         )
     }
 
-    fn payment_token(model: &StripeModel, invoice: &str, now_ms: i64) -> String {
+    fn payment_token(model: &FakeModel, invoice: &str, now_ms: i64) -> String {
         let answer = token(model, invoice, now_ms);
         let claims = claims(&answer);
         assert_eq!(claims["respCode"], "0000", "{}", answer.body);
@@ -795,7 +857,7 @@ mod tests {
             .to_owned()
     }
 
-    fn pay(model: &StripeModel, token: &str, method: &str, now_ms: i64) -> WireAnswer {
+    fn pay(model: &FakeModel, token: &str, method: &str, now_ms: i64) -> WireAnswer {
         let body = json!({
             "paymentToken": token,
             "payment": {"code": {"channelCode": "CC"}, "data": {"securePayToken": method}},
@@ -803,13 +865,13 @@ mod tests {
         post(model, DO_PAYMENT_PATH, &body.to_string(), now_ms)
     }
 
-    fn inquire(model: &StripeModel, invoice: &str, now_ms: i64) -> WireAnswer {
+    fn inquire(model: &FakeModel, invoice: &str, now_ms: i64) -> WireAnswer {
         let claims = json!({"merchantID": MERCHANT, "invoiceNo": invoice, "locale": "en"});
         post(model, INQUIRY_PATH, &envelope(KEY, &claims), now_ms)
     }
 
     /// Token, Do Payment with `method`, inquiry: the three answers.
-    fn charge(model: &StripeModel, invoice: &str, method: &str) -> (WireAnswer, WireAnswer) {
+    fn charge(model: &FakeModel, invoice: &str, method: &str) -> (WireAnswer, WireAnswer) {
         let token = payment_token(model, invoice, T0);
         let paid = pay(model, &token, method, T0 + 1);
         (paid, inquire(model, invoice, T0 + 2))
@@ -886,7 +948,12 @@ mod tests {
         assert!(cases.len() >= 9);
         for case in cases {
             let body = json!({"payload": case["payload"]}).to_string();
-            let result = verified(&config, body.as_bytes());
+            let face = TwoC2pFace::new(
+                config.api_key.clone(),
+                config.twoc2p_merchant_id.clone(),
+                config.minimum_overrides.clone(),
+            );
+            let result = verified(&face, body.as_bytes());
             assert_eq!(result.is_ok(), case["valid"] == true, "{}", case["name"]);
             if let Ok(claims) = result {
                 assert_eq!(Value::Object(claims), case["claims"], "{}", case["name"]);
@@ -915,7 +982,7 @@ mod tests {
 
     #[test]
     fn token_validation_refuses_with_the_documented_codes_and_stores_nothing() {
-        let model = StripeModel::new(
+        let model = FakeModel::new(
             ModelConfig {
                 minimum_overrides: [("sgd".to_owned(), 2_000)].into_iter().collect(),
                 ..config()
@@ -1114,7 +1181,7 @@ mod tests {
 
     #[test]
     fn waiting_charges_are_pending_then_final_with_a_notification() {
-        let model = StripeModel::new(
+        let model = FakeModel::new(
             ModelConfig {
                 processing_for: Duration::from_secs(60),
                 requires_action_for: Duration::from_secs(120),
@@ -1235,7 +1302,7 @@ mod tests {
     #[test]
     fn one_seed_and_one_call_sequence_give_byte_identical_answers() {
         let script = |seed: u64| -> Vec<String> {
-            let model = StripeModel::new(config(), seed);
+            let model = FakeModel::new(config(), seed);
             let mut trace = Vec::new();
             for (invoice, method) in [
                 ("a1", "pm_card_visa"),

@@ -1,0 +1,15 @@
+//! The faces: one PSP's wire format each, over the provider-neutral [ledger](crate::ledger).
+//! A face implements [`Face`](crate::ledger::Face): it reads its PSP's requests, validates them in
+//! that PSP's terms, calls the ledger's neutral operations, and writes its PSP's objects, errors
+//! and webhook events. Faces depend on the ledger and on the shared helpers here (`form`,
+//! `dates`), never on one another; the model (`crate::model`) picks one.
+
+mod dates;
+mod form;
+mod omise;
+mod stripe;
+mod twoc2p;
+
+pub(crate) use self::omise::OmiseFace;
+pub(crate) use self::stripe::StripeFace;
+pub(crate) use self::twoc2p::{sign as sign_twoc2p_jwt, TwoC2pFace};

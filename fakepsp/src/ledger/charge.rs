@@ -1,0 +1,180 @@
+//! Charges and Refunds as the ledger keeps them, whatever the face: their statuses, why a charge
+//! attempt failed, and what a status means for the money. How each face writes them is the
+//! face's business (`faces::stripe::json`, `faces::omise`, `faces::twoc2p`).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::behaviour::Decline;
+
+/// The PaymentIntent statuses the fake can produce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Created with `confirm=false`; nothing attempted.
+    RequiresConfirmation,
+    /// The last attempt failed (declined, or authentication never happened).
+    RequiresPaymentMethod,
+    /// Waiting for the customer to authenticate (`pm_fake_requires_action`).
+    RequiresAction,
+    /// Submitted, result not known yet (`pm_fake_processing`).
+    Processing,
+    /// Charged.
+    Succeeded,
+    /// Cancelled.
+    Canceled,
+}
+
+impl Status {
+    /// The wire name.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::RequiresConfirmation => "requires_confirmation",
+            Self::RequiresPaymentMethod => "requires_payment_method",
+            Self::RequiresAction => "requires_action",
+            Self::Processing => "processing",
+            Self::Succeeded => "succeeded",
+            Self::Canceled => "canceled",
+        }
+    }
+
+    /// Whether a PaymentIntent in this status may be cancelled. Stripe, "Cancel a
+    /// PaymentIntent": only from `requires_payment_method`, `requires_capture`,
+    /// `requires_confirmation`, `requires_action` or (in rare cases) `processing`. The fake never
+    /// produces `requires_capture`.
+    pub(crate) fn is_cancelable(self) -> bool {
+        matches!(
+            self,
+            Self::RequiresPaymentMethod
+                | Self::RequiresConfirmation
+                | Self::RequiresAction
+                | Self::Processing
+        )
+    }
+}
+
+/// Why a charge attempt failed, as the model keeps it; each face words it its own way (Stripe's
+/// `last_payment_error`, Omise's `failure_code` and `failure_message`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The card was declined (by its token).
+    Declined(Decline),
+    /// Authentication was asked for and never happened (`pm_fake_requires_action`, once
+    /// `requires_action_for` has passed).
+    AuthenticationRequired,
+}
+
+/// A charge: a PaymentIntent on the Stripe face, a charge on the Omise and 2C2P faces. The state
+/// machine is the same for all; each face writes its own view of it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Intent {
+    /// `pi_...` (Stripe) or `chrg_test_...` (Omise).
+    pub(crate) id: String,
+    pub(crate) amount: i64,
+    pub(crate) currency: String,
+    pub(crate) status: Status,
+    pub(crate) payment_method: String,
+    /// The `description` given (Omise face; the Stripe face keeps none).
+    pub(crate) description: Option<String>,
+    pub(crate) metadata: BTreeMap<String, String>,
+    pub(crate) idempotency_key: Option<String>,
+    /// Creation time, epoch seconds.
+    pub(crate) created: i64,
+    /// The charge attempt (`ch_...`; on the Omise face the charge itself), set once a charge was
+    /// attempted, declined or not.
+    pub(crate) latest_charge: Option<String>,
+    /// Why the last attempt failed, if it did.
+    pub(crate) failure: Option<Failure>,
+    pub(crate) cancellation_reason: Option<String>,
+    /// When the pending time-driven transition (`processing` → `succeeded`, `requires_action`
+    /// → `requires_payment_method`) falls due, epoch ms.
+    pub(crate) due_ms: Option<i64>,
+    /// What search shows of it: snapshots of its JSON, each with the epoch ms from which search
+    /// sees it; the visible one is the last whose time has come.
+    pub(crate) search_versions: Vec<(i64, Value)>,
+}
+
+impl Intent {
+    /// `succeeded`, `failed`, `canceled` or `pending`: see
+    /// [`FakeCharge::outcome`](super::FakeCharge::outcome).
+    pub(crate) fn outcome(&self) -> &'static str {
+        match self.status {
+            Status::Succeeded => "succeeded",
+            Status::Canceled => "canceled",
+            Status::RequiresPaymentMethod if self.failure.is_some() => "failed",
+            Status::RequiresPaymentMethod
+            | Status::RequiresConfirmation
+            | Status::RequiresAction
+            | Status::Processing => "pending",
+        }
+    }
+
+    /// The snapshot search returns at `now_ms`, if search sees the PaymentIntent at all yet.
+    pub(crate) fn searchable_at(&self, now_ms: i64) -> Option<&Value> {
+        self.search_versions
+            .iter()
+            .rev()
+            .find(|(visible_from_ms, _)| *visible_from_ms <= now_ms)
+            .map(|(_, snapshot)| snapshot)
+    }
+}
+
+/// The Refund statuses the fake produces. Stripe also has `requires_action` and `canceled`, which
+/// card refunds never reach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RefundStatus {
+    /// Submitted, not final yet (`pm_fake_refund_pending`).
+    Pending,
+    /// Refunded; for `pm_card_refundFail` only for a while.
+    Succeeded,
+    /// The card issuer sent the money back (`pm_card_refundFail`).
+    Failed,
+}
+
+impl RefundStatus {
+    /// The wire name.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Whether a Refund in this status counts against what is left to refund on its charge:
+    /// every status but `failed` (and `canceled`, which the fake never produces).
+    pub(crate) fn holds_amount(self) -> bool {
+        !matches!(self, Self::Failed)
+    }
+}
+
+/// A Refund.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Refund {
+    pub(crate) id: String,
+    pub(crate) amount: i64,
+    pub(crate) currency: String,
+    pub(crate) payment_intent: String,
+    pub(crate) charge: Option<String>,
+    pub(crate) status: RefundStatus,
+    pub(crate) reason: Option<String>,
+    pub(crate) failure_reason: Option<&'static str>,
+    pub(crate) metadata: BTreeMap<String, String>,
+    pub(crate) idempotency_key: Option<String>,
+    /// Creation time, epoch seconds.
+    pub(crate) created: i64,
+    /// When the pending time-driven transition (`pending` → `succeeded`, `succeeded` →
+    /// `failed`) falls due, epoch ms.
+    pub(crate) due_ms: Option<i64>,
+}
+
+impl Refund {
+    /// `succeeded`, `failed` or `pending`: see [`FakeRefund::outcome`](super::FakeRefund::outcome).
+    pub(crate) fn outcome(&self) -> &'static str {
+        match self.status {
+            RefundStatus::Pending => "pending",
+            RefundStatus::Succeeded => "succeeded",
+            RefundStatus::Failed => "failed",
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! The test-inspection views of charges and refunds (`GET /_fake/charges`, `GET /_fake/refunds`,
+//! [`FakeModel::charges`](crate::model::FakeModel::charges)): the same fields on every face, the
+//! status in the face's words, which the face supplies.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::charge::{Intent, Refund};
+
+/// One PaymentIntent as the test-inspection API (`GET /_fake/charges`,
+/// [`RunningFakePsp::charges`](crate::RunningFakePsp::charges),
+/// [`FakeModel::charges`](crate::model::FakeModel::charges)) reports it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FakeCharge {
+    /// `stripe`, `omise` or `2c2p`: the wire format the fake spoke.
+    pub provider: String,
+    /// The PaymentIntent id, `pi_...` (Stripe), or the charge id, `chrg_test_...` (Omise).
+    pub id: String,
+    /// Amount in the currency's minor unit.
+    pub amount: i64,
+    /// Lowercase ISO currency code.
+    pub currency: String,
+    /// The status now, in the face's words: Stripe's (`succeeded`, `requires_payment_method`,
+    /// `canceled`, ...), Omise's (`successful`, `failed`, `pending`, `expired`, `reversed`) or
+    /// 2C2P's (the Payment Inquiry's `respCode`: `0000`, `4005`, `4051`, `0004`, `0001`).
+    pub status: String,
+    /// What the status means for the money: `succeeded`; `failed` (back to
+    /// `requires_payment_method` after a failed attempt; Omise `failed` and `expired`);
+    /// `canceled` (Omise `reversed`); or `pending` (every other non-final status:
+    /// `requires_confirmation`, `requires_action`, `processing`; Omise `pending`).
+    pub outcome: String,
+    /// The `payment_method` (Stripe) or `card` (Omise) token it was created with.
+    pub payment_method: String,
+    /// Its metadata.
+    pub metadata: BTreeMap<String, String>,
+    /// `metadata.payment_id`, if it has one: the payonce payment it was made for.
+    pub payment_id: Option<String>,
+    /// The `Idempotency-Key` of the request that created it, if any; on the 2C2P face the
+    /// invoice number.
+    pub idempotency_key: Option<String>,
+    /// Creation time, epoch seconds.
+    pub created: i64,
+    /// 2C2P face only: the `invoiceNo` it was paid under (absent on the other faces, and left
+    /// out of their JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoice_no: Option<String>,
+}
+
+/// One Refund as the test-inspection API (`GET /_fake/refunds`,
+/// [`RunningFakePsp::refunds`](crate::RunningFakePsp::refunds),
+/// [`FakeModel::refunds`](crate::model::FakeModel::refunds)) reports it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FakeRefund {
+    /// `stripe` or `omise`: the wire format the fake spoke.
+    pub provider: String,
+    /// The Refund id, `re_...` (Stripe) or `rfnd_test_...` (Omise).
+    pub id: String,
+    /// What the status means for the money: `succeeded`, `failed`, `canceled`, or `pending`
+    /// (Stripe's `pending` and `requires_action`).
+    pub outcome: String,
+    /// The Refund status now: `pending`, `succeeded` or `failed` (the fake never produces
+    /// Stripe's `requires_action` or `canceled`, which card refunds do not reach); on the Omise
+    /// face `closed` (succeeded), `pending` or `failed`.
+    pub status: String,
+    /// Amount in the currency's minor unit.
+    pub amount: i64,
+    /// Lowercase ISO currency code (the PaymentIntent's).
+    pub currency: String,
+    /// The refunded PaymentIntent, `pi_...` (Stripe), or charge, `chrg_test_...` (Omise).
+    pub payment_intent: String,
+    /// The refunded charge, `ch_...` (the PaymentIntent's `latest_charge`; Omise: the charge).
+    pub charge: Option<String>,
+    /// `duplicate`, `fraudulent` or `requested_by_customer`, if given.
+    pub reason: Option<String>,
+    /// Why it failed (`expired_or_canceled_card`), once it has (the model's reason, on either
+    /// face).
+    pub failure_reason: Option<String>,
+    /// Its metadata.
+    pub metadata: BTreeMap<String, String>,
+    /// `metadata.payment_id`, if it has one.
+    pub payment_id: Option<String>,
+    /// `metadata.refund_id`, if it has one: the payonce refund it was made for.
+    pub refund_id: Option<String>,
+    /// The `Idempotency-Key` of the request that created it, if any.
+    pub idempotency_key: Option<String>,
+    /// Creation time, epoch seconds.
+    pub created: i64,
+}
+
+impl Intent {
+    /// The test-inspection view, with `provider` the face's name and `status` the charge's status
+    /// in the face's words; `payment_id` is `metadata.payment_id` and there is no `invoice_no`
+    /// (a face that reads them elsewhere sets them on the result).
+    pub(crate) fn inspect(&self, provider: &str, status: &str) -> FakeCharge {
+        FakeCharge {
+            provider: provider.to_owned(),
+            id: self.id.clone(),
+            amount: self.amount,
+            currency: self.currency.clone(),
+            status: status.to_owned(),
+            outcome: self.outcome().to_owned(),
+            payment_method: self.payment_method.clone(),
+            metadata: self.metadata.clone(),
+            payment_id: self.metadata.get("payment_id").cloned(),
+            idempotency_key: self.idempotency_key.clone(),
+            created: self.created,
+            invoice_no: None,
+        }
+    }
+}
+
+impl Refund {
+    /// The test-inspection view, with `provider` the face's name and `status` the refund's status
+    /// in the face's words.
+    pub(crate) fn inspect(&self, provider: &str, status: &str) -> FakeRefund {
+        FakeRefund {
+            provider: provider.to_owned(),
+            id: self.id.clone(),
+            outcome: self.outcome().to_owned(),
+            status: status.to_owned(),
+            amount: self.amount,
+            currency: self.currency.clone(),
+            payment_intent: self.payment_intent.clone(),
+            charge: self.charge.clone(),
+            reason: self.reason.clone(),
+            failure_reason: self.failure_reason.map(str::to_owned),
+            metadata: self.metadata.clone(),
+            payment_id: self.metadata.get("payment_id").cloned(),
+            refund_id: self.metadata.get("refund_id").cloned(),
+            idempotency_key: self.idempotency_key.clone(),
+            created: self.created,
+        }
+    }
+}

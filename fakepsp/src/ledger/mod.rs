@@ -1,0 +1,537 @@
+//! The provider-neutral core of the fake PSP: one synchronous, deterministic ledger of charges
+//! and refunds that every face (`crate::faces`) serves in its own wire format.
+//!
+//! What the faces share is everything but the wire: the charges and refunds themselves and
+//! their time-driven transitions ([`Timings`]), the test tokens and what each does
+//! (`behaviour`), the idempotency layer (`idempotency`), search lag, and the operations each
+//! face calls after validating a request in its own terms — [`Ledger::attempt_charge`],
+//! [`Ledger::attempt_refund`], [`Ledger::insert`]. A face parses its requests, authenticates
+//! them, and writes its own objects, errors and webhook events; where the ledger needs the
+//! face's words (ids, search snapshots, the events of a time-driven transition, the inspection
+//! status) it asks through the [`Face`] trait. Nothing here knows a wire format, and nothing
+//! here imports a face.
+//!
+//! The ledger takes the time as a parameter (epoch ms, never running backwards inside it) and
+//! draws every random choice (ids, how long an idempotency key is remembered, search lag) from
+//! one [`fastrand::Rng`] seeded in [`Ledger::new`], so one seed and one call sequence give
+//! byte-identical answers. Maps whose order could reach an answer are `BTreeMap`s.
+
+mod behaviour;
+mod charge;
+mod idempotency;
+mod inspect;
+mod wire;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use self::behaviour::{behaviour_for, refund_behaviour_for, Behaviour, RefundBehaviour};
+pub(crate) use self::charge::{Failure, Intent, Refund, RefundStatus, Status};
+use self::idempotency::KeyEntry;
+pub(crate) use self::idempotency::{
+    is_valid_idempotency_key, Fingerprint, KeyRefusals, MAX_IDEMPOTENCY_KEY_LEN,
+};
+pub use self::inspect::{FakeCharge, FakeRefund};
+pub use self::wire::{Delivery, ModelEvent, WireAnswer, WireRequest};
+pub(crate) use self::wire::{Handled, Reply};
+
+/// Why a `pm_card_refundFail` refund fails (Stripe's test card answers so; "The Refund object":
+/// `failure_reason` is one of `lost_or_stolen_card`, `expired_or_canceled_card`, ...). The
+/// ledger keeps it whatever the face.
+const REFUND_FAILURE_REASON: &str = "expired_or_canceled_card";
+
+/// How long the ledger's time-driven transitions take, and how long a slow answer is held back.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timings {
+    /// Each charge, and each later change to it, becomes visible to search after a lag drawn at
+    /// random in `[0, search_lag_max]`; zero makes search read-after-write.
+    pub(crate) search_lag_max: Duration,
+    /// How long a `pm_fake_processing` charge stays `processing` before it succeeds.
+    pub(crate) processing_for: Duration,
+    /// How long a `pm_fake_requires_action` charge stays `requires_action` before it fails.
+    pub(crate) requires_action_for: Duration,
+    /// How long a `pm_fake_slow` answer is held back ([`Delivery::After`]).
+    pub(crate) slow_delay: Duration,
+    /// How long a refund of a `pm_card_refundFail` charge reads `succeeded` before it fails.
+    pub(crate) refund_fail_after: Duration,
+    /// How long a refund of a `pm_fake_refund_pending` charge stays `pending` before it succeeds.
+    pub(crate) refund_pending_for: Duration,
+}
+
+/// One PSP's wire format over the ledger. A face answers requests ([`handle`](Self::handle)),
+/// calling the ledger's neutral operations after validating each in its own terms; the ledger
+/// calls back for the few things only the face can word. Adding a PSP is one type implementing
+/// this, and one arm where the model picks its face (`crate::model`).
+pub(crate) trait Face: fmt::Debug + Send {
+    /// The face's name, as `GET /_fake/charges` reports it (`stripe`, `omise`, `2c2p`).
+    fn name(&self) -> &'static str;
+
+    /// Answers one request at `now_ms`; what fell due by then has already been applied.
+    fn handle(&mut self, ledger: &mut Ledger, request: &WireRequest<'_>, now_ms: i64) -> Handled;
+
+    /// A new charge's id, drawn from the ledger's randomness.
+    fn new_charge_id(&self, ledger: &mut Ledger) -> String;
+
+    /// The id of a charge attempt on charge `charge_id`; by default the charge itself (a face
+    /// whose charge is the attempt).
+    fn new_attempt_id(&self, _ledger: &mut Ledger, charge_id: &str) -> String {
+        charge_id.to_owned()
+    }
+
+    /// A new refund's id, drawn from the ledger's randomness.
+    fn new_refund_id(&self, ledger: &mut Ledger) -> String;
+
+    /// The charge at `index` as the face's search shows it now; by default nothing (a face
+    /// without search, whose snapshots are never read).
+    fn search_snapshot(&self, _ledger: &Ledger, _index: usize) -> Value {
+        Value::Null
+    }
+
+    /// The events of the charge at `index` having just moved on by itself (`processing` →
+    /// `succeeded`, `requires_action` → `requires_payment_method`) at `at_ms`.
+    fn charge_moved_on(&self, ledger: &mut Ledger, index: usize, at_ms: i64) -> Vec<ModelEvent>;
+
+    /// The events of the refund at `index` having just moved on by itself from `from` at
+    /// `at_ms`; by default none.
+    fn refund_moved_on(
+        &self,
+        _ledger: &mut Ledger,
+        _index: usize,
+        _from: RefundStatus,
+        _at_ms: i64,
+    ) -> Vec<ModelEvent> {
+        Vec::new()
+    }
+
+    /// A charge's status in the face's words, for the inspection view.
+    fn charge_status(&self, intent: &Intent) -> &'static str;
+
+    /// A refund's status in the face's words, for the inspection view; by default the ledger's.
+    fn refund_status(&self, status: RefundStatus) -> &'static str {
+        status.as_str()
+    }
+
+    /// The inspection view of a refund: [`Refund::inspect`] with the face's name and status
+    /// words.
+    fn inspect_refund(&self, refund: &Refund) -> FakeRefund {
+        refund.inspect(self.name(), self.refund_status(refund.status))
+    }
+
+    /// The inspection view of a charge; by default [`Intent::inspect`] with the face's name and
+    /// status words.
+    fn inspect_charge(&self, intent: &Intent) -> FakeCharge {
+        intent.inspect(self.name(), self.charge_status(intent))
+    }
+}
+
+/// A time-driven transition waiting in the model; ordered so that transitions due at the same
+/// moment apply in a fixed order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Due {
+    /// `intents[i]` moves on.
+    Intent(usize),
+    /// `refunds[i]` moves on.
+    Refund(usize),
+}
+
+/// Everything the model remembers, whatever its face: charges, refunds, idempotency keys, the
+/// clock, and the events of time-driven transitions not yet handed out.
+#[derive(Debug)]
+pub(crate) struct Ledger {
+    /// How long the time-driven transitions take.
+    timings: Timings,
+    /// Every random choice (ids, how long a key is remembered, search lag) comes from here.
+    pub(crate) rng: fastrand::Rng,
+    /// The latest time seen, epoch ms; time never runs backwards inside the model.
+    clock_ms: i64,
+    pub(crate) requests_seen: u64,
+    /// In creation order, which is the order `charges()` and search report.
+    pub(crate) intents: Vec<Intent>,
+    /// id → position in `intents`.
+    pub(crate) by_id: BTreeMap<String, usize>,
+    /// In creation order, which is the order `refunds()` reports (lists go newest first).
+    pub(crate) refunds: Vec<Refund>,
+    /// id → position in `refunds`.
+    pub(crate) refund_by_id: BTreeMap<String, usize>,
+    /// PaymentIntent id → positions in `refunds` of its refunds, oldest first.
+    pub(crate) refunds_of: BTreeMap<String, Vec<usize>>,
+    keys: BTreeMap<String, KeyEntry>,
+    /// Events of time-driven transitions not yet handed out.
+    due_events: Vec<ModelEvent>,
+}
+
+/// A charge request a face has validated, in the ledger's own terms.
+#[derive(Clone, Debug)]
+pub(crate) struct NewCharge {
+    /// Minor units, within the face's limits for the currency.
+    pub(crate) amount: i64,
+    /// Lowercase ISO code.
+    pub(crate) currency: String,
+    /// The test token, which picks the behaviour.
+    pub(crate) payment_method: String,
+    /// Kept for faces that show it (Omise).
+    pub(crate) description: Option<String>,
+    pub(crate) metadata: BTreeMap<String, String>,
+    /// Attempt the charge now; `false` only creates it (Stripe's `confirm=false`).
+    pub(crate) confirm: bool,
+}
+
+/// What attempting a charge came to, before a face writes it.
+#[derive(Debug)]
+pub(crate) enum Attempt {
+    /// The token names no payment method: nothing was created.
+    UnknownMethod,
+    /// `pm_fake_error_before_charge`: the PSP failed before charging; nothing was created, and
+    /// the face's 5xx answer is not stored under the key.
+    FailedBeforeCharge,
+    /// The charge, not yet recorded: the face writes its answer and events from it, then hands
+    /// it to [`Ledger::insert`] (in that order, so that one seed draws ids in one order).
+    Made {
+        intent: Box<Intent>,
+        delivery: Delivery,
+    },
+}
+
+/// What attempting a refund came to, before a face writes it.
+#[derive(Debug)]
+pub(crate) enum RefundAttempt {
+    /// No charge with that id.
+    NoSuchCharge,
+    /// The charge did not succeed, so there is nothing to refund.
+    NotRefundable,
+    /// Pending and succeeded refunds already hold the whole amount.
+    AlreadyRefunded { charge: String },
+    /// More than is left to refund was asked for.
+    Exceeds {
+        amount: i64,
+        unrefunded: i64,
+        currency: String,
+    },
+    /// The refund, recorded at this position of `refunds`.
+    Made(usize),
+}
+
+impl Ledger {
+    /// A ledger with no charges, drawing all its randomness from `seed`.
+    pub(crate) fn new(timings: Timings, seed: u64) -> Self {
+        Self {
+            timings,
+            rng: fastrand::Rng::with_seed(seed),
+            clock_ms: i64::MIN,
+            requests_seen: 0,
+            intents: Vec::new(),
+            by_id: BTreeMap::new(),
+            refunds: Vec::new(),
+            refund_by_id: BTreeMap::new(),
+            refunds_of: BTreeMap::new(),
+            keys: BTreeMap::new(),
+            due_events: Vec::new(),
+        }
+    }
+
+    /// The events of time-driven transitions not yet handed out, in the order they happened;
+    /// each is handed out once.
+    pub(crate) fn take_due_events(&mut self) -> Vec<ModelEvent> {
+        std::mem::take(&mut self.due_events)
+    }
+
+    /// When the next time-driven transition falls due (epoch ms), if ever, or the latest time
+    /// seen if events are waiting already.
+    pub(crate) fn next_transition_ms(&self) -> Option<i64> {
+        if !self.due_events.is_empty() {
+            return Some(self.clock_ms);
+        }
+        let intents = self.intents.iter().filter_map(|intent| intent.due_ms);
+        let refunds = self.refunds.iter().filter_map(|refund| refund.due_ms);
+        intents.chain(refunds).min()
+    }
+
+    /// Moves the clock to `now_ms` (never backwards), applies the transitions due by then and
+    /// forgets pruned keys. Returns the ledger's time.
+    pub(crate) fn observe(&mut self, face: &dyn Face, now_ms: i64) -> i64 {
+        self.clock_ms = self.clock_ms.max(now_ms);
+        let now_ms = self.clock_ms;
+        self.advance(face, now_ms);
+        self.forget_pruned_keys(now_ms);
+        now_ms
+    }
+
+    /// Applies every time-driven transition due by `now_ms`, in the order they fell due.
+    fn advance(&mut self, face: &dyn Face, now_ms: i64) {
+        let intents = self
+            .intents
+            .iter()
+            .enumerate()
+            .filter_map(|(index, intent)| intent.due_ms.map(|due_ms| (due_ms, Due::Intent(index))));
+        let refunds = self
+            .refunds
+            .iter()
+            .enumerate()
+            .filter_map(|(index, refund)| refund.due_ms.map(|due_ms| (due_ms, Due::Refund(index))));
+        let mut due: Vec<(i64, Due)> = intents
+            .chain(refunds)
+            .filter(|(due_ms, _)| *due_ms <= now_ms)
+            .collect();
+        due.sort_unstable();
+        for (at_ms, what) in due {
+            match what {
+                Due::Intent(index) => self.advance_intent(face, index, at_ms),
+                Due::Refund(index) => self.advance_refund(face, index, at_ms),
+            }
+        }
+    }
+
+    /// `processing` → `succeeded`, or `requires_action` → `requires_payment_method` with
+    /// `authentication_required`, at `at_ms`; the face words the events.
+    fn advance_intent(&mut self, face: &dyn Face, index: usize, at_ms: i64) {
+        let intent = &mut self.intents[index];
+        intent.due_ms = None;
+        match intent.status {
+            Status::Processing => intent.status = Status::Succeeded,
+            Status::RequiresAction => {
+                intent.status = Status::RequiresPaymentMethod;
+                intent.failure = Some(Failure::AuthenticationRequired);
+            }
+            _ => return,
+        }
+        self.record_search_version(face, index, at_ms);
+        let events = face.charge_moved_on(self, index, at_ms);
+        self.due_events.extend(events);
+    }
+
+    /// A refund's status change at `at_ms`: `pending` → `succeeded` (`pm_fake_refund_pending`),
+    /// or `succeeded` → `failed` with `expired_or_canceled_card` (`pm_card_refundFail`), which
+    /// makes its amount refundable again; the face words the events, if it sends any.
+    fn advance_refund(&mut self, face: &dyn Face, index: usize, at_ms: i64) {
+        let refund = &mut self.refunds[index];
+        refund.due_ms = None;
+        let from = refund.status;
+        match from {
+            RefundStatus::Pending => refund.status = RefundStatus::Succeeded,
+            RefundStatus::Succeeded => {
+                refund.status = RefundStatus::Failed;
+                refund.failure_reason = Some(REFUND_FAILURE_REASON);
+            }
+            RefundStatus::Failed => return,
+        }
+        let events = face.refund_moved_on(self, index, from, at_ms);
+        self.due_events.extend(events);
+    }
+
+    /// Attempts a charge a face has validated, as its token says (`behaviour`), without
+    /// recording it: the provider-neutral half of a create. Ids are drawn in a fixed order (the
+    /// charge's, then its attempt's), so one seed and one call sequence give the same ids.
+    ///
+    /// - An unknown token creates nothing ([`Attempt::UnknownMethod`]).
+    /// - `pm_fake_error_before_charge`, confirmed, creates nothing
+    ///   ([`Attempt::FailedBeforeCharge`]).
+    /// - Unconfirmed, any known token creates a charge waiting in `requires_confirmation`.
+    /// - Confirmed: approvals (and the lost-response and slow tokens, which tell the server how
+    ///   to misdeliver the answer) succeed; declines fail with their [`Failure`]; the processing
+    ///   and requires-action tokens wait, due to move on after `processing_for` and
+    ///   `requires_action_for`.
+    pub(crate) fn attempt_charge(
+        &mut self,
+        face: &dyn Face,
+        charge: NewCharge,
+        key: Option<String>,
+        now_ms: i64,
+    ) -> Attempt {
+        let behaviour = behaviour_for(&charge.payment_method);
+        if behaviour == Behaviour::Unknown {
+            return Attempt::UnknownMethod;
+        }
+        if charge.confirm && behaviour == Behaviour::ErrorBeforeCharge {
+            return Attempt::FailedBeforeCharge;
+        }
+        let id = face.new_charge_id(self);
+        let mut intent = Intent {
+            id,
+            amount: charge.amount,
+            currency: charge.currency,
+            status: Status::RequiresConfirmation,
+            payment_method: charge.payment_method,
+            description: charge.description,
+            metadata: charge.metadata,
+            idempotency_key: key,
+            created: now_ms.div_euclid(1000),
+            latest_charge: None,
+            failure: None,
+            cancellation_reason: None,
+            due_ms: None,
+            search_versions: Vec::new(),
+        };
+        let mut delivery = Delivery::Now;
+        if !charge.confirm {
+            return Attempt::Made {
+                intent: Box::new(intent),
+                delivery,
+            };
+        }
+        match behaviour {
+            Behaviour::Approve | Behaviour::LostResponse | Behaviour::Slow => {
+                if behaviour == Behaviour::LostResponse {
+                    delivery = Delivery::Sever;
+                } else if behaviour == Behaviour::Slow {
+                    delivery = Delivery::After(self.timings.slow_delay);
+                }
+                intent.status = Status::Succeeded;
+                intent.latest_charge = Some(face.new_attempt_id(self, &intent.id));
+            }
+            Behaviour::Decline(decline) => {
+                intent.status = Status::RequiresPaymentMethod;
+                intent.latest_charge = Some(face.new_attempt_id(self, &intent.id));
+                intent.failure = Some(Failure::Declined(decline));
+            }
+            Behaviour::Processing => {
+                intent.status = Status::Processing;
+                intent.latest_charge = Some(face.new_attempt_id(self, &intent.id));
+                intent.due_ms = Some(now_ms.saturating_add(millis(self.timings.processing_for)));
+            }
+            Behaviour::RequiresAction => {
+                intent.status = Status::RequiresAction;
+                intent.due_ms =
+                    Some(now_ms.saturating_add(millis(self.timings.requires_action_for)));
+            }
+            // Both answered above; kept total rather than panicking.
+            Behaviour::ErrorBeforeCharge | Behaviour::Unknown => return Attempt::UnknownMethod,
+        }
+        Attempt::Made {
+            intent: Box::new(intent),
+            delivery,
+        }
+    }
+
+    /// Refunds `amount` (default: what is left) of the succeeded charge `charge_id` if that much
+    /// is left, and records the refund: the provider-neutral half of a refund create. Pending and
+    /// succeeded refunds hold their amount, failed ones gave it back. The refund's fate follows
+    /// the charge's token (`refund_behaviour_for`): succeeded for good, succeeded until it fails
+    /// after `refund_fail_after`, or pending until it succeeds after `refund_pending_for`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn attempt_refund(
+        &mut self,
+        face: &dyn Face,
+        charge_id: &str,
+        amount: Option<i64>,
+        reason: Option<String>,
+        metadata: BTreeMap<String, String>,
+        key: Option<String>,
+        now_ms: i64,
+    ) -> RefundAttempt {
+        let Some(&index) = self.by_id.get(charge_id) else {
+            return RefundAttempt::NoSuchCharge;
+        };
+        let intent = &self.intents[index];
+        if intent.status != Status::Succeeded {
+            return RefundAttempt::NotRefundable;
+        }
+        let (payment_intent, charge) = (intent.id.clone(), intent.latest_charge.clone());
+        let (currency, payment_method) = (intent.currency.clone(), intent.payment_method.clone());
+        // Pending refunds hold their amount as succeeded ones do; failed ones gave it back.
+        let unrefunded = intent.amount - self.amount_held(&payment_intent);
+        if unrefunded <= 0 {
+            return RefundAttempt::AlreadyRefunded {
+                charge: charge.unwrap_or(payment_intent),
+            };
+        }
+        let amount = amount.unwrap_or(unrefunded);
+        if amount > unrefunded {
+            return RefundAttempt::Exceeds {
+                amount,
+                unrefunded,
+                currency,
+            };
+        }
+        let (status, due_ms) = match refund_behaviour_for(&payment_method) {
+            RefundBehaviour::Succeed => (RefundStatus::Succeeded, None),
+            RefundBehaviour::FailLater => (
+                RefundStatus::Succeeded,
+                Some(now_ms.saturating_add(millis(self.timings.refund_fail_after))),
+            ),
+            RefundBehaviour::PendingThenSucceed => (
+                RefundStatus::Pending,
+                Some(now_ms.saturating_add(millis(self.timings.refund_pending_for))),
+            ),
+        };
+        let id = face.new_refund_id(self);
+        let refund = Refund {
+            id,
+            amount,
+            currency,
+            payment_intent: payment_intent.clone(),
+            charge,
+            status,
+            reason,
+            failure_reason: None,
+            metadata,
+            idempotency_key: key,
+            created: now_ms.div_euclid(1000),
+            due_ms,
+        };
+        let position = self.refunds.len();
+        self.refund_by_id.insert(refund.id.clone(), position);
+        self.refunds_of
+            .entry(payment_intent)
+            .or_default()
+            .push(position);
+        self.refunds.push(refund);
+        RefundAttempt::Made(position)
+    }
+
+    /// What the refunds of a PaymentIntent hold of its amount now (pending and succeeded ones).
+    pub(crate) fn amount_held(&self, payment_intent: &str) -> i64 {
+        self.refunds_of.get(payment_intent).map_or(0, |positions| {
+            positions
+                .iter()
+                .map(|&position| &self.refunds[position])
+                .filter(|refund| refund.status.holds_amount())
+                .map(|refund| refund.amount)
+                .sum()
+        })
+    }
+
+    /// Records a new PaymentIntent (charge).
+    pub(crate) fn insert(&mut self, face: &dyn Face, intent: Intent, now_ms: i64) {
+        let index = self.intents.len();
+        self.by_id.insert(intent.id.clone(), index);
+        self.intents.push(intent);
+        self.record_search_version(face, index, now_ms);
+    }
+
+    /// Queues the PaymentIntent (charge) as it is now, in the face's format, for the search
+    /// index, visible after a random lag and never before an earlier version.
+    pub(crate) fn record_search_version(&mut self, face: &dyn Face, index: usize, at_ms: i64) {
+        let lag_max_ms = millis(self.timings.search_lag_max);
+        let lag_ms = if lag_max_ms == 0 {
+            0
+        } else {
+            self.rng.i64(0..=lag_max_ms)
+        };
+        let snapshot = face.search_snapshot(self, index);
+        let intent = &mut self.intents[index];
+        let earliest = intent
+            .search_versions
+            .last()
+            .map_or(i64::MIN, |(visible_from_ms, _)| *visible_from_ms);
+        let visible_from_ms = at_ms.saturating_add(lag_ms).max(earliest);
+        intent.search_versions.push((visible_from_ms, snapshot));
+    }
+
+    /// `<prefix>_` followed by 24 random alphanumerics, like Stripe's object ids.
+    pub(crate) fn new_id(&mut self, prefix: &str) -> String {
+        let rng = &mut self.rng;
+        let mut id = String::with_capacity(prefix.len() + 25);
+        id.push_str(prefix);
+        id.push('_');
+        id.extend(std::iter::repeat_with(|| rng.alphanumeric()).take(24));
+        id
+    }
+}
+
+/// A duration in whole milliseconds, saturating.
+pub(crate) fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,122 @@
+//! What crosses the line between the ledger and a face, and between the model and its callers:
+//! a request as it came off the wire, the answer to write, how to deliver it and the webhook
+//! events it caused. Bodies are bytes and strings here; only a face knows what is in them.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// One API request as it came off the wire.
+#[derive(Clone, Copy, Debug)]
+pub struct WireRequest<'a> {
+    /// `GET` or `POST`.
+    pub method: &'a str,
+    /// The path without the query, e.g. `/v1/payment_intents/pi_x/cancel` (Stripe) or
+    /// `/charges/chrg_test_x/refunds` (Omise).
+    pub path: &'a str,
+    /// The raw query string, if any (search, lists).
+    pub query: Option<&'a str>,
+    /// The raw `Authorization` header value, if any.
+    pub authorization: Option<&'a str>,
+    /// The raw `Idempotency-Key` header value, if any. Ignored on `GET`, as at Stripe.
+    pub idempotency_key: Option<&'a str>,
+    /// The `application/x-www-form-urlencoded` body.
+    pub body: &'a [u8],
+}
+
+/// How the server must deliver an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Write it now.
+    Now,
+    /// Write nothing at all and close the connection: the request took effect, the caller never
+    /// learns it (`pm_fake_lost_response`).
+    Sever,
+    /// Write it after this long (`pm_fake_slow`).
+    After(Duration),
+}
+
+/// The model's answer to one request.
+#[derive(Clone, Debug)]
+pub struct WireAnswer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The JSON body.
+    pub body: String,
+    /// Answered from the idempotency cache (the server sets `Idempotent-Replayed: true`).
+    pub replayed: bool,
+    /// How to deliver it.
+    pub delivery: Delivery,
+    /// The webhook events to send, in the order they happened: those of time-driven transitions
+    /// that fell due by this request's time and were not yet handed out by
+    /// [`FakeModel::tick`](crate::model::FakeModel::tick), then those the request itself caused.
+    /// Every event is handed out exactly once.
+    pub events: Vec<ModelEvent>,
+}
+
+/// One webhook event.
+#[derive(Clone, Debug)]
+pub struct ModelEvent {
+    /// `evt_...` (Stripe) or `evnt_test_...` (Omise), also the de-duplication key receivers use.
+    pub id: String,
+    /// E.g. `payment_intent.succeeded`, `refund.created`, `charge.refunded` (Stripe's `type`) or
+    /// `charge.create`, `charge.complete`, `refund.create` (Omise's `key`).
+    pub kind: String,
+    /// The event JSON in the face's format, serialised once so that every copy and retry sends
+    /// the same bytes.
+    pub body: String,
+}
+
+/// A request's answer before it becomes a [`WireAnswer`].
+#[derive(Debug)]
+pub(crate) struct Handled {
+    pub(crate) reply: Reply,
+    pub(crate) replayed: bool,
+    pub(crate) delivery: Delivery,
+    pub(crate) events: Vec<ModelEvent>,
+}
+
+impl Handled {
+    /// An answer written at once that caused no events.
+    pub(crate) fn plain(reply: Reply) -> Self {
+        Self::now(reply, Vec::new())
+    }
+
+    /// An answer written at once, with the events it caused.
+    pub(crate) fn now(reply: Reply, events: Vec<ModelEvent>) -> Self {
+        Self {
+            reply,
+            replayed: false,
+            delivery: Delivery::Now,
+            events,
+        }
+    }
+}
+
+/// A JSON answer: status and exact body, kept as text so that an idempotent replay is
+/// byte-for-byte the answer the first request got (or would have got). Nothing here knows about
+/// HTTP servers: faces build replies, the server writes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Reply {
+    /// The HTTP status code.
+    pub(crate) status: u16,
+    /// The serialised JSON body.
+    pub(crate) body: String,
+}
+
+impl Reply {
+    /// An answer with `value` as its JSON body.
+    pub(crate) fn json(status: u16, value: &Value) -> Self {
+        Self {
+            status,
+            body: value.to_string(),
+        }
+    }
+
+    /// Whether the answer may be remembered under an idempotency key: everything except server
+    /// errors. The fake's only 5xx (`pm_fake_error_before_charge`) fails before the endpoint did
+    /// any work, and Stripe saves a result only once execution began ("Idempotent requests").
+    pub(crate) fn is_storable(&self) -> bool {
+        self.status < 500
+    }
+}
