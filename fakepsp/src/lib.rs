@@ -87,18 +87,23 @@
 //! # }
 //! ```
 
+mod config;
 mod conn;
 mod currency;
 mod faces;
 mod ledger;
 pub mod model;
+mod provider;
 mod running;
 mod server;
 mod webhooks;
 
-use std::time::Duration;
-
+pub use config::{FakePspConfig, WebhookKnobs};
 pub use ledger::{FakeCharge, FakeRefund};
+pub use provider::{
+    Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_TWOC2P_MERCHANT_ID,
+    DEFAULT_TWOC2P_SECRET_KEY, DEFAULT_WEBHOOK_SECRET,
+};
 pub use running::{FakePsp, RunningFakePsp};
 pub use webhooks::{sign_omise_webhook, sign_webhook};
 
@@ -108,150 +113,4 @@ pub use webhooks::{sign_omise_webhook, sign_webhook};
 /// tests use it to deliver notifications of their own in the face's wire format.
 pub fn sign_twoc2p_jwt(key: &str, claims: &serde_json::Value) -> String {
     faces::sign_twoc2p_jwt(key, claims)
-}
-
-/// The API key the fake PSP accepts unless told otherwise.
-pub const DEFAULT_API_KEY: &str = "sk_test_payonce_fake";
-
-/// The webhook signing secret the fake PSP uses unless told otherwise.
-pub const DEFAULT_WEBHOOK_SECRET: &str = "whsec_payonce_fake";
-
-/// The webhook secret of the Omise face unless told otherwise: standard base64, as Omise shows
-/// its secrets (it decodes to the 32 bytes `payonce-fake-omise-webhook-key!!`).
-pub const DEFAULT_OMISE_WEBHOOK_SECRET: &str = "cGF5b25jZS1mYWtlLW9taXNlLXdlYmhvb2sta2V5ISE=";
-
-/// The merchant id (`merchantID`) the 2C2P face knows unless told otherwise.
-pub const DEFAULT_TWOC2P_MERCHANT_ID: &str = "PAYONCEFAKE01";
-
-/// The merchant secret key of the 2C2P face unless told otherwise ([`FakePspConfig::twoc2p`]):
-/// 64 characters, used as text for HS256, like the keys 2C2P issues.
-pub const DEFAULT_TWOC2P_SECRET_KEY: &str =
-    "C2P0000000000000000000000000FAKEPSPKEY00000000000000000000000000";
-
-/// The wire format one fake PSP instance speaks. Whatever the face, the charges, refunds, test
-/// tokens, time-driven transitions, search lag and injected failures are those of the one
-/// [`model`]; only the requests understood and the objects, errors and webhooks written differ.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Provider {
-    /// Stripe's PaymentIntents and Refunds under `/v1` (the default).
-    #[default]
-    Stripe,
-    /// Omise's Charges, Refunds and Search at the API root (see the `faces::omise` module).
-    Omise,
-    /// 2C2P PGW v4.3's Payment Token, Do Payment and Payment Inquiry under `/payment/4.3`, and
-    /// its backend notification; no refunds (see the `faces::twoc2p` module).
-    TwoC2p,
-}
-
-impl Provider {
-    /// The provider's name as payonce stores it, and as `GET /_fake/charges` reports it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Stripe => "stripe",
-            Self::Omise => "omise",
-            Self::TwoC2p => "2c2p",
-        }
-    }
-}
-
-/// How the fake PSP is set up when it starts.
-#[derive(Clone, Debug)]
-pub struct FakePspConfig {
-    /// The wire format this instance speaks (one face per instance); Stripe by default.
-    pub provider: Provider,
-    /// The only secret key accepted: as `Authorization: Bearer <api_key>` on `/v1/*` (Stripe),
-    /// as the HTTP Basic user name (Omise).
-    pub api_key: String,
-    /// Where signed webhook events are POSTed; `None` sends no webhooks.
-    pub webhook_url: Option<String>,
-    /// The secret webhook signatures are computed with: used as it is for Stripe (see
-    /// [`sign_webhook`]); standard base64, decoded into the HMAC key, for Omise (see
-    /// [`sign_omise_webhook`]), so starting an Omise face with a secret that is not base64
-    /// fails.
-    pub webhook_secret: String,
-    /// Omise face only: whether `Idempotency-Key` works as on the Stripe face (replay, 400 on
-    /// other parameters, 409 while in flight). Omise's documentation does not confirm that Omise
-    /// honours the header at all; `false` makes the face ignore it, so a re-sent create makes a
-    /// second charge (the fake's test tokens are reusable) and a re-sent refund refunds again.
-    pub omise_honours_idempotency_key: bool,
-    /// 2C2P face only: the merchant id it knows; the merchant's secret key is
-    /// [`api_key`](Self::api_key), which verifies requests and signs answers and notifications.
-    pub twoc2p_merchant_id: String,
-    /// How long a `pm_fake_slow` charge holds its answer back.
-    pub slow_delay: Duration,
-    /// How long a `pm_fake_processing` PaymentIntent stays `processing` before it succeeds.
-    pub processing_for: Duration,
-    /// How long a `pm_fake_requires_action` PaymentIntent stays `requires_action` before it
-    /// fails with `authentication_required`.
-    pub requires_action_for: Duration,
-    /// Search shows each PaymentIntent, and each change to it, only after a random lag of up to
-    /// this long; zero (the default) makes search read-after-write.
-    pub search_lag_max: Duration,
-    /// How long a refund of a `pm_card_refundFail` charge reads `succeeded` before it fails.
-    pub refund_fail_after: Duration,
-    /// How long a refund of a `pm_fake_refund_pending` charge stays `pending` before it succeeds.
-    pub refund_pending_for: Duration,
-    /// How webhooks are delivered (duplicates, delay, order).
-    pub webhooks: WebhookKnobs,
-}
-
-impl Default for FakePspConfig {
-    fn default() -> Self {
-        let model = model::ModelConfig::default();
-        Self {
-            provider: model.provider,
-            api_key: DEFAULT_API_KEY.to_owned(),
-            webhook_url: None,
-            webhook_secret: DEFAULT_WEBHOOK_SECRET.to_owned(),
-            slow_delay: model.slow_delay,
-            processing_for: model.processing_for,
-            requires_action_for: model.requires_action_for,
-            search_lag_max: model.search_lag_max,
-            refund_fail_after: model.refund_fail_after,
-            refund_pending_for: model.refund_pending_for,
-            omise_honours_idempotency_key: model.omise_honours_idempotency_key,
-            twoc2p_merchant_id: model.twoc2p_merchant_id,
-            webhooks: WebhookKnobs::default(),
-        }
-    }
-}
-
-impl FakePspConfig {
-    /// The defaults with the Omise face and [`DEFAULT_OMISE_WEBHOOK_SECRET`].
-    pub fn omise() -> Self {
-        Self {
-            provider: Provider::Omise,
-            webhook_secret: DEFAULT_OMISE_WEBHOOK_SECRET.to_owned(),
-            ..Self::default()
-        }
-    }
-
-    /// The defaults with the 2C2P face, merchant [`DEFAULT_TWOC2P_MERCHANT_ID`] and secret key
-    /// [`DEFAULT_TWOC2P_SECRET_KEY`] (as `api_key`). Notifications are signed with the secret key
-    /// inside their body; `webhook_secret` is not used.
-    pub fn twoc2p() -> Self {
-        Self {
-            provider: Provider::TwoC2p,
-            api_key: DEFAULT_TWOC2P_SECRET_KEY.to_owned(),
-            twoc2p_merchant_id: DEFAULT_TWOC2P_MERCHANT_ID.to_owned(),
-            ..Self::default()
-        }
-    }
-}
-
-/// Knobs that make webhook delivery misbehave the way a real PSP's may.
-///
-/// The default delivers every event once, straight away, in the order the events happened.
-#[derive(Clone, Debug, Default)]
-pub struct WebhookKnobs {
-    /// Extra copies of each event to deliver (all with the same event id), so `2` delivers each
-    /// event three times.
-    pub duplicates: u32,
-    /// How long to wait after an event happens before delivering it.
-    pub delay: Duration,
-    /// Deliver events last-first. Every event produced by one API request is delivered in
-    /// reverse; when `delay` is non-zero, every event that happened while the first one was
-    /// being held back is delivered together with it, newest first, so events of different
-    /// requests (e.g. a decline followed by a success for the same payment) arrive swapped.
-    pub reorder: bool,
 }

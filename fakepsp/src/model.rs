@@ -26,7 +26,7 @@ use std::time::Duration;
 use crate::faces::{OmiseFace, StripeFace, TwoC2pFace};
 pub use crate::ledger::{Delivery, FakeCharge, FakeRefund, ModelEvent, WireAnswer, WireRequest};
 use crate::ledger::{Face, Ledger, Timings};
-use crate::Provider;
+use crate::provider::Provider;
 
 /// How the model behaves where a PSP's behaviour depends on time or configuration, and which
 /// face it speaks.
@@ -71,7 +71,7 @@ impl Default for ModelConfig {
     fn default() -> Self {
         Self {
             provider: Provider::Stripe,
-            api_key: crate::DEFAULT_API_KEY.to_owned(),
+            api_key: crate::provider::DEFAULT_API_KEY.to_owned(),
             search_lag_max: Duration::ZERO,
             processing_for: Duration::from_secs(5 * 60),
             requires_action_for: Duration::from_secs(60 * 60),
@@ -82,7 +82,7 @@ impl Default for ModelConfig {
             refund_pending_for: Duration::from_secs(10 * 60),
             omise_honours_idempotency_key: true,
             omise_honours_refund_keys: true,
-            twoc2p_merchant_id: crate::DEFAULT_TWOC2P_MERCHANT_ID.to_owned(),
+            twoc2p_merchant_id: crate::provider::DEFAULT_TWOC2P_MERCHANT_ID.to_owned(),
         }
     }
 }

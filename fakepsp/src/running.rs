@@ -8,12 +8,13 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
+use crate::config::{FakePspConfig, WebhookKnobs};
 use crate::conn::{ConnHandle, SeverableListener};
 use crate::ledger::{FakeCharge, FakeRefund};
 use crate::model::{FakeModel, ModelConfig};
+use crate::provider::Provider;
 use crate::server::{self, now_ms, App};
 use crate::webhooks::{Signer, Webhooks};
-use crate::{FakePspConfig, Provider, WebhookKnobs};
 
 /// How long [`RunningFakePsp::shutdown`] lets in-flight requests finish before cutting them off.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

@@ -17,8 +17,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::config::WebhookKnobs;
 use crate::ledger::ModelEvent;
-use crate::WebhookKnobs;
+use crate::provider::Provider;
 
 /// Retries after the first attempt when the receiver fails or answers non-2xx.
 const RETRIES: u32 = 3;
@@ -86,11 +87,11 @@ impl std::fmt::Debug for Signer {
 impl Signer {
     /// The signer of `provider`'s face with `secret` as configured; for Omise the secret must be
     /// standard, padded base64 of a non-empty key, as Omise shows its secrets.
-    pub(crate) fn new(provider: crate::Provider, secret: String) -> Result<Self, String> {
+    pub(crate) fn new(provider: Provider, secret: String) -> Result<Self, String> {
         match provider {
-            crate::Provider::Stripe => Ok(Self::Stripe(secret)),
-            crate::Provider::TwoC2p => Ok(Self::TwoC2p),
-            crate::Provider::Omise => {
+            Provider::Stripe => Ok(Self::Stripe(secret)),
+            Provider::TwoC2p => Ok(Self::TwoC2p),
+            Provider::Omise => {
                 use base64::Engine as _;
                 match base64::engine::general_purpose::STANDARD.decode(secret.as_bytes()) {
                     Ok(key) if !key.is_empty() => Ok(Self::Omise(key)),
@@ -318,7 +319,7 @@ mod tests {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        let Ok(Signer::Omise(key)) = Signer::new(crate::Provider::Omise, secret) else {
+        let Ok(Signer::Omise(key)) = Signer::new(Provider::Omise, secret) else {
             panic!("the vector secret is base64");
         };
         let payload = vectors["payload"].as_str().unwrap_or_default();
@@ -349,16 +350,16 @@ mod tests {
     #[test]
     fn an_omise_secret_must_be_base64_of_a_key() {
         for bad in ["whsec_payonce_fake", "", "c2VjcmV0"] {
-            let signer = Signer::new(crate::Provider::Omise, bad.to_owned());
+            let signer = Signer::new(Provider::Omise, bad.to_owned());
             // "c2VjcmV0" is valid base64 ("secret") and accepted; the others are not.
             assert_eq!(signer.is_ok(), bad == "c2VjcmV0", "{bad:?}");
         }
         assert!(Signer::new(
-            crate::Provider::Omise,
-            crate::DEFAULT_OMISE_WEBHOOK_SECRET.into()
+            Provider::Omise,
+            crate::provider::DEFAULT_OMISE_WEBHOOK_SECRET.into()
         )
         .is_ok());
-        assert!(Signer::new(crate::Provider::Stripe, "anything".into()).is_ok());
+        assert!(Signer::new(Provider::Stripe, "anything".into()).is_ok());
     }
 
     #[test]

@@ -916,7 +916,7 @@ mod tests {
 
     use super::*;
     use crate::model::{Delivery, FakeModel, ModelConfig, WireAnswer};
-    use crate::Provider;
+    use crate::provider::Provider;
 
     /// Some moment in 2027, epoch ms.
     const T0: i64 = 1_800_000_000_000;
@@ -967,7 +967,7 @@ mod tests {
         key: Option<&str>,
         now_ms: i64,
     ) -> WireAnswer {
-        let authorization = basic(crate::DEFAULT_API_KEY, "");
+        let authorization = basic(crate::provider::DEFAULT_API_KEY, "");
         model.handle(
             &request("POST", path, None, Some(&authorization), key, body),
             now_ms,
@@ -975,7 +975,7 @@ mod tests {
     }
 
     fn get(model: &FakeModel, path: &str, query: Option<&str>, now_ms: i64) -> WireAnswer {
-        let authorization = basic(crate::DEFAULT_API_KEY, "");
+        let authorization = basic(crate::provider::DEFAULT_API_KEY, "");
         model.handle(
             &request("GET", path, query, Some(&authorization), None, ""),
             now_ms,
@@ -1027,10 +1027,10 @@ mod tests {
     fn basic_auth_with_the_secret_key_as_user_name_or_401_before_anything_else() {
         let model = model();
         let wrong = basic("skey_test_other", "");
-        let bearer = format!("Bearer {}", crate::DEFAULT_API_KEY);
+        let bearer = format!("Bearer {}", crate::provider::DEFAULT_API_KEY);
         let no_colon = format!(
             "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(crate::DEFAULT_API_KEY)
+            base64::engine::general_purpose::STANDARD.encode(crate::provider::DEFAULT_API_KEY)
         );
         // WHEN the key is missing, wrong, sent as a bearer token or unreadable — on a create
         // that would otherwise be refused, and on a route that does not exist
@@ -1064,7 +1064,8 @@ mod tests {
         assert!(model.charges().is_empty());
         assert_eq!(model.requests_seen(), 10);
         // AND the right key is accepted with any password, the scheme in any case
-        let lower = basic(crate::DEFAULT_API_KEY, "ignored").replacen("Basic", "basic", 1);
+        let lower =
+            basic(crate::provider::DEFAULT_API_KEY, "ignored").replacen("Basic", "basic", 1);
         let ok = model.handle(
             &request(
                 "POST",
@@ -2032,7 +2033,7 @@ mod tests {
             ("POST", "/v1/payment_intents"),
             ("GET", "/customers/cust_test_1"),
         ] {
-            let authorization = basic(crate::DEFAULT_API_KEY, "");
+            let authorization = basic(crate::provider::DEFAULT_API_KEY, "");
             let answer = model.handle(
                 &request(method, path, None, Some(&authorization), None, ""),
                 T0,

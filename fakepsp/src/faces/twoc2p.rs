@@ -750,12 +750,12 @@ mod tests {
 
     use super::*;
     use crate::model::{FakeModel, ModelConfig, WireAnswer};
-    use crate::Provider;
+    use crate::provider::Provider;
 
     /// Some moment in 2027, epoch ms.
     const T0: i64 = 1_800_000_000_000;
-    const MERCHANT: &str = crate::DEFAULT_TWOC2P_MERCHANT_ID;
-    const KEY: &str = crate::DEFAULT_TWOC2P_SECRET_KEY;
+    const MERCHANT: &str = crate::provider::DEFAULT_TWOC2P_MERCHANT_ID;
+    const KEY: &str = crate::provider::DEFAULT_TWOC2P_SECRET_KEY;
     const INVOICE: &str = "0123456789abcdef0123456789abcdef";
 
     fn config() -> ModelConfig {

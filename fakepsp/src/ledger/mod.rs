@@ -30,10 +30,10 @@ use serde_json::Value;
 
 use self::behaviour::{behaviour_for, refund_behaviour_for, Behaviour, RefundBehaviour};
 pub(crate) use self::charge::{Failure, Intent, Refund, RefundStatus, Status};
-use self::idempotency::KeyEntry;
 pub(crate) use self::idempotency::{
     is_valid_idempotency_key, Fingerprint, KeyRefusals, MAX_IDEMPOTENCY_KEY_LEN,
 };
+use self::idempotency::{Claim, Keys, KEY_KEPT_AT_LEAST_MS, KEY_KEPT_AT_MOST_MS};
 pub use self::inspect::{FakeCharge, FakeRefund};
 pub use self::wire::{Delivery, ModelEvent, WireAnswer, WireRequest};
 pub(crate) use self::wire::{Handled, Reply};
@@ -158,7 +158,8 @@ pub(crate) struct Ledger {
     pub(crate) refund_by_id: BTreeMap<String, usize>,
     /// PaymentIntent id → positions in `refunds` of its refunds, oldest first.
     pub(crate) refunds_of: BTreeMap<String, Vec<usize>>,
-    keys: BTreeMap<String, KeyEntry>,
+    /// The idempotency keys held.
+    keys: Keys,
     /// Events of time-driven transitions not yet handed out.
     due_events: Vec<ModelEvent>,
 }
@@ -227,7 +228,7 @@ impl Ledger {
             refunds: Vec::new(),
             refund_by_id: BTreeMap::new(),
             refunds_of: BTreeMap::new(),
-            keys: BTreeMap::new(),
+            keys: Keys::default(),
             due_events: Vec::new(),
         }
     }
@@ -255,7 +256,7 @@ impl Ledger {
         self.clock_ms = self.clock_ms.max(now_ms);
         let now_ms = self.clock_ms;
         self.advance(face, now_ms);
-        self.forget_pruned_keys(now_ms);
+        self.keys.forget_pruned(now_ms);
         now_ms
     }
 
@@ -319,6 +320,102 @@ impl Ledger {
         }
         let events = face.refund_moved_on(self, index, from, at_ms);
         self.due_events.extend(events);
+    }
+
+    /// Runs `run` under the idempotency key, if there is one: replays or refuses (in the words of
+    /// `refusals`) instead when the key is known, stores the answer afterwards unless it is a
+    /// server error, to be forgotten at a random moment 24–48 h later.
+    pub(crate) fn idempotent(
+        &mut self,
+        refusals: KeyRefusals,
+        key: Option<String>,
+        fingerprint: Fingerprint,
+        now_ms: i64,
+        run: impl FnOnce(&mut Self) -> Handled,
+    ) -> Handled {
+        let Some(key) = key else {
+            return run(self);
+        };
+        if let Some(answer) = self.known_key(refusals, Some(&key), &fingerprint) {
+            return answer;
+        }
+        let handled = run(self);
+        if handled.reply.is_storable() {
+            let kept_ms = self.rng.i64(KEY_KEPT_AT_LEAST_MS..=KEY_KEPT_AT_MOST_MS);
+            let prune_at_ms = now_ms.saturating_add(kept_ms);
+            self.keys
+                .store(key, fingerprint, handled.reply.clone(), prune_at_ms);
+        }
+        handled
+    }
+
+    /// A create as Stripe's idempotency layer runs it ("Idempotent requests"), which the faces
+    /// that take keys share: a key the ledger holds is answered from memory before the parameters
+    /// are looked at; then `validate` runs, and its refusal is answered without storing anything
+    /// under the key (results are saved only once an endpoint began executing); only then does
+    /// `run` run under the key ([`idempotent`](Self::idempotent)).
+    pub(crate) fn validated<V>(
+        &mut self,
+        refusals: KeyRefusals,
+        key: Option<String>,
+        fingerprint: Fingerprint,
+        now_ms: i64,
+        validate: impl FnOnce() -> Result<V, Reply>,
+        run: impl FnOnce(&mut Self, V) -> Handled,
+    ) -> Handled {
+        if let Some(answer) = self.known_key(refusals, key.as_deref(), &fingerprint) {
+            return answer;
+        }
+        let valid = match validate() {
+            Ok(valid) => valid,
+            Err(reply) => return Handled::plain(reply),
+        };
+        self.idempotent(refusals, key, fingerprint, now_ms, |ledger| {
+            run(ledger, valid)
+        })
+    }
+
+    /// The answer to a key the ledger already holds, given before the endpoint validates
+    /// anything: Stripe's idempotency layer sits in front of the endpoints, replays a saved
+    /// result for the same parameters, refuses other parameters with `idempotency_error` and a
+    /// key whose request is still running with 409 ("Idempotent requests"). `None` for a key it
+    /// does not hold.
+    fn known_key(
+        &self,
+        refusals: KeyRefusals,
+        key: Option<&str>,
+        fingerprint: &Fingerprint,
+    ) -> Option<Handled> {
+        let key = key?;
+        match self.keys.claim(key, fingerprint) {
+            Claim::Fresh => None,
+            Claim::Replay(reply) => Some(Handled {
+                reply,
+                replayed: true,
+                // The effect happened long ago; a retry is answered at once.
+                delivery: Delivery::Now,
+                events: Vec::new(),
+            }),
+            Claim::Mismatch => Some(Handled::plain((refusals.mismatch)(key))),
+            Claim::InUse => Some(Handled::plain((refusals.in_use)(key))),
+        }
+    }
+
+    /// Marks `key` as held by a request that is still running, as if one had been received and
+    /// not yet answered: until [`end_in_flight`](Self::end_in_flight), requests with that key get
+    /// the face's in-use refusal. Returns `false` (and changes nothing) if the key is already in
+    /// flight or has a stored answer, which a running request could not coexist with.
+    pub(crate) fn begin_in_flight(&mut self, key: &str) -> bool {
+        let now_ms = self.clock_ms;
+        self.keys.forget_pruned(now_ms);
+        self.keys.begin_in_flight(key)
+    }
+
+    /// Releases a key marked by [`begin_in_flight`](Self::begin_in_flight) without storing an
+    /// answer, like a request that failed before the endpoint did anything. Returns whether the
+    /// key was in flight.
+    pub(crate) fn end_in_flight(&mut self, key: &str) -> bool {
+        self.keys.end_in_flight(key)
     }
 
     /// Attempts a charge a face has validated, as its token says (`behaviour`), without

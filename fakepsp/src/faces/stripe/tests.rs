@@ -22,7 +22,7 @@ fn model_with(config: ModelConfig) -> FakeModel {
 }
 
 fn bearer() -> String {
-    format!("Bearer {}", crate::DEFAULT_API_KEY)
+    format!("Bearer {}", crate::provider::DEFAULT_API_KEY)
 }
 
 fn post(model: &FakeModel, path: &str, body: &str, key: Option<&str>, now_ms: i64) -> WireAnswer {

@@ -1,0 +1,111 @@
+//! How a fake PSP server is set up when it starts: [`FakePspConfig`] and the [`WebhookKnobs`].
+
+use std::time::Duration;
+
+use crate::model::ModelConfig;
+use crate::provider::{
+    Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_TWOC2P_MERCHANT_ID,
+    DEFAULT_TWOC2P_SECRET_KEY, DEFAULT_WEBHOOK_SECRET,
+};
+
+/// How the fake PSP is set up when it starts.
+#[derive(Clone, Debug)]
+pub struct FakePspConfig {
+    /// The wire format this instance speaks (one face per instance); Stripe by default.
+    pub provider: Provider,
+    /// The only secret key accepted: as `Authorization: Bearer <api_key>` on `/v1/*` (Stripe),
+    /// as the HTTP Basic user name (Omise).
+    pub api_key: String,
+    /// Where signed webhook events are POSTed; `None` sends no webhooks.
+    pub webhook_url: Option<String>,
+    /// The secret webhook signatures are computed with: used as it is for Stripe (see
+    /// [`sign_webhook`](crate::sign_webhook)); standard base64, decoded into the HMAC key, for Omise (see
+    /// [`sign_omise_webhook`](crate::sign_omise_webhook)), so starting an Omise face with a secret that is not base64
+    /// fails.
+    pub webhook_secret: String,
+    /// Omise face only: whether `Idempotency-Key` works as on the Stripe face (replay, 400 on
+    /// other parameters, 409 while in flight). Omise's documentation does not confirm that Omise
+    /// honours the header at all; `false` makes the face ignore it, so a re-sent create makes a
+    /// second charge (the fake's test tokens are reusable) and a re-sent refund refunds again.
+    pub omise_honours_idempotency_key: bool,
+    /// 2C2P face only: the merchant id it knows; the merchant's secret key is
+    /// [`api_key`](Self::api_key), which verifies requests and signs answers and notifications.
+    pub twoc2p_merchant_id: String,
+    /// How long a `pm_fake_slow` charge holds its answer back.
+    pub slow_delay: Duration,
+    /// How long a `pm_fake_processing` PaymentIntent stays `processing` before it succeeds.
+    pub processing_for: Duration,
+    /// How long a `pm_fake_requires_action` PaymentIntent stays `requires_action` before it
+    /// fails with `authentication_required`.
+    pub requires_action_for: Duration,
+    /// Search shows each PaymentIntent, and each change to it, only after a random lag of up to
+    /// this long; zero (the default) makes search read-after-write.
+    pub search_lag_max: Duration,
+    /// How long a refund of a `pm_card_refundFail` charge reads `succeeded` before it fails.
+    pub refund_fail_after: Duration,
+    /// How long a refund of a `pm_fake_refund_pending` charge stays `pending` before it succeeds.
+    pub refund_pending_for: Duration,
+    /// How webhooks are delivered (duplicates, delay, order).
+    pub webhooks: WebhookKnobs,
+}
+
+impl Default for FakePspConfig {
+    fn default() -> Self {
+        let model = ModelConfig::default();
+        Self {
+            provider: model.provider,
+            api_key: DEFAULT_API_KEY.to_owned(),
+            webhook_url: None,
+            webhook_secret: DEFAULT_WEBHOOK_SECRET.to_owned(),
+            slow_delay: model.slow_delay,
+            processing_for: model.processing_for,
+            requires_action_for: model.requires_action_for,
+            search_lag_max: model.search_lag_max,
+            refund_fail_after: model.refund_fail_after,
+            refund_pending_for: model.refund_pending_for,
+            omise_honours_idempotency_key: model.omise_honours_idempotency_key,
+            twoc2p_merchant_id: model.twoc2p_merchant_id,
+            webhooks: WebhookKnobs::default(),
+        }
+    }
+}
+
+impl FakePspConfig {
+    /// The defaults with the Omise face and [`DEFAULT_OMISE_WEBHOOK_SECRET`].
+    pub fn omise() -> Self {
+        Self {
+            provider: Provider::Omise,
+            webhook_secret: DEFAULT_OMISE_WEBHOOK_SECRET.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// The defaults with the 2C2P face, merchant [`DEFAULT_TWOC2P_MERCHANT_ID`] and secret key
+    /// [`DEFAULT_TWOC2P_SECRET_KEY`] (as `api_key`). Notifications are signed with the secret key
+    /// inside their body; `webhook_secret` is not used.
+    pub fn twoc2p() -> Self {
+        Self {
+            provider: Provider::TwoC2p,
+            api_key: DEFAULT_TWOC2P_SECRET_KEY.to_owned(),
+            twoc2p_merchant_id: DEFAULT_TWOC2P_MERCHANT_ID.to_owned(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Knobs that make webhook delivery misbehave the way a real PSP's may.
+///
+/// The default delivers every event once, straight away, in the order the events happened.
+#[derive(Clone, Debug, Default)]
+pub struct WebhookKnobs {
+    /// Extra copies of each event to deliver (all with the same event id), so `2` delivers each
+    /// event three times.
+    pub duplicates: u32,
+    /// How long to wait after an event happens before delivering it.
+    pub delay: Duration,
+    /// Deliver events last-first. Every event produced by one API request is delivered in
+    /// reverse; when `delay` is non-zero, every event that happened while the first one was
+    /// being held back is delivered together with it, newest first, so events of different
+    /// requests (e.g. a decline followed by a success for the same payment) arrive swapped.
+    pub reorder: bool,
+}
