@@ -102,9 +102,9 @@ use serde_json::{json, Value};
 use crate::faces::dates::iso8601;
 use crate::faces::form::{collect_metadata, parse_form, Params};
 use crate::ledger::{
-    is_valid_idempotency_key, Attempt, Face, Failure, Fingerprint, Handled, Intent, KeyRefusals,
-    Ledger, ModelEvent, NewCharge, Refund, RefundAttempt, RefundStatus, Reply, Status, WireRequest,
-    MAX_IDEMPOTENCY_KEY_LEN,
+    is_valid_idempotency_key, Attempt, Decline, Face, Failure, Fingerprint, Handled, Intent,
+    KeyRefusals, Ledger, ModelEvent, NewCharge, Refund, RefundAttempt, RefundStatus, Reply, Status,
+    WireRequest, MAX_IDEMPOTENCY_KEY_LEN,
 };
 
 /// Where Omise's error objects point (`location`), followed by `#<code with hyphens>`.
@@ -785,10 +785,10 @@ fn charge_json(intent: &Intent, refunds: &[&Refund]) -> Value {
         .map(|refund| refund.amount)
         .sum();
     let (failure_code, failure_message) = match intent.failure {
-        Some(Failure::Declined(decline)) => (
-            Some(decline.omise_failure_code),
-            Some(decline.omise_failure_message),
-        ),
+        Some(Failure::Declined(decline)) => {
+            let (code, message) = decline_failure(decline);
+            (Some(code), Some(message))
+        }
         Some(Failure::AuthenticationRequired) => (Some(TIMEOUT_CODE), Some(TIMEOUT_MESSAGE)),
         None => (None, None),
     };
@@ -835,6 +835,21 @@ fn charge_json(intent: &Intent, refunds: &[&Refund]) -> Value {
         },
         "created_at": iso8601(intent.created),
     })
+}
+
+/// Omise's `failure_code` for a decline, one its test cards produce ("Testing" page,
+/// docs.omise.co/api-testing: `insufficient_fund`, `stolen_or_lost_card`, `failed_processing`,
+/// `payment_rejected`), and the `failure_message` sent with it: the fake's wording (the Omise
+/// pages seen do not show the messages; payonce reads only the code).
+fn decline_failure(decline: Decline) -> (&'static str, &'static str) {
+    match decline {
+        // Omise's Magento plugin mapping (omise_error_mapping.xml): "rejected by issuer".
+        Decline::Generic => ("payment_rejected", "payment was rejected by the issuer"),
+        Decline::InsufficientFunds => (
+            "insufficient_fund",
+            "insufficient funds in the account or the card has reached the credit limit",
+        ),
+    }
 }
 
 /// A refund as Omise serialises it ("Refunds API"; omise-php's `refunds-post` fixture).

@@ -106,8 +106,8 @@ use sha2::{Digest, Sha256};
 use crate::currency::{is_zero_decimal, minimum_charge_minor, MAXIMUM_CHARGE_MINOR};
 use crate::faces::dates::iso8601;
 use crate::ledger::{
-    Attempt, Face, Failure, FakeCharge, Handled, Intent, Ledger, ModelEvent, NewCharge, Reply,
-    Status, WireRequest,
+    Attempt, Decline, Face, Failure, FakeCharge, Handled, Intent, Ledger, ModelEvent, NewCharge,
+    Reply, Status, WireRequest,
 };
 
 /// `POST` Payment Token.
@@ -326,12 +326,10 @@ fn payment_id_for_invoice(invoice_no: &str) -> Option<String> {
 fn resp_code(intent: &Intent) -> (&'static str, &'static str) {
     match (intent.status, intent.failure) {
         (Status::Succeeded, _) => ("0000", "Success"),
-        (Status::RequiresPaymentMethod, Some(Failure::Declined(decline))) => {
-            match decline.decline_code {
-                "insufficient_funds" => ("4051", "Insufficient Funds"),
-                _ => ("4005", "Do not honor"),
-            }
-        }
+        (Status::RequiresPaymentMethod, Some(Failure::Declined(decline))) => match decline {
+            Decline::InsufficientFunds => ("4051", "Insufficient Funds"),
+            Decline::Generic => ("4005", "Do not honor"),
+        },
         (Status::RequiresPaymentMethod, Some(Failure::AuthenticationRequired)) => (
             "0004",
             "Transaction is soft-declined, please resubmit after 3DS authentication.",

@@ -1,6 +1,6 @@
 //! The tables that map a `payment_method` token to what the fake PSP does with a confirmed
-//! PaymentIntent, and with refunds of its charge. Both faces use them: on the Omise face the
-//! same token comes as `card`.
+//! PaymentIntent, and with refunds of its charge. Every face uses them: on the Omise face the
+//! same token comes as `card`, on the 2C2P face as `securePayToken`.
 //!
 //! The card tokens are Stripe's own test tokens, so code written against the fake behaves the
 //! same against Stripe's test mode; the `pm_fake_*` tokens produce what Stripe's test cards
@@ -9,21 +9,14 @@
 //! Omise has no named test tokens at all (its `tokn_test_...` tokens are made from test card
 //! numbers), so its face borrows these names.
 
-/// A card decline: what ends up in `last_payment_error` and in the 402 body (Stripe), or in the
-/// failed charge's `failure_code` and `failure_message` (Omise).
+/// Why a card was declined, as the ledger keeps it; each face words it its own way (Stripe's
+/// `decline_code` and message, Omise's `failure_code` and `failure_message`, 2C2P's issuer code).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Decline {
-    /// Stripe's `decline_code`.
-    pub(crate) decline_code: &'static str,
-    /// The human-readable message Stripe sends with that decline code.
-    pub(crate) message: &'static str,
-    /// Omise's `failure_code` for the same decline: one its test cards produce ("Testing" page,
-    /// docs.omise.co/api-testing: `insufficient_fund`, `stolen_or_lost_card`,
-    /// `failed_processing`, `payment_rejected`).
-    pub(crate) omise_failure_code: &'static str,
-    /// The `failure_message` sent with it: the fake's wording (the Omise pages seen do not
-    /// show the messages; payonce reads only the code).
-    pub(crate) omise_failure_message: &'static str,
+pub(crate) enum Decline {
+    /// Declined, no reason given (Stripe's `generic_decline`).
+    Generic,
+    /// Not enough funds or credit (Stripe's `insufficient_funds`).
+    InsufficientFunds,
 }
 
 /// What happens when a PaymentIntent is confirmed with a given token.
@@ -61,23 +54,11 @@ const TABLE: &[(&str, Behaviour)] = &[
     ("pm_card_refundFail", Behaviour::Approve),
     (
         "pm_card_visa_chargeDeclined",
-        Behaviour::Decline(Decline {
-            decline_code: "generic_decline",
-            message: "Your card was declined.",
-            // Omise's Magento plugin mapping (omise_error_mapping.xml): "rejected by issuer".
-            omise_failure_code: "payment_rejected",
-            omise_failure_message: "payment was rejected by the issuer",
-        }),
+        Behaviour::Decline(Decline::Generic),
     ),
     (
         "pm_card_chargeDeclinedInsufficientFunds",
-        Behaviour::Decline(Decline {
-            decline_code: "insufficient_funds",
-            message: "Your card has insufficient funds.",
-            omise_failure_code: "insufficient_fund",
-            omise_failure_message: "insufficient funds in the account or the card has reached \
-                                    the credit limit",
-        }),
+        Behaviour::Decline(Decline::InsufficientFunds),
     ),
     ("pm_fake_lost_response", Behaviour::LostResponse),
     ("pm_fake_error_before_charge", Behaviour::ErrorBeforeCharge),
@@ -127,13 +108,10 @@ mod tests {
     fn known_tokens_map_to_their_behaviour() {
         assert_eq!(behaviour_for("pm_card_visa"), Behaviour::Approve);
         assert_eq!(behaviour_for("pm_card_mastercard"), Behaviour::Approve);
-        assert!(matches!(
+        assert_eq!(
             behaviour_for("pm_card_chargeDeclinedInsufficientFunds"),
-            Behaviour::Decline(Decline {
-                decline_code: "insufficient_funds",
-                ..
-            })
-        ));
+            Behaviour::Decline(Decline::InsufficientFunds)
+        );
         assert_eq!(behaviour_for("pm_fake_slow"), Behaviour::Slow);
         assert_eq!(behaviour_for("pm_card_refundFail"), Behaviour::Approve);
         assert_eq!(behaviour_for("pm_fake_processing"), Behaviour::Processing);

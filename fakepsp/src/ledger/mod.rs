@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub(crate) use self::behaviour::Decline;
 use self::behaviour::{behaviour_for, refund_behaviour_for, Behaviour, RefundBehaviour};
 pub(crate) use self::charge::{Failure, Intent, Refund, RefundStatus, Status};
 pub(crate) use self::idempotency::{

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::ledger::{Failure, Intent, Refund, Status};
+use crate::ledger::{Decline, Failure, Intent, Refund, Status};
 
 /// An object as Stripe serialises it.
 pub(super) trait StripeJson {
@@ -75,8 +75,8 @@ fn last_payment_error(intent: &Intent) -> Value {
         Some(Failure::Declined(decline)) => json!({
             "type": "card_error",
             "code": "card_declined",
-            "decline_code": decline.decline_code,
-            "message": decline.message,
+            "decline_code": decline_code(decline),
+            "message": decline_message(decline),
             "charge": intent.latest_charge,
         }),
         Some(Failure::AuthenticationRequired) => json!({
@@ -123,4 +123,20 @@ pub(super) fn charge_json(intent: &Intent, refunds: &[&Refund]) -> Value {
             "url": format!("/v1/charges/{charge}/refunds"),
         },
     })
+}
+
+/// Stripe's `decline_code` for a decline (its test cards' codes).
+pub(super) fn decline_code(decline: Decline) -> &'static str {
+    match decline {
+        Decline::Generic => "generic_decline",
+        Decline::InsufficientFunds => "insufficient_funds",
+    }
+}
+
+/// The human-readable message Stripe sends with that decline code.
+pub(super) fn decline_message(decline: Decline) -> &'static str {
+    match decline {
+        Decline::Generic => "Your card was declined.",
+        Decline::InsufficientFunds => "Your card has insufficient funds.",
+    }
 }

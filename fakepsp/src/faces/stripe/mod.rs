@@ -61,7 +61,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use self::json::{charge_json, StripeJson as _};
+use self::json::{charge_json, decline_code, decline_message, StripeJson as _};
 use self::params::{optional_enum, CreateParams, RefundParams};
 use crate::faces::form::parse_form;
 use crate::ledger::{
@@ -309,8 +309,8 @@ impl StripeFace {
             // the PaymentIntent, as Stripe answers a declined confirm.
             (Status::RequiresPaymentMethod, Some(Failure::Declined(decline))) => (
                 errors::card_declined(
-                    decline.decline_code,
-                    decline.message,
+                    decline_code(decline),
+                    decline_message(decline),
                     intent.latest_charge.as_deref(),
                     intent.to_json(),
                 ),
