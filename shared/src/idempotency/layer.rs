@@ -219,8 +219,8 @@ impl<S, Svc: Clone> Clone for Idempotent<S, Svc> {
 }
 
 /// The fingerprint [`IdempotencyLayer`] uses by default: the method, the path, the query string
-/// (its `&`-separated parameters sorted, as a REST API or an ALB event rebuilds the query from a
-/// map whose order is not the client's) and the body with its kind — a JSON body in canonical form (sorted keys, no insignificant
+/// (its parameters sorted by name, as a REST API or an ALB event rebuilds the query from a map
+/// whose order is not the client's; each name's values keep their order) and the body with its kind — a JSON body in canonical form (sorted keys, no insignificant
 /// whitespace), any other as its text or its bytes, so a text body never equals the JSON string
 /// of the same characters. Headers are not part of it: they change between honest retries.
 pub fn default_fingerprint(request: &Request) -> Fingerprint {
@@ -232,11 +232,14 @@ pub fn default_fingerprint(request: &Request) -> Fingerprint {
     }))
 }
 
-/// The query's non-empty `&`-separated parameters, each as sent, in sorted order.
-fn sorted_parameters(query: &str) -> Vec<&str> {
-    let mut parameters: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
-    parameters.sort_unstable();
-    parameters
+/// The query with its `&`-separated parameters sorted by name, stably: a REST API or an ALB
+/// event rebuilds the query from a map, so the names may come in another order on a retry, but
+/// each name's values keep the client's order (`?tag=b&tag=a` is not `?tag=a&tag=b`). A query
+/// already in that order is unchanged, so its fingerprint is what it was before this sorting.
+fn sorted_parameters(query: &str) -> String {
+    let mut parameters: Vec<&str> = query.split('&').collect();
+    parameters.sort_by_key(|parameter| parameter.split('=').next().unwrap_or_default());
+    parameters.join("&")
 }
 
 /// The body as JSON, or `Null` when it is empty or not JSON.
@@ -483,5 +486,21 @@ impl<S: IdempotencyStore + 'static> IdempotencyLayer<S> {
             Err(error) => Problem::internal(&error),
         };
         Ok(problem.into_response(&instance))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sorted_parameters;
+
+    #[test]
+    fn parameters_are_sorted_by_name_keeping_each_names_values_in_order() {
+        assert_eq!(sorted_parameters("size=1&color=red"), "color=red&size=1");
+        assert_eq!(sorted_parameters("tag=b&x=1&tag=a"), "tag=b&tag=a&x=1");
+        // Already sorted (or one parameter): unchanged, so such a query fingerprints as it did
+        // before the sorting.
+        assert_eq!(sorted_parameters("a=1&b=2"), "a=1&b=2");
+        assert_eq!(sorted_parameters("a=1"), "a=1");
+        assert_eq!(sorted_parameters(""), "");
     }
 }

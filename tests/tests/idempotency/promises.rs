@@ -189,19 +189,20 @@ async fn the_first_answer_is_the_handlers_own_response<H: StoreHarness>(h: H) {
     assert_eq!(replay.body().as_ref(), br#"{"id":"thing_1"}"#);
 }
 
-/// The default fingerprint covers the query string, whatever the order its parameters arrive
-/// in (a REST API or ALB event rebuilds the query from a map), and a text body is not its JSON
-/// string.
+/// The default fingerprint covers the query string, whatever the order its names arrive in (a
+/// REST API or ALB event rebuilds the query from a map) but not the order of one name's values,
+/// and a text body is not its JSON string.
 async fn the_fingerprint_covers_the_query_and_the_body_kind<H: StoreHarness>(h: H) {
     let handler = Scripted::new(&[201]);
     let mut service = layer(&h).layer(handler.service());
-    let with_query = |query: &str| {
-        let mut request = post("k-query", "{}");
+    let with_query_key = |key: &str, query: &str| {
+        let mut request = post(key, "{}");
         *request.uri_mut() = format!("https://payonce.example.com/things?{query}")
             .parse()
             .unwrap();
         request
     };
+    let with_query = |query: &str| with_query_key("k-query", query);
     assert_eq!(
         call(&mut service, with_query("size=1&color=red"))
             .await
@@ -214,6 +215,11 @@ async fn the_fingerprint_covers_the_query_and_the_body_kind<H: StoreHarness>(h: 
     let other = call(&mut service, with_query("size=2&color=red")).await;
     assert_eq!(other.status(), 422);
     assert_eq!(problem(&other), "/problems/idempotency-key-mismatch");
+    // A name's values keep their order: another order of them is another request.
+    let tags = call(&mut service, with_query_key("k-tags", "tag=b&tag=a")).await;
+    assert_eq!(tags.status(), 201);
+    let swapped = call(&mut service, with_query_key("k-tags", "tag=a&tag=b")).await;
+    assert_eq!(swapped.status(), 422);
 
     assert_eq!(
         call(&mut service, post("k-kind", "hello")).await.status(),
@@ -225,7 +231,7 @@ async fn the_fingerprint_covers_the_query_and_the_body_kind<H: StoreHarness>(h: 
         422,
         "a text body is not the JSON string \"hello\""
     );
-    assert_eq!(handler.runs(), 2);
+    assert_eq!(handler.runs(), 3);
 }
 
 /// A response over the item limit is the first request's answer; a duplicate gets a problem of

@@ -11,8 +11,8 @@
 //! webhooks and reconcile keep no mirror); it never expires.
 
 use super::attributes::{number, s, string, Item};
-use super::idempotency::{FINGERPRINT, LEASE_TOKEN, LEASE_UNTIL_MS, REQUEST_ID};
-use super::payments::payment_from_item;
+use super::codec::payment_from_item;
+use super::schema::{FINGERPRINT, LEASE_TOKEN, LEASE_UNTIL_MS, REQUEST_ID};
 use crate::adapters::encode_view;
 use crate::domain::CHARGE_RECORD_NEVER_EXPIRES_S;
 use crate::idempotency::{

@@ -15,8 +15,8 @@
 //! limits (a counter a decline created holds no attempts yet); a decline unconditionally.
 
 use super::attributes::{n, s};
-use super::idempotency::{EXPIRES_AT, PK};
-use super::payments::{order_pk, update_item};
+use super::expr::update_item;
+use super::schema::{order_pk, EXPIRES_AT, PK};
 use super::{backend, is_condition_failure};
 use crate::adapters::user_counter_key;
 use crate::idempotency::StoreError;

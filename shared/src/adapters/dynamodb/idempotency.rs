@@ -8,7 +8,11 @@
 
 use super::attributes::{n, number, s, string, Item};
 #[cfg(feature = "payments")]
-use super::payments::{decode_cursor, encode_cursor};
+use super::cursor::{decode_cursor, encode_cursor};
+use super::schema::{
+    ATTEMPT_ID, CREATED_AT_MS, EXPIRES_AT, FINGERPRINT, LEASE_TOKEN, LEASE_UNTIL_MS, PK,
+    REQUEST_ID, RESULT, STATUS,
+};
 use super::{backend, is_condition_failure};
 use crate::adapters::faults::Faults;
 use crate::clock::{system_clock, SharedClock};
@@ -28,17 +32,6 @@ use std::sync::Arc;
 
 /// The variable [`DynamoIdempotencyStore::from_env`] reads the table name from.
 pub const TABLE_VARIABLE: &str = "IDEMPOTENCY_TABLE";
-
-pub(crate) const PK: &str = "pk";
-pub(crate) const STATUS: &str = "status";
-pub(crate) const FINGERPRINT: &str = "fingerprint";
-pub(crate) const ATTEMPT_ID: &str = "attempt_id";
-pub(crate) const CREATED_AT_MS: &str = "created_at_ms";
-pub(crate) const LEASE_TOKEN: &str = "lease_token";
-pub(crate) const LEASE_UNTIL_MS: &str = "lease_until_ms";
-pub(crate) const RESULT: &str = "result";
-pub(crate) const EXPIRES_AT: &str = "expires_at";
-pub(crate) const REQUEST_ID: &str = "request_id";
 
 /// The names of a record's attributes in the idempotency table, for a table laid out for
 /// another tool (Powertools for AWS Lambda calls them `key_attr`, `expiry_attr`,

@@ -8,46 +8,25 @@
 //! Query per shard, merged by check time, so the scan still yields the most overdue first. The
 //! unsharded value `processing` (items written before shards) is read too.
 
-use super::attributes::{n, s, string, Item};
-use super::idempotency::PK;
-use super::payments::CHECK_AT;
-use super::{backend, DynamoPaymentStore};
+use super::attributes::{n, s, string};
+use super::schema::{
+    payment_pk, refund_pk, CHECK_AT, INFLIGHT, INFLIGHT_PARTITION, INFLIGHT_SHARDS, PK,
+};
+use super::{backend, is_condition_failure, DynamoPaymentStore};
+use crate::domain::is_refund_id;
 use crate::idempotency::StoreError;
+use crate::ports::InflightScan;
+use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::{BTreeMap, HashMap};
 
 pub use super::tables::INFLIGHT_INDEX;
-
-/// The index's partition attribute.
-pub(super) const INFLIGHT: &str = "inflight";
-
-/// The partition value of items written before the index was sharded (still read).
-pub const INFLIGHT_PARTITION: &str = "processing";
-
-/// How many partition values the in-flight index spreads its entries over.
-pub const INFLIGHT_SHARDS: u32 = 8;
-
-/// The in-flight partition value of the payment or refund `id`: a pure function of the id, so
-/// every writer of the item computes the same one.
-pub fn inflight_shard(id: &str) -> String {
-    // FNV-1a: stable across builds and platforms, unlike the standard library's hasher.
-    let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    format!("{INFLIGHT_PARTITION}#{}", hash % u64::from(INFLIGHT_SHARDS))
-}
 
 /// Every partition value the scan reads: the shards, and the unsharded value.
 fn partitions() -> Vec<String> {
     std::iter::once(INFLIGHT_PARTITION.to_owned())
         .chain((0..INFLIGHT_SHARDS).map(|i| format!("{INFLIGHT_PARTITION}#{i}")))
         .collect()
-}
-
-/// Puts the in-flight index keys on `item` (a new payment or refund in flight).
-pub(super) fn mark_inflight(item: &mut Item, id: &str, check_at_ms: i64) {
-    item.insert(INFLIGHT.into(), s(inflight_shard(id)));
-    item.insert(CHECK_AT.into(), n(check_at_ms));
 }
 
 /// Where the scan is in each partition: the start key of its next Query, or `None` once read to
@@ -168,7 +147,7 @@ fn encode_positions(positions: &Positions) -> String {
         .iter()
         .map(|(partition, key)| {
             let value = match key {
-                Some(key) => serde_json::Value::String(super::payments::encode_cursor(key)),
+                Some(key) => serde_json::Value::String(super::cursor::encode_cursor(key)),
                 None => serde_json::Value::Null,
             };
             (partition.clone(), value)
@@ -178,7 +157,7 @@ fn encode_positions(positions: &Positions) -> String {
 }
 
 fn decode_positions(raw: &str) -> Result<Positions, StoreError> {
-    use super::payments::{corrupt_cursor, decode_cursor, parse_cursor_object};
+    use super::cursor::{corrupt_cursor, decode_cursor, parse_cursor_object};
     parse_cursor_object(raw)?
         .into_iter()
         .map(|(partition, key)| {
@@ -192,8 +171,56 @@ fn decode_positions(raw: &str) -> Result<Positions, StoreError> {
         .collect()
 }
 
+#[async_trait]
+impl InflightScan for DynamoPaymentStore {
+    async fn list_inflight(
+        &self,
+        due_at_ms: i64,
+        limit: u32,
+        cursor: Option<String>,
+    ) -> Result<(Vec<String>, Option<String>), StoreError> {
+        let (keys, next) = self.scan_inflight(due_at_ms, limit, cursor).await?;
+        let ids = keys
+            .iter()
+            .filter_map(|pk| {
+                pk.strip_prefix("payment#")
+                    .or_else(|| pk.strip_prefix("refund#"))
+                    .map(str::to_owned)
+            })
+            .collect();
+        Ok((ids, next))
+    }
+
+    async fn defer_check(&self, payment_id: &str, check_at_ms: i64) -> Result<(), StoreError> {
+        let pk = if is_refund_id(payment_id) {
+            refund_pk(payment_id)
+        } else {
+            payment_pk(payment_id)
+        };
+        let sent = self
+            .client
+            .update_item()
+            .table_name(&self.tables.payments)
+            .key(PK, s(&pk))
+            .update_expression("SET #check_at_ms = :at")
+            // Only while in flight: a settled payment must not re-enter the sparse index.
+            .condition_expression("attribute_exists(#inflight)")
+            .expression_attribute_names("#check_at_ms", CHECK_AT)
+            .expression_attribute_names("#inflight", "inflight")
+            .expression_attribute_values(":at", n(check_at_ms))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(error) if is_condition_failure(&error) => Ok(()),
+            Err(error) => Err(backend("defer_check", &pk, error)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::schema::inflight_shard;
     use super::*;
 
     #[test]

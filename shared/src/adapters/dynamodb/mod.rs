@@ -5,8 +5,14 @@ mod capacity;
 #[cfg(feature = "payments")]
 mod charge_key;
 #[cfg(feature = "payments")]
+mod codec;
+#[cfg(feature = "payments")]
 mod counters;
 mod counting;
+#[cfg(feature = "payments")]
+mod cursor;
+#[cfg(feature = "payments")]
+mod expr;
 mod idempotency;
 #[cfg(feature = "payments")]
 mod inflight;
@@ -14,15 +20,18 @@ mod inflight;
 mod payments;
 #[cfg(feature = "payments")]
 mod refunds;
+mod schema;
 mod tables;
 
 pub use capacity::{CapacityMeter, Counts};
 pub use counting::RequestCounter;
 pub use idempotency::{DynamoIdempotencyStore, IdempotencyAttributes};
 #[cfg(feature = "payments")]
-pub use inflight::{inflight_shard, INFLIGHT_INDEX, INFLIGHT_PARTITION, INFLIGHT_SHARDS};
+pub use inflight::INFLIGHT_INDEX;
 #[cfg(feature = "payments")]
 pub use payments::{DynamoPaymentStore, Tables};
+#[cfg(feature = "payments")]
+pub use schema::{inflight_shard, INFLIGHT_PARTITION, INFLIGHT_SHARDS};
 #[cfg(feature = "payments")]
 pub use tables::create_payments_table;
 pub use tables::{
@@ -61,13 +70,13 @@ pub(crate) fn is_condition_failure<E: ProvideErrorMetadata, R>(error: &SdkError<
 
 /// DynamoDB's answers to a request that is refused as such, and would be again: sending it once
 /// more cannot help. Any other failure (a throttle, a server error, a lost connection) may pass.
-const REFUSALS: [&str; 6] = [
+/// (`UnrecognizedClientException` and `ItemCollectionSizeLimitExceededException`, which AWS's
+/// error table marks as retryable, are not among them.)
+const REFUSALS: [&str; 4] = [
     "ValidationException",
     "AccessDeniedException",
     "ResourceNotFoundException",
-    "UnrecognizedClientException",
     "MissingAuthenticationTokenException",
-    "ItemCollectionSizeLimitExceededException",
 ];
 
 /// Maps an SDK error the caller does not handle itself: a transaction conflict becomes the

@@ -12,36 +12,41 @@
 //!   `inflight` + `check_at_ms`, the keys of the sparse, sharded GSI reconcile reads (see
 //!   `inflight.rs`).
 
-use super::attributes::{n, number, s, string, Item};
+use super::attributes::{n, s, string, Item};
 use super::charge_key::{
     add_record, completed_under, holds_lease, record_of, Complete, KEY_STATUS,
 };
-use super::counters::{self, OnOrder};
-use super::idempotency::{
-    record_from_item, ATTEMPT_ID, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS, PK, RESULT, STATUS,
+use super::codec::{
+    failure_kind_str, order_from_item, order_to_item, payment_from_item, payment_to_item,
+    refund_put,
 };
-use super::refunds::{refund_pk, refund_put};
+use super::counters::{self, OnOrder};
+use super::expr::{build_error, names, put_item, update_item, values};
+use super::idempotency::record_from_item;
+use super::schema::{
+    order_pk, payment_pk, ATTEMPT_ID, DUPLICATE_REFUND, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS,
+    MAYBE_REACHED, PK, REFUND_PENDING, REFUND_REQUIRED, RESULT, STATUS,
+};
 use super::{backend, is_condition_failure};
 use crate::adapters::faults::Faults;
 use crate::adapters::TransitionWrite;
 use crate::clock::{system_clock, SharedClock};
 use crate::domain::{
-    is_refund_id, payment_id_for, Currency, Failure, FailureKind, LateDuplicates, LineItem, Order,
-    OrderPaymentState, Payment, PaymentStatus, Transition,
+    payment_id_for, LateDuplicates, Order, OrderPaymentState, Payment, PaymentStatus, Transition,
 };
 use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordStatus, StoreError,
     TakeoverOutcome,
 };
 use crate::ports::{
-    AttemptCount, BeginOutcome, ChargeStore, Counter, EventMark, FinishedBy, InflightScan,
-    OrderStore, Read, ResumeOutcome, ReviseOutcome, SettleOutcome,
+    AttemptCount, BeginOutcome, ChargeStore, Counter, EventMark, FinishedBy, OrderStore, Read,
+    ResumeOutcome, ReviseOutcome, SettleOutcome,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, KeysAndAttributes, Put, ReturnValue,
+    AttributeValue, ConditionCheck, KeysAndAttributes, ReturnValue,
     ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
@@ -50,21 +55,6 @@ use std::time::Duration;
 
 /// How often a transaction cancelled by a conflict or throttling is sent again.
 const TRANSACT_RETRIES: u32 = 3;
-
-/// The in-flight index's sort key: when reconcile should next look at the attempt.
-pub(super) const CHECK_AT: &str = "check_at_ms";
-/// The payment attribute saying a call under its PSP key may have reached the PSP.
-pub(super) const MAYBE_REACHED: &str = "psp_maybe_reached";
-/// The payment's sum of succeeded refunds (absent: 0).
-pub(super) const REFUNDED: &str = "refunded";
-/// The payment's sum of pending refunds (absent: 0).
-pub(super) const REFUND_PENDING: &str = "refund_pending";
-/// How many refunds the refund API claimed on the payment (absent: 0).
-pub(super) const REFUND_COUNT: &str = "refund_count";
-/// Set once the automatic refund of a late duplicate was created.
-pub(super) const DUPLICATE_REFUND: &str = "duplicate_refund";
-/// Set once a late duplicate the PSP cannot refund was found (an operator refunds it).
-pub(super) const REFUND_REQUIRED: &str = "refund_required";
 
 /// The tables the payment path uses.
 #[derive(Debug, Clone)]
@@ -294,7 +284,9 @@ impl DynamoPaymentStore {
                     }
                     // Cancelled, yet no condition failed (a validation error, an item
                     // collection over its size...): DynamoDB failed the request, which wrote
-                    // nothing. A retry may work; the client is told so (503), never 500.
+                    // nothing. It stays a backend failure whatever the reasons (the payment
+                    // paths answer a refusal with the same 503, and the reasons of one
+                    // cancellation can mix kinds); the client is told to retry, never 500.
                     if !reasons.iter().any(Reason::condition_failed) {
                         return Err(TxFailure::Store(StoreError::Backend {
                             operation,
@@ -500,81 +492,6 @@ impl Reason {
 pub(super) enum TxFailure {
     Cancelled(Vec<Reason>),
     Store(StoreError),
-}
-
-pub(super) fn build_error(error: aws_sdk_dynamodb::error::BuildError) -> StoreError {
-    StoreError::Backend {
-        operation: "build request",
-        source: Box::new(error),
-    }
-}
-
-pub(super) fn order_pk(order_id: &str) -> String {
-    format!("order#{order_id}")
-}
-
-pub(super) fn payment_pk(payment_id: &str) -> String {
-    format!("payment#{payment_id}")
-}
-
-/// Expression attribute names for every attribute these expressions use.
-pub(super) fn names(pairs: &[&str]) -> Option<HashMap<String, String>> {
-    Some(
-        pairs
-            .iter()
-            .map(|name| (format!("#{name}"), (*name).to_owned()))
-            .collect(),
-    )
-}
-
-pub(super) fn values(
-    pairs: Vec<(&str, AttributeValue)>,
-) -> Option<HashMap<String, AttributeValue>> {
-    Some(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
-}
-
-pub(super) fn update_item(
-    table: &str,
-    pk: &str,
-    update: &str,
-    condition: &str,
-    attribute_names: &[&str],
-    attribute_values: Vec<(&str, AttributeValue)>,
-) -> Result<TransactWriteItem, StoreError> {
-    let update = Update::builder()
-        .table_name(table)
-        .key(PK, s(pk))
-        .update_expression(update)
-        .condition_expression(condition)
-        .set_expression_attribute_names(names(attribute_names))
-        .set_expression_attribute_values(values(attribute_values))
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .build()
-        .map_err(build_error)?;
-    Ok(TransactWriteItem::builder().update(update).build())
-}
-
-pub(super) fn put_item(
-    table: &str,
-    item: Item,
-    condition: &str,
-    attribute_names: &[&str],
-    attribute_values: Vec<(&str, AttributeValue)>,
-) -> Result<TransactWriteItem, StoreError> {
-    let put = Put::builder()
-        .table_name(table)
-        .set_item(Some(item))
-        .condition_expression(condition)
-        .set_expression_attribute_names(names(attribute_names))
-        .set_expression_attribute_values(if attribute_values.is_empty() {
-            None
-        } else {
-            values(attribute_values)
-        })
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .build()
-        .map_err(build_error)?;
-    Ok(TransactWriteItem::builder().put(put).build())
 }
 
 /// Moves the payment from the status it was read in to `after`'s; leaves the in-flight index
@@ -804,156 +721,6 @@ fn order_follow(
             .concat(),
         ),
     }
-}
-
-fn failure_kind_str(kind: FailureKind) -> &'static str {
-    match kind {
-        FailureKind::Declined => "declined",
-        FailureKind::Rejected => "rejected",
-        FailureKind::Refused => "refused",
-        FailureKind::Abandoned => "abandoned",
-    }
-}
-
-fn parse_failure_kind(raw: &str) -> Option<FailureKind> {
-    [
-        FailureKind::Declined,
-        FailureKind::Rejected,
-        FailureKind::Refused,
-        FailureKind::Abandoned,
-    ]
-    .into_iter()
-    .find(|k| failure_kind_str(*k) == raw)
-}
-
-pub(super) fn optional_string(item: &Item, name: &str) -> Option<String> {
-    string(item, name).ok()
-}
-
-pub(super) fn currency(item: &Item) -> Result<Currency, String> {
-    let code = string(item, "currency")?;
-    Currency::parse(&code).ok_or_else(|| format!("unknown currency {code}"))
-}
-
-/// Reads an order item.
-pub(crate) fn order_from_item(item: &Item) -> Result<Order, StoreError> {
-    let pk = string(item, PK).unwrap_or_default();
-    let corrupt = |reason: String| StoreError::Corrupt {
-        key: pk.clone(),
-        reason,
-    };
-    let state = string(item, "payment_state").map_err(corrupt)?;
-    let items_json = string(item, "items").map_err(corrupt)?;
-    Ok(Order {
-        order_id: pk.trim_start_matches("order#").to_owned(),
-        owner: string(item, "owner").map_err(corrupt)?,
-        version: number(item, "version").map_err(corrupt)?,
-        currency: currency(item).map_err(corrupt)?,
-        items: serde_json::from_str::<Vec<LineItem>>(&items_json)
-            .map_err(|e| corrupt(format!("items: {e}")))?,
-        amount: number(item, "amount").map_err(corrupt)?,
-        payment_state: OrderPaymentState::parse(&state)
-            .ok_or_else(|| corrupt(format!("payment_state {state}")))?,
-        payment_id: optional_string(item, "payment_id"),
-        created_at_ms: number(item, "created_at_ms").map_err(corrupt)?,
-        updated_at_ms: number(item, "updated_at_ms").map_err(corrupt)?,
-    })
-}
-
-fn order_to_item(order: &Order) -> Result<Item, StoreError> {
-    let items = serde_json::to_string(&order.items).map_err(|e| StoreError::Backend {
-        operation: "encode items",
-        source: Box::new(e),
-    })?;
-    let mut item = Item::with_capacity(10);
-    item.insert(PK.into(), s(order_pk(&order.order_id)));
-    item.insert("kind".into(), s("order"));
-    item.insert("owner".into(), s(&order.owner));
-    item.insert("version".into(), n(order.version));
-    item.insert("currency".into(), s(order.currency.as_str()));
-    item.insert("items".into(), s(items));
-    item.insert("amount".into(), n(order.amount));
-    item.insert("payment_state".into(), s(order.payment_state.as_str()));
-    if let Some(pid) = &order.payment_id {
-        item.insert("payment_id".into(), s(pid));
-    }
-    item.insert("created_at_ms".into(), n(order.created_at_ms));
-    item.insert("updated_at_ms".into(), n(order.updated_at_ms));
-    Ok(item)
-}
-
-/// Reads a payment item.
-pub(crate) fn payment_from_item(item: &Item) -> Result<Payment, StoreError> {
-    let pk = string(item, PK).unwrap_or_default();
-    let corrupt = |reason: String| StoreError::Corrupt {
-        key: pk.clone(),
-        reason,
-    };
-    let status = string(item, "status").map_err(corrupt)?;
-    let failure = match optional_string(item, "failure_kind") {
-        Some(kind) => Some(Failure {
-            kind: parse_failure_kind(&kind)
-                .ok_or_else(|| corrupt(format!("failure_kind {kind}")))?,
-            decline_code: optional_string(item, "decline_code"),
-        }),
-        None => None,
-    };
-    Ok(Payment {
-        payment_id: pk.trim_start_matches("payment#").to_owned(),
-        order_id: string(item, "order_id").map_err(corrupt)?,
-        order_version: number(item, "order_version").map_err(corrupt)?,
-        owner: string(item, "owner").map_err(corrupt)?,
-        amount: number(item, "amount").map_err(corrupt)?,
-        currency: currency(item).map_err(corrupt)?,
-        payment_method: string(item, "payment_method").map_err(corrupt)?,
-        provider: string(item, "provider").map_err(corrupt)?,
-        provider_payment_id: optional_string(item, "provider_payment_id"),
-        status: PaymentStatus::parse(&status).ok_or_else(|| corrupt(format!("status {status}")))?,
-        failure,
-        idempotency_pk: string(item, "idempotency_pk").map_err(corrupt)?,
-        psp_maybe_reached: matches!(item.get(MAYBE_REACHED), Some(AttributeValue::Bool(true))),
-        amount_refunded: number(item, REFUNDED).unwrap_or(0),
-        refund_pending: number(item, REFUND_PENDING).unwrap_or(0),
-        refund_count: number(item, REFUND_COUNT).unwrap_or(0),
-        duplicate_refund: matches!(item.get(DUPLICATE_REFUND), Some(AttributeValue::Bool(true))),
-        refund_required: matches!(item.get(REFUND_REQUIRED), Some(AttributeValue::Bool(true))),
-        created_at_ms: number(item, "created_at_ms").map_err(corrupt)?,
-        updated_at_ms: number(item, "updated_at_ms").map_err(corrupt)?,
-        check_at_ms: number(item, CHECK_AT).unwrap_or(0),
-    })
-}
-
-fn payment_to_item(payment: &Payment) -> Item {
-    let mut item = Item::with_capacity(18);
-    item.insert(PK.into(), s(payment_pk(&payment.payment_id)));
-    item.insert("kind".into(), s("payment"));
-    item.insert("order_id".into(), s(&payment.order_id));
-    item.insert("order_version".into(), n(payment.order_version));
-    item.insert("owner".into(), s(&payment.owner));
-    item.insert("amount".into(), n(payment.amount));
-    item.insert("currency".into(), s(payment.currency.as_str()));
-    item.insert("payment_method".into(), s(&payment.payment_method));
-    item.insert("provider".into(), s(&payment.provider));
-    if let Some(id) = &payment.provider_payment_id {
-        item.insert("provider_payment_id".into(), s(id));
-    }
-    item.insert("status".into(), s(payment.status.as_str()));
-    if let Some(failure) = &payment.failure {
-        item.insert("failure_kind".into(), s(failure_kind_str(failure.kind)));
-        if let Some(code) = &failure.decline_code {
-            item.insert("decline_code".into(), s(code));
-        }
-    }
-    item.insert("idempotency_pk".into(), s(&payment.idempotency_pk));
-    if payment.psp_maybe_reached {
-        item.insert(MAYBE_REACHED.into(), AttributeValue::Bool(true));
-    }
-    item.insert("created_at_ms".into(), n(payment.created_at_ms));
-    item.insert("updated_at_ms".into(), n(payment.updated_at_ms));
-    if payment.status == PaymentStatus::Processing {
-        super::inflight::mark_inflight(&mut item, &payment.payment_id, payment.check_at_ms);
-    }
-    item
 }
 
 /// Completes the idempotency record held under `lease` with `view` as its result (fenced).
@@ -1487,98 +1254,5 @@ impl ChargeStore for DynamoPaymentStore {
             Err(error) if is_condition_failure(&error) => Ok(false),
             Err(error) => Err(backend("record_event", &pk, error)),
         }
-    }
-}
-
-#[async_trait]
-impl InflightScan for DynamoPaymentStore {
-    async fn list_inflight(
-        &self,
-        due_at_ms: i64,
-        limit: u32,
-        cursor: Option<String>,
-    ) -> Result<(Vec<String>, Option<String>), StoreError> {
-        let (keys, next) = self.scan_inflight(due_at_ms, limit, cursor).await?;
-        let ids = keys
-            .iter()
-            .filter_map(|pk| {
-                pk.strip_prefix("payment#")
-                    .or_else(|| pk.strip_prefix("refund#"))
-                    .map(str::to_owned)
-            })
-            .collect();
-        Ok((ids, next))
-    }
-
-    async fn defer_check(&self, payment_id: &str, check_at_ms: i64) -> Result<(), StoreError> {
-        let pk = if is_refund_id(payment_id) {
-            refund_pk(payment_id)
-        } else {
-            payment_pk(payment_id)
-        };
-        let sent = self
-            .client
-            .update_item()
-            .table_name(&self.tables.payments)
-            .key(PK, s(&pk))
-            .update_expression("SET #check_at_ms = :at")
-            // Only while in flight: a settled payment must not re-enter the sparse index.
-            .condition_expression("attribute_exists(#inflight)")
-            .expression_attribute_names("#check_at_ms", CHECK_AT)
-            .expression_attribute_names("#inflight", "inflight")
-            .expression_attribute_values(":at", n(check_at_ms))
-            .send()
-            .await;
-        match sent {
-            Ok(_) => Ok(()),
-            Err(error) if is_condition_failure(&error) => Ok(()),
-            Err(error) => Err(backend("defer_check", &pk, error)),
-        }
-    }
-}
-
-/// A DynamoDB start key as an opaque cursor (string and number attributes only).
-pub(crate) fn encode_cursor(key: &HashMap<String, AttributeValue>) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = key
-        .iter()
-        .filter_map(|(name, value)| match value {
-            AttributeValue::S(v) => Some((name.clone(), serde_json::json!({"S": v}))),
-            AttributeValue::N(v) => Some((name.clone(), serde_json::json!({"N": v}))),
-            _ => None,
-        })
-        .collect();
-    serde_json::Value::Object(map).to_string()
-}
-
-/// Reads a cursor made by [`encode_cursor`].
-pub(crate) fn decode_cursor(raw: &str) -> Result<HashMap<String, AttributeValue>, StoreError> {
-    parse_cursor_object(raw)?
-        .into_iter()
-        .map(|(name, typed)| {
-            let attribute = match (typed["S"].as_str(), typed["N"].as_str()) {
-                (Some(v), _) => AttributeValue::S(v.to_owned()),
-                (_, Some(v)) => AttributeValue::N(v.to_owned()),
-                _ => return Err(corrupt_cursor(format!("attribute {name}"))),
-            };
-            Ok((name, attribute))
-        })
-        .collect()
-}
-
-/// A cursor as the JSON object it must be.
-pub(crate) fn parse_cursor_object(
-    raw: &str,
-) -> Result<serde_json::Map<String, serde_json::Value>, StoreError> {
-    match serde_json::from_str(raw).map_err(|e| corrupt_cursor(e.to_string()))? {
-        serde_json::Value::Object(object) => Ok(object),
-        _ => Err(corrupt_cursor("not an object".into())),
-    }
-}
-
-/// The error of a cursor that does not decode.
-pub(crate) fn corrupt_cursor(reason: String) -> StoreError {
-    StoreError::Corrupt {
-        key: "cursor".into(),
-        reason,
     }
 }

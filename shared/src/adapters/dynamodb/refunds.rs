@@ -8,20 +8,19 @@
 //! reconcile reads (shared with in-flight payments). The payment carries `refunded`,
 //! `refund_pending` and `refund_count` (absent: 0) and `duplicate_refund`.
 
-use super::attributes::{n, number, s, string, Item};
-use super::idempotency::{
-    item_from_record, record_from_item, ATTEMPT_ID, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS, PK,
-    RESULT, STATUS,
-};
-use super::payments::{
-    build_error, complete_record, currency, event_put, names, optional_string, payment_from_item,
-    payment_pk, put_item, update_item, values, DynamoPaymentStore, Reason, TxFailure, CHECK_AT,
-    MAYBE_REACHED, REFUNDED, REFUND_COUNT, REFUND_PENDING,
+use super::attributes::{n, s, string};
+use super::codec::{payment_from_item, refund_from_item, refund_put};
+use super::expr::{build_error, names, put_item, update_item, values};
+use super::idempotency::{item_from_record, record_from_item};
+use super::payments::{complete_record, event_put, DynamoPaymentStore, Reason, TxFailure};
+use super::schema::{
+    payment_pk, refund_pk, ATTEMPT_ID, CHECK_AT, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS,
+    MAYBE_REACHED, PK, REFUNDED, REFUND_COUNT, REFUND_PENDING, RESULT, STATUS,
 };
 use super::{backend, is_condition_failure};
 use crate::domain::{
-    refund_amounts_delta, refund_id_for, Payment, PaymentStatus, Refund, RefundReason,
-    RefundStatus, RefundTransition, DUPLICATE_REFUND_NUMBER,
+    refund_amounts_delta, refund_id_for, Payment, PaymentStatus, Refund, RefundStatus,
+    RefundTransition, DUPLICATE_REFUND_NUMBER,
 };
 use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordStatus, StoreError,
@@ -35,95 +34,6 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Delete, KeysAndAttributes, TransactWriteItem,
 };
 use std::collections::HashMap;
-
-pub(super) fn refund_pk(refund_id: &str) -> String {
-    format!("refund#{refund_id}")
-}
-
-fn refund_to_item(refund: &Refund) -> Item {
-    let mut item = Item::with_capacity(16);
-    item.insert(PK.into(), s(refund_pk(&refund.refund_id)));
-    item.insert("kind".into(), s("refund"));
-    item.insert("payment_id".into(), s(&refund.payment_id));
-    item.insert("number".into(), s(&refund.number));
-    item.insert("amount".into(), n(refund.amount));
-    item.insert("currency".into(), s(refund.currency.as_str()));
-    if let Some(reason) = refund.reason {
-        item.insert("reason".into(), s(reason.as_str()));
-    }
-    item.insert("status".into(), s(refund.status.as_str()));
-    if let Some(id) = &refund.provider_refund_id {
-        item.insert("provider_refund_id".into(), s(id));
-    }
-    if let Some(code) = &refund.failure_code {
-        item.insert("failure_code".into(), s(code));
-    }
-    if let Some(pk) = &refund.idempotency_pk {
-        item.insert("idempotency_pk".into(), s(pk));
-    }
-    if refund.psp_maybe_reached {
-        item.insert(MAYBE_REACHED.into(), AttributeValue::Bool(true));
-    }
-    if let Some(lease) = &refund.lease {
-        item.insert(LEASE_TOKEN.into(), s(lease.token.as_str()));
-        item.insert(LEASE_UNTIL_MS.into(), n(lease.until_ms));
-    }
-    item.insert("created_at_ms".into(), n(refund.created_at_ms));
-    item.insert("updated_at_ms".into(), n(refund.updated_at_ms));
-    if refund.status == RefundStatus::Pending {
-        super::inflight::mark_inflight(&mut item, &refund.refund_id, refund.check_at_ms);
-    }
-    item
-}
-
-fn refund_from_item(item: &Item) -> Result<Refund, StoreError> {
-    let pk = string(item, PK).unwrap_or_default();
-    let corrupt = |reason: String| StoreError::Corrupt {
-        key: pk.clone(),
-        reason,
-    };
-    let status = string(item, "status").map_err(corrupt)?;
-    let reason = match optional_string(item, "reason") {
-        Some(raw) => {
-            Some(RefundReason::parse(&raw).ok_or_else(|| corrupt(format!("reason {raw}")))?)
-        }
-        None => None,
-    };
-    Ok(Refund {
-        refund_id: pk.trim_start_matches("refund#").to_owned(),
-        payment_id: string(item, "payment_id").map_err(corrupt)?,
-        number: string(item, "number").map_err(corrupt)?,
-        amount: number(item, "amount").map_err(corrupt)?,
-        currency: currency(item).map_err(corrupt)?,
-        reason,
-        status: RefundStatus::parse(&status).ok_or_else(|| corrupt(format!("status {status}")))?,
-        provider_refund_id: optional_string(item, "provider_refund_id"),
-        failure_code: optional_string(item, "failure_code"),
-        idempotency_pk: optional_string(item, "idempotency_pk"),
-        psp_maybe_reached: matches!(item.get(MAYBE_REACHED), Some(AttributeValue::Bool(true))),
-        lease: match optional_string(item, LEASE_TOKEN) {
-            Some(token) => Some(Lease {
-                token: LeaseToken::from_stored(token),
-                until_ms: number(item, LEASE_UNTIL_MS).map_err(corrupt)?,
-            }),
-            None => None,
-        },
-        created_at_ms: number(item, "created_at_ms").map_err(corrupt)?,
-        updated_at_ms: number(item, "updated_at_ms").map_err(corrupt)?,
-        check_at_ms: number(item, CHECK_AT).unwrap_or(0),
-    })
-}
-
-/// Creates `refund` (conditional on its id being new).
-pub(super) fn refund_put(table: &str, refund: &Refund) -> Result<TransactWriteItem, StoreError> {
-    put_item(
-        table,
-        refund_to_item(refund),
-        "attribute_not_exists(#pk)",
-        &[PK],
-        vec![],
-    )
-}
 
 /// `#name = :placeholder`, where an absent attribute counts as 0.
 fn equals_counting_absent_as_zero(name: &str, placeholder: &str, value: i64) -> String {
