@@ -4,8 +4,7 @@
 //! the cleanup checkpoint, orders and payments): DynamoDB's transactions span the idempotency
 //! table and the payments table, so the embedded twin holds one lock across all of them.
 
-#[cfg(feature = "payments")]
-use super::payments::PaymentTables;
+use super::tables::{MemoryTables, SharedTables};
 use crate::adapters::faults::Faults;
 use crate::clock::{system_clock, SharedClock};
 use crate::idempotency::{
@@ -15,8 +14,7 @@ use crate::idempotency::{
 #[cfg(feature = "payments")]
 use crate::ports::ExpiredSweep;
 use async_trait::async_trait;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::MutexGuard;
 
 /// In-memory [`IdempotencyStore`]. Expired records stay until overwritten, as with a TTL
 /// that has not run yet, and read as absent.
@@ -26,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// share the idempotency table.
 #[derive(Debug, Clone)]
 pub struct MemoryIdempotencyStore {
-    tables: Arc<Mutex<MemoryTables>>,
+    tables: SharedTables,
     clock: SharedClock,
     faults: Faults,
 }
@@ -41,7 +39,7 @@ impl MemoryIdempotencyStore {
     /// An empty store reading time from `clock`.
     pub fn new(clock: SharedClock) -> Self {
         Self {
-            tables: Arc::default(),
+            tables: SharedTables::default(),
             clock,
             faults: Faults::none(),
         }
@@ -69,12 +67,7 @@ impl MemoryIdempotencyStore {
 
     /// The shared tables, locked: one lock for every item, so a multi-item write is atomic.
     pub(crate) fn lock(&self) -> MutexGuard<'_, MemoryTables> {
-        // A panic while holding the lock cannot leave a record half-written (each operation
-        // checks every condition before it writes anything), so a poisoned map is still
-        // consistent.
-        self.tables
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.tables.lock()
     }
 
     fn check_faults(&self, key: &RecordKey) -> Result<(), StoreError> {
@@ -205,52 +198,6 @@ impl IdempotencyStore for MemoryIdempotencyStore {
             .get(key)
             .filter(|r| !r.is_expired_at(now_ms))
             .cloned())
-    }
-}
-
-/// Everything the embedded adapters keep, behind the store's one lock: the idempotency
-/// "table" (records, webhook dedup records and the cleanup checkpoint, as in DynamoDB's
-/// idempotency table) and the payments "table" (orders and payments).
-#[derive(Debug, Default)]
-pub(crate) struct MemoryTables {
-    /// Idempotency records by key.
-    pub(crate) records: BTreeMap<RecordKey, IdempotencyRecord>,
-    /// The lease each completed record was completed under (DynamoDB keeps the token on the
-    /// completed item), so a completion whose answer was lost knows its own write when the
-    /// SDK's retry meets it.
-    pub(crate) completed_by: BTreeMap<RecordKey, LeaseToken>,
-    /// Webhook dedup records: `webhook#<provider>#<event_id>` → `expires_at_s`. Expired ones
-    /// stay until overwritten or swept, and read as absent.
-    #[cfg(feature = "payments")]
-    pub(crate) events: BTreeMap<String, i64>,
-    /// Users' attempt-limit counters by key (`limit#user#<sub>#<window>`). Expired ones stay
-    /// until swept.
-    #[cfg(feature = "payments")]
-    pub(crate) counters: BTreeMap<String, Tally>,
-    /// Where an interrupted cleanup sweep stopped.
-    #[cfg(feature = "payments")]
-    pub(crate) checkpoint: Option<String>,
-    /// Orders and payments.
-    #[cfg(feature = "payments")]
-    pub(crate) payments: PaymentTables,
-}
-
-/// One attempt-limit counter, as DynamoDB's counter item holds it.
-#[cfg(feature = "payments")]
-#[derive(Debug, Default)]
-pub(crate) struct Tally {
-    pub(crate) attempts: u32,
-    pub(crate) declines: u32,
-    pub(crate) expires_at_s: i64,
-}
-
-#[cfg(feature = "payments")]
-impl Tally {
-    pub(crate) fn until(expires_at_s: i64) -> Self {
-        Self {
-            expires_at_s,
-            ..Self::default()
-        }
     }
 }
 

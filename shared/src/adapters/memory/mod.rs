@@ -6,6 +6,7 @@ mod idempotency;
 mod payments;
 #[cfg(feature = "payments")]
 mod queue;
+mod tables;
 
 pub use idempotency::MemoryIdempotencyStore;
 #[cfg(feature = "payments")]
