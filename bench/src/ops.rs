@@ -15,10 +15,10 @@ use payonce::idempotency::{
 use payonce::ports::OrderStore;
 use payonce::service::limits::{AttemptLimiter, AttemptLimits};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
-use payonce::service::webhooks::{ProcessorConfig, QueuedEvent, WebhookProcessor};
+use payonce::service::webhooks::{Processed, ProcessorConfig, QueuedEvent, WebhookProcessor};
 use payonce::service::{
-    ChargeConfig, ChargeService, PayAnswer, PayRequest, RefundAnswer, RefundCommand, RefundConfig,
-    RefundService,
+    ChargeConfig, ChargeService, EventApplied, PayAnswer, PayRequest, RefundAnswer, RefundCommand,
+    RefundConfig, RefundService,
 };
 use payonce_fake_psp::{FakePsp, FakePspConfig};
 use serde_json::{json, Value};
@@ -376,24 +376,40 @@ pub async fn requests() -> Value {
     reconcile["settled"] = json!(report.succeeded);
 
     // The webhook that confirms a payment the charge already recorded (the usual case).
-    let charged: Vec<String> = {
+    // (payment id, the PSP's id): the event names the PSP payment the charge recorded, as the
+    // PSP's own does (an event naming another is refused, recorded, and is not this case).
+    let charged: Vec<(String, String)> = {
         let mut ids = Vec::new();
         for (i, o) in orders.iter().enumerate() {
             if let PayAnswer::Replayed { view, .. } =
                 pay(&s, o, &format!("charge-{i}"), "pm_card_visa").await
             {
-                ids.push(view.payment_id);
+                let provider_id = view
+                    .provider_payment_id
+                    .expect("a charged payment has its PSP id");
+                ids.push((view.payment_id, provider_id));
             }
         }
         ids
     };
     let webhook_confirm = per_op(&s.meter, |i| {
-        let (processor, payment_id) = (&processor, &charged[i as usize]);
+        let (processor, (payment_id, provider_id)) = (&processor, &charged[i as usize]);
         async move {
             let body = json!({"id": format!("evt_confirm_{i}"), "type": "payment_intent.succeeded",
-                "data": {"object": {"id": format!("pi_confirm_{i}"), "metadata": {"payment_id": payment_id}}}})
+                "data": {"object": {"id": provider_id, "metadata": {"payment_id": payment_id}}}})
             .to_string();
-            processor.process(&QueuedEvent { message_id: "m", provider: Some("fake"), body: &body }).await.expect("applied");
+            let processed = processor
+                .process(&QueuedEvent {
+                    message_id: "m",
+                    provider: Some("fake"),
+                    body: &body,
+                })
+                .await
+                .expect("processed");
+            assert!(
+                matches!(processed, Processed::Applied(EventApplied::Unchanged(_))),
+                "the confirming webhook changes nothing: {processed:?}"
+            );
         }
     })
     .await;
@@ -405,7 +421,7 @@ pub async fn requests() -> Value {
         RefundConfig::default(),
     );
     let refund = |i: u32| {
-        let (refunds, payment_id) = (&refunds, &charged[i as usize]);
+        let (refunds, (payment_id, _)) = (&refunds, &charged[i as usize]);
         async move {
             let key = IdempotencyKey::parse(&format!("refund-{i}")).expect("key");
             let command = RefundCommand {
