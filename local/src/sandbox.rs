@@ -182,17 +182,27 @@ fn sandbox_endpoint<S, I, Q>(
             None => gateway_answer(404, "Not Found", request_id),
         },
         Operation::GetSandboxToken => {
-            let user = parts
+            let asked = parts
                 .uri
                 .query()
-                .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("user=")))
-                .filter(|u| {
-                    !u.is_empty()
-                        && u.len() <= 64
-                        && u.chars()
-                            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-                })
-                .unwrap_or("demo-user");
+                .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("user=")));
+            let valid = |u: &str| {
+                !u.is_empty()
+                    && u.len() <= 64
+                    && u.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            };
+            let user = match asked {
+                None => "demo-user",
+                Some(user) if valid(user) => user,
+                Some(_) => {
+                    let problem = payonce::http::Problem::new(
+                        payonce::http::ProblemType::InvalidRequest,
+                        "user must be 1 to 64 characters of A-Z a-z 0-9 - _",
+                    );
+                    return http_response(problem.into_response(request_id));
+                }
+            };
             let token = jwt::sign(&sandbox.jwt_secret, user, SystemClock.now_s(), 3600, &[]);
             axum::Json(serde_json::json!({"user": user, "token": token})).into_response()
         }

@@ -963,6 +963,28 @@ async fn problem_types_resolve_to_their_pages_and_the_document_is_served() {
             "{method} {path}"
         );
     }
+
+    // AND a development token is minted for a user of the declared shape, `demo-user` when
+    // none is asked, and a malformed user is refused, never replaced
+    let minted = |path: &'static str| async move {
+        let answer = get(path).await.unwrap();
+        (
+            answer.status().as_u16(),
+            answer.json::<Value>().await.unwrap(),
+        )
+    };
+    let (status, bob) = minted("/_sandbox/token?user=bob_1").await;
+    assert_eq!((status, bob["user"].as_str()), (200, Some("bob_1")));
+    let (status, default) = minted("/_sandbox/token").await;
+    assert_eq!((status, default["user"].as_str()), (200, Some("demo-user")));
+    for malformed in ["/_sandbox/token?user=%C3%91", "/_sandbox/token?user="] {
+        let (status, problem) = minted(malformed).await;
+        assert_eq!(
+            (status, problem["type"].as_str()),
+            (400, Some("/problems/invalid-request")),
+            "{malformed}: {problem}"
+        );
+    }
     sandbox.stop();
 }
 

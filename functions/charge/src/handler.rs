@@ -40,6 +40,7 @@ pub async fn handle<S: ChargeStore + RefundStore, P: Psp>(
 #[serde(deny_unknown_fields)]
 struct PayBody {
     order_id: String,
+    #[serde(deserialize_with = "payonce::domain::integer")]
     order_version: i64,
     payment_method: String,
 }

@@ -91,7 +91,7 @@ struct CreateBody {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReviseBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "payonce::domain::optional_integer")]
     version: Option<i64>,
     items: Vec<LineItem>,
 }

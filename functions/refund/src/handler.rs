@@ -35,11 +35,11 @@ pub async fn handle<S: RefundStore, P: Psp>(
     with_request_id(response, &id)
 }
 
-/// The refund body, exactly: unknown fields are refused; `amount` must be an integer.
+/// The refund body, exactly: unknown fields are refused; `amount` must be an integer (`500.0` is one).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RefundBody {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "payonce::domain::optional_integer")]
     amount: Option<i64>,
     #[serde(default)]
     reason: Option<String>,

@@ -7,7 +7,7 @@ pub mod payment;
 pub mod psp;
 pub mod refund;
 
-pub use money::{Currency, MAX_AMOUNT_MINOR};
+pub use money::{integer, optional_integer, Currency, Integer, MAX_AMOUNT_MINOR};
 pub use order::{LineItem, NewOrder, Order, OrderError, OrderPaymentState};
 pub use payment::{
     completion_leaves_order, names_another_payment, payment_id_for, transition, Failure,

@@ -276,3 +276,85 @@ mod tests {
         assert_eq!(codes, [392, 840, 978, 826, 764, 702]);
     }
 }
+
+/// An integer as a request carries it: a JSON integer, or a number with no fractional part
+/// (`1500.0`, `1.5e3`), which JSON Schema's `integer` also admits. A fraction, or a number past
+/// 2^53 written with a fraction or exponent (where a float is no longer exact), is refused as
+/// "an integer".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Integer(pub i64);
+
+/// The largest integer a JSON float carries exactly.
+const EXACT_FLOAT: f64 = 9_007_199_254_740_992.0;
+
+impl<'de> Deserialize<'de> for Integer {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Integer;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an integer")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Integer, E> {
+                Ok(Integer(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Integer, E> {
+                i64::try_from(v)
+                    .map(Integer)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Integer, E> {
+                if v.fract() == 0.0 && v.abs() <= EXACT_FLOAT {
+                    // Exact: |v| ≤ 2^53 and integral.
+                    #[allow(clippy::cast_possible_truncation)]
+                    return Ok(Integer(v as i64));
+                }
+                Err(E::invalid_value(serde::de::Unexpected::Float(v), &self))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// `#[serde(deserialize_with = "integer")]` for an `i64` field: see [`Integer`].
+pub fn integer<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    Integer::deserialize(deserializer).map(|Integer(v)| v)
+}
+
+/// [`integer`] for an `Option<i64>` field (`null` is `None`).
+pub fn optional_integer<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<i64>, D::Error> {
+    Option::<Integer>::deserialize(deserializer).map(|v| v.map(|Integer(v)| v))
+}
+
+#[cfg(test)]
+mod integer_tests {
+    use super::Integer;
+
+    fn parse(json: &str) -> Result<i64, String> {
+        serde_json::from_str::<Integer>(json)
+            .map(|Integer(v)| v)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn integral_numbers_are_integers_and_fractions_are_not() {
+        assert_eq!(parse("11873"), Ok(11873));
+        assert_eq!(parse("11873.0"), Ok(11873));
+        assert_eq!(parse("1.5e3"), Ok(1500));
+        assert_eq!(parse("-2"), Ok(-2));
+        assert_eq!(parse("9007199254740992.0"), Ok(9_007_199_254_740_992));
+        for refused in [
+            "1.5",
+            "9007199254740994.0",
+            "1e300",
+            "\"1\"",
+            "true",
+            "18446744073709551615",
+        ] {
+            let error = parse(refused).expect_err(refused);
+            assert!(error.contains("expected an integer"), "{refused}: {error}");
+        }
+    }
+}

@@ -19,8 +19,10 @@ pub struct LineItem {
     /// Stock-keeping unit: 1–64 characters of `A-Z a-z 0-9 - _ .`.
     pub sku: String,
     /// Units, 1–10 000.
+    #[serde(deserialize_with = "super::money::integer")]
     pub quantity: i64,
     /// Price of one unit in the currency's minor unit, 0 up to [`MAX_AMOUNT_MINOR`].
+    #[serde(deserialize_with = "super::money::integer")]
     pub unit_amount: i64,
 }
 

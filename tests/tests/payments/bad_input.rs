@@ -323,7 +323,66 @@ async fn a_wrong_type_names_the_field_and_never_echoes_the_value() {
         "{}",
         reply.body
     );
-    assert_eq!(reply.json["detail"], "`order_version` must be i64");
+    assert_eq!(reply.json["detail"], "`order_version` must be an integer");
     assert!(!reply.body.contains("4242"), "{}", reply.body);
+    assert_eq!(stack.snapshot().await, before);
+}
+
+/// A number with no fractional part is an integer, as JSON Schema's `integer` says: an order of
+/// `2.0 × 1500.0`, paid at version `1.0`, refunded `500.0`, is the order of `2 × 1500` paid at
+/// version 1 (the same fingerprint: a retry with integers replays), and a fraction is refused.
+#[tokio::test]
+async fn integral_numbers_are_integers() {
+    let stack = PaymentStack::start().await;
+    let body = json!({"currency": "jpy", "items": [{"sku": "A1", "quantity": 2.0, "unit_amount": 1500.0}]});
+    let created = stack
+        .orders_request(api_event(
+            "POST",
+            "/orders",
+            Some("alice"),
+            &[],
+            &body.to_string(),
+        ))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.json["amount"], 3000);
+    let order = created.json["order_id"].as_str().unwrap().to_owned();
+
+    let first = stack
+        .pay(
+            "alice",
+            "k-float",
+            json!({"order_id": order, "order_version": 1.0, "payment_method": "pm_card_visa"}),
+        )
+        .await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let retry = stack
+        .pay(
+            "alice",
+            "k-float",
+            json!({"order_id": order, "order_version": 1, "payment_method": "pm_card_visa"}),
+        )
+        .await;
+    assert_eq!(retry.status, 201, "{}", retry.body);
+    assert_eq!(retry.json["payment_id"], first.json["payment_id"]);
+    let payment_id = first.json["payment_id"].as_str().unwrap().to_owned();
+
+    let refund = stack
+        .refund(&payment_id, "r-float", json!({"amount": 500.0}))
+        .await;
+    assert_eq!(refund.status, 201, "{}", refund.body);
+    assert_eq!(refund.json["amount"], 500);
+
+    let before = stack.snapshot().await;
+    let fraction = stack
+        .refund(&payment_id, "r-fraction", json!({"amount": 500.5}))
+        .await;
+    assert_eq!(
+        (fraction.status, fraction.problem_type()),
+        (400, "/problems/invalid-request"),
+        "{}",
+        fraction.body
+    );
+    assert_eq!(fraction.json["detail"], "`amount` must be an integer");
     assert_eq!(stack.snapshot().await, before);
 }
