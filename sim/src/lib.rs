@@ -17,6 +17,10 @@ pub mod run;
 pub mod shrink;
 pub mod world;
 
+mod actors;
+mod daemons;
+mod system;
+
 pub use run::{run, Outcome};
 pub use world::{FaultKind, Schedule};
 
