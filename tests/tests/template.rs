@@ -1527,3 +1527,41 @@ fn the_local_env_file_sets_every_variable_the_template_gives_a_function() {
             .starts_with("http://127.0.0.1:"));
     }
 }
+
+/// The README's diagram names every function the template deploys, by its binary, and no other.
+#[test]
+fn the_readme_diagram_names_every_function_and_no_other() {
+    let t = template();
+    let deployed: BTreeSet<String> = of_type(&t, "AWS::Serverless::Function")
+        .into_iter()
+        .map(|(name, f)| {
+            f["Metadata"]["BuildProperties"]["Binary"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{name} names its binary"))
+                .to_owned()
+        })
+        .collect();
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .expect("README.md");
+    let diagram = readme
+        .split("```mermaid")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("README has a mermaid diagram");
+    // Nodes are `id[label]`; a function's label is its binary's name.
+    let labels: BTreeSet<String> = diagram
+        .split('[')
+        .skip(1)
+        .filter_map(|rest| rest.split(']').next())
+        .map(|label| label.trim_matches(|c| c == '[' || c == '(').to_owned())
+        .collect();
+    let named: BTreeSet<String> = labels
+        .iter()
+        .filter(|label| {
+            !label.is_empty() && label.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+        })
+        .cloned()
+        .collect();
+    assert_eq!(named, deployed, "the diagram's function nodes: {labels:?}");
+}
