@@ -73,14 +73,16 @@ impl SecretsManagerSecret {
 #[async_trait]
 impl SecretRead for SecretsManagerSecret {
     async fn read(&self) -> Result<PspSecrets, ConfigError> {
-        crate::adapters::secrets::load_psp_secrets_with(&self.client, &self.arn)
-            .await
-            .map_err(|reason| {
-                ConfigError::Env(EnvError::Invalid {
-                    name: self.role.arn_variable(),
-                    reason,
-                })
+        let invalid = |reason: String| {
+            ConfigError::Env(EnvError::Invalid {
+                name: self.role.arn_variable(),
+                reason,
             })
+        };
+        let text = crate::adapters::secrets::load_secret_string(&self.client, &self.arn)
+            .await
+            .map_err(invalid)?;
+        crate::config::parse_psp_secrets(&text).map_err(invalid)
     }
 }
 
@@ -370,8 +372,8 @@ impl WebhookScheme for RefreshingScheme {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapters::secrets::parse_psp_secrets;
     use crate::clock::{Clock, ManualClock};
+    use crate::config::parse_psp_secrets;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
 

@@ -195,7 +195,6 @@ pub fn number(name: &'static str, default: u32) -> Result<u32, ConfigError> {
 mod tests {
     use super::*;
     use crate::adapters::psp::ConfiguredPsp;
-    use crate::adapters::secrets::parse_psp_secrets;
     use crate::ports::Psp;
 
     /// Omise-style webhook secrets: standard base64.
