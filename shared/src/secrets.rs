@@ -81,7 +81,7 @@ impl SecretRead for SecretsManagerSecret {
         };
         let text = crate::adapters::secrets::load_secret_string(&self.client, &self.arn)
             .await
-            .map_err(invalid)?;
+            .map_err(|e| invalid(e.to_string()))?;
         crate::config::parse_psp_secrets(&text).map_err(invalid)
     }
 }

@@ -10,7 +10,7 @@
 //! time the payment's; a completed record's result is the payment's view as it is now (so
 //! webhooks and reconcile keep no mirror); it never expires.
 
-use super::attributes::{number, s, string, Item};
+use super::attributes::{number, s, string, AttributeError, Item};
 use super::codec::payment_from_item;
 use super::schema::{FINGERPRINT, LEASE_TOKEN, LEASE_UNTIL_MS, REQUEST_ID};
 use crate::adapters::encode_view;
@@ -45,9 +45,9 @@ pub(super) fn record_of(item: &Item) -> Result<Option<IdempotencyRecord>, StoreE
         return Ok(None);
     };
     let key = string(item, KEY).unwrap_or_default();
-    let corrupt = |reason: String| StoreError::Corrupt {
+    let corrupt = |reason: AttributeError| StoreError::Corrupt {
         key: key.clone(),
-        reason,
+        reason: reason.to_string(),
     };
     let payment = payment_from_item(item)?;
     let state = match RecordStatus::parse(&status) {
@@ -60,7 +60,7 @@ pub(super) fn record_of(item: &Item) -> Result<Option<IdempotencyRecord>, StoreE
         Some(RecordStatus::Completed) => RecordState::Completed {
             result: encode_view(&payment)?,
         },
-        None => return Err(corrupt(format!("unknown key status {status}"))),
+        None => return Err(corrupt(AttributeError::unknown(KEY_STATUS, status))),
     };
     Ok(Some(IdempotencyRecord {
         key: RecordKey::from_stored(key.clone()),

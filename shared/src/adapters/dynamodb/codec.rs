@@ -1,6 +1,6 @@
 //! Orders, payments and refunds as items of the payments table, and back.
 
-use super::attributes::{n, number, s, string, Item};
+use super::attributes::{n, number, s, string, AttributeError, Item};
 use super::expr::put_item;
 use super::schema::{
     order_pk, payment_pk, refund_pk, CHECK_AT, DUPLICATE_REFUND, LEASE_TOKEN, LEASE_UNTIL_MS,
@@ -37,17 +37,17 @@ pub(super) fn optional_string(item: &Item, name: &str) -> Option<String> {
     string(item, name).ok()
 }
 
-pub(super) fn currency(item: &Item) -> Result<Currency, String> {
+pub(super) fn currency(item: &Item) -> Result<Currency, AttributeError> {
     let code = string(item, "currency")?;
-    Currency::parse(&code).ok_or_else(|| format!("unknown currency {code}"))
+    Currency::parse(&code).ok_or_else(|| AttributeError::unknown("currency", code))
 }
 
 /// Reads an order item.
 pub(crate) fn order_from_item(item: &Item) -> Result<Order, StoreError> {
     let pk = string(item, PK).unwrap_or_default();
-    let corrupt = |reason: String| StoreError::Corrupt {
+    let corrupt = |reason: AttributeError| StoreError::Corrupt {
         key: pk.clone(),
-        reason,
+        reason: reason.to_string(),
     };
     let state = string(item, "payment_state").map_err(corrupt)?;
     let items_json = string(item, "items").map_err(corrupt)?;
@@ -56,11 +56,15 @@ pub(crate) fn order_from_item(item: &Item) -> Result<Order, StoreError> {
         owner: string(item, "owner").map_err(corrupt)?,
         version: number(item, "version").map_err(corrupt)?,
         currency: currency(item).map_err(corrupt)?,
-        items: serde_json::from_str::<Vec<LineItem>>(&items_json)
-            .map_err(|e| corrupt(format!("items: {e}")))?,
+        items: serde_json::from_str::<Vec<LineItem>>(&items_json).map_err(|e| {
+            corrupt(AttributeError::Unreadable {
+                name: "items".into(),
+                reason: e.to_string(),
+            })
+        })?,
         amount: number(item, "amount").map_err(corrupt)?,
         payment_state: OrderPaymentState::parse(&state)
-            .ok_or_else(|| corrupt(format!("payment_state {state}")))?,
+            .ok_or_else(|| corrupt(AttributeError::unknown("payment_state", state)))?,
         payment_id: optional_string(item, "payment_id"),
         created_at_ms: number(item, "created_at_ms").map_err(corrupt)?,
         updated_at_ms: number(item, "updated_at_ms").map_err(corrupt)?,
@@ -92,15 +96,15 @@ pub(super) fn order_to_item(order: &Order) -> Result<Item, StoreError> {
 /// Reads a payment item.
 pub(crate) fn payment_from_item(item: &Item) -> Result<Payment, StoreError> {
     let pk = string(item, PK).unwrap_or_default();
-    let corrupt = |reason: String| StoreError::Corrupt {
+    let corrupt = |reason: AttributeError| StoreError::Corrupt {
         key: pk.clone(),
-        reason,
+        reason: reason.to_string(),
     };
     let status = string(item, "status").map_err(corrupt)?;
     let failure = match optional_string(item, "failure_kind") {
         Some(kind) => Some(Failure {
             kind: parse_failure_kind(&kind)
-                .ok_or_else(|| corrupt(format!("failure_kind {kind}")))?,
+                .ok_or_else(|| corrupt(AttributeError::unknown("failure_kind", kind)))?,
             decline_code: optional_string(item, "decline_code"),
         }),
         None => None,
@@ -115,7 +119,8 @@ pub(crate) fn payment_from_item(item: &Item) -> Result<Payment, StoreError> {
         payment_method: string(item, "payment_method").map_err(corrupt)?,
         provider: string(item, "provider").map_err(corrupt)?,
         provider_payment_id: optional_string(item, "provider_payment_id"),
-        status: PaymentStatus::parse(&status).ok_or_else(|| corrupt(format!("status {status}")))?,
+        status: PaymentStatus::parse(&status)
+            .ok_or_else(|| corrupt(AttributeError::unknown("status", status)))?,
         failure,
         idempotency_pk: string(item, "idempotency_pk").map_err(corrupt)?,
         psp_maybe_reached: matches!(item.get(MAYBE_REACHED), Some(AttributeValue::Bool(true))),
@@ -201,15 +206,16 @@ pub(super) fn refund_to_item(refund: &Refund) -> Item {
 
 pub(super) fn refund_from_item(item: &Item) -> Result<Refund, StoreError> {
     let pk = string(item, PK).unwrap_or_default();
-    let corrupt = |reason: String| StoreError::Corrupt {
+    let corrupt = |reason: AttributeError| StoreError::Corrupt {
         key: pk.clone(),
-        reason,
+        reason: reason.to_string(),
     };
     let status = string(item, "status").map_err(corrupt)?;
     let reason = match optional_string(item, "reason") {
-        Some(raw) => {
-            Some(RefundReason::parse(&raw).ok_or_else(|| corrupt(format!("reason {raw}")))?)
-        }
+        Some(raw) => Some(
+            RefundReason::parse(&raw)
+                .ok_or_else(|| corrupt(AttributeError::unknown("reason", raw)))?,
+        ),
         None => None,
     };
     Ok(Refund {
@@ -219,7 +225,8 @@ pub(super) fn refund_from_item(item: &Item) -> Result<Refund, StoreError> {
         amount: number(item, "amount").map_err(corrupt)?,
         currency: currency(item).map_err(corrupt)?,
         reason,
-        status: RefundStatus::parse(&status).ok_or_else(|| corrupt(format!("status {status}")))?,
+        status: RefundStatus::parse(&status)
+            .ok_or_else(|| corrupt(AttributeError::unknown("status", status)))?,
         provider_refund_id: optional_string(item, "provider_refund_id"),
         failure_code: optional_string(item, "failure_code"),
         idempotency_pk: optional_string(item, "idempotency_pk"),

@@ -6,7 +6,7 @@
 //! `lease_token` S and `lease_until_ms` N while in progress ·
 //! `result` S once completed · `expires_at` N epoch seconds, the TTL attribute.
 
-use super::attributes::{n, number, s, string, Item};
+use super::attributes::{n, number, s, string, AttributeError, Item};
 #[cfg(feature = "payments")]
 use super::cursor::{decode_cursor, encode_cursor};
 use super::schema::{
@@ -198,9 +198,9 @@ fn read_record(
     names: &IdempotencyAttributes,
 ) -> Result<IdempotencyRecord, StoreError> {
     let key = string(item, &names.key).unwrap_or_default();
-    let corrupt = |reason: String| StoreError::Corrupt {
+    let corrupt = |reason: AttributeError| StoreError::Corrupt {
         key: key.clone(),
-        reason,
+        reason: reason.to_string(),
     };
     let status = string(item, &names.status).map_err(corrupt)?;
     let state = match RecordStatus::parse(&status) {
@@ -213,7 +213,7 @@ fn read_record(
         Some(RecordStatus::Completed) => RecordState::Completed {
             result: string(item, &names.data).map_err(corrupt)?,
         },
-        None => return Err(corrupt(format!("unknown status {status}"))),
+        None => return Err(corrupt(AttributeError::unknown(&names.status, status))),
     };
     Ok(IdempotencyRecord {
         key: RecordKey::from_stored(key.clone()),
