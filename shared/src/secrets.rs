@@ -501,7 +501,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_receiver_s_scheme_verifies_with_the_rotated_secret() {
-        use hmac::Mac;
+        use hmac::{KeyInit, Mac};
         // GIVEN the receiver's Stripe scheme, loaded with the old signing secret
         let clock = ManualClock::at_ms(0);
         let fake = FakeSecret::holding(r#"{"webhook_secrets":"whsec_old"}"#);

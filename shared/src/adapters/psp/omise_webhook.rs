@@ -16,7 +16,7 @@
 use super::b64::{self, Alphabet};
 use crate::domain::{RefundSettlement, Settlement};
 use crate::ports::{CheckedAmount, PspEvent, RefundEvent, SignatureError, WebhookScheme};
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use lambda_http::http::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;

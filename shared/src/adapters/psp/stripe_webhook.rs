@@ -6,7 +6,7 @@
 use super::stripe::StripeRefund;
 use crate::domain::Settlement;
 use crate::ports::{CheckedAmount, PspEvent, RefundEvent, SignatureError, WebhookScheme};
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use lambda_http::http::HeaderMap;
 use serde::Deserialize;
 use sha2::Sha256;

@@ -20,7 +20,7 @@ use super::b64::{self, Alphabet};
 use super::twoc2p_ids::payment_id_for_invoice;
 use crate::domain::{Currency, Settlement};
 use crate::ports::{CheckedAmount, PspEvent, SignatureError, WebhookScheme};
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use lambda_http::http::HeaderMap;
 use serde::de::Error as _;
 use serde::Deserialize;
