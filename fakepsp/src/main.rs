@@ -21,6 +21,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+    if std::env::args().any(|a| a == "--help" || a == "-h") {
+        println!("usage: payonce-fake-psp [flags]; {USAGE}");
+        return Ok(());
+    }
     let (mut config, mut addr) = (FakePspConfig::default(), "127.0.0.1:0".parse()?);
     let (mut secret, mut api_key) = (None, None);
     let mut args = std::env::args().skip(1);

@@ -31,6 +31,15 @@ mod wiring;
 
 use payonce::clock::{Clock, SystemClock};
 
+/// Usage of both commands, for `--help`.
+const USAGE: &str = "\
+usage: payonce-local [--port 3000] [--psp stripe|omise|2c2p] [--psp-port 0]
+                     [--dynamodb-endpoint URL|aws] [--sqs-endpoint URL|aws]
+                     [--allowed-origin ORIGIN]... [--host ADDR --allow-remote]
+                     [--reconcile-every-seconds 30] [--count-dynamodb]
+       payonce-local token <user> [--scope SCOPE]... [--ttl-seconds 3600]
+       payonce-local --help";
+
 /// Usage of the `token` command.
 const TOKEN_USAGE: &str = "usage: payonce-local token <user> [--scope SCOPE]... [--ttl-seconds N]";
 
@@ -47,6 +56,10 @@ fn jwt_secret() -> String {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
     if args.first().map(String::as_str) == Some("token") {
         let (user, ttl, scopes) = token_args(&args[1..])?;
         println!(

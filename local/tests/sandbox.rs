@@ -997,3 +997,30 @@ fn uuid_suffix() -> String {
             .as_nanos()
     )
 }
+
+/// `--help` prints both commands' usage and succeeds; an unknown flag is refused, naming the
+/// flags there are.
+#[test]
+fn help_is_printed_and_an_unknown_flag_refused() {
+    let help = std::process::Command::new(BIN)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        text.contains("usage: payonce-local [--port 3000]")
+            && text.contains("payonce-local token <user>"),
+        "{text}"
+    );
+    let bogus = std::process::Command::new(BIN)
+        .arg("--bogus")
+        .output()
+        .unwrap();
+    assert!(!bogus.status.success());
+    assert!(
+        String::from_utf8_lossy(&bogus.stderr)
+            .contains("unknown argument --bogus; expected one of --port"),
+        "{bogus:?}"
+    );
+}
