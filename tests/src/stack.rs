@@ -258,6 +258,18 @@ impl PaymentStack {
         .await
     }
 
+    /// POST /orders as `user` with `body`, without an Idempotency-Key.
+    pub async fn post_order(&self, user: &str, body: &Value) -> Reply {
+        self.orders_request(api_event(
+            "POST",
+            "/orders",
+            Some(user),
+            &[],
+            &body.to_string(),
+        ))
+        .await
+    }
+
     /// Creates an order of 2 × 1500 JPY for `user`; returns its id.
     pub async fn create_order(&self, user: &str) -> String {
         self.create_order_of(user, Currency::Jpy, 2, 1500).await
@@ -273,15 +285,7 @@ impl PaymentStack {
         unit_amount: i64,
     ) -> String {
         let body = json!({"currency": currency.as_str(), "items": [{"sku": "A1", "quantity": quantity, "unit_amount": unit_amount}]});
-        let reply = self
-            .orders_request(api_event(
-                "POST",
-                "/orders",
-                Some(user),
-                &[],
-                &body.to_string(),
-            ))
-            .await;
+        let reply = self.post_order(user, &body).await;
         assert_eq!(reply.status, 201, "{}", reply.body);
         reply.json["order_id"]
             .as_str()

@@ -243,15 +243,7 @@ async fn bad_order_input_is_refused_and_writes_nothing() {
     ];
     let before = stack.snapshot().await;
     for (body, status) in cases {
-        let reply = stack
-            .orders_request(api_event(
-                "POST",
-                "/orders",
-                Some("alice"),
-                &[],
-                &body.to_string(),
-            ))
-            .await;
+        let reply = stack.post_order("alice", &body).await;
         assert_eq!(
             (reply.status, reply.problem_type()),
             (status, "/problems/invalid-request"),
@@ -335,15 +327,7 @@ async fn a_wrong_type_names_the_field_and_never_echoes_the_value() {
 async fn integral_numbers_are_integers() {
     let stack = PaymentStack::start().await;
     let body = json!({"currency": "jpy", "items": [{"sku": "A1", "quantity": 2.0, "unit_amount": 1500.0}]});
-    let created = stack
-        .orders_request(api_event(
-            "POST",
-            "/orders",
-            Some("alice"),
-            &[],
-            &body.to_string(),
-        ))
-        .await;
+    let created = stack.post_order("alice", &body).await;
     assert_eq!(created.status, 201, "{}", created.body);
     assert_eq!(created.json["amount"], 3000);
     let order = created.json["order_id"].as_str().unwrap().to_owned();

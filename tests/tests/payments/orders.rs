@@ -9,15 +9,7 @@ use serde_json::json;
 async fn create_read_and_revise_an_order() {
     let stack = PaymentStack::start().await;
     let body = json!({"currency": "usd", "items": [{"sku": "A1", "quantity": 2, "unit_amount": 1999}, {"sku": "B2", "quantity": 1, "unit_amount": 1}]});
-    let created = stack
-        .orders_request(api_event(
-            "POST",
-            "/orders",
-            Some("alice"),
-            &[],
-            &body.to_string(),
-        ))
-        .await;
+    let created = stack.post_order("alice", &body).await;
     assert_eq!(created.status, 201, "{}", created.body);
     assert_eq!(created.json["amount"], 3999);
     assert_eq!(created.json["version"], 1);
