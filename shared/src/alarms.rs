@@ -1,16 +1,17 @@
-//! The alarms a store write raises while it applies a transition: a log line with its `alarm`
-//! and, where an operator must act, its metric. The domain decides what happened; this module
-//! only reports it, so the domain depends on no metrics.
+//! The alarms a payment's write raises: a log line with its `alarm` and its metric. The domain
+//! decides what happened, the store writes it, and the service reports it through this module,
+//! so neither the domain nor a store emits a metric.
 
-use crate::domain::{Payment, PaymentStatus};
+use crate::domain::Payment;
 
-/// Logs a payment that settled while its order is held or paid by another attempt (or moved to
-/// another version). A success there is a late duplicate charge: the customer paid twice. It is
-/// refunded automatically (the refund is created with the success), and it raises the
-/// `late-duplicate-charge` alarm; where the PSP cannot refund, it is marked refund-required and
-/// raises `refund-required`.
-pub fn order_not_following(after: &Payment) {
-    if after.status == PaymentStatus::Succeeded && after.refund_required {
+/// Raises the alarm of a payment a write marked a late duplicate
+/// ([`crate::domain::marked_late_duplicate`]): it succeeded for an order another attempt paid or
+/// that moved on, so the customer paid twice. It is refunded automatically (the refund is
+/// created with the success), and it raises the `late-duplicate-charge` alarm; where the PSP
+/// cannot refund, it is marked refund-required and raises `refund-required`. The services call
+/// it on what the store answered, so a write raises it once, whichever path made it.
+pub fn late_duplicate(after: &Payment) {
+    if after.refund_required {
         tracing::error!(payment_id = %after.payment_id, order_id = %after.order_id,
             amount = after.amount, currency = after.currency.as_str(), alarm = "refund-required",
             "a charge succeeded for an order another attempt paid, or that moved on, and the PSP cannot refund through payonce; an operator must refund it");
@@ -18,7 +19,7 @@ pub fn order_not_following(after: &Payment) {
             emf.count(crate::metrics::LATE_DUPLICATE_REFUND_REQUIRED, 1)
                 .property("payment_id", &after.payment_id)
         });
-    } else if after.status == PaymentStatus::Succeeded {
+    } else {
         tracing::error!(payment_id = %after.payment_id, order_id = %after.order_id,
             amount = after.amount, currency = after.currency.as_str(), alarm = "late-duplicate-charge",
             "a charge succeeded for an order another attempt paid, or that moved on; refunding it as a duplicate");
@@ -26,8 +27,5 @@ pub fn order_not_following(after: &Payment) {
             emf.count(crate::metrics::LATE_DUPLICATE_REFUNDED, 1)
                 .property("payment_id", &after.payment_id)
         });
-    } else {
-        tracing::warn!(payment_id = %after.payment_id, order_id = %after.order_id,
-            status = after.status.as_str(), "the order is held by another attempt; settling the payment alone");
     }
 }

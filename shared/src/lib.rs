@@ -47,6 +47,8 @@ pub mod env;
 pub mod http;
 pub mod idempotency;
 pub mod ids;
+#[cfg(test)]
+mod layering;
 #[cfg(feature = "runtime")]
 pub mod logging;
 #[cfg(feature = "payments")]

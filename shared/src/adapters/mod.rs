@@ -31,6 +31,18 @@ pub(crate) fn user_counter_key(user: &str, window: i64) -> String {
     format!("limit#user#{user}#{window}")
 }
 
+/// Logs a payment that moves while its order is held or paid by another attempt (or moved to
+/// another version): the payment is settled alone, the order stays. A success there is a late
+/// duplicate charge, whose alarm the service raises on the store's answer
+/// ([`crate::alarms::late_duplicate`]).
+#[cfg(feature = "payments")]
+pub(crate) fn settling_alone(after: &crate::domain::Payment) {
+    if after.status != crate::domain::PaymentStatus::Succeeded {
+        tracing::warn!(payment_id = %after.payment_id, order_id = %after.order_id,
+            status = after.status.as_str(), "the order is held by another attempt; settling the payment alone");
+    }
+}
+
 /// What a store found writing a payment's transition (both stores decide it alike).
 #[cfg(feature = "payments")]
 pub(crate) enum TransitionWrite {
@@ -86,7 +98,7 @@ pub(crate) fn refund_lease_refused(
     use crate::ports::RefundLeaseOutcome;
     match now {
         Some(now)
-            if now.lease.as_ref() == Some(asked)
+            if now.lease == Some(asked.into())
                 && now.status == RefundStatus::Pending
                 && !crate::mutations::active(crate::mutations::Mutation::LostAnswerIsARefusal) =>
         {

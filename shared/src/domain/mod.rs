@@ -16,8 +16,8 @@ pub use payment::{
 };
 pub use psp::PspKind;
 pub use refund::{
-    display_status, duplicate_refund_for, is_refund_id, names_another_refund, payment_details,
-    refund_amounts_delta, refund_id_for, refund_key, refund_transition, refundable, LateDuplicates,
-    Refund, RefundReason, RefundSettlement, RefundStatus, RefundTransition, RefundView,
-    DUPLICATE_REFUND_NUMBER,
+    display_status, duplicate_refund_for, is_refund_id, marked_late_duplicate,
+    names_another_refund, payment_details, refund_amounts_delta, refund_id_for, refund_key,
+    refund_transition, refundable, LateDuplicates, Refund, RefundReason, RefundSettlement,
+    RefundStatus, RefundTransition, RefundView, SenderLease, DUPLICATE_REFUND_NUMBER,
 };

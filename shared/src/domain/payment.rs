@@ -137,12 +137,12 @@ pub struct PaymentView {
 }
 
 /// The id of the payment a charge's idempotency key creates: `pay_` and 32 hex digits of the
-/// SHA-256 of the record's key (`<scope>#<user>#<key>`). A key has one payment for ever, so
+/// SHA-256 of the record's key (`<scope>#<user>#<key>`, given as its text). A key has one payment for ever, so
 /// the charge can read the payment (which holds the key's record) by the key alone, in the
 /// same request as the order.
-pub fn payment_id_for(record: &crate::idempotency::RecordKey) -> String {
+pub fn payment_id_for(record_key: &str) -> String {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(record.as_str().as_bytes());
+    let digest = Sha256::digest(record_key.as_bytes());
     format!("pay_{}", hex::encode(&digest[..16]))
 }
 

@@ -4,7 +4,6 @@
 
 use super::money::Currency;
 use super::payment::{Payment, PaymentStatus};
-use crate::idempotency::Lease;
 use serde::{Deserialize, Serialize};
 
 /// The refund number of the automatic refund of a late duplicate charge.
@@ -107,7 +106,7 @@ pub struct Refund {
     /// The sender's lease: whoever may call the PSP under the refund's key holds it (the staff
     /// request that claimed it, the one that took it over, or reconcile), and every write about
     /// the PSP's answer is fenced on it. None while nobody is sending.
-    pub lease: Option<Lease>,
+    pub lease: Option<SenderLease>,
     /// Epoch milliseconds.
     pub created_at_ms: i64,
     /// Epoch milliseconds of the last change.
@@ -115,6 +114,32 @@ pub struct Refund {
     /// While pending, and for a while once succeeded (it may still fail): when reconcile should
     /// next look at it (epoch milliseconds).
     pub check_at_ms: i64,
+}
+
+/// The lease of a refund's sender: the token of the lease its holder proves, and when it lapses
+/// (epoch milliseconds). The token is the holder's idempotency lease token, kept here as text
+/// so the domain depends on nothing outside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SenderLease {
+    /// The holder's lease token.
+    pub token: String,
+    /// Epoch milliseconds after which another sender may take the refund over.
+    pub until_ms: i64,
+}
+
+impl SenderLease {
+    /// The lease held under `token` until `until_ms`.
+    pub fn new(token: &str, until_ms: i64) -> Self {
+        Self {
+            token: token.to_owned(),
+            until_ms,
+        }
+    }
+
+    /// Whether `token` is this lease's.
+    pub fn is(&self, token: &str) -> bool {
+        self.token == token
+    }
 }
 
 /// A refund as the API shows it; also the mirror stored on its idempotency record.
@@ -172,7 +197,7 @@ impl Refund {
         amount: i64,
         reason: Option<RefundReason>,
         idempotency_pk: Option<String>,
-        lease: Option<Lease>,
+        lease: Option<SenderLease>,
         now_ms: i64,
     ) -> Self {
         Self {
@@ -209,14 +234,10 @@ impl Refund {
     }
 
     /// Whether someone other than the holder of `mine` holds a live sender lease at `now_ms`.
-    pub fn lease_held_by_other(
-        &self,
-        mine: Option<&crate::idempotency::LeaseToken>,
-        now_ms: i64,
-    ) -> bool {
+    pub fn lease_held_by_other(&self, mine: Option<&str>, now_ms: i64) -> bool {
         self.lease
             .as_ref()
-            .is_some_and(|lease| Some(&lease.token) != mine && lease.until_ms > now_ms)
+            .is_some_and(|lease| Some(lease.token.as_str()) != mine && lease.until_ms > now_ms)
     }
 
     /// The PSP idempotency key of this refund.
@@ -443,6 +464,14 @@ pub fn duplicate_refund_for(
             None
         }
     }
+}
+
+/// Whether writing `after` over `read` marked it a late duplicate charge ([`duplicate_refund_for`]
+/// did, because the order was another attempt's): what raises the alarm, once per write.
+pub fn marked_late_duplicate(read: &Payment, after: &Payment) -> bool {
+    after.status == PaymentStatus::Succeeded
+        && ((after.duplicate_refund && !read.duplicate_refund)
+            || (after.refund_required && !read.refund_required))
 }
 
 /// `GET /payments/{id}`: the payment's view with the status it shows (see [`display_status`]),

@@ -7,6 +7,14 @@ use crate::idempotency::{
 };
 use async_trait::async_trait;
 
+/// A refund's sender lease is the lease its holder holds on its idempotency record (or on the
+/// refund, for reconcile).
+impl From<&Lease> for crate::domain::SenderLease {
+    fn from(lease: &Lease) -> Self {
+        Self::new(lease.token.as_str(), lease.until_ms)
+    }
+}
+
 /// How recent a read must be.
 ///
 /// A [`Read::Latest`] read sees every write acknowledged before it (DynamoDB's strongly

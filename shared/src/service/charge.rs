@@ -484,7 +484,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
     ) -> (Payment, Claim) {
         let now_ms = self.store.now_ms();
         let payment = Payment {
-            payment_id: crate::domain::payment_id_for(record_key),
+            payment_id: crate::domain::payment_id_for(record_key.as_str()),
             order_id: order.order_id.clone(),
             order_version: order.version,
             owner: order.owner.clone(),
@@ -539,11 +539,11 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         if payment.status != PaymentStatus::Processing || too_late {
             // Settled meanwhile (webhook, reconcile), or too old to re-send safely: record the
             // state as it is under the lapsed lease; only reconcile moves it further.
-            return match self
+            let written = self
                 .store
                 .finish_attempt(&payment, &Transition::Unchanged, seen, FinishedBy::Charge)
-                .await
-            {
+                .await;
+            return match super::settle::reported_write(&payment, written) {
                 Ok(SettleOutcome::Settled(now)) => Ok(Resumed::Answer(PayAnswer::Replayed {
                     view: now.view(),
                     request_id: record.request_id.clone(),
@@ -671,11 +671,11 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             let step = settlement
                 .as_ref()
                 .map_or(Transition::Unchanged, |s| transition(&current, s));
-            match self
+            let written = self
                 .store
                 .finish_attempt(&current, &step, &lease.token, FinishedBy::Charge)
-                .await
-            {
+                .await;
+            match super::settle::reported_write(&current, written) {
                 Ok(SettleOutcome::Settled(now)) => return Ok(PayAnswer::Fresh(now.view())),
                 // A webhook or reconcile settled it first (or a transaction raced ours past the
                 // store's own retries): decide again on what is stored now.

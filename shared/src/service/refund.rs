@@ -273,7 +273,7 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 amount,
                 command.reason,
                 Some(record_key.as_str().to_owned()),
-                Some(lease.clone()),
+                Some((&lease).into()),
                 now_ms,
             );
             let claim = Claim {

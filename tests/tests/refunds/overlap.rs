@@ -517,11 +517,12 @@ pub async fn reconcile_finishing_a_dead_handlers_success_stores_the_order_paid<
         )
         .await;
     assert!(died.is_err(), "{died:?}");
-    let payment_id = payonce::domain::payment_id_for(&payonce::idempotency::RecordKey::new(
+    let record = payonce::idempotency::RecordKey::new(
         payonce::service::charge::PAY_SCOPE,
         "alice",
         &IdempotencyKey::parse("k1").unwrap(),
-    ));
+    );
+    let payment_id = payonce::domain::payment_id_for(record.as_str());
     *psp.0.charge.lock().unwrap() = Some(PspLookup::Succeeded {
         provider_payment_id: "pi_1".into(),
         amount: None,

@@ -94,7 +94,7 @@ fn record_key(key: &str) -> RecordKey {
 fn new_attempt<H: PaymentStoreHarness>(h: &H, order: &Order, key: &str) -> (Payment, Claim) {
     let now_ms = h.clock().now_ms();
     let record = record_key(key);
-    let payment_id = payonce::domain::payment_id_for(&record);
+    let payment_id = payonce::domain::payment_id_for(record.as_str());
     let payment = Payment {
         payment_id: payment_id.clone(),
         order_id: order.order_id.clone(),

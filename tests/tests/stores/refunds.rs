@@ -67,7 +67,7 @@ fn refund_claim<H: PaymentStoreHarness>(
         amount,
         Some(RefundReason::RequestedByCustomer),
         Some(record.as_str().to_owned()),
-        Some(lease.clone()),
+        Some((&lease).into()),
         now_ms,
     );
     let claim = Claim {
@@ -1057,7 +1057,7 @@ pub async fn a_lapsed_refund_is_resumed_under_a_new_lease_and_a_settled_one_is_k
     let record = h.raw_record(&claimed.claim.key).await.unwrap();
     assert_eq!(record.lease(), Some(&lease), "{}", H::NAME);
     let marked = Refund {
-        lease: Some(lease.clone()),
+        lease: Some((&lease).into()),
         ..marked
     };
     assert_eq!(refund_now(&h, &claimed.refund.refund_id).await, marked);
@@ -1123,8 +1123,8 @@ pub async fn a_refund_has_one_sender_at_a_time_and_every_sender_write_is_fenced<
     let staff = claimed.claim.lease_token.clone();
     let read = refund_now(&h, &claimed.refund.refund_id).await;
     assert_eq!(
-        read.lease.as_ref().map(|l| &l.token),
-        Some(&staff),
+        read.lease.as_ref().map(|l| l.token.as_str()),
+        Some(staff.as_str()),
         "{}",
         H::NAME
     );
@@ -1159,7 +1159,7 @@ pub async fn a_refund_has_one_sender_at_a_time_and_every_sender_write_is_fenced<
         .unwrap();
     // THEN reconcile holds it, and the refund remembers its earlier sender may have called
     let held = Refund {
-        lease: Some(reconcile.clone()),
+        lease: Some((&reconcile).into()),
         psp_maybe_reached: true,
         ..read.clone()
     };
@@ -1308,7 +1308,7 @@ pub async fn a_sender_lease_taken_from_nobody_is_fenced_on_its_absence<H: Paymen
         .unwrap();
     // THEN only the first gets it; the second finds it held
     assert!(
-        matches!(&one, RefundLeaseOutcome::Taken(r) if r.lease.as_ref() == Some(&first) && !r.psp_maybe_reached),
+        matches!(&one, RefundLeaseOutcome::Taken(r) if r.lease == Some((&first).into()) && !r.psp_maybe_reached),
         "{}: {one:?}",
         H::NAME
     );

@@ -6,11 +6,12 @@ use super::schema::{
     order_pk, payment_pk, refund_pk, CHECK_AT, DUPLICATE_REFUND, LEASE_TOKEN, LEASE_UNTIL_MS,
     MAYBE_REACHED, PK, REFUNDED, REFUND_COUNT, REFUND_PENDING, REFUND_REQUIRED,
 };
+use crate::domain::SenderLease;
 use crate::domain::{
     Currency, Failure, FailureKind, LineItem, Order, OrderPaymentState, Payment, PaymentStatus,
     Refund, RefundReason, RefundStatus,
 };
-use crate::idempotency::{Lease, LeaseToken, StoreError};
+use crate::idempotency::StoreError;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 
 pub(super) fn failure_kind_str(kind: FailureKind) -> &'static str {
@@ -232,8 +233,8 @@ pub(super) fn refund_from_item(item: &Item) -> Result<Refund, StoreError> {
         idempotency_pk: optional_string(item, "idempotency_pk"),
         psp_maybe_reached: matches!(item.get(MAYBE_REACHED), Some(AttributeValue::Bool(true))),
         lease: match optional_string(item, LEASE_TOKEN) {
-            Some(token) => Some(Lease {
-                token: LeaseToken::from_stored(token),
+            Some(token) => Some(SenderLease {
+                token,
                 until_ms: number(item, LEASE_UNTIL_MS).map_err(corrupt)?,
             }),
             None => None,

@@ -444,7 +444,7 @@ impl DynamoPaymentStore {
                             now_ms,
                             self.late_duplicates,
                         );
-                        crate::alarms::order_not_following(&after);
+                        crate::adapters::settling_alone(&after);
                         continue;
                     }
                     return Err(StoreError::Corrupt {
@@ -848,7 +848,7 @@ impl ChargeStore for DynamoPaymentStore {
         order_id: &str,
         read: Read,
     ) -> Result<(Option<IdempotencyRecord>, Option<Order>), StoreError> {
-        let payment = payment_pk(&payment_id_for(record));
+        let payment = payment_pk(&payment_id_for(record.as_str()));
         let order = order_pk(order_id);
         let table = &self.tables.payments;
         let mut found = self
@@ -874,7 +874,7 @@ impl ChargeStore for DynamoPaymentStore {
         counts: &[AttemptCount],
     ) -> Result<BeginOutcome, StoreError> {
         let now_ms = self.clock.now_ms();
-        if payment.payment_id != payment_id_for(&claim.key) {
+        if payment.payment_id != payment_id_for(claim.key.as_str()) {
             return Err(StoreError::Corrupt {
                 key: claim.key.to_string(),
                 reason: format!("payment {} is not the key's", payment.payment_id),
@@ -993,7 +993,7 @@ impl ChargeStore for DynamoPaymentStore {
         lease: &Lease,
         payment: &Payment,
     ) -> Result<ResumeOutcome, StoreError> {
-        if payment_id_for(record) != payment.payment_id {
+        if payment_id_for(record.as_str()) != payment.payment_id {
             // Not the key's attempt: nothing to take over.
             return Ok(ResumeOutcome::KeyMoved(self.charge_record(record).await?));
         }
@@ -1181,7 +1181,7 @@ impl ChargeStore for DynamoPaymentStore {
         &self,
         key: &RecordKey,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        match self.get(payment_pk(&payment_id_for(key))).await? {
+        match self.get(payment_pk(&payment_id_for(key.as_str()))).await? {
             Some(item) => record_of(&item),
             None => Ok(None),
         }
@@ -1193,7 +1193,7 @@ impl ChargeStore for DynamoPaymentStore {
         seen: &LeaseToken,
         lease: &Lease,
     ) -> Result<TakeoverOutcome, StoreError> {
-        let pk = payment_pk(&payment_id_for(key));
+        let pk = payment_pk(&payment_id_for(key.as_str()));
         let sent = self
             .client
             .update_item()

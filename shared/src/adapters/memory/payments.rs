@@ -138,7 +138,7 @@ fn tally<'a>(tables: &'a MemoryTables, counter: &Counter) -> Option<&'a Tally> {
 
 /// The payment `key` created, if any.
 fn payment_of_key<'a>(tables: &'a MemoryTables, key: &RecordKey) -> Option<&'a StoredPayment> {
-    tables.payments.payments.get(&payment_id_for(key))
+    tables.payments.payments.get(&payment_id_for(key.as_str()))
 }
 
 fn event_key(event: &EventMark) -> String {
@@ -265,7 +265,7 @@ fn write_transition(
     if applies && !leave_order && !order_follows {
         // The order is held or paid by another attempt: the payment still moves, the order
         // stays as it is.
-        crate::alarms::order_not_following(&after);
+        crate::adapters::settling_alone(&after);
     }
 
     if let Some(stored) = tables.payments.payment_mut(&payment.payment_id) {
@@ -381,7 +381,7 @@ impl ChargeStore for MemoryPaymentStore {
         let tables = self.lock();
         let record = tables
             .payments
-            .payment_as(&payment_id_for(record), read)
+            .payment_as(&payment_id_for(record.as_str()), read)
             .as_ref()
             .map(record_as_read)
             .transpose()?;
@@ -397,7 +397,7 @@ impl ChargeStore for MemoryPaymentStore {
     ) -> Result<BeginOutcome, StoreError> {
         self.transaction("begin_attempt")?;
         let now_ms = self.clock.now_ms();
-        if payment.payment_id != payment_id_for(&claim.key) {
+        if payment.payment_id != payment_id_for(claim.key.as_str()) {
             return Err(StoreError::Corrupt {
                 key: claim.key.to_string(),
                 reason: format!("payment {} is not the key's", payment.payment_id),
@@ -651,7 +651,7 @@ impl ChargeStore for MemoryPaymentStore {
         lease: &Lease,
     ) -> Result<TakeoverOutcome, StoreError> {
         let mut tables = self.lock();
-        let Some(stored) = tables.payments.payment_mut(&payment_id_for(key)) else {
+        let Some(stored) = tables.payments.payment_mut(&payment_id_for(key.as_str())) else {
             return Ok(TakeoverOutcome::Lost(None));
         };
         if !leased_to(Some(&stored.record), seen) {
@@ -863,7 +863,10 @@ impl RefundStore for MemoryPaymentStore {
             return Ok(ResumeOutcome::KeyMoved(None));
         };
         // Nobody else may be sending it: reconcile may hold it although the record lapsed.
-        if stored.refund.lease_held_by_other(Some(seen), now_ms) {
+        if stored
+            .refund
+            .lease_held_by_other(Some(seen.as_str()), now_ms)
+        {
             return Ok(ResumeOutcome::LeaseHeld {
                 until_ms: stored.refund.lease.as_ref().map_or(0, |l| l.until_ms),
             });
@@ -874,7 +877,7 @@ impl RefundStore for MemoryPaymentStore {
             };
         }
         if let Some(stored) = tables.payments.refunds.get_mut(&refund.refund_id) {
-            stored.refund.lease = Some(lease.clone());
+            stored.refund.lease = Some(lease.into());
             stored.refund.psp_maybe_reached |= refund.psp_maybe_reached;
         }
         Ok(ResumeOutcome::Resumed)
@@ -945,7 +948,7 @@ impl RefundStore for MemoryPaymentStore {
                 .refunds
                 .get(&refund.refund_id)
                 .and_then(|stored| stored.refund.lease.as_ref())
-                .is_some_and(|lease| &lease.token == fence.lease);
+                .is_some_and(|lease| lease.is(fence.lease.as_str()));
             if !holds {
                 return Err(StoreError::LeaseLost {
                     key: RecordKey::from_stored(refund.refund_id.clone()),
@@ -1053,7 +1056,7 @@ impl RefundStore for MemoryPaymentStore {
         }
         // Its holder may have called the PSP before its lease lapsed.
         stored.refund.psp_maybe_reached |= current.lease.is_some();
-        stored.refund.lease = Some(lease.clone());
+        stored.refund.lease = Some(lease.into());
         Ok(RefundLeaseOutcome::Taken(Box::new(stored.refund.clone())))
     }
 
@@ -1081,7 +1084,7 @@ impl RefundStore for MemoryPaymentStore {
             .refunds
             .get(&refund.refund_id)
             .and_then(|stored| stored.refund.lease.as_ref())
-            .is_some_and(|held| &held.token == lease);
+            .is_some_and(|held| held.is(lease.as_str()));
         if !leased_to(tables.records.get(&record_key), lease) || !sends {
             return Err(StoreError::LeaseLost { key: record_key });
         }
