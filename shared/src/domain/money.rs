@@ -278,42 +278,118 @@ mod tests {
 }
 
 /// An integer as a request carries it: a JSON integer, or a number with no fractional part
-/// (`1500.0`, `1.5e3`), which JSON Schema's `integer` also admits. A fraction, or a number past
-/// 2^53 written with a fraction or exponent (where a float is no longer exact), is refused as
-/// "an integer".
+/// (`1500.0`, `1.5e3`), which JSON Schema's `integer` also admits. The number's text is read
+/// exactly, never through a float, so `499.99999999999999` is a fraction (refused) although it
+/// rounds to 500 as a float. Anything else, or an integer outside `i64`, is refused as "an
+/// integer".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Integer(pub i64);
 
-/// The largest integer a JSON float carries exactly.
-const EXACT_FLOAT: f64 = 9_007_199_254_740_992.0;
-
 impl<'de> Deserialize<'de> for Integer {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = Integer;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an integer")
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Integer, E> {
-                Ok(Integer(v))
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Integer, E> {
-                i64::try_from(v)
-                    .map(Integer)
-                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
-            }
-            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Integer, E> {
-                if v.fract() == 0.0 && v.abs() <= EXACT_FLOAT {
-                    // Exact: |v| ≤ 2^53 and integral.
-                    #[allow(clippy::cast_possible_truncation)]
-                    return Ok(Integer(v as i64));
-                }
-                Err(E::invalid_value(serde::de::Unexpected::Float(v), &self))
+        use serde::de::{Error, Unexpected};
+        let raw = Box::<serde_json::value::RawValue>::deserialize(deserializer)?;
+        let text = raw.get().trim();
+        let expected = &"an integer";
+        match exact_integer(text) {
+            Exact::Integer(v) => Ok(Integer(v)),
+            Exact::Fraction => Err(D::Error::invalid_value(
+                Unexpected::Other("a number with a fraction"),
+                expected,
+            )),
+            Exact::OutOfRange => Err(D::Error::invalid_value(
+                Unexpected::Other("a number outside the 64-bit integers"),
+                expected,
+            )),
+            Exact::NotANumber => {
+                let value: serde_json::Value =
+                    serde_json::from_str(text).map_err(D::Error::custom)?;
+                let unexpected = match &value {
+                    serde_json::Value::Null => Unexpected::Unit,
+                    serde_json::Value::Bool(b) => Unexpected::Bool(*b),
+                    serde_json::Value::String(s) => Unexpected::Str(s),
+                    serde_json::Value::Array(_) => Unexpected::Seq,
+                    serde_json::Value::Object(_) => Unexpected::Map,
+                    serde_json::Value::Number(_) => Unexpected::Other("a number"),
+                };
+                Err(D::Error::invalid_type(unexpected, expected))
             }
         }
-        deserializer.deserialize_any(Visitor)
     }
+}
+
+/// What the text of a JSON value is, read as an exact decimal.
+#[derive(Debug, PartialEq, Eq)]
+enum Exact {
+    Integer(i64),
+    Fraction,
+    OutOfRange,
+    NotANumber,
+}
+
+/// Reads a JSON number's text (`-?digits[.digits][e[+-]digits]`) exactly.
+fn exact_integer(text: &str) -> Exact {
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(at) => (&body[..at], Some(&body[at + 1..])),
+        None => (body, None),
+    };
+    let (whole, fraction) = match mantissa.split_once('.') {
+        Some((whole, fraction)) => (whole, fraction),
+        None => (mantissa, ""),
+    };
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || (mantissa.contains('.') && !digits(fraction)) {
+        return Exact::NotANumber;
+    }
+    let exponent: i64 = match exponent {
+        None => 0,
+        Some(raw) => {
+            let unsigned = raw.strip_prefix(['+', '-']).unwrap_or(raw);
+            if !digits(unsigned) {
+                return Exact::NotANumber;
+            }
+            // Past 10^±100,000 the digits given cannot bring it back into range, either way.
+            let magnitude: i64 = unsigned.parse().unwrap_or(i64::MAX).min(100_000);
+            if raw.starts_with('-') {
+                -magnitude
+            } else {
+                magnitude
+            }
+        }
+    };
+    // The value is `significand × 10^scale`, with no leading zeros in the significand.
+    let all = format!("{whole}{fraction}");
+    let significand = all.trim_start_matches('0');
+    if significand.is_empty() {
+        return Exact::Integer(0);
+    }
+    let scale = exponent - fraction.len() as i64;
+    let integral: String = if scale >= 0 {
+        if significand.len() as i64 + scale > 19 {
+            return Exact::OutOfRange;
+        }
+        let zeros = usize::try_from(scale).unwrap_or(usize::MAX);
+        format!("{significand}{}", "0".repeat(zeros))
+    } else {
+        let cut = usize::try_from(-scale).unwrap_or(usize::MAX);
+        if cut >= significand.len() {
+            return Exact::Fraction;
+        }
+        let (kept, dropped) = significand.split_at(significand.len() - cut);
+        if dropped.bytes().any(|b| b != b'0') {
+            return Exact::Fraction;
+        }
+        kept.to_owned()
+    };
+    let Ok(magnitude) = integral.parse::<i128>() else {
+        return Exact::OutOfRange;
+    };
+    i64::try_from(if negative { -magnitude } else { magnitude })
+        .map_or(Exact::OutOfRange, Exact::Integer)
 }
 
 /// `#[serde(deserialize_with = "integer")]` for an `i64` field: see [`Integer`].
@@ -345,12 +421,28 @@ mod integer_tests {
         assert_eq!(parse("1.5e3"), Ok(1500));
         assert_eq!(parse("-2"), Ok(-2));
         assert_eq!(parse("9007199254740992.0"), Ok(9_007_199_254_740_992));
+        // Read exactly, not through a float.
+        assert_eq!(parse("9007199254740993.0"), Ok(9_007_199_254_740_993));
+        assert_eq!(parse("1250e-1"), Ok(125));
+        assert_eq!(parse("-0.0"), Ok(0));
+        assert_eq!(parse("0e999999999999999999999"), Ok(0));
+        assert_eq!(parse("9223372036854775807"), Ok(i64::MAX));
+        assert_eq!(parse("-9223372036854775808"), Ok(i64::MIN));
+        assert_eq!(parse("92233720368547758.07e2"), Ok(i64::MAX));
         for refused in [
             "1.5",
-            "9007199254740994.0",
+            "499.99999999999999",
+            "500.00000000000001",
+            "1e-1",
+            "1e-99999999999999999999",
             "1e300",
+            "1e99999999999999999999",
+            "9223372036854775808",
             "\"1\"",
             "true",
+            "null",
+            "[1]",
+            "{}",
             "18446744073709551615",
         ] {
             let error = parse(refused).expect_err(refused);

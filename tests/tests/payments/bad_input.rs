@@ -1,7 +1,7 @@
 //! Bad input gets a clear problem and changes nothing: each case checks its exact status and
 //! problem type, that neither table changed, and that the PSP saw nothing.
 
-use payonce_tests::stack::{api_event, PaymentStack};
+use payonce_tests::stack::{api_event, refund_event, PaymentStack, STAFF, STAFF_SCOPES};
 use serde_json::json;
 
 struct Case {
@@ -368,5 +368,32 @@ async fn integral_numbers_are_integers() {
         fraction.body
     );
     assert_eq!(fraction.json["detail"], "`amount` must be an integer");
+    // The number's text is read exactly: a fraction a float rounds to an integer is still a
+    // fraction, and an integer past 2^53 written with a fraction is still that integer's.
+    for (text, detail) in [
+        ("499.99999999999999", "`amount` must be an integer"),
+        ("5.0000000000000000001e2", "`amount` must be an integer"),
+        ("1e400", "`amount` must be an integer"),
+    ] {
+        let reply = stack
+            .refund_request(refund_event(
+                &payment_id,
+                Some(STAFF),
+                STAFF_SCOPES,
+                Some(&format!("r-{text}")),
+                &format!("{{\"amount\": {text}}}"),
+            ))
+            .await;
+        assert_eq!(
+            (
+                reply.status,
+                reply.problem_type(),
+                reply.json["detail"].as_str()
+            ),
+            (400, "/problems/invalid-request", Some(detail)),
+            "{text}: {}",
+            reply.body
+        );
+    }
     assert_eq!(stack.snapshot().await, before);
 }

@@ -297,6 +297,33 @@ fn untrusted(step: &str, detail: &str) -> String {
     format!("untrusted 2C2P answer to {step}: {detail}")
 }
 
+/// Why a Payment Inquiry told nothing: each carries the reason a caller reports (an alarm, where
+/// one is due, was raised when the error was made).
+#[derive(Debug)]
+enum InquiryError {
+    /// The inquiry was not answered (the call failed before or after connecting).
+    Unanswered(String),
+    /// The answer cannot be trusted (`psp-answer-untrusted`).
+    Untrusted(String),
+    /// 2C2P refused our merchant credentials (`psp-credentials`).
+    Credentials(String),
+    /// An unsigned answer whose code settles nothing, or an answer that could not be read.
+    Unreadable(String),
+}
+
+impl std::fmt::Display for InquiryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unanswered(reason)
+            | Self::Untrusted(reason)
+            | Self::Credentials(reason)
+            | Self::Unreadable(reason) => f.write_str(reason),
+        }
+    }
+}
+
+impl std::error::Error for InquiryError {}
+
 /// A JSON string literal (quoted and escaped).
 fn json_string(value: &str) -> String {
     Value::from(value).to_string()
@@ -513,13 +540,15 @@ impl<T: PspTransport> TwoC2pPsp<T> {
     /// Payment Inquiry by `invoice_no`: the verified answer, checked to be about our merchant
     /// and invoice (when it names them). An unsigned answer counts only as "not found" (`2002`),
     /// which settles nothing by itself; any other unsigned answer is an error.
-    async fn inquire(&self, invoice_no: &str, timeout: Duration) -> Result<Inquiry, String> {
+    async fn inquire(&self, invoice_no: &str, timeout: Duration) -> Result<Inquiry, InquiryError> {
         let step = "paymentInquiry";
         let reply = self
             .send(&self.inquiry_call(invoice_no), timeout)
             .await
             .map_err(|failure| match failure {
-                CallFailure::NotConnected(reason) | CallFailure::AfterConnect(reason) => reason,
+                CallFailure::NotConnected(reason) | CallFailure::AfterConnect(reason) => {
+                    InquiryError::Unanswered(reason)
+                }
             })?;
         match self.read(step, &reply) {
             Read::Signed(claims) => {
@@ -529,16 +558,16 @@ impl<T: PspTransport> TwoC2pPsp<T> {
                 ] {
                     if let Some(theirs) = text(claims.get(field)) {
                         if theirs != ours {
-                            return Err(untrusted(
+                            return Err(InquiryError::Untrusted(untrusted(
                                 step,
                                 &format!("{field} {theirs:?} is not ours"),
-                            ));
+                            )));
                         }
                     }
                 }
                 let code = text(claims.get("respCode")).unwrap_or_default();
                 if CREDENTIAL_CODES.contains(&code.as_str()) {
-                    return Err(credentials_refused(step, &code));
+                    return Err(InquiryError::Credentials(credentials_refused(step, &code)));
                 }
                 Ok(Inquiry {
                     class: classify(&code),
@@ -553,13 +582,20 @@ impl<T: PspTransport> TwoC2pPsp<T> {
                 claims: Map::new(),
                 signed: false,
             }),
-            Read::Unsigned(code) if code == SUCCESS => Err(untrusted(step, "an unsigned success")),
+            Read::Unsigned(code) if code == SUCCESS => Err(InquiryError::Untrusted(untrusted(
+                step,
+                "an unsigned success",
+            ))),
             Read::Unsigned(code) if CREDENTIAL_CODES.contains(&code.as_str()) => {
-                Err(credentials_refused(step, &code))
+                Err(InquiryError::Credentials(credentials_refused(step, &code)))
             }
-            Read::Unsigned(code) => Err(format!("{step} answered an unsigned respCode {code}")),
-            Read::CredentialsRefused(status) => Err(credentials_refused(step, &status.to_string())),
-            Read::Unreadable(reason) => Err(reason),
+            Read::Unsigned(code) => Err(InquiryError::Unreadable(format!(
+                "{step} answered an unsigned respCode {code}"
+            ))),
+            Read::CredentialsRefused(status) => Err(InquiryError::Credentials(
+                credentials_refused(step, &status.to_string()),
+            )),
+            Read::Unreadable(reason) => Err(InquiryError::Unreadable(reason)),
         }
     }
 }
@@ -701,7 +737,9 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
         };
         match self.inquire(&invoice_no, left()).await {
             Ok(inquiry) => charge_outcome(inquiry, request, &invoice_no, refusal),
-            Err(reason) => PspOutcome::Unknown { reason },
+            Err(error) => PspOutcome::Unknown {
+                reason: error.to_string(),
+            },
         }
     }
 
@@ -717,7 +755,9 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
         let inquiry = self
             .inquire(&invoice_no, self.request_timeout)
             .await
-            .map_err(|reason| PspError { reason })?;
+            .map_err(|error| PspError {
+                reason: error.to_string(),
+            })?;
         let provider_payment_id = provider_id(&inquiry.claims, &invoice_no);
         match inquiry.class {
             ResponseClass::Approved => Ok(PspLookup::Succeeded {
@@ -801,8 +841,8 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
                 let inquiry = self
                     .inquire(&invoice_no, self.request_timeout)
                     .await
-                    .map_err(|reason| PspError {
-                        reason: format!("fencing: {reason}"),
+                    .map_err(|error| PspError {
+                        reason: format!("fencing: {error}"),
                     })?;
                 Ok(
                     if inquiry.signed && matches!(inquiry.class, ResponseClass::NotFound) {
