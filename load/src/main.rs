@@ -4,8 +4,11 @@
 //!
 //! ```text
 //! payonce-load --api URL [--rate 50] [--duration 60] [--seed N] [--store LABEL]
-//!              [--mix pay=30,retries=12,...] [--settle 180] [--users N] [--max-in-flight 4000] [--out docs/load]
+//!              [--mix pay=30,retries=12,...] [--settle 180] [--users 0] [--max-in-flight 4000]
+//!              [--out DIR]
 //! ```
+//!
+//! (`--help` describes each flag.)
 //!
 //! Open loop: arrival `i` is due at `start + i / rate`, whatever happened before; each runs in
 //! its own task, and the first request of each is timed from its due time, so a system that
@@ -22,6 +25,7 @@ mod report;
 mod scenarios;
 
 use audit::{AuditInput, LastAnswer, LedgerCharge, LedgerRefund, StoredOrder, StoredPayment};
+use clap::Parser;
 use client::{now_s, token, Api};
 use scenarios::{Driver, Flow, Scenario};
 use serde_json::{json, Value};
@@ -29,8 +33,82 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: payonce-load --api URL [--rate 50] [--duration 60] [--seed N] [--store LABEL] [--mix name=weight,...] [--settle 180] [--users 200] [--out DIR]";
+/// An open-loop load generator against a running payonce-local, then an audit of what it did against the fake PSP's ledger.
+///
+/// It exits 0 when the audit found nothing wrong, 1 on any anomaly, and 2 on a usage or setup
+/// error.
+#[derive(Debug, Parser)]
+#[command(name = "payonce-load")]
+struct Cli {
+    /// The sandbox's base URL.
+    #[arg(long, value_name = "URL")]
+    api: String,
+    /// Arrivals per second.
+    #[arg(long, default_value_t = 50.0)]
+    rate: f64,
+    /// How long arrivals go on, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    duration: f64,
+    /// Seed of the arrivals' draws.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// The store's name in the report.
+    #[arg(long, value_name = "LABEL", default_value = "embedded")]
+    store: String,
+    /// The scenarios and their weights, comma-separated (a name alone weighs 1).
+    #[arg(long, value_name = "NAME=WEIGHT,...", value_parser = parse_mix, default_value_t = Mix(Scenario::DEFAULT_MIX.to_vec()))]
+    mix: Mix,
+    /// How long the run may take to settle after the last flow, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 180)]
+    settle: u64,
+    /// Distinct users (0: one per 8 arrivals, at least 200).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    users: usize,
+    /// Flows in flight at most; an arrival beyond it is shed.
+    #[arg(long, value_name = "N", default_value_t = 4000)]
+    max_in_flight: usize,
+    /// Folder to write the report into.
+    #[arg(long, value_name = "DIR")]
+    out: Option<String>,
+}
 
+/// `--mix`: each scenario with its weight, in order.
+#[derive(Debug, Clone, PartialEq)]
+struct Mix(Vec<(Scenario, u32)>);
+
+impl std::fmt::Display for Mix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|(scenario, weight)| format!("{}={weight}", scenario.name()))
+            .collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+/// Parses `--mix name=weight,...`; a name without a weight weighs 1. Some weight must be above 0.
+fn parse_mix(list: &str) -> Result<Mix, String> {
+    let mix = list
+        .split(',')
+        .map(|part| {
+            let (name, weight) = part.split_once('=').unwrap_or((part, "1"));
+            let scenario = Scenario::from_name(name.trim())
+                .ok_or_else(|| format!("unknown scenario {name:?} in --mix"))?;
+            let weight = weight
+                .trim()
+                .parse()
+                .map_err(|_| format!("bad weight in --mix: {part}"))?;
+            Ok((scenario, weight))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    if mix.iter().map(|(_, w)| w).sum::<u32>() == 0 {
+        return Err("--mix has no weight".into());
+    }
+    Ok(Mix(mix))
+}
+
+#[derive(Debug)]
 struct Args {
     api: String,
     rate: f64,
@@ -46,67 +124,21 @@ struct Args {
     out: Option<String>,
 }
 
-fn parse_args(args: &[String]) -> Result<Args, String> {
-    let get = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let known = [
-        "--api",
-        "--rate",
-        "--duration",
-        "--seed",
-        "--store",
-        "--mix",
-        "--settle",
-        "--users",
-        "--max-in-flight",
-        "--out",
-    ];
-    for pair in args.chunks(2) {
-        if !known.contains(&pair[0].as_str()) || pair.len() < 2 {
-            return Err(format!("bad argument {}; {USAGE}", pair[0]));
+impl From<Cli> for Args {
+    fn from(cli: Cli) -> Self {
+        Self {
+            api: cli.api,
+            rate: cli.rate,
+            duration_s: cli.duration,
+            seed: cli.seed,
+            store: cli.store,
+            mix: cli.mix.0,
+            settle_s: cli.settle,
+            users: cli.users,
+            max_in_flight: cli.max_in_flight.max(1),
+            out: cli.out,
         }
     }
-    let number = |name: &str, default: f64| -> Result<f64, String> {
-        get(name).map_or(Ok(default), |v| {
-            v.parse()
-                .map_err(|_| format!("{name} takes a number; {USAGE}"))
-        })
-    };
-    let mix = match get("--mix") {
-        None => Scenario::DEFAULT_MIX.to_vec(),
-        Some(list) => list
-            .split(',')
-            .map(|part| {
-                let (name, weight) = part.split_once('=').unwrap_or((part, "1"));
-                let scenario = Scenario::from_name(name.trim())
-                    .ok_or_else(|| format!("unknown scenario {name:?} in --mix"))?;
-                let weight = weight
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("bad weight in --mix: {part}"))?;
-                Ok((scenario, weight))
-            })
-            .collect::<Result<Vec<_>, String>>()?,
-    };
-    if mix.iter().map(|(_, w)| w).sum::<u32>() == 0 {
-        return Err("--mix has no weight".into());
-    }
-    Ok(Args {
-        api: get("--api").ok_or(USAGE)?,
-        rate: number("--rate", 50.0)?,
-        duration_s: number("--duration", 60.0)?,
-        seed: number("--seed", 1.0)? as u64,
-        store: get("--store").unwrap_or_else(|| "embedded".into()),
-        mix,
-        settle_s: number("--settle", 180.0)? as u64,
-        users: number("--users", 0.0)? as usize,
-        max_in_flight: number("--max-in-flight", 4000.0)?.max(1.0) as usize,
-        out: get("--out"),
-    })
 }
 
 fn pick(mix: &[(Scenario, u32)], rng: &mut fastrand::Rng) -> Scenario {
@@ -123,14 +155,8 @@ fn pick(mix: &[(Scenario, u32)], rng: &mut fastrand::Rng) -> Scenario {
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let args = match parse_args(&args) {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
-            std::process::exit(2);
-        }
-    };
+    // `--help` prints the usage and exits 0; a usage error is printed and exits 2.
+    let args = Args::from(Cli::parse());
     match run(args).await {
         Ok(0) => {}
         Ok(_) => std::process::exit(1),
@@ -691,4 +717,102 @@ where
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Args, Cli, Mix};
+    use crate::scenarios::Scenario;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Cli::try_parse_from(["payonce-load"].iter().chain(args)).map(Args::from)
+    }
+
+    #[test]
+    fn defaults_need_only_the_api() {
+        let args = parse(&["--api", "http://127.0.0.1:3000"]).unwrap();
+        assert_eq!(args.api, "http://127.0.0.1:3000");
+        assert_eq!((args.rate, args.duration_s), (50.0, 60.0));
+        assert_eq!((args.seed, args.settle_s, args.users), (1, 180, 0));
+        assert_eq!(
+            (args.store.as_str(), args.max_in_flight),
+            ("embedded", 4000)
+        );
+        assert_eq!(args.mix, Scenario::DEFAULT_MIX);
+        assert_eq!(args.out, None);
+    }
+
+    #[test]
+    fn flags_as_scripts_load_passes_them() {
+        let args = parse(&[
+            "--api",
+            "http://127.0.0.1:3000",
+            "--rate",
+            "500",
+            "--duration",
+            "60",
+            "--seed",
+            "7",
+            "--store",
+            "dynamodb",
+            "--settle",
+            "180",
+            "--out",
+            "docs/load",
+            "--mix",
+            "pay=3,refund=1,lost-psp",
+            "--max-in-flight",
+            "0",
+        ])
+        .unwrap();
+        assert_eq!(
+            (args.rate, args.seed, args.store.as_str()),
+            (500.0, 7, "dynamodb")
+        );
+        assert_eq!(args.out.as_deref(), Some("docs/load"));
+        assert_eq!(
+            args.mix,
+            [
+                (Scenario::Pay, 3),
+                (Scenario::Refund, 1),
+                (Scenario::LostPsp, 1)
+            ]
+        );
+        assert_eq!(args.max_in_flight, 1, "at least one flow in flight");
+    }
+
+    #[test]
+    fn the_default_mix_reads_back() {
+        let mix = Mix(Scenario::DEFAULT_MIX.to_vec());
+        assert_eq!(super::parse_mix(&mix.to_string()).unwrap(), mix);
+    }
+
+    #[test]
+    fn usage_errors_exit_2() {
+        let api = ["--api", "http://127.0.0.1:3000"];
+        for extra in [
+            &["--bogus"][..],
+            &["--rate", "fast"],
+            &["--rate"],
+            &["--mix", "pay=x"],
+            &["--mix", "walk=1"],
+            &["--mix", "pay=0"],
+        ] {
+            let error = parse(&[&api[..], extra].concat()).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{extra:?}: {error}");
+        }
+        assert_eq!(
+            parse(&["--rate", "5"]).unwrap_err().exit_code(),
+            2,
+            "--api is needed"
+        );
+        assert_eq!(parse(&["--help"]).unwrap_err().exit_code(), 0);
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }

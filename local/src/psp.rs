@@ -38,15 +38,17 @@ impl std::fmt::Debug for PspSecrets {
     }
 }
 
-/// The sandbox's PSP: payonce's adapter and the fake PSP's face.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The sandbox's PSP: payonce's adapter and the fake PSP's face. Its variants' doc comments are
+/// the help of `--psp`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum SandboxPsp {
     /// Stripe's PaymentIntents (the default).
     #[default]
     Stripe,
     /// Omise's Charges.
     Omise,
-    /// 2C2P PGW v4.3 (no refunds: they are answered 409 `refund-not-supported`).
+    /// 2C2P PGW v4.3 (no refunds: they are answered 409 refund-not-supported).
+    #[value(name = "2c2p")]
     TwoC2p,
 }
 

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 type Error = Box<dyn std::error::Error>;
 
-/// Command-line options of the server.
+/// The server's options: its command-line flags, with the environment's fallbacks.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Address to serve the API on (loopback unless asked otherwise).
@@ -56,93 +56,79 @@ pub struct Options {
     pub count_dynamodb: bool,
 }
 
-/// The value following `name` in `args`.
-pub fn flag(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
+/// The server's command-line flags, before the environment fills in what they leave out.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Flags {
+    /// Port to serve the API on.
+    #[arg(long, default_value_t = 3000)]
+    port: u16,
+    /// The PSP: payonce's adapter and the fake PSP's wire format (default: PAYONCE_LOCAL_PSP, else stripe).
+    #[arg(long, value_enum, ignore_case = true)]
+    psp: Option<SandboxPsp>,
+    /// Port of the fake PSP (0: any free port).
+    #[arg(long, value_name = "PORT", default_value_t = 0)]
+    psp_port: u16,
+    /// DynamoDB endpoint, or aws for AWS itself (default: AWS_ENDPOINT_URL_DYNAMODB, else the embedded store).
+    #[arg(long = "dynamodb-endpoint", value_name = "URL|aws")]
+    dynamodb: Option<String>,
+    /// SQS endpoint, or aws for AWS itself (default: AWS_ENDPOINT_URL_SQS, else the embedded queue).
+    #[arg(long = "sqs-endpoint", value_name = "URL|aws")]
+    sqs: Option<String>,
+    /// An origin a browser checkout may call the API from (repeatable; PAYONCE_LOCAL_ALLOWED_ORIGINS adds more, comma-separated).
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    allowed_origins: Vec<String>,
+    /// Address to listen on (anything but loopback needs --allow-remote).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    host: String,
+    /// Allow listening off loopback and AWS endpoints, and answer any Host (needs your own PAYONCE_LOCAL_JWT_SECRET).
+    #[arg(long)]
+    allow_remote: bool,
+    /// How often reconcile runs, in seconds.
+    #[arg(
+        long = "reconcile-every-seconds",
+        value_name = "SECONDS",
+        default_value_t = 30
+    )]
+    reconcile_every_seconds: u64,
+    /// Count DynamoDB requests and capacity at /_sandbox/dynamodb-usage (needs --dynamodb-endpoint, no --allow-remote).
+    #[arg(long)]
+    count_dynamodb: bool,
 }
 
 impl Options {
-    /// Parses `--port`, `--host`, `--psp`, `--psp-port`, `--dynamodb-endpoint`, `--sqs-endpoint`,
-    /// `--reconcile-every-seconds`, `--allowed-origin` (repeatable) and the switches
-    /// `--allow-remote` and `--count-dynamodb`; the endpoints also come from `AWS_ENDPOINT_URL_DYNAMODB` /
-    /// `AWS_ENDPOINT_URL_SQS`, the PSP from `PAYONCE_LOCAL_PSP` (default `stripe`), the origins
-    /// from `PAYONCE_LOCAL_ALLOWED_ORIGINS`.
-    pub fn parse(args: &[String]) -> Result<Self, Error> {
-        let known = [
-            "--port",
-            "--host",
-            "--psp",
-            "--psp-port",
-            "--dynamodb-endpoint",
-            "--sqs-endpoint",
-            "--reconcile-every-seconds",
-            "--allowed-origin",
-        ];
-        let switches = ["--allow-remote", "--count-dynamodb"];
-        let mut allowed_origins = Vec::new();
-        let (mut allow_remote, mut count_dynamodb) = (false, false);
-        let mut i = 0;
-        while i < args.len() {
-            let arg = args[i].as_str();
-            if switches.contains(&arg) {
-                allow_remote |= arg == "--allow-remote";
-                count_dynamodb |= arg == "--count-dynamodb";
-                i += 1;
-                continue;
-            }
-            if !known.contains(&arg) {
-                return Err(format!(
-                    "unknown argument {arg}; expected one of {}, {}",
-                    known.join(", "),
-                    switches.join(", ")
-                )
-                .into());
-            }
-            if arg == "--allowed-origin" {
-                allowed_origins.extend(args.get(i + 1).cloned());
-            }
-            i += 2;
-        }
-        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    /// The options of `flags`, with what they leave out taken from the environment (`env`):
+    /// the endpoints from `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SQS`, the PSP from
+    /// `PAYONCE_LOCAL_PSP` (default `stripe`), and more origins from
+    /// `PAYONCE_LOCAL_ALLOWED_ORIGINS` (comma-separated). Empty variables count as unset.
+    pub fn from_flags(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<Self, Error> {
+        let env = |name: &str| env(name).filter(|v| !v.is_empty());
+        let mut allowed_origins = flags.allowed_origins;
         if let Some(list) = env("PAYONCE_LOCAL_ALLOWED_ORIGINS") {
             allowed_origins.extend(payonce::config::split_list(&list));
         }
-        let psp = flag(args, "--psp")
-            .or_else(|| env("PAYONCE_LOCAL_PSP"))
-            .map(|name| SandboxPsp::from_name(&name))
-            .transpose()?
-            .unwrap_or_default();
-        let dynamodb =
-            flag(args, "--dynamodb-endpoint").or_else(|| env("AWS_ENDPOINT_URL_DYNAMODB"));
-        if count_dynamodb && (dynamodb.is_none() || allow_remote) {
+        let psp = match flags.psp {
+            Some(psp) => psp,
+            None => env("PAYONCE_LOCAL_PSP")
+                .map(|name| SandboxPsp::from_name(&name))
+                .transpose()?
+                .unwrap_or_default(),
+        };
+        let dynamodb = flags.dynamodb.or_else(|| env("AWS_ENDPOINT_URL_DYNAMODB"));
+        if flags.count_dynamodb && (dynamodb.is_none() || flags.allow_remote) {
             // The counts are a debug endpoint: only on loopback, and only with a DynamoDB to count.
             return Err("--count-dynamodb needs --dynamodb-endpoint and no --allow-remote".into());
         }
         Ok(Self {
-            host: flag(args, "--host").unwrap_or_else(|| "127.0.0.1".into()),
-            port: flag(args, "--port")
-                .map(|p| p.parse())
-                .transpose()?
-                .unwrap_or(3000),
-            psp_port: flag(args, "--psp-port")
-                .map(|p| p.parse())
-                .transpose()?
-                .unwrap_or(0),
+            host: flags.host,
+            port: flags.port,
+            psp_port: flags.psp_port,
             dynamodb,
-            sqs: flag(args, "--sqs-endpoint").or_else(|| env("AWS_ENDPOINT_URL_SQS")),
-            reconcile_every: Duration::from_secs(
-                flag(args, "--reconcile-every-seconds")
-                    .map(|p| p.parse())
-                    .transpose()?
-                    .unwrap_or(30),
-            ),
+            sqs: flags.sqs.or_else(|| env("AWS_ENDPOINT_URL_SQS")),
+            reconcile_every: Duration::from_secs(flags.reconcile_every_seconds),
             psp,
-            allow_remote,
+            allow_remote: flags.allow_remote,
             allowed_origins,
-            count_dynamodb,
+            count_dynamodb: flags.count_dynamodb,
         })
     }
 }
@@ -462,4 +448,127 @@ fn banner(context: &Context) {
     );
     use std::io::Write;
     let _ = std::io::stdout().flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Flags, Options, SandboxPsp};
+    use clap::Parser;
+    use std::time::Duration;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        flags: Flags,
+    }
+
+    /// The options of `args`, in an environment holding only `env`.
+    fn options(args: &[&str], env: &[(&str, &str)]) -> Result<Options, String> {
+        let cli =
+            Cli::try_parse_from(["payonce-local"].iter().chain(args)).map_err(|e| e.to_string())?;
+        Options::from_flags(cli.flags, |name| {
+            env.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_loopback_the_embedded_store_and_stripe() {
+        let o = options(&[], &[]).unwrap();
+        assert_eq!(
+            (o.host.as_str(), o.port, o.psp_port),
+            ("127.0.0.1", 3000, 0)
+        );
+        assert_eq!((o.dynamodb, o.sqs), (None, None));
+        assert_eq!(o.psp, SandboxPsp::Stripe);
+        assert_eq!(o.reconcile_every, Duration::from_secs(30));
+        assert!(!o.allow_remote && !o.count_dynamodb && o.allowed_origins.is_empty());
+    }
+
+    #[test]
+    fn flags_win_over_the_environment_which_fills_in_the_rest() {
+        let env = [
+            ("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000"),
+            ("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:5000"),
+            ("PAYONCE_LOCAL_PSP", "omise"),
+            (
+                "PAYONCE_LOCAL_ALLOWED_ORIGINS",
+                "http://b.test, http://c.test",
+            ),
+        ];
+        let o = options(&["--allowed-origin", "http://a.test"], &env).unwrap();
+        assert_eq!(o.dynamodb.as_deref(), Some("http://127.0.0.1:8000"));
+        assert_eq!(o.sqs.as_deref(), Some("http://127.0.0.1:5000"));
+        assert_eq!(o.psp, SandboxPsp::Omise);
+        assert_eq!(
+            o.allowed_origins,
+            ["http://a.test", "http://b.test", "http://c.test"]
+        );
+        let o = options(
+            &[
+                "--psp",
+                "2C2P",
+                "--dynamodb-endpoint",
+                "aws",
+                "--sqs-endpoint=aws",
+                "--port=4000",
+            ],
+            &env,
+        )
+        .unwrap();
+        assert_eq!((o.psp, o.port), (SandboxPsp::TwoC2p, 4000));
+        assert_eq!(
+            (o.dynamodb.as_deref(), o.sqs.as_deref()),
+            (Some("aws"), Some("aws"))
+        );
+        // An empty variable is unset.
+        let o = options(
+            &[],
+            &[("PAYONCE_LOCAL_PSP", ""), ("AWS_ENDPOINT_URL_SQS", "")],
+        )
+        .unwrap();
+        assert_eq!((o.psp, o.sqs), (SandboxPsp::Stripe, None));
+        assert!(options(&[], &[("PAYONCE_LOCAL_PSP", "visa")])
+            .unwrap_err()
+            .contains("is not a PSP the sandbox speaks"));
+    }
+
+    #[test]
+    fn counting_dynamodb_needs_a_dynamodb_on_loopback() {
+        let endpoint = ["--dynamodb-endpoint", "http://127.0.0.1:8000"];
+        let needs = "--count-dynamodb needs --dynamodb-endpoint and no --allow-remote";
+        assert_eq!(options(&["--count-dynamodb"], &[]).unwrap_err(), needs);
+        assert_eq!(
+            options(
+                &[&endpoint[..], &["--count-dynamodb", "--allow-remote"]].concat(),
+                &[]
+            )
+            .unwrap_err(),
+            needs
+        );
+        assert!(
+            options(&[&endpoint[..], &["--count-dynamodb"]].concat(), &[])
+                .unwrap()
+                .count_dynamodb
+        );
+        let env = [("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000")];
+        assert!(options(&["--count-dynamodb"], &env).unwrap().count_dynamodb);
+    }
+
+    #[test]
+    fn unknown_flags_and_bad_values_are_refused() {
+        for args in [
+            &["--bogus"][..],
+            &["--port", "http"],
+            &["--port"],
+            &["--psp", "visa"],
+            &["--allowed-origin"],
+            &["--reconcile-every-seconds", "-1"],
+            &["--allow-remote", "yes"],
+        ] {
+            assert!(options(args, &[]).is_err(), "{args:?}");
+        }
+    }
 }

@@ -998,8 +998,8 @@ fn uuid_suffix() -> String {
     )
 }
 
-/// `--help` prints both commands' usage and succeeds; an unknown flag is refused, naming the
-/// flags there are.
+/// `--help` prints both commands' usage and succeeds; an unknown flag is refused with exit
+/// status 2, naming it.
 #[test]
 fn help_is_printed_and_an_unknown_flag_refused() {
     let help = std::process::Command::new(BIN)
@@ -1009,18 +1009,28 @@ fn help_is_printed_and_an_unknown_flag_refused() {
     assert!(help.status.success());
     let text = String::from_utf8_lossy(&help.stdout);
     assert!(
-        text.contains("usage: payonce-local [--port 3000]")
-            && text.contains("payonce-local token <user>"),
+        text.contains("Usage: payonce-local [OPTIONS]")
+            && text.contains("--port <PORT>")
+            && text.contains("token"),
+        "{text}"
+    );
+    let token_help = std::process::Command::new(BIN)
+        .args(["token", "--help"])
+        .output()
+        .unwrap();
+    assert!(token_help.status.success());
+    let text = String::from_utf8_lossy(&token_help.stdout);
+    assert!(
+        text.contains("Usage: payonce-local token [OPTIONS] <USER>") && text.contains("--scope"),
         "{text}"
     );
     let bogus = std::process::Command::new(BIN)
         .arg("--bogus")
         .output()
         .unwrap();
-    assert!(!bogus.status.success());
+    assert_eq!(bogus.status.code(), Some(2), "{bogus:?}");
     assert!(
-        String::from_utf8_lossy(&bogus.stderr)
-            .contains("unknown argument --bogus; expected one of --port"),
+        String::from_utf8_lossy(&bogus.stderr).contains("unexpected argument '--bogus'"),
         "{bogus:?}"
     );
 }

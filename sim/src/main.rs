@@ -1,34 +1,13 @@
-//! `payonce-sim`: runs the simulation over many seeds, or replays one.
+//! `payonce-sim`: runs the simulation over many seeds, or replays one (`--help` lists every flag).
 //!
 //! ```text
-//! payonce-sim --seeds 2000 [--start 0]      run seeds start..start+N
-//! payonce-sim --seed 42 [--trace]           replay one seed (prints its trace with --trace)
-//! payonce-sim --planted-holes               every planted hole, each on its PSP: the table
-//!   [--psp stripe|omise|2c2p]               the PSP model and adapter (default stripe)
-//!   [--clients N] [--faults a,b,...|none]   a shrunk schedule, as printed on failure
-//!   [--overlap on|off]                      calls take time, invocations overlap (default on)
-//!   [--mutation NAME]                       put a fixed hole back (mutation check)
-//!   [--expect-violation]                    succeed only if some seed breaks an invariant
-//!   [--keep-going]                          report every failing seed (unshrunk), not the first
-//!   [--jobs N]                              spread the seeds over N threads (default: cores)
+//! payonce-sim --seeds 2000 [--start 0]   run seeds start..start+N
+//! payonce-sim --seed 42 [--trace]        replay one seed (with its trace)
+//! payonce-sim --planted-holes            put each planted hole back on its PSP: the table
 //! ```
 
-/// What `--help` prints, and what follows a usage error.
-const USAGE: &str = "\
-usage: payonce-sim --seeds N [--start S]   run seeds S..S+N (default S = 0)
-       payonce-sim --seed N [--trace]      replay one seed (its trace with --trace)
-       payonce-sim --planted-holes         put each planted hole back on its PSP; print the table
-options:
-  --psp stripe|omise|2c2p      the PSP model and adapter (default stripe)
-  --clients N                  a shrunk schedule's clients, as printed on failure
-  --faults a,b,...|none        a shrunk schedule's fault kinds, as printed on failure
-  --overlap on|off             calls take time and invocations overlap (default on)
-  --mutation NAME              put a fixed hole back (mutation check; repeatable)
-  --expect-violation           succeed only if some seed breaks an invariant
-  --keep-going                 report every failing seed (unshrunk), not only the first
-  --jobs N                     threads to spread the seeds over (default: the cores)
-  -h, --help                   this text";
-
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::Parser;
 use payonce::config::PspKind;
 use payonce::mutations::Mutation;
 use payonce_sim::{run, FaultKind, Schedule};
@@ -36,88 +15,114 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+/// The whole-system simulation: runs a range of seeds, replays one, or checks that every planted hole is found.
+///
+/// With --seeds N [--start S] it runs seeds S..S+N (without --seed or --seeds: 0..100); with --seed N
+/// [--trace] it replays one; with --planted-holes it puts each planted hole back on its PSP and
+/// prints the first seed that found it. It exits 0 when the run went as expected, 1 when it did
+/// not, and 2 on a usage error.
+#[derive(Debug, Parser)]
+#[command(name = "payonce-sim")]
 struct Args {
-    psp: PspKind,
+    /// Run this many seeds from --start (with --planted-holes: per hole, default 5000).
+    #[arg(long, value_name = "N")]
     seeds: Option<u64>,
+    /// The first seed of --seeds.
+    #[arg(long, value_name = "S", default_value_t = 0)]
     start: u64,
+    /// Run this one seed (a replay) instead of a range.
+    #[arg(long, value_name = "N")]
     seed: Option<u64>,
-    clients: Option<u32>,
-    faults: Option<Vec<FaultKind>>,
-    overlap: bool,
-    mutations: Vec<Mutation>,
-    expect_violation: bool,
-    keep_going: bool,
+    /// Print each run's trace.
+    #[arg(long)]
     trace: bool,
+    /// Put each planted hole back on the PSP whose model finds it, and print the table.
+    #[arg(long)]
     planted_holes: bool,
+    /// The PSP model, adapter and webhook scheme.
+    #[arg(long, value_parser = psp_names(), default_value = "stripe")]
+    psp: PspKind,
+    /// Shoppers per run, as a shrunk schedule prints them (default: the seed's own).
+    #[arg(long, value_name = "N")]
+    clients: Option<u32>,
+    /// The fault kinds allowed, comma-separated, or none, as a shrunk schedule prints them (default: the seed's own).
+    #[arg(long, value_name = "a,b,...|none", value_parser = fault_kinds)]
+    faults: Option<Faults>,
+    /// Whether calls take time and invocations overlap.
+    #[arg(long, value_name = "on|off", value_enum, default_value_t = Overlap::On)]
+    overlap: Overlap,
+    /// Put a fixed hole back, for the mutation check (repeatable).
+    #[arg(long = "mutation", value_name = "NAME", value_parser = mutation_names())]
+    mutations: Vec<Mutation>,
+    /// Succeed only if some seed breaks an invariant.
+    #[arg(long)]
+    expect_violation: bool,
+    /// Report every failing seed (unshrunk), not only the first.
+    #[arg(long)]
+    keep_going: bool,
+    /// Threads to spread the seeds over (default: one per core).
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = at_least_one,
+        default_value_t = cores(),
+        hide_default_value = true
+    )]
     jobs: usize,
 }
 
-fn parse() -> Result<Args, String> {
-    let mut args = Args {
-        psp: PspKind::Stripe,
-        seeds: None,
-        start: 0,
-        seed: None,
-        clients: None,
-        faults: None,
-        overlap: true,
-        mutations: Vec::new(),
-        expect_violation: false,
-        keep_going: false,
-        trace: false,
-        planted_holes: false,
-        jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--psp" => args.psp = PspKind::from_name(&value()?).map_err(|e| e.to_string())?,
-            "--seeds" => args.seeds = Some(value()?.parse().map_err(|e| format!("--seeds: {e}"))?),
-            "--start" => args.start = value()?.parse().map_err(|e| format!("--start: {e}"))?,
-            "--seed" => args.seed = Some(value()?.parse().map_err(|e| format!("--seed: {e}"))?),
-            "--clients" => {
-                args.clients = Some(value()?.parse().map_err(|e| format!("--clients: {e}"))?)
-            }
-            "--faults" => {
-                let raw = value()?;
-                let kinds = raw
-                    .split(',')
-                    .filter(|s| !s.is_empty() && *s != "none")
-                    .map(|name| FaultKind::parse(name).ok_or(format!("unknown fault {name}")))
-                    .collect::<Result<Vec<_>, _>>()?;
-                args.faults = Some(kinds);
-            }
-            "--overlap" => {
-                args.overlap = match value()?.as_str() {
-                    "on" => true,
-                    "off" => false,
-                    other => return Err(format!("--overlap takes on or off, not {other}")),
-                }
-            }
-            "--mutation" => {
-                let name = value()?;
-                args.mutations
-                    .push(Mutation::parse(&name).ok_or(format!("unknown mutation {name}"))?);
-            }
-            "--jobs" => {
-                args.jobs = value()?
-                    .parse()
-                    .map_err(|e| format!("--jobs: {e}"))
-                    .and_then(|n: usize| {
-                        (n > 0)
-                            .then_some(n)
-                            .ok_or("--jobs must be at least 1".into())
-                    })?
-            }
-            "--expect-violation" => args.expect_violation = true,
-            "--keep-going" => args.keep_going = true,
-            "--trace" => args.trace = true,
-            "--planted-holes" => args.planted_holes = true,
-            other => return Err(format!("unknown flag {other}")),
-        }
+/// `--faults`: the kinds a run may compose (empty for `none`).
+#[derive(Debug, Clone)]
+struct Faults(Vec<FaultKind>);
+
+/// `--overlap`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Overlap {
+    On,
+    Off,
+}
+
+/// `--psp`: a name of [`PspKind::ALL`].
+fn psp_names() -> impl TypedValueParser<Value = PspKind> {
+    PossibleValuesParser::new(PspKind::ALL.map(PspKind::name))
+        .try_map(|name| PspKind::from_name(&name))
+}
+
+/// `--mutation`: a name of [`Mutation::ALL`].
+fn mutation_names() -> impl TypedValueParser<Value = Mutation> {
+    PossibleValuesParser::new(Mutation::ALL.map(Mutation::name))
+        .try_map(|name| Mutation::parse(&name).ok_or(format!("unknown mutation {name}")))
+}
+
+/// `--faults a,b,...|none`: fault names, comma-separated; `none` (or nothing) allows none.
+fn fault_kinds(list: &str) -> Result<Faults, String> {
+    list.split(',')
+        .filter(|s| !s.is_empty() && *s != "none")
+        .map(|name| {
+            FaultKind::parse(name).ok_or_else(|| {
+                let names: Vec<_> = FaultKind::ALL.map(FaultKind::name).into();
+                format!(
+                    "unknown fault {name}; expected {} or none",
+                    names.join(", ")
+                )
+            })
+        })
+        .collect::<Result<_, _>>()
+        .map(Faults)
+}
+
+/// `--jobs N`, N at least 1.
+fn at_least_one(n: &str) -> Result<usize, String> {
+    match n.parse() {
+        Ok(0) => Err("--jobs must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}")),
     }
-    Ok(args)
+}
+
+/// The cores this process may use, the default of `--jobs`.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 fn schedule(args: &Args, psp: PspKind, seed: u64) -> Schedule {
@@ -125,10 +130,10 @@ fn schedule(args: &Args, psp: PspKind, seed: u64) -> Schedule {
     if let Some(clients) = args.clients {
         schedule.clients = clients;
     }
-    if let Some(faults) = &args.faults {
+    if let Some(Faults(faults)) = &args.faults {
         schedule.faults = faults.iter().copied().collect();
     }
-    schedule.overlap = args.overlap;
+    schedule.overlap = args.overlap == Overlap::On;
     schedule
 }
 
@@ -214,17 +219,8 @@ fn mutation_flags(mutations: &[Mutation]) -> String {
 }
 
 fn main() -> ExitCode {
-    if std::env::args().any(|a| a == "--help" || a == "-h") {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
-    let args = match parse() {
-        Ok(args) => args,
-        Err(error) => {
-            eprintln!("payonce-sim: {error}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    // `--help` prints the usage and exits 0; a usage error is printed and exits 2.
+    let args = Args::parse();
     if args.planted_holes {
         return planted_holes(&args);
     }
@@ -363,5 +359,105 @@ fn planted_holes(args: &Args) -> ExitCode {
     } else {
         println!("not found within {budget} seeds: {missed:?}");
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Args, Faults, Overlap};
+    use clap::Parser;
+    use payonce::config::PspKind;
+    use payonce::mutations::Mutation;
+    use payonce_sim::FaultKind;
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(["payonce-sim"].iter().chain(args))
+    }
+
+    #[test]
+    fn defaults() {
+        let args = parse(&[]).unwrap();
+        assert_eq!((args.seeds, args.start, args.seed), (None, 0, None));
+        assert_eq!(args.psp, PspKind::Stripe);
+        assert_eq!(args.overlap, Overlap::On);
+        assert!(args.faults.is_none() && args.clients.is_none() && args.mutations.is_empty());
+        assert!(!args.trace && !args.planted_holes && !args.expect_violation && !args.keep_going);
+        assert_eq!(args.jobs, super::cores());
+    }
+
+    #[test]
+    fn a_replay_line_parses_back() {
+        let args = parse(&[
+            "--psp",
+            "omise",
+            "--seed",
+            "4711",
+            "--overlap",
+            "off",
+            "--clients",
+            "2",
+            "--faults",
+            "crash,psp-timeout",
+            "--mutation",
+            "trust-recent-reads",
+            "--mutation",
+            "forget-webhook-events",
+            "--trace",
+            "--jobs",
+            "1",
+        ])
+        .unwrap();
+        assert_eq!(
+            (args.psp, args.seed, args.clients),
+            (PspKind::Omise, Some(4711), Some(2))
+        );
+        assert_eq!(args.overlap, Overlap::Off);
+        let Some(Faults(faults)) = args.faults else {
+            panic!("no --faults")
+        };
+        assert_eq!(faults, [FaultKind::Crash, FaultKind::PspTimeout]);
+        assert_eq!(
+            args.mutations,
+            [Mutation::TrustRecentReads, Mutation::ForgetWebhookEvents]
+        );
+        assert!(args.trace);
+        assert_eq!(args.jobs, 1);
+        let Some(Faults(faults)) = parse(&["--faults", "none"]).unwrap().faults else {
+            panic!("no --faults")
+        };
+        assert!(faults.is_empty());
+    }
+
+    #[test]
+    fn usage_errors_exit_2_and_help_0() {
+        for args in [
+            &["--seedz", "3"][..],
+            &["--seeds"],
+            &["--seeds", "many"],
+            &["--jobs", "0"],
+            &["--overlap", "maybe"],
+            &["--faults", "crash,nope"],
+            &["--mutation", "nope"],
+            &["--psp", "visa"],
+        ] {
+            let error = parse(args).unwrap_err();
+            assert_eq!(error.exit_code(), 2, "{args:?}: {error}");
+        }
+        assert!(parse(&["--jobs", "0"])
+            .unwrap_err()
+            .to_string()
+            .contains("--jobs must be at least 1"));
+        assert!(parse(&["--faults", "nope"])
+            .unwrap_err()
+            .to_string()
+            .contains("unknown fault nope"));
+        assert_eq!(parse(&["--help"]).unwrap_err().exit_code(), 0);
+        assert_eq!(parse(&["-h"]).unwrap_err().exit_code(), 0);
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Args::command().debug_assert();
     }
 }

@@ -54,14 +54,35 @@ async fn binary_prints_its_url_and_serves() {
     );
 }
 
+/// `--help` prints the usage on stdout and succeeds; an unknown flag is refused with exit
+/// status 2, naming it on stderr.
 #[test]
-fn binary_rejects_unknown_flags() {
-    let status = Command::new(env!("CARGO_BIN_EXE_payonce-fake-psp"))
-        .arg("--bogus")
-        .arg("x")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("binary runs");
-    assert!(!status.success());
+fn binary_answers_help_and_rejects_unknown_flags() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_payonce-fake-psp"))
+            .args(args)
+            .output()
+            .expect("binary runs")
+    };
+    for flag in ["--help", "-h"] {
+        let help = run(&[flag]);
+        assert!(help.status.success(), "{help:?}");
+        let text = String::from_utf8_lossy(&help.stdout);
+        assert!(
+            text.contains("Usage: payonce-fake-psp [OPTIONS]")
+                && text.contains("--provider <PROVIDER>")
+                && text.contains("--webhook-secret"),
+            "{text}"
+        );
+    }
+    let bogus = run(&["--bogus", "x"]);
+    assert_eq!(bogus.status.code(), Some(2), "{bogus:?}");
+    let text = String::from_utf8_lossy(&bogus.stderr);
+    assert!(text.contains("unexpected argument '--bogus'"), "{text}");
+    let face = run(&["--provider", "visa"]);
+    assert_eq!(face.status.code(), Some(2), "{face:?}");
+    assert!(
+        String::from_utf8_lossy(&face.stderr).contains("invalid value 'visa' for '--provider"),
+        "{face:?}"
+    );
 }
