@@ -26,7 +26,7 @@ pub async fn handle<O: OrderStore, I: IdempotencyStore>(
             // The API's documentation is public: problem `type`s resolve to these pages.
             (Operation::GetOpenApi, _, _) => Ok(document(
                 "application/json",
-                payonce::http::OPENAPI_DOCUMENT.to_owned(),
+                payonce::http::openapi_document(service.psp()),
             )),
             (Operation::GetProblem, Some(slug), _) => match ProblemType::from_slug(slug) {
                 Some(kind) => Ok(document("text/html; charset=utf-8", kind.page())),

@@ -83,6 +83,16 @@ impl PspKind {
         }
     }
 
+    /// What [`PspKind::accepts_payment_method`] accepts, as the ECMA-262 regular expression the
+    /// API document's `payment_method.pattern` states for a deployment on this PSP.
+    pub fn payment_method_pattern(self) -> &'static str {
+        match self {
+            PspKind::Stripe => "^pm_[A-Za-z0-9_]{1,252}$",
+            PspKind::Omise => "^(tokn_[A-Za-z0-9_]{1,250}|pm_[A-Za-z0-9_]{1,252})$",
+            PspKind::TwoC2p => "^[A-Za-z0-9+/=_.-]{4,2048}$",
+        }
+    }
+
     /// What [`PspKind::accepts_payment_method`] accepts, in words (for a 400's detail).
     pub fn payment_method_shape(self) -> &'static str {
         match self {

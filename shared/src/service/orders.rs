@@ -80,6 +80,11 @@ impl<O: OrderStore, I: IdempotencyStore> OrderService<O, I> {
         self
     }
 
+    /// The PSP that charges these orders.
+    pub fn psp(&self) -> PspKind {
+        self.psp
+    }
+
     /// The service's notion of now, epoch milliseconds.
     pub fn now_ms(&self) -> i64 {
         self.idempotency.store().now_ms()

@@ -4,7 +4,12 @@
 //! structs, through the real handlers). A route, a problem type or a body field in one and not
 //! the other fails here. (The template's routes are held to the same table in `template.rs`.)
 
+use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
+use payonce::clock::ManualClock;
+use payonce::domain::PspKind;
 use payonce::http::{Access, ApiRoute, Operation, ProblemType, Server, ROUTES};
+use payonce::idempotency::{Idempotency, IdempotencyConfig};
+use payonce::service::OrderService;
 use payonce_tests::stack::{api_event, scoped_api_event, PaymentStack, Reply, STAFF_SCOPES};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -411,7 +416,10 @@ async fn the_orders_function_serves_the_documentation_problem_types_resolve_to_w
     // THEN both are answered, as the committed document and the table's page
     assert_eq!(document.status, 200);
     assert_eq!(document.headers["content-type"], "application/json");
-    assert_eq!(document.body, payonce::http::OPENAPI_DOCUMENT);
+    assert_eq!(
+        document.body,
+        payonce::http::openapi_document(payonce::domain::PspKind::Stripe)
+    );
     assert_eq!(page.status, 200);
     assert!(page.headers["content-type"].starts_with("text/html"));
     assert_eq!(page.body, ProblemType::IdempotencyKeyMismatch.page());
@@ -422,4 +430,124 @@ async fn the_orders_function_serves_the_documentation_problem_types_resolve_to_w
     // AND an unknown slug is a problem, itself resolvable
     assert_eq!(unknown.status, 404);
     assert_eq!(unknown.problem_type(), "/problems/not-found");
+}
+
+/// The `payment_method.pattern` of the document a deployment on `psp` serves, from its orders
+/// function.
+async fn served_payment_method_pattern(psp: PspKind) -> (String, Value) {
+    let clock = ManualClock::at_system_time();
+    let idempotency = MemoryIdempotencyStore::new(clock.clone());
+    let orders = OrderService::new(
+        MemoryPaymentStore::new(idempotency.clone(), clock),
+        Idempotency::new(idempotency, IdempotencyConfig::default()),
+    )
+    .for_psp(psp);
+    let reply = Reply::from(
+        payonce_orders::handler::handle(&orders, api_event("GET", "/openapi.json", None, &[], ""))
+            .await,
+    );
+    assert_eq!(reply.status, 200);
+    let served: Value = serde_json::from_str(&reply.body).expect("the served document is JSON");
+    let pattern = served["components"]["schemas"]["CreatePaymentRequest"]["properties"]
+        ["payment_method"]["pattern"]
+        .as_str()
+        .expect("payment_method has a pattern")
+        .to_owned();
+    (pattern, served)
+}
+
+/// Tokens near every edge of the PSPs' shapes, and a deterministic spray of others.
+fn payment_method_corpus() -> Vec<String> {
+    let mut corpus: Vec<String> = [
+        "",
+        "0",
+        "000",
+        "0000",
+        "pm_",
+        "pm_card_visa",
+        "pm_card_visa_chargeDeclined",
+        "tokn_",
+        "tokn_test_5xuy4w91xqz7d1w9u0t",
+        "tok_visa",
+        "pm_a-b",
+        "pm_a.b",
+        "pm_<script>",
+        "pm_é",
+        "tokn_a+b",
+        "4242424242424242",
+        "abc+/=_.-",
+        "a b c d",
+        "pm_card_visa\n",
+        "\npm_x",
+        "PM_CARD",
+        "pm__",
+        "tokn__",
+        "x\u{0}yz",
+    ]
+    .iter()
+    .map(|token| token.to_string())
+    .collect();
+    for n in [251, 252, 253, 254, 255, 256] {
+        corpus.push(format!("pm_{}", "a".repeat(n - 3)));
+        corpus.push(format!("tokn_{}", "b".repeat(n - 5)));
+    }
+    for n in [2047, 2048, 2049] {
+        corpus.push("c".repeat(n));
+    }
+    let alphabet: Vec<char> = "pmtokn_aZ09+/=.- é\n".chars().collect();
+    let prefixes = ["", "pm_", "tokn_", "pm", "tok"];
+    let mut state: u64 = 0x2026_1203;
+    let mut next = |bound: usize| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) as usize) % bound
+    };
+    for _ in 0..3000 {
+        let mut token = prefixes[next(prefixes.len())].to_owned();
+        for _ in 0..next(12) {
+            token.push(alphabet[next(alphabet.len())]);
+        }
+        corpus.push(token);
+    }
+    corpus
+}
+
+#[tokio::test]
+async fn the_served_payment_method_pattern_is_the_rule_the_deployment_enforces() {
+    let committed = document();
+    for psp in PspKind::ALL {
+        // GIVEN the document a deployment on this PSP serves
+        let (pattern, served) = served_payment_method_pattern(psp).await;
+        let regex = regex_lite::Regex::new(&pattern).expect("the pattern compiles");
+        // THEN a token matches its pattern exactly when the PSP's rule accepts it
+        for token in payment_method_corpus() {
+            assert_eq!(
+                regex.is_match(&token),
+                psp.accepts_payment_method(&token),
+                "{psp:?}: {token:?} against {pattern}"
+            );
+        }
+        // AND it differs from the committed document in that pattern only
+        let mut narrowed = committed.clone();
+        narrowed["components"]["schemas"]["CreatePaymentRequest"]["properties"]["payment_method"]
+            ["pattern"] = Value::from(pattern);
+        assert_eq!(served, narrowed, "{psp:?}");
+    }
+    // AND the committed pattern admits every PSP's tokens (a deployment only narrows it)
+    let any = regex_lite::Regex::new(
+        committed["components"]["schemas"]["CreatePaymentRequest"]["properties"]["payment_method"]
+            ["pattern"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    for token in payment_method_corpus() {
+        if PspKind::ALL
+            .iter()
+            .any(|psp| psp.accepts_payment_method(&token))
+        {
+            assert!(any.is_match(&token), "{token:?}");
+        }
+    }
 }
