@@ -1,6 +1,6 @@
 //! The alarms a payment's write raises: a log line with its `alarm` and its metric. The domain
-//! decides what happened, the store writes it, and the service reports it through this module,
-//! so neither the domain nor a store emits a metric.
+//! decides what a write does and emits nothing; a store raises the alarm through this module as
+//! it decides to write a late duplicate (`adapters::settling_alone`), before sending it.
 
 use crate::domain::Payment;
 
@@ -8,8 +8,8 @@ use crate::domain::Payment;
 /// ([`crate::domain::marked_late_duplicate`]): it succeeded for an order another attempt paid or
 /// that moved on, so the customer paid twice. It is refunded automatically (the refund is
 /// created with the success), and it raises the `late-duplicate-charge` alarm; where the PSP
-/// cannot refund, it is marked refund-required and raises `refund-required`. The services call
-/// it on what the store answered, so a write raises it once, whichever path made it.
+/// cannot refund, it is marked refund-required and raises `refund-required`. Raised before the
+/// write is sent, so at least once per marking, even when the write's answer is lost.
 pub fn late_duplicate(after: &Payment) {
     if after.refund_required {
         tracing::error!(payment_id = %after.payment_id, order_id = %after.order_id,

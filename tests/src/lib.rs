@@ -3,6 +3,7 @@
 //! suite run against every store backend.
 
 pub mod logs;
+pub mod lost_answers;
 pub mod queue;
 pub mod stack;
 pub mod stores;
@@ -38,6 +39,20 @@ pub fn unreachable_dynamodb_client(counter: &RequestCounter) -> Client {
         .config()
         .to_builder()
         .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+        .build();
+    Client::from_conf(config)
+}
+
+/// A DynamoDB client for DynamoDB Local, counting its requests into `counter`, that loses the
+/// answers `lost` is armed to lose.
+pub fn dynamodb_client_losing(
+    counter: &RequestCounter,
+    lost: &lost_answers::LostAnswers,
+) -> Client {
+    let config = dynamodb_client(counter)
+        .config()
+        .to_builder()
+        .interceptor(lost.clone())
         .build();
     Client::from_conf(config)
 }

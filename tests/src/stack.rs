@@ -3,7 +3,8 @@
 //! loopback, that PSP's webhook schemes, a manual clock, and helpers that feed API Gateway v2
 //! events (with the JWT's scopes) and read what was persisted.
 
-use crate::{dynamodb_client, unique_table};
+use crate::lost_answers::LostAnswers;
+use crate::{dynamodb_client, dynamodb_client_losing, unique_table};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use lambda_http::{Body, Request, Response};
@@ -71,6 +72,8 @@ pub struct PaymentStack {
     pub clock: Arc<ManualClock>,
     /// Counts the requests of the handlers' DynamoDB client.
     pub counter: RequestCounter,
+    /// Loses the answers of the handlers' DynamoDB client it is armed to lose.
+    pub lost_answers: LostAnswers,
     /// The table names.
     pub tables: Tables,
     inspector: Client,
@@ -98,7 +101,8 @@ impl PaymentStack {
     ) -> Self {
         let psp = start_fake_psp(psp_config).await;
         let counter = RequestCounter::new();
-        let client = dynamodb_client(&counter);
+        let lost_answers = LostAnswers::default();
+        let client = dynamodb_client_losing(&counter, &lost_answers);
         let tables = Tables {
             idempotency: unique_table("idem"),
             payments: unique_table("pay"),
@@ -132,6 +136,7 @@ impl PaymentStack {
             psp,
             clock,
             counter,
+            lost_answers,
             tables,
             inspector: dynamodb_client(&RequestCounter::new()),
         }

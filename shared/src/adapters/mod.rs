@@ -31,13 +31,17 @@ pub(crate) fn user_counter_key(user: &str, window: i64) -> String {
     format!("limit#user#{user}#{window}")
 }
 
-/// Logs a payment that moves while its order is held or paid by another attempt (or moved to
-/// another version): the payment is settled alone, the order stays. A success there is a late
-/// duplicate charge, whose alarm the service raises on the store's answer
-/// ([`crate::alarms::late_duplicate`]).
+/// Reports a payment about to be written alone because its order is held or paid by another
+/// attempt (or moved to another version): the order stays as it is. A success there is a late
+/// duplicate charge ([`crate::domain::marked_late_duplicate`]), whose alarm is raised here,
+/// before the write is sent: a write that applies but whose answer is lost (its retry then
+/// meets the payment already marked, and nothing tells it the mark was its own) has alarmed
+/// all the same. A write that fails and is decided again may alarm twice; never zero times.
 #[cfg(feature = "payments")]
-pub(crate) fn settling_alone(after: &crate::domain::Payment) {
-    if after.status != crate::domain::PaymentStatus::Succeeded {
+pub(crate) fn settling_alone(read: &crate::domain::Payment, after: &crate::domain::Payment) {
+    if crate::domain::marked_late_duplicate(read, after) {
+        crate::alarms::late_duplicate(after);
+    } else if after.status != crate::domain::PaymentStatus::Succeeded {
         tracing::warn!(payment_id = %after.payment_id, order_id = %after.order_id,
             status = after.status.as_str(), "the order is held by another attempt; settling the payment alone");
     }

@@ -466,8 +466,8 @@ pub fn duplicate_refund_for(
     }
 }
 
-/// Whether writing `after` over `read` marked it a late duplicate charge ([`duplicate_refund_for`]
-/// did, because the order was another attempt's): what raises the alarm, once per write.
+/// Whether writing `after` over `read` marks it a late duplicate charge ([`duplicate_refund_for`]
+/// does, because the order is another attempt's): what raises the alarm.
 pub fn marked_late_duplicate(read: &Payment, after: &Payment) -> bool {
     after.status == PaymentStatus::Succeeded
         && ((after.duplicate_refund && !read.duplicate_refund)

@@ -543,7 +543,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 .store
                 .finish_attempt(&payment, &Transition::Unchanged, seen, FinishedBy::Charge)
                 .await;
-            return match super::settle::reported_write(&payment, written) {
+            return match written {
                 Ok(SettleOutcome::Settled(now)) => Ok(Resumed::Answer(PayAnswer::Replayed {
                     view: now.view(),
                     request_id: record.request_id.clone(),
@@ -675,7 +675,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 .store
                 .finish_attempt(&current, &step, &lease.token, FinishedBy::Charge)
                 .await;
-            match super::settle::reported_write(&current, written) {
+            match written {
                 Ok(SettleOutcome::Settled(now)) => return Ok(PayAnswer::Fresh(now.view())),
                 // A webhook or reconcile settled it first (or a transaction raced ours past the
                 // store's own retries): decide again on what is stored now.

@@ -402,7 +402,7 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
             None if step == Transition::Unchanged => return Ok(Reconciled::AlreadySettled),
             None => self.store.settle(&payment, &step, None).await,
         };
-        match super::settle::reported_write(&payment, written) {
+        match written {
             Ok(SettleOutcome::Settled(after)) => Ok(match (after.status, &settlement) {
                 (PaymentStatus::Succeeded, _) => Reconciled::Succeeded,
                 (_, Settlement::Abandoned) => Reconciled::Abandoned,

@@ -22,21 +22,6 @@ pub enum Applied {
     NotFound,
 }
 
-/// What a store answered writing `read`'s transition, reported: a payment the write marked a late
-/// duplicate raises its alarm here ([`crate::alarms::late_duplicate`]). Every service that writes
-/// a payment's transition passes the store's answer through this.
-pub(crate) fn reported_write(
-    read: &Payment,
-    written: Result<SettleOutcome, StoreError>,
-) -> Result<SettleOutcome, StoreError> {
-    if let Ok(SettleOutcome::Settled(after)) = &written {
-        if crate::domain::marked_late_duplicate(read, after) {
-            crate::alarms::late_duplicate(after);
-        }
-    }
-    written
-}
-
 /// Applies `settlement` to the payment `payment_id`: read, decide with [`transition`], write
 /// payment and order in one transaction conditioned on the state read;
 /// on a race, read again and decide again.
@@ -53,7 +38,7 @@ pub async fn apply_settlement<S: ChargeStore + ?Sized>(
         if step == Transition::Unchanged {
             return Ok(Applied::Unchanged(payment));
         }
-        match reported_write(&payment, store.settle(&payment, &step, None).await)? {
+        match store.settle(&payment, &step, None).await? {
             SettleOutcome::Settled(after) => return Ok(Applied::Moved(*after)),
             SettleOutcome::Moved | SettleOutcome::Duplicate => continue,
         }
@@ -198,7 +183,7 @@ pub async fn apply_event<S: ChargeStore + ?Sized>(
             // webhook confirming a charge that already recorded its success is this case).
             return Ok(EventApplied::Unchanged(Box::new(payment)));
         }
-        match reported_write(&payment, store.settle(&payment, &step, Some(event)).await)? {
+        match store.settle(&payment, &step, Some(event)).await? {
             SettleOutcome::Settled(after) => return Ok(EventApplied::Moved(after)),
             SettleOutcome::Duplicate => return Ok(EventApplied::Duplicate),
             SettleOutcome::Moved => read = Read::Latest,

@@ -339,3 +339,58 @@ async fn a_late_duplicate_success_found_by_reconcile_then_by_webhook_is_refunded
     assert_duplicate_refund(&stack, &order, &a, &b, "succeeded").await;
     assert_refunded_once(&stack, &a, &b, &intent).await;
 }
+
+#[tokio::test]
+async fn a_late_duplicate_whose_marking_answer_is_lost_still_alarms_and_is_refunded_once() {
+    let (logs, _capture) = LogCapture::install();
+    let stack = PaymentStack::start().await;
+    let sink = stack.webhook_sink().await;
+    // GIVEN an order paid by attempt B, and attempt A the PSP charged late
+    let (order, a, b) = order_paid_by_a_second_attempt(&stack).await;
+    let intent = psp_charges_late(&stack, &a).await;
+    let succeeded = sink
+        .wait_for(1, |e| is_event(e, "payment_intent.succeeded", &intent))
+        .await;
+
+    // WHEN A's success arrives, and every answer to the write that marks A a late duplicate (A,
+    // its refund and the event, after the write with the order was refused) is lost: the SDK
+    // tries it three times, DynamoDB applies it once, and the processor sees only a failure
+    stack.lost_answers.lose_next("TransactWriteItems", 3);
+    let first = stack.deliver(&succeeded[0]).await;
+    assert_eq!(stack.lost_answers.lost().len(), 3);
+    assert!(first.is_err(), "{first:?}");
+
+    // THEN A is recorded, succeeded, with one duplicate refund pending, the order B's
+    assert_duplicate_refund(&stack, &order, &a, &b, "pending").await;
+    // AND the late-duplicate alarm was raised, once, for A, though no answer said the write
+    // applied (the redelivery below finds A marked and changes nothing)
+    let alarms = logs.alarms("late-duplicate-charge");
+    assert_eq!(alarms.len(), 1, "{alarms:#?}");
+    assert_eq!(alarms[0]["payment_id"], a.payment_id.as_str());
+
+    // WHEN the success is redelivered and reconcile runs past the refund's minimum age
+    let redelivered = stack.deliver(&succeeded[0]).await;
+    assert!(
+        matches!(
+            &redelivered,
+            Ok(Processed::Applied(EventApplied::Unchanged(_)))
+        ),
+        "{redelivered:?}"
+    );
+    stack.clock.advance(Duration::from_secs(180));
+    let report = stack
+        .reconciler(ReconcileConfig::default())
+        .run()
+        .await
+        .unwrap();
+
+    // THEN the duplicate is refunded once, and no further alarm is raised
+    assert_eq!(
+        (report.refunds_succeeded, report.errors),
+        (1, 0),
+        "{report:?}"
+    );
+    assert_duplicate_refund(&stack, &order, &a, &b, "succeeded").await;
+    assert_refunded_once(&stack, &a, &b, &intent).await;
+    assert_eq!(logs.alarms("late-duplicate-charge").len(), 1);
+}

@@ -444,7 +444,7 @@ impl DynamoPaymentStore {
                             now_ms,
                             self.late_duplicates,
                         );
-                        crate::adapters::settling_alone(&after);
+                        crate::adapters::settling_alone(payment, &after);
                         continue;
                     }
                     return Err(StoreError::Corrupt {

@@ -265,7 +265,7 @@ fn write_transition(
     if applies && !leave_order && !order_follows {
         // The order is held or paid by another attempt: the payment still moves, the order
         // stays as it is.
-        crate::adapters::settling_alone(&after);
+        crate::adapters::settling_alone(payment, &after);
     }
 
     if let Some(stored) = tables.payments.payment_mut(&payment.payment_id) {
