@@ -352,8 +352,10 @@ fn exact_integer(text: &str) -> Exact {
             if !digits(unsigned) {
                 return Exact::NotANumber;
             }
-            // Past 10^±100,000 the digits given cannot bring it back into range, either way.
-            let magnitude: i64 = unsigned.parse().unwrap_or(i64::MAX).min(100_000);
+            // An exponent past the text's own length plus 19 digits cannot be brought back
+            // into range by the digits given, either way: clamped there, it still decides.
+            let bound = text.len() as i64 + 20;
+            let magnitude: i64 = unsigned.parse().unwrap_or(i64::MAX).min(bound);
             if raw.starts_with('-') {
                 -magnitude
             } else {
@@ -448,5 +450,15 @@ mod integer_tests {
             let error = parse(refused).expect_err(refused);
             assert!(error.contains("expected an integer"), "{refused}: {error}");
         }
+    }
+
+    #[test]
+    fn a_long_fraction_meets_its_exponent_exactly() {
+        // 0.000…05 with 99,999 zeros: its exponent decides however large it is.
+        let tiny = format!("0.{}5", "0".repeat(99_999));
+        assert_eq!(parse(&format!("{tiny}e100000")), Ok(5));
+        assert_eq!(parse(&format!("{tiny}e100001")), Ok(50));
+        assert!(parse(&format!("{tiny}e100000000000000000000")).is_err());
+        assert!(parse(&format!("{tiny}e99999")).is_err());
     }
 }
