@@ -54,8 +54,6 @@
 mod errors;
 mod json;
 mod params;
-#[cfg(test)]
-mod tests;
 
 use std::collections::BTreeMap;
 
@@ -786,4 +784,45 @@ fn quoted(input: &str) -> Option<(&str, &str)> {
     let inner = &input[1..];
     let end = inner.find(quote)?;
     Some((&inner[..end], &inner[end + 1..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_queries_accept_both_quote_styles() {
+        let expected = Some(("payment_id".to_owned(), "pay_1".to_owned()));
+        assert_eq!(
+            parse_metadata_query("metadata['payment_id']:'pay_1'"),
+            expected
+        );
+        assert_eq!(
+            parse_metadata_query("metadata[\"payment_id\"]:\"pay_1\""),
+            expected
+        );
+        assert_eq!(
+            parse_metadata_query(" metadata['payment_id'] : 'pay_1' "),
+            expected
+        );
+        assert_eq!(
+            parse_metadata_query("metadata['k']:''"),
+            Some(("k".to_owned(), String::new()))
+        );
+    }
+
+    #[test]
+    fn other_query_forms_are_refused() {
+        for query in [
+            "status:'succeeded'",
+            "metadata['payment_id']:'pay_1' AND status:'succeeded'",
+            "metadata[payment_id]:'pay_1'",
+            "metadata['payment_id']:pay_1",
+            "metadata['payment_id':'pay_1'",
+            "metadata['']:'x'",
+            "metadata['a\"]:'x'",
+        ] {
+            assert_eq!(parse_metadata_query(query), None, "{query}");
+        }
+    }
 }

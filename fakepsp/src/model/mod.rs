@@ -19,6 +19,9 @@
 //! [`fastrand::Rng`] seeded in [`FakeModel::new`], so one seed and one call sequence give
 //! byte-identical answers.
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
