@@ -23,7 +23,7 @@ use payonce::idempotency::{
     Idempotency, IdempotencyConfig, IdempotencyRecord, RecordKey, RecordState,
 };
 use payonce::ports::{ChargeStore, OrderStore, Psp, QueueSend};
-use payonce::service::reconcile::{ReconcileConfig, Reconciler};
+use payonce::service::reconcile::{ReconcileConfig, ReconcileReport, Reconciler};
 use payonce::service::webhooks::{
     ProcessError, Processed, ProcessorConfig, Providers, QueuedEvent, WebhookProcessor,
     WebhookReceiver,
@@ -148,6 +148,14 @@ impl PaymentStack {
         config: ReconcileConfig,
     ) -> Reconciler<DynamoPaymentStore, ConfiguredPsp> {
         Reconciler::new(self.charge.store().clone(), psp_for(&self.psp), config)
+    }
+
+    /// One reconcile run with the default settings; it must not fail.
+    pub async fn reconcile(&self) -> ReconcileReport {
+        self.reconciler(ReconcileConfig::default())
+            .run()
+            .await
+            .expect("the reconcile run")
     }
 
     /// The charge record of `key` for `user`, as stored.

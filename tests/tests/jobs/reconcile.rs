@@ -33,11 +33,7 @@ async fn a_crash_after_the_psp_charged_with_no_webhook_is_settled_to_succeeded()
 
     // WHEN reconcile runs once the attempt is old enough
     stack.clock.advance(Duration::from_secs(180));
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN it is succeeded, the order paid, the key replays 201, and the PSP holds one charge
     assert_eq!(
@@ -63,11 +59,7 @@ async fn a_crash_after_the_psp_charged_with_no_webhook_is_settled_to_succeeded()
     assert_eq!(stack.psp.succeeded_charges_for(&payment_id), 1);
 
     // AND a second run finds nothing left to do
-    let again = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let again = stack.reconcile().await;
     assert_eq!(
         again.examined, 0,
         "settled attempts leave the in-flight index"
@@ -104,11 +96,7 @@ async fn an_attempt_the_psp_never_saw_is_failed_when_old_enough_and_a_younger_on
         .collect::<Vec<_>>();
 
     let run_at_ms = stack.clock.now_ms();
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN the old one is failed after its PSP key was fenced, and its order released
     assert_eq!(
@@ -331,11 +319,7 @@ async fn a_fenced_key_the_strict_psp_never_saw_is_abandoned_and_its_intent_cance
 
     // WHEN reconcile runs against the fake PSP over HTTP, which refuses confirm-only
     // parameters sent without confirm=true as Stripe does
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN the fence went through and the attempt is abandoned, with no error
     assert_eq!(
@@ -419,11 +403,7 @@ async fn intents_processing_or_requiring_action_are_pending_and_neither_fenced_n
     let run_at_ms = stack.clock.now_ms();
 
     // WHEN reconcile runs
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN both are pending: looked up once each, never fenced, failed or cancelled
     assert_eq!(
@@ -464,11 +444,7 @@ async fn intents_processing_or_requiring_action_are_pending_and_neither_fenced_n
     assert_eq!(stack.psp.charges().len(), 2);
 
     // AND a run right after leaves them alone until that check is due
-    let again = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let again = stack.reconcile().await;
     assert_eq!(again.examined, 0, "{again:?}");
     assert_eq!(stack.psp.requests_seen() - seen, 2);
 }
@@ -487,11 +463,7 @@ async fn an_attempt_older_than_the_fence_window_that_the_psp_cannot_find_is_not_
     stack.clock.advance(Duration::from_secs(23 * 3600 + 60));
 
     // WHEN reconcile runs
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN it only looked the attempt up: no fence, nothing created at the PSP
     assert_eq!(
@@ -598,11 +570,7 @@ async fn a_late_success_found_by_reconcile_never_pays_the_edited_version_of_the_
     stack.clock.advance(Duration::from_secs(180));
 
     // WHEN reconcile finds A's success
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN A is succeeded with the PSP's intent
     assert_eq!(
@@ -703,11 +671,7 @@ async fn a_charge_found_for_another_amount_is_never_booked_and_raises_the_alarm(
     stack.clock.advance(Duration::from_secs(180));
 
     // WHEN reconcile looks the attempt up
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN nothing is booked: the attempt is still processing, the order still held by it
     assert_eq!(
@@ -751,11 +715,7 @@ async fn a_2c2p_invoice_whose_token_was_never_spent_is_abandoned_once_its_invoca
 
     // WHEN reconcile runs once the attempt is older than the abandon delay
     stack.clock.advance(Duration::from_secs(21 * 60));
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN the invoice is proven used without a charge (9015, then a signed "not found"), and
     // the attempt abandoned: failed, the order payable again, nothing charged

@@ -7,7 +7,6 @@ use payonce::ports::{
     ChargeRequest, ChargeStore, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome,
     RefundRequest,
 };
-use payonce::service::reconcile::ReconcileConfig;
 use payonce::service::{ChargeService, CrashPoint};
 use payonce_tests::stack::{completed_view, stripe_for, PaymentStack};
 use serde_json::json;
@@ -726,11 +725,7 @@ async fn a_takeover_that_cannot_reach_the_psp_after_the_holder_charged_keeps_the
 
     // WHEN reconcile runs with a working PSP once the attempt is due
     stack.clock.advance(Duration::from_secs(180));
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN the payment is succeeded with the PSP's intent, and the order paid by it
     assert_eq!(

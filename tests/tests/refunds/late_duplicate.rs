@@ -5,12 +5,11 @@
 use super::{item_statuses, psp_key};
 use payonce::domain::{refund_id_for, Payment, PaymentStatus};
 use payonce::ports::{ChargeRequest, Psp, PspOutcome};
-use payonce::service::reconcile::ReconcileConfig;
 use payonce::service::webhooks::Processed;
 use payonce::service::EventApplied;
 use payonce_tests::logs::LogCapture;
 use payonce_tests::stack::{string_attribute, stripe_for, PaymentStack, STAFF, STAFF_SCOPES};
-use payonce_tests::webhook_sink::is_event;
+use payonce_tests::webhook_sink::{is_event, WebhookSink};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -51,6 +50,21 @@ async fn psp_charges_late(stack: &PaymentStack, attempt: &Payment) -> String {
         panic!("expected the PSP to charge, got {outcome:?}")
     };
     provider_payment_id
+}
+
+/// An order paid by attempt B and attempt A the PSP charged late (see
+/// [`order_paid_by_a_second_attempt`], [`psp_charges_late`]): (order, A, B's payment id, A's
+/// PaymentIntent, the `payment_intent.succeeded` events the PSP sent for it).
+async fn late_success(
+    stack: &PaymentStack,
+    sink: &WebhookSink,
+) -> (String, Payment, String, String, Vec<String>) {
+    let (order, a, b) = order_paid_by_a_second_attempt(stack).await;
+    let intent = psp_charges_late(stack, &a).await;
+    let succeeded = sink
+        .wait_for(1, |e| is_event(e, "payment_intent.succeeded", &intent))
+        .await;
+    (order, a, b, intent, succeeded)
 }
 
 /// `body` as another delivery of the same news under a new event id.
@@ -179,13 +193,9 @@ async fn a_late_duplicate_success_by_webhook_is_refunded_once_by_reconcile() {
     let stack = PaymentStack::start().await;
     let sink = stack.webhook_sink().await;
     // GIVEN an order paid by attempt B, and attempt A the PSP charged late
-    let (order, a, b) = order_paid_by_a_second_attempt(&stack).await;
-    let intent = psp_charges_late(&stack, &a).await;
+    let (order, a, b, intent, succeeded) = late_success(&stack, &sink).await;
 
     // WHEN A's payment_intent.succeeded arrives, is redelivered, and arrives under another id
-    let succeeded = sink
-        .wait_for(1, |e| is_event(e, "payment_intent.succeeded", &intent))
-        .await;
     let first = stack.deliver(&succeeded[0]).await.unwrap();
     let redelivered = stack.deliver(&succeeded[0]).await.unwrap();
     let other = stack
@@ -222,11 +232,7 @@ async fn a_late_duplicate_success_by_webhook_is_refunded_once_by_reconcile() {
 
     // WHEN reconcile runs past the refund's minimum age
     stack.clock.advance(Duration::from_secs(180));
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN it sent the refund, once
     assert_eq!(
@@ -251,11 +257,7 @@ async fn a_late_duplicate_success_by_webhook_is_refunded_once_by_reconcile() {
         stack.deliver(&body).await.unwrap();
     }
     stack.clock.advance(Duration::from_secs(600));
-    let later = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let later = stack.reconcile().await;
 
     // THEN nothing more happens: still one refund, one alarm
     assert_eq!(later.examined, 0, "{later:?}");
@@ -275,11 +277,7 @@ async fn a_late_duplicate_success_found_by_reconcile_then_by_webhook_is_refunded
 
     // WHEN reconcile finds A's success
     stack.clock.advance(Duration::from_secs(180));
-    let found = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let found = stack.reconcile().await;
 
     // THEN A is succeeded with its duplicate refund pending (not due in the same run)
     assert_eq!(
@@ -317,17 +315,9 @@ async fn a_late_duplicate_success_found_by_reconcile_then_by_webhook_is_refunded
 
     // WHEN reconcile runs again past the refund's minimum age, and once more
     stack.clock.advance(Duration::from_secs(180));
-    let sent = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let sent = stack.reconcile().await;
     stack.clock.advance(Duration::from_secs(600));
-    let later = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let later = stack.reconcile().await;
 
     // THEN the refund was sent once and nothing was left for the last run
     assert_eq!(
@@ -346,11 +336,7 @@ async fn a_late_duplicate_whose_marking_answer_is_lost_still_alarms_and_is_refun
     let stack = PaymentStack::start().await;
     let sink = stack.webhook_sink().await;
     // GIVEN an order paid by attempt B, and attempt A the PSP charged late
-    let (order, a, b) = order_paid_by_a_second_attempt(&stack).await;
-    let intent = psp_charges_late(&stack, &a).await;
-    let succeeded = sink
-        .wait_for(1, |e| is_event(e, "payment_intent.succeeded", &intent))
-        .await;
+    let (order, a, b, intent, succeeded) = late_success(&stack, &sink).await;
 
     // WHEN A's success arrives, and every answer to the write that marks A a late duplicate (A,
     // its refund and the event, after the write with the order was refused) is lost: the SDK
@@ -378,11 +364,7 @@ async fn a_late_duplicate_whose_marking_answer_is_lost_still_alarms_and_is_refun
         "{redelivered:?}"
     );
     stack.clock.advance(Duration::from_secs(180));
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN the duplicate is refunded once, and no further alarm is raised
     assert_eq!(

@@ -3,7 +3,6 @@
 
 use super::{item_statuses, psp_key, psp_refunds_for, FaultyRefunds, RefundFault};
 use payonce::domain::RefundStatus;
-use payonce::service::reconcile::ReconcileConfig;
 use payonce::service::refund::RefundApplied;
 use payonce::service::webhooks::Processed;
 use payonce_tests::stack::{stripe_for, PaymentStack, Reply, STAFF, STAFF_SCOPES};
@@ -172,11 +171,7 @@ async fn a_lost_refund_answer_is_202_then_settled_by_reconcile_alone() {
     let refund_id = reply.json["refund_id"].as_str().unwrap().to_owned();
 
     // WHEN reconcile runs before the refund is old enough, THEN it leaves it to webhooks
-    let early = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let early = stack.reconcile().await;
     assert_eq!(early.examined, 0, "{early:?}");
     assert_eq!(
         stack.refund_attributes(&payment_id).await,
@@ -185,11 +180,7 @@ async fn a_lost_refund_answer_is_202_then_settled_by_reconcile_alone() {
 
     // WHEN it runs past its minimum age
     stack.clock.advance(Duration::from_secs(180));
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN the PSP's list of the charge's refunds settles it, without a second PSP refund
     assert_eq!(
@@ -200,11 +191,7 @@ async fn a_lost_refund_answer_is_202_then_settled_by_reconcile_alone() {
     assert_settled_once(&stack, &payment_id, &refund_id).await;
     // AND the next run has nothing left to do
     stack.clock.advance(Duration::from_secs(600));
-    let again = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let again = stack.reconcile().await;
     assert_eq!(again.examined, 0, "{again:?}");
     assert_settled_once(&stack, &payment_id, &refund_id).await;
 }
@@ -219,17 +206,9 @@ async fn a_refund_lost_before_the_psp_saw_it_is_sent_by_reconcile_once_under_its
 
     // WHEN reconcile runs past the refund's minimum age, twice
     stack.clock.advance(Duration::from_secs(180));
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
     stack.clock.advance(Duration::from_secs(600));
-    let again = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let again = stack.reconcile().await;
 
     // THEN the first run sent it, once, under the refund's own key, and the second found it done
     assert_eq!(

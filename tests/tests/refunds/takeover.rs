@@ -3,7 +3,6 @@
 //! refund over and re-sends it under the same PSP key, so the PSP refunds once.
 
 use super::{item_statuses, psp_key, FaultyRefunds, RefundFault};
-use payonce::service::reconcile::ReconcileConfig;
 use payonce_tests::stack::{cut_off_psp, stripe_for, PaymentStack, STAFF};
 use serde_json::json;
 use std::sync::Arc;
@@ -145,11 +144,7 @@ async fn a_takeover_that_cannot_reach_the_psp_keeps_the_refund_pending_for_recon
 
     // WHEN reconcile runs past the refund's minimum age
     stack.clock.advance(Duration::from_secs(180));
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN it finds the PSP's refund: succeeded, once
     assert_eq!(

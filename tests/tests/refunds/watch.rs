@@ -2,7 +2,6 @@
 //! a late failure whose webhooks were lost is still found, and then stops.
 
 use super::item_statuses;
-use payonce::service::reconcile::ReconcileConfig;
 use payonce_fake_psp::FakePspConfig;
 use payonce_tests::logs::LogCapture;
 use payonce_tests::stack::{PaymentStack, STAFF, STAFF_SCOPES};
@@ -45,11 +44,7 @@ async fn a_refund_that_fails_late_with_its_webhooks_lost_is_found_failed_by_reco
 
     // WHEN reconcile runs before the watch's first check, THEN it leaves the refund alone
     stack.clock.advance(Duration::from_secs(5 * 60));
-    let early = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let early = stack.reconcile().await;
     assert_eq!(early.examined, 0, "{early:?}");
     assert_eq!(
         stack.refund_attributes(&payment_id).await,
@@ -58,11 +53,7 @@ async fn a_refund_that_fails_late_with_its_webhooks_lost_is_found_failed_by_reco
 
     // WHEN it runs once the watch's first check is due
     stack.clock.advance(Duration::from_secs(8 * 60));
-    let report = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let report = stack.reconcile().await;
 
     // THEN it finds the failure: the refunded amount is given back
     assert_eq!(
@@ -108,11 +99,7 @@ async fn a_refund_that_fails_late_with_its_webhooks_lost_is_found_failed_by_reco
     );
     // AND the next run has nothing left to look at
     stack.clock.advance(Duration::from_secs(24 * 3600));
-    let later = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let later = stack.reconcile().await;
     assert_eq!(later.examined, 0, "{later:?}");
     assert_eq!(stack.psp.refunds().len(), 1, "nothing was re-sent");
 }
@@ -131,11 +118,7 @@ async fn a_succeeded_refund_is_watched_without_resending_and_left_alone_after_a_
 
     // WHEN reconcile looks at it once its first check is due
     stack.clock.advance(Duration::from_secs(13 * 60));
-    let watched = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let watched = stack.reconcile().await;
 
     // THEN it only looked it up: still succeeded, nothing re-sent, only its next check moved
     assert_eq!(
@@ -161,11 +144,7 @@ async fn a_succeeded_refund_is_watched_without_resending_and_left_alone_after_a_
 
     // WHEN it is looked at again after a week
     stack.clock.advance(Duration::from_secs(8 * 24 * 3600));
-    let last = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let last = stack.reconcile().await;
 
     // THEN the watch ends: it leaves the in-flight index, still succeeded, and is not looked at
     // again
@@ -178,11 +157,7 @@ async fn a_succeeded_refund_is_watched_without_resending_and_left_alone_after_a_
     assert!(!item.contains_key("inflight"), "{item:?}");
     assert_eq!(item["status"], "S(\"succeeded\")");
     stack.clock.advance(Duration::from_secs(30 * 24 * 3600));
-    let after = stack
-        .reconciler(ReconcileConfig::default())
-        .run()
-        .await
-        .unwrap();
+    let after = stack.reconcile().await;
     assert_eq!(after.examined, 0, "{after:?}");
     assert_eq!(stack.psp.refunds().len(), 1);
     assert_eq!(
