@@ -1,5 +1,5 @@
-//! The documents say what the code has: the planted holes in docs/fault-model.md, and the PSPs the
-//! README's sandbox line names.
+//! The documents say what the code has: the planted holes in docs/fault-model.md (and how many
+//! there are, wherever a document counts them), and the PSPs the README's sandbox line names.
 
 use payonce::config::PspKind;
 use payonce_sim::PLANTED_HOLES;
@@ -36,4 +36,68 @@ fn the_fault_model_lists_every_planted_hole_with_its_psp_and_no_other() {
 fn the_readme_names_every_psp_the_sandbox_speaks() {
     let flag = format!("--psp {}", PspKind::ALL.map(PspKind::name).join("|"));
     assert!(read("README.md").contains(&flag), "README lacks `{flag}`");
+}
+
+#[test]
+fn every_count_of_the_planted_holes_is_the_codes() {
+    const WORDS: [&str; 21] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    let documents = [
+        "README.md",
+        "ARCHITECTURE.md",
+        "docs/fault-model.md",
+        "docs/testing.md",
+        "docs/soak.md",
+    ];
+    let mut counts = 0;
+    for path in documents {
+        let text = read(path).replace('\n', " ");
+        let words: Vec<&str> = text.split_whitespace().collect();
+        for at in words.windows(3) {
+            if at[1] != "planted" || !at[2].starts_with("hole") {
+                continue;
+            }
+            let said = at[0]
+                .trim_start_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase();
+            let number = said
+                .parse::<usize>()
+                .ok()
+                .or_else(|| WORDS.iter().position(|w| *w == said));
+            if let Some(number) = number {
+                counts += 1;
+                assert_eq!(
+                    number,
+                    PLANTED_HOLES.len(),
+                    "{path}: \"{} planted holes\"",
+                    at[0]
+                );
+            }
+        }
+    }
+    assert!(
+        counts >= 2,
+        "the documents count the planted holes in {counts} places"
+    );
 }
