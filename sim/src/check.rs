@@ -512,13 +512,18 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
             let psp = intent.map_or("none", |i| i.outcome.as_str());
             let agrees = match payment.status {
                 PaymentStatus::Processing if left_to_operator.contains(id) => continue,
-                PaymentStatus::Processing => {
+                PaymentStatus::Processing
+                | PaymentStatus::RequiresAction
+                | PaymentStatus::Authorized => {
                     violations.push(format!(
-                        "invariant 3: payment {id} ({}) still processing after settling (PSP: {psp})",
-                        payment.payment_method
+                        "invariant 3: payment {id} ({}) still {} after settling (PSP: {psp})",
+                        payment.payment_method,
+                        payment.status.as_str()
                     ));
                     continue;
                 }
+                // Nothing captured at the PSP.
+                PaymentStatus::Canceled => psp != "succeeded",
                 PaymentStatus::Succeeded => psp == "succeeded",
                 PaymentStatus::Failed => match payment.failure.as_ref().map(|f| f.kind) {
                     // A decline leaves the charge failed (Stripe: back to

@@ -1,4 +1,4 @@
-//! The payment domain: money, orders, payments and the one transition function. No AWS
+//! The payment domain: money, orders, payments and the one transition function (`settlement`). No AWS
 //! types, no wire formats.
 
 pub mod money;
@@ -6,12 +6,13 @@ pub mod order;
 pub mod payment;
 pub mod psp;
 pub mod refund;
+pub mod settlement;
 
 pub use money::{integer, optional_integer, Currency, Integer, MAX_AMOUNT_MINOR};
 pub use order::{LineItem, NewOrder, Order, OrderError, OrderPaymentState};
 pub use payment::{
-    completion_leaves_order, names_another_payment, payment_id_for, transition, Failure,
-    FailureKind, Payment, PaymentStatus, PaymentView, Settlement, Transition,
+    payment_id_for, CancellationReason, CaptureMethod, Failure, FailureKind, NextAction,
+    NextActionView, OrderEffect, Payment, PaymentStatus, PaymentView, Progress,
     CHARGE_RECORD_NEVER_EXPIRES_S,
 };
 pub use psp::PspKind;
@@ -20,4 +21,7 @@ pub use refund::{
     names_another_refund, payment_details, refund_amounts_delta, refund_id_for, refund_key,
     refund_transition, refundable, LateDuplicates, Refund, RefundReason, RefundSettlement,
     RefundStatus, RefundTransition, RefundView, SenderLease, DUPLICATE_REFUND_NUMBER,
+};
+pub use settlement::{
+    completion_leaves_order, names_another_payment, transition, Settlement, Transition,
 };

@@ -146,6 +146,10 @@ pub enum OrderPaymentState {
     Processing,
     /// Paid by one attempt; final.
     Paid,
+    /// An authorized (manual-capture) attempt holds it: no new attempt, no edit, until it is
+    /// captured (paid) or canceled (unpaid). Never stored: an order stored `processing` under
+    /// an authorized attempt reads so ([`Order::settled_by`]).
+    Authorized,
 }
 
 impl OrderPaymentState {
@@ -155,12 +159,13 @@ impl OrderPaymentState {
             Self::Unpaid => "unpaid",
             Self::Processing => "processing",
             Self::Paid => "paid",
+            Self::Authorized => "authorized",
         }
     }
 
     /// Parses the stored spelling.
     pub fn parse(raw: &str) -> Option<Self> {
-        [Self::Unpaid, Self::Processing, Self::Paid]
+        [Self::Unpaid, Self::Processing, Self::Paid, Self::Authorized]
             .into_iter()
             .find(|s| s.as_str() == raw)
     }
@@ -204,23 +209,26 @@ pub struct OrderView {
     pub currency: Currency,
     /// Items.
     pub items: Vec<LineItem>,
-    /// unpaid / processing / paid.
+    /// unpaid / processing / authorized / paid.
     pub payment_state: OrderPaymentState,
 }
 
 impl Order {
     /// The order as its readers see it, given `holder`, the attempt it is stored `processing`
-    /// under (read only then): paid if that attempt succeeded. A charge that succeeds while it
-    /// holds its order leaves the order stored `processing` under it (one write fewer, see
-    /// [`crate::domain::completion_leaves_order`]), so every reader settles it here.
+    /// under (read only then): paid if that attempt succeeded, authorized while it is. A charge
+    /// that succeeds or authorizes while it holds its order leaves the order stored `processing`
+    /// under it (one write fewer, see [`crate::domain::completion_leaves_order`] and
+    /// [`crate::domain::OrderEffect::Hold`]), so every reader settles it here.
     pub fn settled_by(mut self, holder: Option<&crate::domain::Payment>) -> Self {
-        let paid = self.payment_state == OrderPaymentState::Processing
-            && holder.is_some_and(|p| {
-                Some(&p.payment_id) == self.payment_id.as_ref()
-                    && p.status == crate::domain::PaymentStatus::Succeeded
-            });
-        if paid {
-            self.payment_state = OrderPaymentState::Paid;
+        use crate::domain::PaymentStatus;
+        let held = holder.filter(|p| {
+            self.payment_state == OrderPaymentState::Processing
+                && Some(&p.payment_id) == self.payment_id.as_ref()
+        });
+        match held.map(|p| p.status) {
+            Some(PaymentStatus::Succeeded) => self.payment_state = OrderPaymentState::Paid,
+            Some(PaymentStatus::Authorized) => self.payment_state = OrderPaymentState::Authorized,
+            _ => {}
         }
         self
     }
@@ -388,7 +396,7 @@ mod tests {
             payment_id: payment_id.into(),
             ..crate::domain::payment::test_payment(status, None)
         };
-        use crate::domain::PaymentStatus::{Failed, Processing, Succeeded};
+        use crate::domain::PaymentStatus::{Authorized, Canceled, Failed, Processing, Succeeded};
         let state = |order: &Order, holder: Option<&crate::domain::Payment>| {
             order.clone().settled_by(holder).payment_state
         };
@@ -397,6 +405,10 @@ mod tests {
             state(&order, Some(&holder("pay_1", Succeeded))),
             OrderPaymentState::Paid
         );
+        assert_eq!(
+            state(&order, Some(&holder("pay_1", Authorized))),
+            OrderPaymentState::Authorized
+        );
         // Still processing, or its attempt not read, or another attempt: as stored.
         for (read, expected) in [
             (
@@ -404,6 +416,14 @@ mod tests {
                 OrderPaymentState::Processing,
             ),
             (Some(holder("pay_1", Failed)), OrderPaymentState::Processing),
+            (
+                Some(holder("pay_1", Canceled)),
+                OrderPaymentState::Processing,
+            ),
+            (
+                Some(holder("pay_2", Authorized)),
+                OrderPaymentState::Processing,
+            ),
             (
                 Some(holder("pay_2", Succeeded)),
                 OrderPaymentState::Processing,

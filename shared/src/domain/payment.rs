@@ -1,37 +1,203 @@
-//! Payment attempts and the one transition function every path uses (charge, webhooks,
-//! reconcile): forward-only, and decided on the state that was read.
+//! Payment attempts: their statuses (in the order they only rise in), what the PSP reported of
+//! a customer action or an authorization, and the views the API shows. How they move is
+//! [`crate::domain::transition`]'s alone.
 
 use super::money::Currency;
+use super::settlement::Transition;
 use serde::{Deserialize, Serialize};
 
-/// Where a payment attempt stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Where a payment attempt stands. The statuses are partially ordered and a payment only ever
+/// rises in that order ([`PaymentStatus::rank`], enforced by [`crate::domain::transition`]):
+/// `processing → requires_action → authorized → succeeded`, and any status that is not final
+/// to `failed` or `canceled`. A PSP-confirmed success ranks above both (the customer's money
+/// moved), so it beats a failure or cancellation payonce inferred or asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PaymentStatus {
     /// Sent (or about to be sent) to the PSP; outcome not known yet.
     Processing,
-    /// The PSP charged the customer.
+    /// The PSP waits for the customer (3-D Secure, a wallet's approval): they follow
+    /// [`NextAction`] and come back to the checkout's `return_url`.
+    RequiresAction,
+    /// A manual-capture payment the PSP authorized: the money is held until it is captured,
+    /// canceled, or the authorization lapses ([`Progress::capture_before_ms`]).
+    Authorized,
+    /// The PSP charged the customer (captured).
     Succeeded,
     /// The attempt ended without a charge (see [`Failure`]).
     Failed,
+    /// The PSP confirmed a cancel (asked for by the owner, staff or reconcile) or the lapse of an
+    /// authorization: nothing was captured.
+    Canceled,
 }
 
 impl PaymentStatus {
+    /// Every status, in rank order.
+    pub const ALL: [PaymentStatus; 6] = [
+        Self::Processing,
+        Self::RequiresAction,
+        Self::Authorized,
+        Self::Failed,
+        Self::Canceled,
+        Self::Succeeded,
+    ];
+
     /// Stored and wire spelling.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Processing => "processing",
+            Self::RequiresAction => "requires_action",
+            Self::Authorized => "authorized",
             Self::Succeeded => "succeeded",
             Self::Failed => "failed",
+            Self::Canceled => "canceled",
         }
     }
 
     /// Parses the stored spelling.
     pub fn parse(raw: &str) -> Option<Self> {
-        [Self::Processing, Self::Succeeded, Self::Failed]
-            .into_iter()
-            .find(|s| s.as_str() == raw)
+        Self::ALL.into_iter().find(|s| s.as_str() == raw)
     }
+
+    /// The status's place in the order payments move in: a transition never lowers it, and
+    /// moves within one rank only from `failed` or `canceled` to nothing.
+    pub fn rank(self) -> u8 {
+        match self {
+            Self::Processing => 0,
+            Self::RequiresAction => 1,
+            Self::Authorized => 2,
+            Self::Failed | Self::Canceled => 3,
+            Self::Succeeded => 4,
+        }
+    }
+
+    /// Whether the attempt is over as far as payonce acts on it: succeeded, failed or canceled.
+    /// (Only a PSP-confirmed success still moves a failed or canceled payment.)
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed | Self::Canceled)
+    }
+
+    /// Whether reconcile watches the attempt (the in-flight index): every status not final.
+    pub fn in_flight(self) -> bool {
+        !self.is_final()
+    }
+
+    /// What the payment's order does when the payment moves into this status.
+    pub fn order_effect(self) -> OrderEffect {
+        match self {
+            Self::Processing | Self::RequiresAction | Self::Authorized => OrderEffect::Hold,
+            Self::Succeeded => OrderEffect::Pay,
+            Self::Failed | Self::Canceled => OrderEffect::Release,
+        }
+    }
+}
+
+/// What a payment's move does to its order (the order guard).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OrderEffect {
+    /// The attempt keeps holding the order: nothing is written to it (an order stored
+    /// `processing` under an authorized attempt reads `authorized`, see
+    /// [`crate::domain::Order::settled_by`]).
+    Hold,
+    /// The order is paid by the attempt.
+    Pay,
+    /// The order is released (if the attempt still holds it).
+    Release,
+}
+
+/// When the PSP captures an authorized payment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaptureMethod {
+    /// At once: a success is a capture of the whole amount.
+    #[default]
+    Automatic,
+    /// Later, by `POST /payments/{id}/capture`: the PSP only authorizes.
+    Manual,
+}
+
+impl CaptureMethod {
+    /// Stored and wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Automatic => "automatic",
+            Self::Manual => "manual",
+        }
+    }
+
+    /// Parses the stored and wire spelling.
+    pub fn parse(raw: &str) -> Option<Self> {
+        [Self::Automatic, Self::Manual]
+            .into_iter()
+            .find(|c| c.as_str() == raw)
+    }
+
+    /// Whether this is the default (the view leaves it out then).
+    pub fn is_automatic(&self) -> bool {
+        *self == Self::Automatic
+    }
+}
+
+/// What the customer must do for a `requires_action` payment: follow a redirect to the PSP's
+/// page (3-D Secure, a wallet's approval), which sends them back to the `return_url`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextAction {
+    /// The PSP's page.
+    pub url: String,
+    /// Until when the PSP keeps the action open (epoch milliseconds): past it, reconcile cancels
+    /// the attempt at the PSP.
+    pub expires_at_ms: i64,
+}
+
+/// Why a payment was canceled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancellationReason {
+    /// The owner (an action they gave up) or staff (an authorization) asked for it.
+    Requested,
+    /// The customer never completed the action; reconcile canceled it at the PSP.
+    Abandoned,
+    /// The authorization lapsed at the PSP before it was captured.
+    Expired,
+}
+
+impl CancellationReason {
+    /// Stored and wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Requested => "requested",
+            Self::Abandoned => "abandoned",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(raw: &str) -> Option<Self> {
+        [Self::Requested, Self::Abandoned, Self::Expired]
+            .into_iter()
+            .find(|r| r.as_str() == raw)
+    }
+}
+
+/// What the PSP reported of a payment's customer action and authorization, moved only by
+/// [`crate::domain::transition`] (all empty for a one-step charge).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// While `requires_action`: what the customer must do.
+    pub next_action: Option<NextAction>,
+    /// The PSP said it is processing after the customer acted: a one-way flag (a late
+    /// "requires action" from before never moves the payment back).
+    pub action_completed: bool,
+    /// While `authorized`: what may still be captured, minor units.
+    pub amount_capturable: i64,
+    /// While `authorized`: when the PSP lets the authorization lapse (epoch milliseconds), if
+    /// it said.
+    pub capture_before_ms: Option<i64>,
+    /// Of a manual-capture payment once succeeded: what was captured, minor units (a partial
+    /// capture releases the rest). `None` on a success means the whole amount.
+    pub amount_captured: Option<i64>,
+    /// Once `canceled`: why.
+    pub cancellation_reason: Option<CancellationReason>,
 }
 
 /// Why an attempt failed.
@@ -47,6 +213,40 @@ pub enum FailureKind {
     Refused,
     /// payonce gave the attempt up after proving the PSP never ran it (inferred).
     Abandoned,
+    /// The PSP needs the customer to authenticate, and the request gave no `return_url` to
+    /// send them back to (PSP-confirmed, nothing charged).
+    AuthenticationRequired,
+    /// The customer failed or refused the PSP's authentication (PSP-confirmed, nothing charged).
+    AuthenticationFailed,
+}
+
+impl FailureKind {
+    /// Every kind.
+    pub const ALL: [FailureKind; 6] = [
+        Self::Declined,
+        Self::Rejected,
+        Self::Refused,
+        Self::Abandoned,
+        Self::AuthenticationRequired,
+        Self::AuthenticationFailed,
+    ];
+
+    /// Stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Declined => "declined",
+            Self::Rejected => "rejected",
+            Self::Refused => "refused",
+            Self::Abandoned => "abandoned",
+            Self::AuthenticationRequired => "authentication_required",
+            Self::AuthenticationFailed => "authentication_failed",
+        }
+    }
+
+    /// Parses the stored spelling.
+    pub fn parse(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == raw)
+    }
 }
 
 /// The failure detail of a failed attempt.
@@ -85,6 +285,13 @@ pub struct Payment {
     pub status: PaymentStatus,
     /// Failure detail when failed.
     pub failure: Option<Failure>,
+    /// When the PSP captures (fixed by the request).
+    pub capture: CaptureMethod,
+    /// Where the PSP sends the customer back after an action (fixed by the request; on one of
+    /// the deployment's checkout origins).
+    pub return_url: Option<String>,
+    /// The customer action and authorization, as the PSP reported them.
+    pub progress: Progress,
     /// The key of the idempotency record that created it (kept on the payment itself).
     pub idempotency_pk: String,
     /// Whether a call under the attempt's PSP key may have reached the PSP. Set when an
@@ -121,7 +328,7 @@ pub struct PaymentView {
     pub payment_id: String,
     /// The order paid.
     pub order_id: String,
-    /// processing / succeeded / failed.
+    /// processing / requires_action / authorized / succeeded / failed / canceled.
     pub status: PaymentStatus,
     /// Minor units.
     pub amount: i64,
@@ -134,6 +341,40 @@ pub struct PaymentView {
     /// Failure detail, when failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// `manual` when the payment is captured later (left out when automatic).
+    #[serde(default, skip_serializing_if = "CaptureMethod::is_automatic")]
+    pub capture: CaptureMethod,
+    /// While `requires_action`: what the customer must do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_action: Option<NextActionView>,
+    /// The customer acted and the PSP is processing (while `requires_action`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub action_completed: bool,
+    /// While `authorized`: what may still be captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount_capturable: Option<i64>,
+    /// While `authorized`: when the authorization lapses (epoch seconds), if the PSP said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_before: Option<i64>,
+    /// Of a manual-capture payment once succeeded: what was captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount_captured: Option<i64>,
+    /// Once `canceled`: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancellation_reason: Option<CancellationReason>,
+}
+
+/// [`NextAction`] as the API shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextActionView {
+    /// Always `redirect`: send the customer to `url` (in the same tab, so the checkout's
+    /// `sessionStorage` survives).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The PSP's page.
+    pub url: String,
+    /// Until when it is open (epoch seconds).
+    pub expires_at: i64,
 }
 
 /// The id of the payment a charge's idempotency key creates: `pay_` and 32 hex digits of the
@@ -159,13 +400,24 @@ impl Payment {
                 status,
                 failure,
                 provider_payment_id,
+                progress,
             } => Payment {
                 status: *status,
                 failure: failure.clone(),
                 provider_payment_id: provider_payment_id.clone(),
+                progress: progress.clone(),
                 updated_at_ms: now_ms,
                 ..self.clone()
             },
+        }
+    }
+
+    /// What the PSP captured: nothing unless succeeded, then the capture's amount (the whole
+    /// amount for an automatic capture). Refunds are bounded by it.
+    pub fn amount_captured(&self) -> i64 {
+        match self.status {
+            PaymentStatus::Succeeded => self.progress.amount_captured.unwrap_or(self.amount),
+            _ => 0,
         }
     }
 
@@ -176,6 +428,8 @@ impl Payment {
 
     /// The API representation.
     pub fn view(&self) -> PaymentView {
+        let progress = &self.progress;
+        let authorized = self.status == PaymentStatus::Authorized;
         PaymentView {
             payment_id: self.payment_id.clone(),
             order_id: self.order_id.clone(),
@@ -185,145 +439,31 @@ impl Payment {
             provider: self.provider.clone(),
             provider_payment_id: self.provider_payment_id.clone(),
             failure: self.failure.clone(),
+            capture: self.capture,
+            next_action: progress
+                .next_action
+                .as_ref()
+                .filter(|_| self.status == PaymentStatus::RequiresAction)
+                .map(|action| NextActionView {
+                    kind: "redirect".into(),
+                    url: action.url.clone(),
+                    expires_at: action.expires_at_ms.div_euclid(1000),
+                }),
+            action_completed: progress.action_completed
+                && self.status == PaymentStatus::RequiresAction,
+            amount_capturable: authorized.then_some(progress.amount_capturable),
+            capture_before: progress
+                .capture_before_ms
+                .filter(|_| authorized)
+                .map(|ms| ms.div_euclid(1000)),
+            amount_captured: (self.capture == CaptureMethod::Manual
+                && self.status == PaymentStatus::Succeeded)
+                .then(|| self.amount_captured()),
+            cancellation_reason: progress
+                .cancellation_reason
+                .filter(|_| self.status == PaymentStatus::Canceled),
         }
     }
-}
-
-/// What a source (the PSP's answer, a webhook, reconcile) learned about an attempt.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Settlement {
-    /// The PSP charged.
-    Succeeded {
-        /// The PSP's id.
-        provider_payment_id: String,
-    },
-    /// The issuer declined.
-    Declined {
-        /// The PSP's id, if it created one.
-        provider_payment_id: Option<String>,
-        /// The decline code.
-        decline_code: String,
-    },
-    /// The PSP refused the payment method.
-    Rejected,
-    /// The PSP refused the request for another reason (validation, e.g. `amount_too_small`).
-    Refused,
-    /// The PSP provably never ran the attempt; payonce gives it up.
-    Abandoned,
-}
-
-/// The decision of [`transition`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Transition {
-    /// Move the payment to this status (with this failure and PSP id); the order follows:
-    /// paid on success, released on failure.
-    Apply {
-        /// New status.
-        status: PaymentStatus,
-        /// Failure detail, if failed.
-        failure: Option<Failure>,
-        /// The PSP id to record (kept if already known).
-        provider_payment_id: Option<String>,
-    },
-    /// Nothing changes: the payment is already there, or the settlement would move it backwards.
-    Unchanged,
-}
-
-/// Whether the charge's own completion of `read` with `transition` leaves the order as it is:
-/// an attempt that succeeds from `processing` holds its order (it reserved it, under the lease
-/// the completion is fenced on, and only a failure of the attempt itself releases it), so the
-/// order stays stored `processing` under it and reads as paid ([`crate::domain::Order::settled_by`]).
-/// Webhooks and reconcile still write the order.
-pub fn completion_leaves_order(read: &Payment, transition: &Transition) -> bool {
-    read.status == PaymentStatus::Processing
-        && matches!(
-            transition,
-            Transition::Apply {
-                status: PaymentStatus::Succeeded,
-                ..
-            }
-        )
-}
-
-/// The one transition function. States only move forward: `processing → succeeded | failed`;
-/// a late failure never overrides `succeeded`; a PSP-confirmed success beats any failure
-/// (the customer's money moved, which is the truth the books must show), in particular one
-/// payonce inferred.
-pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
-    let keep_id = |id: Option<&String>| id.cloned().or_else(|| current.provider_payment_id.clone());
-    // Word about another PSP payment than the one we hold (another integration on the same
-    // account, a Dashboard user) says nothing about ours, however it is signed.
-    if names_another_payment(current, settlement) {
-        return Transition::Unchanged;
-    }
-    match (current.status, settlement) {
-        (PaymentStatus::Succeeded, _) => Transition::Unchanged,
-        (
-            _,
-            Settlement::Succeeded {
-                provider_payment_id,
-            },
-        ) => Transition::Apply {
-            status: PaymentStatus::Succeeded,
-            failure: None,
-            provider_payment_id: keep_id(Some(provider_payment_id)),
-        },
-        (PaymentStatus::Failed, _) => Transition::Unchanged,
-        (
-            PaymentStatus::Processing,
-            Settlement::Declined {
-                provider_payment_id,
-                decline_code,
-            },
-        ) => Transition::Apply {
-            status: PaymentStatus::Failed,
-            failure: Some(Failure {
-                kind: FailureKind::Declined,
-                decline_code: Some(decline_code.clone()),
-            }),
-            provider_payment_id: keep_id(provider_payment_id.as_ref()),
-        },
-        (PaymentStatus::Processing, Settlement::Rejected) => Transition::Apply {
-            status: PaymentStatus::Failed,
-            failure: Some(Failure {
-                kind: FailureKind::Rejected,
-                decline_code: None,
-            }),
-            provider_payment_id: current.provider_payment_id.clone(),
-        },
-        (PaymentStatus::Processing, Settlement::Refused) => Transition::Apply {
-            status: PaymentStatus::Failed,
-            failure: Some(Failure {
-                kind: FailureKind::Refused,
-                decline_code: None,
-            }),
-            provider_payment_id: current.provider_payment_id.clone(),
-        },
-        (PaymentStatus::Processing, Settlement::Abandoned) => Transition::Apply {
-            status: PaymentStatus::Failed,
-            failure: Some(Failure {
-                kind: FailureKind::Abandoned,
-                decline_code: None,
-            }),
-            provider_payment_id: current.provider_payment_id.clone(),
-        },
-    }
-}
-
-/// Whether `settlement` names a PSP payment other than the one `payment` holds (once the PSP's
-/// id is stored, only word about that very payment may move it).
-pub fn names_another_payment(payment: &Payment, settlement: &Settlement) -> bool {
-    let named = match settlement {
-        Settlement::Succeeded {
-            provider_payment_id,
-        } => Some(provider_payment_id),
-        Settlement::Declined {
-            provider_payment_id,
-            ..
-        } => provider_payment_id.as_ref(),
-        Settlement::Rejected | Settlement::Refused | Settlement::Abandoned => None,
-    };
-    matches!((&payment.provider_payment_id, named), (Some(ours), Some(theirs)) if ours != theirs)
 }
 
 /// A payment `pay_1` of 100 JPY on order `ord_1` in `status`, for the domain's unit tests.
@@ -344,6 +484,9 @@ pub(crate) fn test_payment(status: PaymentStatus, failure: Option<FailureKind>) 
             kind,
             decline_code: None,
         }),
+        capture: CaptureMethod::Automatic,
+        return_url: None,
+        progress: Progress::default(),
         idempotency_pk: "payments.create#u#k".into(),
         psp_maybe_reached: false,
         amount_refunded: 0,
@@ -354,147 +497,5 @@ pub(crate) fn test_payment(status: PaymentStatus, failure: Option<FailureKind>) 
         created_at_ms: 0,
         updated_at_ms: 0,
         check_at_ms: 0,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn payment(status: PaymentStatus, failure: Option<FailureKind>) -> Payment {
-        test_payment(status, failure)
-    }
-
-    fn succeeded() -> Settlement {
-        Settlement::Succeeded {
-            provider_payment_id: "pi_1".into(),
-        }
-    }
-
-    fn declined() -> Settlement {
-        Settlement::Declined {
-            provider_payment_id: Some("pi_1".into()),
-            decline_code: "generic_decline".into(),
-        }
-    }
-
-    #[test]
-    fn processing_moves_to_either_final_state() {
-        let p = payment(PaymentStatus::Processing, None);
-        assert!(matches!(
-            transition(&p, &succeeded()),
-            Transition::Apply {
-                status: PaymentStatus::Succeeded,
-                ..
-            }
-        ));
-        match transition(&p, &declined()) {
-            Transition::Apply {
-                status: PaymentStatus::Failed,
-                failure: Some(f),
-                provider_payment_id,
-            } => {
-                assert_eq!(f.kind, FailureKind::Declined);
-                assert_eq!(f.decline_code.as_deref(), Some("generic_decline"));
-                assert_eq!(provider_payment_id.as_deref(), Some("pi_1"));
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(matches!(
-            transition(&p, &Settlement::Abandoned),
-            Transition::Apply {
-                status: PaymentStatus::Failed,
-                ..
-            }
-        ));
-    }
-
-    #[test]
-    fn nothing_moves_a_success_backwards() {
-        let p = payment(PaymentStatus::Succeeded, None);
-        for s in [
-            succeeded(),
-            declined(),
-            Settlement::Rejected,
-            Settlement::Abandoned,
-        ] {
-            assert_eq!(transition(&p, &s), Transition::Unchanged, "{s:?}");
-        }
-    }
-
-    #[test]
-    fn a_psp_success_beats_an_inferred_failure_but_failures_do_not_stack() {
-        let abandoned = payment(PaymentStatus::Failed, Some(FailureKind::Abandoned));
-        assert!(matches!(
-            transition(&abandoned, &succeeded()),
-            Transition::Apply {
-                status: PaymentStatus::Succeeded,
-                failure: None,
-                ..
-            }
-        ));
-        assert_eq!(transition(&abandoned, &declined()), Transition::Unchanged);
-        let declined_payment = payment(PaymentStatus::Failed, Some(FailureKind::Declined));
-        assert_eq!(
-            transition(&declined_payment, &Settlement::Abandoned),
-            Transition::Unchanged
-        );
-    }
-
-    #[test]
-    fn word_about_another_psp_payment_moves_nothing_once_ours_is_known() {
-        // GIVEN a declined payment whose PSP payment we hold
-        let mut declined_payment = payment(PaymentStatus::Failed, Some(FailureKind::Declined));
-        declined_payment.provider_payment_id = Some("pi_1".into());
-        // WHEN a signed success names our payment but another PSP payment
-        let foreign = Settlement::Succeeded {
-            provider_payment_id: "pi_other".into(),
-        };
-        // THEN nothing moves; the same word about ours would (a success beats a failure only
-        // if inferred, so use a processing payment for that)
-        assert!(names_another_payment(&declined_payment, &foreign));
-        assert_eq!(
-            transition(&declined_payment, &foreign),
-            Transition::Unchanged
-        );
-        let mut processing = payment(PaymentStatus::Processing, None);
-        processing.provider_payment_id = Some("pi_1".into());
-        assert_eq!(transition(&processing, &foreign), Transition::Unchanged);
-        assert!(matches!(
-            transition(&processing, &succeeded()),
-            Transition::Apply {
-                status: PaymentStatus::Succeeded,
-                ..
-            }
-        ));
-        // AND before any PSP id is stored, the first word names it
-        let unknown = payment(PaymentStatus::Processing, None);
-        assert!(!names_another_payment(&unknown, &foreign));
-    }
-
-    #[test]
-    fn only_the_charges_own_success_from_processing_leaves_the_order() {
-        let processing = payment(PaymentStatus::Processing, None);
-        let failed = payment(PaymentStatus::Failed, Some(FailureKind::Abandoned));
-        // A success from processing: the attempt holds its order, which it leaves.
-        assert!(completion_leaves_order(
-            &processing,
-            &transition(&processing, &succeeded())
-        ));
-        // A success that beats an inferred failure: the order may have moved on, so it follows
-        // (or a duplicate refund is made).
-        assert!(!completion_leaves_order(
-            &failed,
-            &transition(&failed, &succeeded())
-        ));
-        // A decline releases the order; nothing changing writes no order either way.
-        assert!(!completion_leaves_order(
-            &processing,
-            &transition(&processing, &declined())
-        ));
-        assert!(!completion_leaves_order(
-            &processing,
-            &Transition::Unchanged
-        ));
     }
 }

@@ -225,7 +225,7 @@ impl Refund {
         Self::new_pending(
             payment,
             DUPLICATE_REFUND_NUMBER,
-            payment.amount,
+            payment.amount_captured(),
             Some(RefundReason::Duplicate),
             None,
             None,
@@ -456,7 +456,7 @@ pub fn duplicate_refund_for(
     match policy {
         LateDuplicates::Refund => {
             after.duplicate_refund = true;
-            after.refund_pending += after.amount;
+            after.refund_pending += after.amount_captured();
             Some(Refund::duplicate_of(after, now_ms))
         }
         LateDuplicates::MarkRefundRequired => {
@@ -510,14 +510,16 @@ pub fn refundable(payment: &Payment) -> i64 {
     if payment.status != PaymentStatus::Succeeded {
         return 0;
     }
-    (payment.amount - payment.amount_refunded - payment.refund_pending).max(0)
+    (payment.amount_captured() - payment.amount_refunded - payment.refund_pending).max(0)
 }
 
 /// The status a payment shows: `refunded` / `partially_refunded` once money went back,
 /// derived from its succeeded refunds (so it may move back if a refund fails later).
 pub fn display_status(payment: &Payment) -> &'static str {
     match payment.status {
-        PaymentStatus::Succeeded if payment.amount_refunded >= payment.amount => "refunded",
+        PaymentStatus::Succeeded if payment.amount_refunded >= payment.amount_captured() => {
+            "refunded"
+        }
         PaymentStatus::Succeeded if payment.amount_refunded > 0 => "partially_refunded",
         other => other.as_str(),
     }

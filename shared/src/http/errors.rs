@@ -172,8 +172,8 @@ fn store_problem(error: StoreError) -> Problem {
     }
 }
 
-/// A payment as the API answers it: 201 succeeded, 202 processing (with `Retry-After`), 402
-/// with the failure's problem type, whose `instance` is `instance` (the request id: this
+/// A payment as the API answers it: 201 succeeded or authorized, 202 processing or requires
+/// action (with `Retry-After`), 402 failed or canceled, with the failure's problem type, whose `instance` is `instance` (the request id: this
 /// request's, or for a replay the original request's). `replayed` adds `Idempotent-Replayed: true`.
 pub fn payment_response(
     view: &PaymentView,
@@ -182,8 +182,11 @@ pub fn payment_response(
     instance: &str,
 ) -> Result<Response<Body>, Problem> {
     let mut response = match (view.status, view.failure.as_ref().map(|f| f.kind)) {
-        (PaymentStatus::Succeeded, _) => json_response(StatusCode::CREATED, view)?,
-        (PaymentStatus::Processing, _) => {
+        (PaymentStatus::Succeeded | PaymentStatus::Authorized, _) => {
+            json_response(StatusCode::CREATED, view)?
+        }
+        // Not final: the client asks again (after the customer's action, for `requires_action`).
+        (PaymentStatus::Processing | PaymentStatus::RequiresAction, _) => {
             let mut response = json_response(StatusCode::ACCEPTED, view)?;
             response.headers_mut().insert(
                 header::RETRY_AFTER,
@@ -191,7 +194,7 @@ pub fn payment_response(
             );
             response
         }
-        (PaymentStatus::Failed, kind) => {
+        (PaymentStatus::Failed | PaymentStatus::Canceled, kind) => {
             let problem = match kind {
                 Some(FailureKind::Declined) => Problem::new(
                     ProblemType::CardDeclined,
@@ -208,7 +211,13 @@ pub fn payment_response(
                     ProblemType::PaymentMethodRejected,
                     "the payment provider rejected this payment method",
                 ),
-                Some(FailureKind::Refused | FailureKind::Abandoned) | None => Problem::new(
+                Some(
+                    FailureKind::Refused
+                    | FailureKind::Abandoned
+                    | FailureKind::AuthenticationRequired
+                    | FailureKind::AuthenticationFailed,
+                )
+                | None => Problem::new(
                     ProblemType::PaymentFailed,
                     "the payment attempt failed without a charge",
                 ),

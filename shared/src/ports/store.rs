@@ -269,7 +269,7 @@ pub enum BeginRefundOutcome {
     KeyTaken(IdempotencyRecord),
     /// The payment's refund amounts or status moved since it was read: as it is now (nothing
     /// written). Decide again.
-    PaymentChanged(Option<Payment>),
+    PaymentChanged(Option<Box<Payment>>),
 }
 
 /// What writing a refund transition writes to its idempotency record.

@@ -12,8 +12,8 @@
 use super::limits::{AttemptLimiter, Refusal};
 use crate::clock::duration_ms;
 use crate::domain::{
-    transition, FailureKind, Order, OrderPaymentState, Payment, PaymentStatus, PaymentView,
-    Settlement, Transition,
+    transition, CaptureMethod, FailureKind, Order, OrderPaymentState, Payment, PaymentStatus,
+    PaymentView, Progress, Settlement, Transition,
 };
 use crate::idempotency::{
     decide, stored_request_id, Claim, Decision, Fingerprint, IdempotencyKey, IdempotencyRecord,
@@ -495,6 +495,9 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             provider_payment_id: None,
             status: PaymentStatus::Processing,
             failure: None,
+            capture: CaptureMethod::Automatic,
+            return_url: None,
+            progress: Progress::default(),
             idempotency_pk: record_key.as_str().to_owned(),
             psp_maybe_reached: false,
             amount_refunded: 0,
@@ -763,7 +766,9 @@ fn payable<'a>(
         .ok_or(ChargeError::OrderNotFound)?;
     match order.payment_state {
         OrderPaymentState::Paid => Err(ChargeError::OrderAlreadyPaid),
-        OrderPaymentState::Processing => Err(ChargeError::PaymentInProgress),
+        OrderPaymentState::Processing | OrderPaymentState::Authorized => {
+            Err(ChargeError::PaymentInProgress)
+        }
         OrderPaymentState::Unpaid if order.version != request.order_version => {
             Err(ChargeError::OrderVersionMismatch {
                 current: order.version,
@@ -792,9 +797,9 @@ fn pay_metric(answer: &Result<PayAnswer, ChargeError>) -> Option<&'static str> {
     use crate::metrics::*;
     Some(match answer {
         Ok(PayAnswer::Fresh(view)) => match view.status {
-            PaymentStatus::Succeeded => PAYMENT_SUCCEEDED,
-            PaymentStatus::Failed => PAYMENT_DECLINED,
-            PaymentStatus::Processing => PAYMENT_PENDING,
+            PaymentStatus::Succeeded | PaymentStatus::Authorized => PAYMENT_SUCCEEDED,
+            PaymentStatus::Failed | PaymentStatus::Canceled => PAYMENT_DECLINED,
+            PaymentStatus::Processing | PaymentStatus::RequiresAction => PAYMENT_PENDING,
         },
         Ok(PayAnswer::Replayed { .. }) => PAYMENT_REPLAYED,
         Ok(PayAnswer::PspUnavailable { .. }) => PAYMENT_PSP_UNAVAILABLE,

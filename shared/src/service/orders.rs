@@ -250,7 +250,9 @@ pub async fn settled<S: OrderStore + ?Sized>(store: &S, order: Order) -> Result<
 fn check_revisable(order: &Order, expected_version: Option<i64>) -> Result<(), OrdersError> {
     match order.payment_state {
         OrderPaymentState::Paid => return Err(OrdersError::AlreadyPaid),
-        OrderPaymentState::Processing => return Err(OrdersError::PaymentInProgress),
+        OrderPaymentState::Processing | OrderPaymentState::Authorized => {
+            return Err(OrdersError::PaymentInProgress)
+        }
         OrderPaymentState::Unpaid => {}
     }
     match expected_version {

@@ -294,7 +294,7 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 Ok(BeginRefundOutcome::PaymentChanged(now)) => {
                     // Another refund (or a settlement) moved the payment's amounts: decide again
                     // on them, after a short jittered pause so racing refunds spread out.
-                    payment = now;
+                    payment = now.map(|now| *now);
                     pause(round).await;
                 }
                 Err(StoreError::Conflict { .. }) => {

@@ -41,6 +41,7 @@ macro_rules! store_suite {
 
 mod attempts;
 mod finish;
+mod flows;
 mod inflight;
 mod limits;
 mod orders;
@@ -107,6 +108,9 @@ fn new_attempt<H: PaymentStoreHarness>(h: &H, order: &Order, key: &str) -> (Paym
         provider_payment_id: None,
         status: PaymentStatus::Processing,
         failure: None,
+        capture: payonce::domain::CaptureMethod::Automatic,
+        return_url: None,
+        progress: payonce::domain::Progress::default(),
         idempotency_pk: record.as_str().to_owned(),
         psp_maybe_reached: false,
         amount_refunded: 0,
@@ -149,7 +153,19 @@ async fn begun<H: PaymentStoreHarness>(h: &H, key: &str) -> Begun {
 
 /// Begins an attempt on `order` (as read) under `key`.
 async fn begun_on<H: PaymentStoreHarness>(h: &H, order: Order, key: &str) -> Begun {
-    let (payment, claim) = new_attempt(h, &order, key);
+    begun_as(h, order, key, |_| {}).await
+}
+
+/// Begins an attempt on `order` (as read) under `key`, its payment first changed by `adjust`
+/// (what the request fixed: capture, return URL).
+async fn begun_as<H: PaymentStoreHarness>(
+    h: &H,
+    order: Order,
+    key: &str,
+    adjust: impl FnOnce(&mut Payment),
+) -> Begun {
+    let (mut payment, claim) = new_attempt(h, &order, key);
+    adjust(&mut payment);
     let outcome = h
         .payments()
         .begin_attempt(&claim, &order, &payment, &[])

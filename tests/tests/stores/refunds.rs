@@ -43,12 +43,12 @@ async fn succeeded_payment<H: PaymentStoreHarness>(h: &H, key: &str) -> Payment 
 
 /// A refund the refund path would claim on `payment` (as read) under `key`: its next number,
 /// its claim leased for [`LEASE_MS`].
-struct Claimed {
-    refund: Refund,
-    claim: Claim,
+pub(super) struct Claimed {
+    pub(super) refund: Refund,
+    pub(super) claim: Claim,
 }
 
-fn refund_claim<H: PaymentStoreHarness>(
+pub(super) fn refund_claim<H: PaymentStoreHarness>(
     h: &H,
     payment: &Payment,
     key: &str,
@@ -282,7 +282,7 @@ pub async fn begin_refund_refuses_moved_amounts_a_refund_that_does_not_fit_or_a_
         // THEN it is told the payment as it is now, and nothing is written
         assert_eq!(
             outcome,
-            BeginRefundOutcome::PaymentChanged(Some(current.clone())),
+            BeginRefundOutcome::PaymentChanged(Some(Box::new(current.clone()))),
             "{}: {what}",
             H::NAME
         );
@@ -304,7 +304,7 @@ pub async fn begin_refund_refuses_moved_amounts_a_refund_that_does_not_fit_or_a_
     // THEN it is refused with the payment as it is, and nothing is written
     assert_eq!(
         outcome,
-        BeginRefundOutcome::PaymentChanged(Some(processing.clone())),
+        BeginRefundOutcome::PaymentChanged(Some(Box::new(processing.clone()))),
         "{}",
         H::NAME
     );

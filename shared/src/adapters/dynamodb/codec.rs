@@ -8,30 +8,87 @@ use super::schema::{
 };
 use crate::domain::SenderLease;
 use crate::domain::{
-    Currency, Failure, FailureKind, LineItem, Order, OrderPaymentState, Payment, PaymentStatus,
-    Refund, RefundReason, RefundStatus,
+    CancellationReason, CaptureMethod, Currency, Failure, FailureKind, LineItem, NextAction, Order,
+    OrderPaymentState, Payment, PaymentStatus, Progress, Refund, RefundReason, RefundStatus,
 };
 use crate::idempotency::StoreError;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
 
-pub(super) fn failure_kind_str(kind: FailureKind) -> &'static str {
-    match kind {
-        FailureKind::Declined => "declined",
-        FailureKind::Rejected => "rejected",
-        FailureKind::Refused => "refused",
-        FailureKind::Abandoned => "abandoned",
+/// The attributes of a payment's [`Progress`], each absent while empty: a transition that
+/// changes the progress sets the present ones and removes the others.
+pub(super) const PROGRESS: [&str; 7] = [
+    "next_action_url",
+    "next_action_expires_at_ms",
+    "action_completed",
+    "amount_capturable",
+    "capture_before_ms",
+    "amount_captured",
+    "cancellation_reason",
+];
+
+/// Each of [`PROGRESS`] as an update expression's name and value placeholders.
+pub(super) const PROGRESS_PLACEHOLDERS: [(&str, &str); 7] = [
+    ("#next_action_url", ":next_action_url"),
+    ("#next_action_expires_at_ms", ":next_action_expires_at_ms"),
+    ("#action_completed", ":action_completed"),
+    ("#amount_capturable", ":amount_capturable"),
+    ("#capture_before_ms", ":capture_before_ms"),
+    ("#amount_captured", ":amount_captured"),
+    ("#cancellation_reason", ":cancellation_reason"),
+];
+
+/// `progress` as the attributes of [`PROGRESS`] that are present.
+pub(super) fn progress_attributes(progress: &Progress) -> Vec<(&'static str, AttributeValue)> {
+    let mut attributes = Vec::new();
+    if let Some(action) = &progress.next_action {
+        attributes.push((PROGRESS[0], s(&action.url)));
+        attributes.push((PROGRESS[1], n(action.expires_at_ms)));
     }
+    if progress.action_completed {
+        attributes.push((PROGRESS[2], AttributeValue::Bool(true)));
+    }
+    if progress.amount_capturable != 0 {
+        attributes.push((PROGRESS[3], n(progress.amount_capturable)));
+    }
+    if let Some(ms) = progress.capture_before_ms {
+        attributes.push((PROGRESS[4], n(ms)));
+    }
+    if let Some(amount) = progress.amount_captured {
+        attributes.push((PROGRESS[5], n(amount)));
+    }
+    if let Some(reason) = progress.cancellation_reason {
+        attributes.push((PROGRESS[6], s(reason.as_str())));
+    }
+    attributes
 }
 
-pub(super) fn parse_failure_kind(raw: &str) -> Option<FailureKind> {
-    [
-        FailureKind::Declined,
-        FailureKind::Rejected,
-        FailureKind::Refused,
-        FailureKind::Abandoned,
-    ]
-    .into_iter()
-    .find(|k| failure_kind_str(*k) == raw)
+fn progress_from_item(item: &Item) -> Result<Progress, AttributeError> {
+    let optional_number = |name: &str| match item.get(name) {
+        Some(_) => number(item, name).map(Some),
+        None => Ok(None),
+    };
+    let next_action = match optional_string(item, PROGRESS[0]) {
+        Some(url) => Some(NextAction {
+            url,
+            expires_at_ms: number(item, PROGRESS[1])?,
+        }),
+        None => None,
+    };
+    let cancellation_reason = match optional_string(item, PROGRESS[6]) {
+        Some(raw) => Some(
+            CancellationReason::parse(&raw)
+                .ok_or_else(|| AttributeError::unknown(PROGRESS[6], raw))?,
+        ),
+        None => None,
+    };
+    Ok(Progress {
+        next_action,
+        action_completed: matches!(item.get(PROGRESS[2]), Some(AttributeValue::Bool(true))),
+        amount_capturable: optional_number(PROGRESS[3])?.unwrap_or(0),
+        capture_before_ms: optional_number(PROGRESS[4])?,
+        amount_captured: optional_number(PROGRESS[5])?,
+        cancellation_reason,
+    })
 }
 
 pub(super) fn optional_string(item: &Item, name: &str) -> Option<String> {
@@ -104,7 +161,7 @@ pub(crate) fn payment_from_item(item: &Item) -> Result<Payment, StoreError> {
     let status = string(item, "status").map_err(corrupt)?;
     let failure = match optional_string(item, "failure_kind") {
         Some(kind) => Some(Failure {
-            kind: parse_failure_kind(&kind)
+            kind: FailureKind::parse(&kind)
                 .ok_or_else(|| corrupt(AttributeError::unknown("failure_kind", kind)))?,
             decline_code: optional_string(item, "decline_code"),
         }),
@@ -123,6 +180,13 @@ pub(crate) fn payment_from_item(item: &Item) -> Result<Payment, StoreError> {
         status: PaymentStatus::parse(&status)
             .ok_or_else(|| corrupt(AttributeError::unknown("status", status)))?,
         failure,
+        capture: match optional_string(item, "capture") {
+            Some(raw) => CaptureMethod::parse(&raw)
+                .ok_or_else(|| corrupt(AttributeError::unknown("capture", raw)))?,
+            None => CaptureMethod::Automatic,
+        },
+        return_url: optional_string(item, "return_url"),
+        progress: progress_from_item(item).map_err(corrupt)?,
         idempotency_pk: string(item, "idempotency_pk").map_err(corrupt)?,
         psp_maybe_reached: matches!(item.get(MAYBE_REACHED), Some(AttributeValue::Bool(true))),
         amount_refunded: number(item, REFUNDED).unwrap_or(0),
@@ -137,7 +201,7 @@ pub(crate) fn payment_from_item(item: &Item) -> Result<Payment, StoreError> {
 }
 
 pub(super) fn payment_to_item(payment: &Payment) -> Item {
-    let mut item = Item::with_capacity(18);
+    let mut item = Item::with_capacity(24);
     item.insert(PK.into(), s(payment_pk(&payment.payment_id)));
     item.insert("kind".into(), s("payment"));
     item.insert("order_id".into(), s(&payment.order_id));
@@ -152,10 +216,19 @@ pub(super) fn payment_to_item(payment: &Payment) -> Item {
     }
     item.insert("status".into(), s(payment.status.as_str()));
     if let Some(failure) = &payment.failure {
-        item.insert("failure_kind".into(), s(failure_kind_str(failure.kind)));
+        item.insert("failure_kind".into(), s(failure.kind.as_str()));
         if let Some(code) = &failure.decline_code {
             item.insert("decline_code".into(), s(code));
         }
+    }
+    if payment.capture == CaptureMethod::Manual {
+        item.insert("capture".into(), s(payment.capture.as_str()));
+    }
+    if let Some(url) = &payment.return_url {
+        item.insert("return_url".into(), s(url));
+    }
+    for (name, value) in progress_attributes(&payment.progress) {
+        item.insert(name.into(), value);
     }
     item.insert("idempotency_pk".into(), s(&payment.idempotency_pk));
     if payment.psp_maybe_reached {
@@ -163,7 +236,7 @@ pub(super) fn payment_to_item(payment: &Payment) -> Item {
     }
     item.insert("created_at_ms".into(), n(payment.created_at_ms));
     item.insert("updated_at_ms".into(), n(payment.updated_at_ms));
-    if payment.status == PaymentStatus::Processing {
+    if payment.status.in_flight() {
         super::schema::mark_inflight(&mut item, &payment.payment_id, payment.check_at_ms);
     }
     item

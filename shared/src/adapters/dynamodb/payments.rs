@@ -17,8 +17,8 @@ use super::charge_key::{
     add_record, completed_under, holds_lease, record_of, Complete, KEY_STATUS,
 };
 use super::codec::{
-    failure_kind_str, order_from_item, order_to_item, payment_from_item, payment_to_item,
-    refund_put,
+    order_from_item, order_to_item, payment_from_item, payment_to_item, progress_attributes,
+    refund_put, PROGRESS, PROGRESS_PLACEHOLDERS,
 };
 use super::counters::{self, OnOrder};
 use super::expr::{build_error, names, put_item, update_item, values};
@@ -32,7 +32,8 @@ use crate::adapters::faults::Faults;
 use crate::adapters::TransitionWrite;
 use crate::clock::{system_clock, SharedClock};
 use crate::domain::{
-    payment_id_for, LateDuplicates, Order, OrderPaymentState, Payment, PaymentStatus, Transition,
+    payment_id_for, LateDuplicates, Order, OrderEffect, OrderPaymentState, Payment, PaymentStatus,
+    Transition,
 };
 use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordStatus, StoreError,
@@ -351,8 +352,7 @@ impl DynamoPaymentStore {
         let complete = complete.map(|lease| Complete { lease });
         let now_ms = self.clock.now_ms();
         let mut after = payment.after(transition, now_ms);
-        let mut with_order =
-            matches!(transition, Transition::Apply { .. }) && order == OrderWrite::Follow;
+        let mut with_order = transition.writes_order() && order == OrderWrite::Follow;
         let mut duplicate = None;
         loop {
             let mut items = Vec::with_capacity(4);
@@ -526,7 +526,7 @@ fn payment_update(
     match &after.failure {
         Some(failure) => {
             update.push_str(", #failure_kind = :kind");
-            vals.push((":kind", s(failure_kind_str(failure.kind))));
+            vals.push((":kind", s(failure.kind.as_str())));
             match &failure.decline_code {
                 Some(code) => {
                     update.push_str(", #decline_code = :code");
@@ -548,7 +548,20 @@ fn payment_update(
         vals.push((":refund_pending", n(after.refund_pending)));
         vals.push((":yes", AttributeValue::Bool(true)));
     }
-    if after.status != PaymentStatus::Processing {
+    if after.progress != before.progress {
+        // The present attributes set, the others removed.
+        let mut present = progress_attributes(&after.progress);
+        for (name, (name_ph, value_ph)) in PROGRESS.into_iter().zip(PROGRESS_PLACEHOLDERS) {
+            match present.iter().position(|(present, _)| *present == name) {
+                Some(i) => {
+                    update.push_str(&format!(", {name_ph} = {value_ph}"));
+                    vals.push((value_ph, present.swap_remove(i).1));
+                }
+                None => remove.push(name_ph),
+            }
+        }
+    }
+    if !after.status.in_flight() {
         // Leaving the sparse index takes only its partition key; `check_at_ms` stays, as read.
         remove.push("#inflight");
     }
@@ -573,6 +586,7 @@ fn payment_update(
             REFUND_REQUIRED,
         ]
         .into_iter()
+        .chain(PROGRESS)
         .chain(Complete::NAMES)
         .filter(|name| {
             let placeholder = format!("#{name}");
@@ -686,8 +700,8 @@ fn order_follow(
 ) -> Result<TransactWriteItem, StoreError> {
     let pk = order_pk(&after.order_id);
     let common = vec![(":pid", s(&after.payment_id)), (":now", n(now_ms))];
-    match after.status {
-        PaymentStatus::Succeeded => update_item(
+    match after.status.order_effect() {
+        OrderEffect::Pay => update_item(
             table,
             &pk,
             "SET #payment_state = :paid, #payment_id = :pid, #updated_at_ms = :now",
@@ -705,7 +719,8 @@ fn order_follow(
             ]
             .concat(),
         ),
-        _ => update_item(
+        // (A hold writes no order: `Transition::writes_order`.)
+        OrderEffect::Release | OrderEffect::Hold => update_item(
             table,
             &pk,
             "SET #payment_state = :unpaid, #updated_at_ms = :now REMOVE #payment_id",

@@ -215,14 +215,22 @@ impl RefundStore for DynamoPaymentStore {
         payment: &Payment,
         refund: &Refund,
     ) -> Result<BeginRefundOutcome, StoreError> {
-        if payment.amount_refunded + payment.refund_pending + refund.amount > payment.amount {
-            return Ok(BeginRefundOutcome::PaymentChanged(Some(payment.clone())));
+        let captured = payment.amount_captured();
+        if payment.amount_refunded + payment.refund_pending + refund.amount > captured {
+            return Ok(BeginRefundOutcome::PaymentChanged(Some(Box::new(
+                payment.clone(),
+            ))));
         }
         let now_ms = self.clock.now_ms();
         let record = claim.record(now_ms);
-        // The payment's refund amounts exactly as read: the sum checked above holds when written.
+        // The payment's refund amounts and capture exactly as read: the sum checked above holds
+        // when written.
         let condition = [
             "#status = :succeeded".to_owned(),
+            match payment.progress.amount_captured {
+                Some(_) => "#amount_captured = :read_captured".to_owned(),
+                None => "attribute_not_exists(#amount_captured)".to_owned(),
+            },
             equals_counting_absent_as_zero(REFUND_COUNT, ":read_count", payment.refund_count),
             equals_counting_absent_as_zero(REFUNDED, ":read_refunded", payment.amount_refunded),
             equals_counting_absent_as_zero(REFUND_PENDING, ":read_pending", payment.refund_pending),
@@ -243,12 +251,13 @@ impl RefundStore for DynamoPaymentStore {
                 &condition,
                 &[
                     "status",
+                    "amount_captured",
                     REFUND_COUNT,
                     REFUNDED,
                     REFUND_PENDING,
                     "updated_at_ms",
                 ],
-                vec![
+                [
                     (":succeeded", s(PaymentStatus::Succeeded.as_str())),
                     (":read_count", n(payment.refund_count)),
                     (":read_refunded", n(payment.amount_refunded)),
@@ -256,7 +265,15 @@ impl RefundStore for DynamoPaymentStore {
                     (":count", n(payment.refund_count + 1)),
                     (":pending", n(payment.refund_pending + refund.amount)),
                     (":now", n(now_ms)),
-                ],
+                ]
+                .into_iter()
+                .chain(
+                    payment
+                        .progress
+                        .amount_captured
+                        .map(|amount| (":read_captured", n(amount))),
+                )
+                .collect(),
             )?,
             refund_put(&self.tables.payments, refund)?,
         ];
@@ -275,7 +292,11 @@ impl RefundStore for DynamoPaymentStore {
                 }
                 if let Some(r) = reasons.get(1).filter(|r| r.condition_failed()) {
                     return Ok(BeginRefundOutcome::PaymentChanged(
-                        r.item.as_ref().map(payment_from_item).transpose()?,
+                        r.item
+                            .as_ref()
+                            .map(payment_from_item)
+                            .transpose()?
+                            .map(Box::new),
                     ));
                 }
                 Err(StoreError::Corrupt {

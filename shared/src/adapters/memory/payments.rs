@@ -15,8 +15,8 @@ use crate::adapters::user_counter_key;
 use crate::adapters::TransitionWrite;
 use crate::clock::SharedClock;
 use crate::domain::{
-    is_refund_id, payment_id_for, refund_amounts_delta, LateDuplicates, Order, OrderPaymentState,
-    Payment, PaymentStatus, Refund, RefundStatus, RefundTransition, Transition,
+    is_refund_id, payment_id_for, refund_amounts_delta, LateDuplicates, Order, OrderEffect,
+    OrderPaymentState, Payment, PaymentStatus, Refund, RefundStatus, RefundTransition, Transition,
 };
 use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, RecordState, RecordStatus, StoreError,
@@ -172,10 +172,11 @@ fn update_payment(stored: &mut StoredPayment, after: &Payment) {
         stored.payment.provider_payment_id = Some(id.clone());
     }
     stored.payment.failure = after.failure.clone();
+    stored.payment.progress = after.progress.clone();
     stored.payment.refund_pending = after.refund_pending;
     stored.payment.duplicate_refund = after.duplicate_refund;
     stored.payment.refund_required = after.refund_required;
-    if after.status != PaymentStatus::Processing {
+    if !after.status.in_flight() {
         stored.inflight = false;
     }
 }
@@ -187,14 +188,16 @@ fn order_may_follow(order: Option<&Order>, after: &Payment) -> bool {
         return false;
     };
     let ours = order.payment_id.as_deref() == Some(after.payment_id.as_str());
-    match after.status {
+    match after.status.order_effect() {
         // A free order is paid only at the version this attempt paid: a late success must
         // never mark a newer, edited version paid.
-        PaymentStatus::Succeeded => {
+        OrderEffect::Pay => {
             ours || (order.payment_state == OrderPaymentState::Unpaid
                 && order.version == after.order_version)
         }
-        _ => ours && order.payment_state == OrderPaymentState::Processing,
+        OrderEffect::Release => ours && order.payment_state == OrderPaymentState::Processing,
+        // A hold writes no order (`Transition::writes_order`).
+        OrderEffect::Hold => false,
     }
 }
 
@@ -256,6 +259,8 @@ fn write_transition(
         });
     }
     let applies = matches!(transition, Transition::Apply { .. });
+    // A move that keeps holding the order writes none, as DynamoDB's.
+    let leave_order = leave_order || (applies && !transition.writes_order());
     let order_follows = applies
         && !leave_order
         && order_may_follow(tables.payments.orders.get(&payment.order_id), &after);
@@ -463,7 +468,7 @@ impl ChargeStore for MemoryPaymentStore {
         tables.payments.insert_payment(StoredPayment {
             payment: payment.clone(),
             record: claim.record(now_ms),
-            inflight: payment.status == PaymentStatus::Processing,
+            inflight: payment.status.in_flight(),
             completed_by: None,
         });
         Ok(BeginOutcome::Begun)
@@ -808,11 +813,12 @@ impl RefundStore for MemoryPaymentStore {
                 && now.refund_count == payment.refund_count
                 && now.amount_refunded == payment.amount_refunded
                 && now.refund_pending == payment.refund_pending
+                && now.amount_captured() == payment.amount_captured()
         });
-        let fits =
-            payment.amount_refunded + payment.refund_pending + refund.amount <= payment.amount;
+        let fits = payment.amount_refunded + payment.refund_pending + refund.amount
+            <= payment.amount_captured();
         if !(as_read && fits) {
-            return Ok(BeginRefundOutcome::PaymentChanged(current));
+            return Ok(BeginRefundOutcome::PaymentChanged(current.map(Box::new)));
         }
         if tables.payments.refunds.contains_key(&refund.refund_id) {
             return Err(StoreError::Corrupt {
