@@ -204,6 +204,8 @@ async fn pay_with(
         order_id: order.order_id.clone(),
         order_version: 1,
         payment_method: pm.into(),
+        return_url: None,
+        capture: payonce::domain::CaptureMethod::Automatic,
     };
     let key = IdempotencyKey::parse(key).expect("key");
     charge

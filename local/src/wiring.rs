@@ -343,8 +343,19 @@ where
             Idempotency::new(records.clone(), IdempotencyConfig::default()),
         )
         .for_psp(context.options.psp.kind()),
-        charge: ChargeService::new(store.clone(), adapter()?, ChargeConfig::default())
-            .with_attempt_limits(AttemptLimiter::new(AttemptLimits::from_env()?)),
+        charge: ChargeService::new(
+            store.clone(),
+            adapter()?,
+            ChargeConfig {
+                // The demo checkout lives on the sandbox's own origin; other checkouts are the
+                // allowed origins, as the template's CORS list.
+                checkout_origins: std::iter::once(context.api_url.clone())
+                    .chain(context.options.allowed_origins.iter().cloned())
+                    .collect(),
+                ..ChargeConfig::default()
+            },
+        )
+        .with_attempt_limits(AttemptLimiter::new(AttemptLimits::from_env()?)),
         refund: RefundService::new(store.clone(), adapter()?, RefundConfig::default()),
         receiver: WebhookReceiver::new(providers.clone(), queue.clone(), system_clock()),
         processor: WebhookProcessor::new(store.clone(), providers, ProcessorConfig::default()),

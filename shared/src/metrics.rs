@@ -398,6 +398,9 @@ pub fn psp_call(psp: &str, outcome: &PspOutcome, latency: Duration) {
 pub fn psp_outcome_class(outcome: &PspOutcome) -> &'static str {
     match outcome {
         PspOutcome::Approved { .. } => "approved",
+        PspOutcome::ActionRequired { .. } => "action-required",
+        PspOutcome::Authorized { .. } => "authorized",
+        PspOutcome::AuthenticationRequired { .. } => "authentication-required",
         PspOutcome::Declined { .. } => "declined",
         PspOutcome::Rejected { .. } => "rejected",
         PspOutcome::Refused { .. } => "refused",

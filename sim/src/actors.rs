@@ -101,6 +101,8 @@ pub(crate) async fn shopper(system: Arc<System>, index: u32) {
         order_id: order.order_id.clone(),
         order_version: order.version,
         payment_method: pick_token(&world),
+        return_url: None,
+        capture: payonce::domain::CaptureMethod::Automatic,
     };
     let mut key = new_key();
     let mut earlier: Vec<(String, PayRequest)> = Vec::new();

@@ -79,6 +79,9 @@ pub struct PaymentStack {
     inspector: Client,
 }
 
+/// The origin of the test checkout: a `return_url` on it is allowed.
+pub const CHECKOUT_ORIGIN: &str = "https://shop.example";
+
 /// A persisted table, item by item (keyed by `pk`), for "nothing changed" assertions.
 pub type TableSnapshot = BTreeMap<String, BTreeMap<String, String>>;
 
@@ -117,6 +120,12 @@ impl PaymentStack {
         let clock = ManualClock::at_system_time();
         let store =
             DynamoPaymentStore::new(client.clone(), tables.clone()).with_clock(clock.clone());
+        // The test checkout's origin is always one of the checkout origins, as the sandbox's
+        // own is.
+        let mut charge_config = charge_config;
+        charge_config
+            .checkout_origins
+            .push(CHECKOUT_ORIGIN.to_owned());
         let charge = ChargeService::new(store.clone(), psp_for(&psp), charge_config);
         let refunds = RefundService::new(store.clone(), psp_for(&psp), refund_config);
         let idempotency = Idempotency::new(

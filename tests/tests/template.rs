@@ -1044,7 +1044,13 @@ fn a_stripe_deployment_is_wired_as_before_the_psp_parameter() {
             "PSP_API_BASE": "https://api.stripe.com",
         });
         for function in PSP_FUNCTIONS {
-            assert_eq!(env_under(&t, function, &params), psp_env, "{function}");
+            // The charge function also checks a return URL against the API's CORS origins.
+            let mut expected = psp_env.clone();
+            if function == "ChargeFunction" {
+                expected["CHECKOUT_ORIGINS"] =
+                    serde_json::json!({"Fn::Join": [",", {"Ref": "AllowedOrigins"}]});
+            }
+            assert_eq!(env_under(&t, function, &params), expected, "{function}");
         }
         assert_eq!(
             env_under(&t, "WebhookReceiverFunction", &params),

@@ -2,7 +2,7 @@
 //! carries `x-request-id`.
 
 use lambda_http::{Body, Request, Response};
-use payonce::domain::PspKind;
+use payonce::domain::{CaptureMethod, PspKind};
 use payonce::http::{
     authenticated_user, deadline_ms, has_scope, idempotency_key, json_response, not_this_function,
     operation_of, parse_json_body, payment_response, request_id, with_request_id, Operation,
@@ -43,10 +43,16 @@ struct PayBody {
     #[serde(deserialize_with = "payonce::domain::integer")]
     order_version: i64,
     payment_method: String,
+    /// Where the PSP sends the customer back after an action (3-D Secure).
+    #[serde(default)]
+    return_url: Option<String>,
+    /// `automatic` (the default) or `manual`.
+    #[serde(default)]
+    capture: Option<String>,
 }
 
 impl PayBody {
-    fn validate(self, psp: PspKind) -> Result<PayRequest, Problem> {
+    fn validate(self, psp: PspKind, checkout_origins: &[String]) -> Result<PayRequest, Problem> {
         let invalid = |detail: &str| Problem::new(ProblemType::InvalidRequest, detail);
         if !payonce::http::is_id(&self.order_id) {
             return Err(invalid(
@@ -68,10 +74,26 @@ impl PayBody {
                 psp.payment_method_shape()
             )));
         }
+        let capture = match self.capture.as_deref() {
+            None => CaptureMethod::Automatic,
+            Some(raw) => CaptureMethod::parse(raw)
+                .ok_or_else(|| invalid("capture must be \"automatic\" or \"manual\""))?,
+        };
+        if let Some(url) = &self.return_url {
+            if !payonce::http::return_url_allowed(url, checkout_origins) {
+                // Never echo the value back.
+                return Err(Problem::new(
+                    ProblemType::ReturnUrlNotAllowed,
+                    "return_url must be an https URL (at most 2048 characters, no fragment) on one of this deployment's checkout origins",
+                ));
+            }
+        }
         Ok(PayRequest {
             order_id: self.order_id,
             order_version: self.order_version,
             payment_method: self.payment_method,
+            return_url: self.return_url,
+            capture,
         })
     }
 }
@@ -103,7 +125,7 @@ async fn pay<S: ChargeStore, P: Psp>(
         )
     })?;
     let body: PayBody = parse_json_body(request)?;
-    let pay = body.validate(service.psp().kind())?;
+    let pay = body.validate(service.psp().kind(), &service.config().checkout_origins)?;
     let now_ms = service.store().now_ms();
     let deadline = deadline_ms(request, now_ms, FALLBACK_TIMEOUT_MS);
     tracing::debug!(deadline_ms = deadline, now_ms, "payment request");

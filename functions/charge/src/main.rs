@@ -20,8 +20,12 @@ async fn main() -> Result<(), lambda_http::Error> {
     let store = DynamoPaymentStore::new(client, tables).with_late_duplicates(
         payonce::domain::LateDuplicates::for_refunds(payonce::ports::Psp::supports_refunds(&psp)),
     );
-    let service =
-        ChargeService::new(store, psp, ChargeConfig::default()).with_attempt_limits(limiter);
+    // A `return_url` must be on one of the checkout origins (the API's CORS list).
+    let config = ChargeConfig {
+        checkout_origins: payonce::config::checkout_origins()?,
+        ..ChargeConfig::default()
+    };
+    let service = ChargeService::new(store, psp, config).with_attempt_limits(limiter);
     lambda_http::run(lambda_http::service_fn(|request| async {
         Ok::<_, std::convert::Infallible>(payonce_charge::handler::handle(&service, request).await)
     }))

@@ -186,6 +186,15 @@ pub use psp::*;
 #[cfg(feature = "runtime")]
 pub use crate::logging::init_lambda_tracing;
 
+/// The checkout origins (`CHECKOUT_ORIGINS`, comma-separated; the template passes the API's
+/// CORS list): a payment's `return_url` must be on one of them. None when unset.
+#[cfg(feature = "psp")]
+pub fn checkout_origins() -> Result<Vec<String>, ConfigError> {
+    Ok(optional("CHECKOUT_ORIGINS")
+        .map(|list| split_list(&list))
+        .unwrap_or_default())
+}
+
 /// Reads an optional unsigned number.
 pub fn number(name: &'static str, default: u32) -> Result<u32, ConfigError> {
     Ok(crate::env::number(name, default)?)

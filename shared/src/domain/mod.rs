@@ -12,7 +12,7 @@ pub use money::{integer, optional_integer, Currency, Integer, MAX_AMOUNT_MINOR};
 pub use order::{LineItem, NewOrder, Order, OrderError, OrderPaymentState};
 pub use payment::{
     payment_id_for, CancellationReason, CaptureMethod, Failure, FailureKind, NextAction,
-    NextActionView, OrderEffect, Payment, PaymentStatus, PaymentView, Progress,
+    NextActionView, OrderEffect, Payment, PaymentStatus, PaymentView, Progress, ACTION_TIMEOUT,
     CHARGE_RECORD_NEVER_EXPIRES_S,
 };
 pub use psp::PspKind;

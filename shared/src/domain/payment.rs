@@ -138,6 +138,10 @@ impl CaptureMethod {
     }
 }
 
+/// How long a customer action (3-D Secure, a wallet's approval) stays open by default: past it,
+/// reconcile cancels the attempt at the PSP and releases its order.
+pub const ACTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// What the customer must do for a `requires_action` payment: follow a redirect to the PSP's
 /// page (3-D Secure, a wallet's approval), which sends them back to the `return_url`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

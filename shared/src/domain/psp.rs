@@ -27,6 +27,13 @@ impl PspKind {
         self != Self::TwoC2p
     }
 
+    /// Whether payonce can authorize now and capture later through this PSP (2C2P's captures
+    /// and voids need the same Payment Maintenance API): without it `capture: "manual"` is
+    /// answered 409 `capture-not-supported` before anything is claimed.
+    pub fn captures_later(self) -> bool {
+        self != Self::TwoC2p
+    }
+
     /// The smallest total this PSP charges in `currency`, in minor units; `None` if it does not
     /// charge in `currency` at all. Each order currency is treated as its own settlement
     /// currency (no exchange rates).

@@ -36,6 +36,14 @@ impl From<ChargeError> for Problem {
                 ProblemType::PaymentInProgress,
                 "another payment attempt for this order is being processed; wait for its outcome",
             ),
+            ChargeError::OrderAlreadyAuthorized => Problem::new(
+                ProblemType::OrderAlreadyAuthorized,
+                "an authorized payment holds this order until it is captured or canceled",
+            ),
+            ChargeError::CaptureNotSupported => Problem::new(
+                ProblemType::CaptureNotSupported,
+                "this deployment's payment provider cannot capture later; send capture \"automatic\" or leave it out",
+            ),
             ChargeError::Store(error) => store_problem(error),
             #[cfg(feature = "faults")]
             crash @ ChargeError::InjectedCrash(_) => Problem::internal(&crash),
@@ -135,6 +143,10 @@ impl From<OrdersError> for Problem {
             OrdersError::AlreadyPaid => {
                 Problem::new(ProblemType::OrderAlreadyPaid, "a paid order cannot change")
             }
+            OrdersError::AlreadyAuthorized => Problem::new(
+                ProblemType::OrderAlreadyAuthorized,
+                "the order cannot change while an authorized payment holds it",
+            ),
             OrdersError::KeyMismatch => Problem::new(
                 ProblemType::IdempotencyKeyMismatch,
                 "this Idempotency-Key was used with a different order",
@@ -211,13 +223,19 @@ pub fn payment_response(
                     ProblemType::PaymentMethodRejected,
                     "the payment provider rejected this payment method",
                 ),
-                Some(
-                    FailureKind::Refused
-                    | FailureKind::Abandoned
-                    | FailureKind::AuthenticationRequired
-                    | FailureKind::AuthenticationFailed,
-                )
-                | None => Problem::new(
+                Some(FailureKind::AuthenticationRequired) => Problem::new(
+                    ProblemType::AuthenticationRequired,
+                    "the card needs the customer to authenticate and the request gave no return_url; nothing was charged",
+                ),
+                Some(FailureKind::AuthenticationFailed) => Problem::new(
+                    ProblemType::AuthenticationFailed,
+                    "the customer did not complete the authentication; nothing was charged",
+                ),
+                _ if view.status == PaymentStatus::Canceled => Problem::new(
+                    ProblemType::PaymentFailed,
+                    "the payment was canceled; nothing was captured",
+                ),
+                Some(FailureKind::Refused | FailureKind::Abandoned) | None => Problem::new(
                     ProblemType::PaymentFailed,
                     "the payment attempt failed without a charge",
                 ),

@@ -39,7 +39,7 @@ pub use errors::{payment_response, refund_response};
 pub use problem::{Problem, ProblemType};
 pub use request::{
     authenticated_user, deadline_ms, has_scope, idempotency_key, json_response, parse_json_body,
-    request_id, with_request_id, MAX_BODY_BYTES,
+    request_id, return_url_allowed, with_request_id, MAX_BODY_BYTES, MAX_RETURN_URL_LEN,
 };
 #[cfg(feature = "payments")]
 pub use routing::{

@@ -131,6 +131,26 @@ problem_types! {
     PaymentInProgress => (CONFLICT, "payment-in-progress", "Another payment for this order is in progress",
         meaning: "Another payment attempt (with another key) is processing this order; until it ends, no other may start and the order cannot change. Nothing was charged.",
         advice: "Wait for the other attempt: retry it with its own key, or read the order until it is `paid` or `unpaid` again."),
+    /// 409: an authorized payment holds the order.
+    OrderAlreadyAuthorized => (CONFLICT, "order-already-authorized", "An authorized payment holds this order",
+        meaning: "A payment for this order was authorized to be captured later: until staff capture it (the order is then paid) or cancel it (the order is free again), no other attempt may start and the order cannot change. Nothing was charged.",
+        advice: "Do not pay again: read the order (`GET /orders/{order_id}`) until it is `paid` or `unpaid`."),
+    /// 409: `capture: "manual"` on a PSP that cannot capture later.
+    CaptureNotSupported => (CONFLICT, "capture-not-supported", "This payment provider cannot capture later",
+        meaning: "The request asks to authorize now and capture later (`capture: \"manual\"`), which this deployment's payment provider cannot do through payonce. Nothing was claimed or sent.",
+        advice: "Leave `capture` out (or send `\"automatic\"`) to charge at once."),
+    /// 400: the `return_url` is not on one of the deployment's checkout origins.
+    ReturnUrlNotAllowed => (BAD_REQUEST, "return-url-not-allowed", "The return URL is not allowed",
+        meaning: "`return_url` is not an absolute `https` URL (or `http` on loopback in the sandbox) on one of the deployment's checkout origins, the origins allowed to call the API from a browser. Nothing was written.",
+        advice: "Send a URL of your checkout's own origin, such as the page that resumes the payment after the customer comes back."),
+    /// 402: the card needs authentication and no `return_url` was given.
+    AuthenticationRequired => (PAYMENT_REQUIRED, "authentication-required", "The card needs the customer to authenticate",
+        meaning: "The card issuer asks the customer to authenticate (3-D Secure), and the request gave no `return_url` to send them back to, so the provider failed the attempt. Nothing was charged; the order is free again; the answer is stored and replayed for the same key.",
+        advice: "Pay again with a new key and a `return_url`, then send the customer to the `next_action` URL of the `requires_action` answer."),
+    /// 402: the customer failed or refused the authentication.
+    AuthenticationFailed => (PAYMENT_REQUIRED, "authentication-failed", "The customer did not authenticate",
+        meaning: "The customer failed or refused the card issuer's authentication (3-D Secure). Nothing was charged; the order is free again; the answer is stored and replayed for the same key.",
+        advice: "Ask the shopper to try again or use another payment method, with a new key."),
     /// 402: the issuer declined.
     CardDeclined => (PAYMENT_REQUIRED, "card-declined", "The card was declined",
         meaning: "The card issuer declined the charge (`decline_code` says why). The attempt is final and stored: the same key replays this answer.",

@@ -209,6 +209,26 @@ pub fn json_response<T: Serialize>(
     Ok(response)
 }
 
+/// Longest `return_url` accepted.
+pub const MAX_RETURN_URL_LEN: usize = 2048;
+
+/// Whether `url` may be a payment's `return_url`: at most [`MAX_RETURN_URL_LEN`] printable
+/// ASCII characters without a fragment, on one of `origins` (each `scheme://host[:port]`,
+/// nothing after): the URL is the origin followed by `/`, so no other host, port or user part
+/// can pass. Plain `http` passes only where an origin says so (the template allows it only
+/// for a checkout on this machine).
+pub fn return_url_allowed(url: &str, origins: &[String]) -> bool {
+    url.len() <= MAX_RETURN_URL_LEN
+        && url.bytes().all(|b| b.is_ascii_graphic())
+        && !url.contains('#')
+        && origins.iter().any(|origin| {
+            (origin.starts_with("https://") || origin.starts_with("http://"))
+                && url
+                    .strip_prefix(origin.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+}
+
 /// Adds `x-request-id` (every response payonce produces carries one).
 pub fn with_request_id(mut response: Response<Body>, id: &str) -> Response<Body> {
     if let Ok(value) = HeaderValue::from_str(id) {
@@ -307,5 +327,45 @@ mod body_tests {
         assert!(!said.contains(secret), "{said}");
         let (kind, _) = refusal(r#"{"order_id": "o", "order_version": 1, "items": []} x"#);
         assert_eq!(kind, "/problems/malformed-json");
+    }
+}
+
+#[cfg(test)]
+mod return_url_tests {
+    use super::return_url_allowed;
+
+    #[test]
+    fn only_a_url_on_a_checkout_origin_passes() {
+        let origins = [
+            "https://shop.example".to_owned(),
+            "http://localhost:8080".to_owned(),
+        ];
+        for ok in [
+            "https://shop.example/",
+            "https://shop.example/checkout/return?order=ord_1",
+            "http://localhost:8080/return.html",
+        ] {
+            assert!(return_url_allowed(ok, &origins), "{ok}");
+        }
+        for refused in [
+            "https://shop.example",
+            "https://shop.example.evil.test/return",
+            "https://shop.example@evil.test/return",
+            "https://shop.example:8443/return",
+            "http://shop.example/return",
+            "http://localhost:9999/return",
+            "https://evil.test/https://shop.example/",
+            "https://shop.example/return#done",
+            "https://shop.example/a b",
+            "https://shop.example/\u{e9}",
+            "javascript:alert(1)",
+            "/relative/return",
+            "",
+        ] {
+            assert!(!return_url_allowed(refused, &origins), "{refused}");
+        }
+        let long = format!("https://shop.example/{}", "a".repeat(2048));
+        assert!(!return_url_allowed(&long, &origins));
+        assert!(!return_url_allowed("https://shop.example/", &[]));
     }
 }

@@ -1,7 +1,7 @@
 //! The PSP: the requests payonce sends, the outcomes it must tell apart, and what fencing a
 //! key proved.
 
-use crate::domain::{Currency, Payment, Refund, RefundReason, RefundSettlement};
+use crate::domain::{CaptureMethod, Currency, Payment, Refund, RefundReason, RefundSettlement};
 use async_trait::async_trait;
 use std::time::Duration;
 
@@ -76,10 +76,17 @@ pub struct ChargeRequest {
     pub payment_method: String,
     /// The PSP idempotency key derived from the attempt.
     pub idempotency_key: String,
+    /// Where the PSP sends the customer back after an action (3-D Secure): with it the PSP may
+    /// ask for one ([`PspOutcome::ActionRequired`]); without it, a payment that needs one fails
+    /// ([`PspOutcome::AuthenticationRequired`]).
+    pub return_url: Option<String>,
+    /// Capture at once, or only authorize ([`PspOutcome::Authorized`]).
+    pub capture: CaptureMethod,
 }
 
 impl ChargeRequest {
-    /// The request for `payment`, under the key derived from its id.
+    /// The request for `payment`, under the key derived from its id: a pure function of the
+    /// payment, so every re-send under the key is identical.
     pub fn for_payment(payment: &Payment) -> Self {
         Self {
             payment_id: payment.payment_id.clone(),
@@ -87,6 +94,8 @@ impl ChargeRequest {
             currency: payment.currency,
             payment_method: payment.payment_method.clone(),
             idempotency_key: charge_key(&payment.payment_id),
+            return_url: payment.return_url.clone(),
+            capture: payment.capture,
         }
     }
 }
@@ -110,6 +119,29 @@ pub enum PspOutcome {
         provider_payment_id: Option<String>,
         /// Decline code.
         decline_code: String,
+    },
+    /// The PSP waits for the customer to act (3-D Secure) at `redirect_url`; the request had a
+    /// `return_url` to bring them back to.
+    ActionRequired {
+        /// The PSP's id.
+        provider_payment_id: String,
+        /// Where to send the customer.
+        redirect_url: String,
+    },
+    /// Authorized, not captured (a manual-capture request).
+    Authorized {
+        /// The PSP's id.
+        provider_payment_id: String,
+        /// What may be captured, minor units.
+        amount_capturable: i64,
+        /// When the authorization lapses (epoch milliseconds), if the PSP said.
+        capture_before_ms: Option<i64>,
+    },
+    /// The payment needs the customer to authenticate and the request had no `return_url`: the
+    /// PSP failed it, nothing was charged.
+    AuthenticationRequired {
+        /// The PSP's id, if it created one.
+        provider_payment_id: Option<String>,
     },
     /// Definitively refused: the payment method itself is invalid.
     Rejected {

@@ -50,6 +50,12 @@ pub struct ChargeConfig {
     pub processing_retry_after: Duration,
     /// Transaction conflicts retried before answering 409.
     pub conflict_retries: u32,
+    /// How long a customer action (3-D Secure) stays open: the `expires_at` of a
+    /// `requires_action` payment's next action, past which reconcile cancels it.
+    pub action_timeout: Duration,
+    /// The checkout origins (`https://shop.example`): a `return_url` must be on one of them.
+    /// The deployment's CORS list (`CHECKOUT_ORIGINS`); the sandbox adds its own.
+    pub checkout_origins: Vec<String>,
 }
 
 impl Default for ChargeConfig {
@@ -61,6 +67,8 @@ impl Default for ChargeConfig {
             takeover_window: Duration::from_secs(23 * 3600),
             processing_retry_after: Duration::from_secs(2),
             conflict_retries: 3,
+            action_timeout: crate::domain::ACTION_TIMEOUT,
+            checkout_origins: Vec::new(),
         }
     }
 }
@@ -92,6 +100,11 @@ pub struct PayRequest {
     pub order_version: i64,
     /// PSP payment method token.
     pub payment_method: String,
+    /// Where the PSP sends the customer back after an action (validated by the caller to be
+    /// on one of the deployment's checkout origins).
+    pub return_url: Option<String>,
+    /// Capture at once (the default) or authorize only.
+    pub capture: CaptureMethod,
 }
 
 /// A successful answer of [`ChargeService::pay`].
@@ -149,6 +162,13 @@ pub enum ChargeError {
     /// Another attempt is processing the order.
     #[error("another payment for this order is in progress")]
     PaymentInProgress,
+    /// An authorized (manual-capture) attempt holds the order until it is captured or
+    /// canceled.
+    #[error("the order is held by an authorized payment")]
+    OrderAlreadyAuthorized,
+    /// `capture: "manual"` on a PSP that cannot capture later: nothing was claimed.
+    #[error("this payment provider cannot capture later")]
+    CaptureNotSupported,
     /// The stored state is unusable.
     #[error(transparent)]
     Store(StoreError),
@@ -239,13 +259,21 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         Ok(())
     }
 
-    /// The fingerprint of a payment request: what the client sent, canonically.
+    /// The fingerprint of a payment request: what the client sent, canonically. The optional
+    /// fields count only when given, so a request without them has the fingerprint it always had.
     pub fn fingerprint(request: &PayRequest) -> Fingerprint {
-        Fingerprint::of_value(&serde_json::json!({
+        let mut canonical = serde_json::json!({
             "order_id": request.order_id,
             "order_version": request.order_version,
             "payment_method": request.payment_method,
-        }))
+        });
+        if let Some(url) = &request.return_url {
+            canonical["return_url"] = url.as_str().into();
+        }
+        if request.capture != CaptureMethod::Automatic {
+            canonical["capture"] = request.capture.as_str().into();
+        }
+        Fingerprint::of_value(&canonical)
     }
 
     /// Pays `request.order_id` for `user` at most once per key, and at most one attempt per order.
@@ -276,6 +304,9 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         deadline_ms: i64,
         request_id: &str,
     ) -> Result<PayAnswer, ChargeError> {
+        if request.capture == CaptureMethod::Manual && !self.psp.kind().captures_later() {
+            return Err(ChargeError::CaptureNotSupported);
+        }
         let record_key = RecordKey::new(PAY_SCOPE, user, key);
         let fingerprint = Self::fingerprint(request);
         // The first read is a recent one, at half the cost of a consistent one. It may miss the
@@ -347,9 +378,11 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 // The two reads of a load are not one snapshot: a concurrent request with this
                 // very key may have claimed it and reserved the order between them. Before
                 // refusing on the order's state, look at the key once more.
-                Err(ChargeError::PaymentInProgress | ChargeError::OrderAlreadyPaid)
-                    if !rechecked =>
-                {
+                Err(
+                    ChargeError::PaymentInProgress
+                    | ChargeError::OrderAlreadyPaid
+                    | ChargeError::OrderAlreadyAuthorized,
+                ) if !rechecked => {
                     rechecked = true;
                     now = self
                         .situation(&record_key, &request.order_id, Read::Latest)
@@ -495,8 +528,8 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             provider_payment_id: None,
             status: PaymentStatus::Processing,
             failure: None,
-            capture: CaptureMethod::Automatic,
-            return_url: None,
+            capture: request.capture,
+            return_url: request.return_url.clone(),
             progress: Progress::default(),
             idempotency_pk: record_key.as_str().to_owned(),
             psp_maybe_reached: false,
@@ -619,18 +652,15 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         #[cfg(feature = "faults")]
         self.crash_at(CrashPoint::AfterPspCall)?;
         let settlement = match outcome {
-            PspOutcome::Approved {
-                provider_payment_id,
-            } => Some(Settlement::Succeeded {
-                provider_payment_id,
-            }),
-            PspOutcome::Declined {
-                provider_payment_id,
-                decline_code,
-            } => Some(Settlement::Declined {
-                provider_payment_id,
-                decline_code,
-            }),
+            outcome @ (PspOutcome::Approved { .. }
+            | PspOutcome::ActionRequired { .. }
+            | PspOutcome::Authorized { .. }
+            | PspOutcome::AuthenticationRequired { .. }
+            | PspOutcome::Declined { .. }) => {
+                let action_expires_at_ms =
+                    self.store.now_ms() + duration_ms(self.config.action_timeout);
+                super::settle::settlement_of_outcome(outcome, action_expires_at_ms)
+            }
             PspOutcome::Rejected { message } => {
                 tracing::info!(payment_id = %payment.payment_id, psp_message = %crate::logging::masked(&message), "the PSP rejected the payment method");
                 Some(Settlement::Rejected)
@@ -766,9 +796,8 @@ fn payable<'a>(
         .ok_or(ChargeError::OrderNotFound)?;
     match order.payment_state {
         OrderPaymentState::Paid => Err(ChargeError::OrderAlreadyPaid),
-        OrderPaymentState::Processing | OrderPaymentState::Authorized => {
-            Err(ChargeError::PaymentInProgress)
-        }
+        OrderPaymentState::Authorized => Err(ChargeError::OrderAlreadyAuthorized),
+        OrderPaymentState::Processing => Err(ChargeError::PaymentInProgress),
         OrderPaymentState::Unpaid if order.version != request.order_version => {
             Err(ChargeError::OrderVersionMismatch {
                 current: order.version,
@@ -783,6 +812,9 @@ fn order_conflict(order: Option<&Order>, payment: &Payment) -> ChargeError {
     match order {
         None => ChargeError::OrderNotFound,
         Some(o) if o.payment_state == OrderPaymentState::Paid => ChargeError::OrderAlreadyPaid,
+        Some(o) if o.payment_state == OrderPaymentState::Authorized => {
+            ChargeError::OrderAlreadyAuthorized
+        }
         Some(o) if o.payment_state == OrderPaymentState::Processing => {
             ChargeError::PaymentInProgress
         }
@@ -811,7 +843,9 @@ fn pay_metric(answer: &Result<PayAnswer, ChargeError>) -> Option<&'static str> {
             | ChargeError::OrderNotFound
             | ChargeError::OrderVersionMismatch { .. }
             | ChargeError::OrderAlreadyPaid
-            | ChargeError::PaymentInProgress,
+            | ChargeError::PaymentInProgress
+            | ChargeError::OrderAlreadyAuthorized
+            | ChargeError::CaptureNotSupported,
         ) => PAYMENT_REFUSED,
         #[cfg(feature = "faults")]
         Err(ChargeError::InjectedCrash(_)) => return None,

@@ -33,6 +33,9 @@ pub enum OrdersError {
     /// The order is paid.
     #[error("the order is already paid")]
     AlreadyPaid,
+    /// An authorized payment holds the order until it is captured or canceled.
+    #[error("the order is held by an authorized payment")]
+    AlreadyAuthorized,
     /// The idempotency key was used with another body.
     #[error("the idempotency key was used with a different request")]
     KeyMismatch,
@@ -250,9 +253,8 @@ pub async fn settled<S: OrderStore + ?Sized>(store: &S, order: Order) -> Result<
 fn check_revisable(order: &Order, expected_version: Option<i64>) -> Result<(), OrdersError> {
     match order.payment_state {
         OrderPaymentState::Paid => return Err(OrdersError::AlreadyPaid),
-        OrderPaymentState::Processing | OrderPaymentState::Authorized => {
-            return Err(OrdersError::PaymentInProgress)
-        }
+        OrderPaymentState::Processing => return Err(OrdersError::PaymentInProgress),
+        OrderPaymentState::Authorized => return Err(OrdersError::AlreadyAuthorized),
         OrderPaymentState::Unpaid => {}
     }
     match expected_version {

@@ -53,6 +53,9 @@ pub struct ReconcileConfig {
     /// A run stops taking new attempts this long after it started (below the function's
     /// timeout).
     pub max_run: Duration,
+    /// How long a customer action (3-D Secure) stays open before reconcile cancels it at the
+    /// PSP ([`crate::domain::ACTION_TIMEOUT`]).
+    pub action_timeout: Duration,
     /// Attempts per page of the in-flight index.
     pub page_size: u32,
     /// Pages per run (bounded work; the next run continues with what is left).
@@ -86,6 +89,7 @@ impl Default for ReconcileConfig {
             recheck_min: Duration::from_secs(60),
             recheck_max: Duration::from_secs(3600),
             max_run: Duration::from_secs(90),
+            action_timeout: crate::domain::ACTION_TIMEOUT,
             page_size: 50,
             max_pages: 10,
             lease: Duration::from_secs(60),
@@ -367,7 +371,9 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
                             .psp
                             .create_charge(&ChargeRequest::for_payment(&payment), timeout)
                             .await;
-                        match settlement_of_outcome(outcome) {
+                        let action_expires_at_ms =
+                            self.store.now_ms() + duration_ms(self.config.action_timeout);
+                        match settlement_of_outcome(outcome, action_expires_at_ms) {
                             Some(settlement) => settlement,
                             None => return Ok(self.still_pending(&payment, age_ms)),
                         }

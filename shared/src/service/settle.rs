@@ -1,7 +1,7 @@
 //! Applying what a source learned about an attempt (a webhook, reconcile's PSP lookup) through
 //! the one transition function, exactly once, whatever races it.
 
-use crate::domain::{transition, Payment, Settlement, Transition};
+use crate::domain::{transition, NextAction, Payment, Settlement, Transition};
 use crate::idempotency::StoreError;
 use crate::ports::{
     ChargeStore, CheckedAmount, EventMark, PspLookup, PspOutcome, Read, SettleOutcome,
@@ -71,13 +71,38 @@ pub fn settlement_of(lookup: PspLookup) -> Option<Settlement> {
     }
 }
 
-/// The settlement a PSP's answer to a create implies, if it is final (unknown and not-sent
-/// imply none).
-pub fn settlement_of_outcome(outcome: PspOutcome) -> Option<Settlement> {
+/// The settlement a PSP's answer to a create implies, if it is final or moves the attempt
+/// (unknown and not-sent imply none). An action the PSP asks for stays open until
+/// `action_expires_at_ms`.
+pub fn settlement_of_outcome(outcome: PspOutcome, action_expires_at_ms: i64) -> Option<Settlement> {
     match outcome {
         PspOutcome::Approved {
             provider_payment_id,
         } => Some(Settlement::Succeeded {
+            provider_payment_id,
+        }),
+        PspOutcome::ActionRequired {
+            provider_payment_id,
+            redirect_url,
+        } => Some(Settlement::ActionRequired {
+            provider_payment_id,
+            next_action: NextAction {
+                url: redirect_url,
+                expires_at_ms: action_expires_at_ms,
+            },
+        }),
+        PspOutcome::Authorized {
+            provider_payment_id,
+            amount_capturable,
+            capture_before_ms,
+        } => Some(Settlement::Authorized {
+            provider_payment_id,
+            amount_capturable,
+            capture_before_ms,
+        }),
+        PspOutcome::AuthenticationRequired {
+            provider_payment_id,
+        } => Some(Settlement::AuthenticationRequired {
             provider_payment_id,
         }),
         PspOutcome::Declined {

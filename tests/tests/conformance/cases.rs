@@ -99,6 +99,8 @@ fn charge_request<F: Face>(payment_method: &str) -> ChargeRequest {
         amount: F::AMOUNT,
         currency: F::CURRENCY,
         payment_method: payment_method.into(),
+        return_url: None,
+        capture: payonce::domain::CaptureMethod::Automatic,
     }
 }
 

@@ -660,6 +660,8 @@ async fn a_charge_found_for_another_amount_is_never_booked_and_raises_the_alarm(
                 currency: payonce::domain::Currency::Jpy,
                 payment_method: "pm_card_visa".into(),
                 idempotency_key: format!("someone-else-{payment_id}"),
+                return_url: None,
+                capture: payonce::domain::CaptureMethod::Automatic,
             },
             Duration::from_secs(5),
         )

@@ -52,6 +52,7 @@ async fn every_bad_request_is_refused_precisely_and_writes_nothing() {
     let ok = good("order_version", json!(1));
     const INVALID: &str = "/problems/invalid-request";
     const KEY_INVALID: &str = "/problems/idempotency-key-invalid";
+    const RETURN_URL: &str = "/problems/return-url-not-allowed";
 
     let mut cases = vec![
         case("missing key", None, ok.clone(), 400, "/problems/idempotency-key-missing"),
@@ -88,6 +89,15 @@ async fn every_bad_request_is_refused_precisely_and_writes_nothing() {
         case("array body", Some("k-40"), format!("[\"{order}\",1,\"pm_card_visa\"]"), 400, INVALID),
         case("body over 64 KiB", Some("k-25"), good("padding", json!("x".repeat(65 * 1024))), 413, "/problems/body-too-large"),
         case("unknown order", Some("k-26"), good("order_id", json!("ord_doesnotexist")), 404, "/problems/not-found"),
+        case("return_url on another origin", Some("k-41"), good("return_url", json!("https://evil.example/return")), 400, RETURN_URL),
+        case("return_url on a look-alike host", Some("k-42"), good("return_url", json!("https://shop.example.evil.example/r")), 400, RETURN_URL),
+        case("return_url with a user part", Some("k-43"), good("return_url", json!("https://shop.example@evil.example/r")), 400, RETURN_URL),
+        case("return_url over plain http", Some("k-44"), good("return_url", json!("http://shop.example/return")), 400, RETURN_URL),
+        case("relative return_url", Some("k-45"), good("return_url", json!("/return")), 400, RETURN_URL),
+        case("return_url with a fragment", Some("k-46"), good("return_url", json!("https://shop.example/r#x")), 400, RETURN_URL),
+        case("return_url as a number", Some("k-47"), good("return_url", json!(5)), 400, INVALID),
+        case("unknown capture", Some("k-48"), good("capture", json!("later")), 400, INVALID),
+        case("capture as a boolean", Some("k-49"), good("capture", json!(true)), 400, INVALID),
     ];
     cases.push(Case {
         name: "no token",

@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod charge;
+mod checkout;
 mod concurrency;
 mod limits;
 mod orders;

@@ -86,6 +86,8 @@ impl Lagged {
             order_id: order.order_id.clone(),
             order_version: order.version,
             payment_method: payment_method.into(),
+            return_url: None,
+            capture: payonce::domain::CaptureMethod::Automatic,
         };
         let deadline_ms = self.clock.now_ms() + 20_000;
         self.charge

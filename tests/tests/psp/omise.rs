@@ -25,6 +25,8 @@ fn request(amount: i64, currency: Currency, payment_method: &str) -> ChargeReque
         amount,
         currency,
         payment_method: payment_method.into(),
+        return_url: None,
+        capture: payonce::domain::CaptureMethod::Automatic,
     }
 }
 

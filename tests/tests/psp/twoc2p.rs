@@ -28,6 +28,8 @@ fn request(payment_method: &str) -> ChargeRequest {
         amount: 3000,
         currency: Currency::Sgd,
         payment_method: payment_method.into(),
+        return_url: None,
+        capture: payonce::domain::CaptureMethod::Automatic,
     }
 }
 

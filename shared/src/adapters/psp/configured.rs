@@ -187,6 +187,8 @@ mod tests {
             currency: Currency::Thb,
             payment_method: "tokn_test_1".into(),
             idempotency_key: "payonce-charge-pay_0123456789abcdef0123456789abcdef".into(),
+            return_url: None,
+            capture: crate::domain::CaptureMethod::Automatic,
         }
     }
 

@@ -846,6 +846,8 @@ mod tests {
             currency: Currency::Thb,
             payment_method: TOKEN.into(),
             idempotency_key: format!("payonce-charge-{PAY}"),
+            return_url: None,
+            capture: crate::domain::CaptureMethod::Automatic,
         }
     }
 

@@ -6,7 +6,7 @@
 
 use super::keyed::{self, credentials_refused, NoAnswer, Sent};
 use super::transport::{CallFailure, HttpTransport, PspTransport, WireBody, WireCall, WireReply};
-use crate::domain::RefundSettlement;
+use crate::domain::{CaptureMethod, RefundSettlement};
 use crate::mutations::{self, Mutation};
 use crate::ports::{
     ChargeRequest, CheckedAmount, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome,
@@ -14,6 +14,7 @@ use crate::ports::{
 };
 use async_trait::async_trait;
 use serde::Deserialize;
+use serde_json::Value;
 use std::time::Duration;
 
 /// Settings of the Stripe adapter.
@@ -147,8 +148,13 @@ impl<T: PspTransport> StripePsp<T> {
     /// `POST /v1/payment_intents` under the request's key. The parameters are a pure function
     /// of the attempt, so every retry under a key is byte-identical. `confirm` is false only
     /// for fencing, and then no confirm-only parameter is sent: Stripe refuses
-    /// `error_on_requires_action` (and `off_session`, `return_url`, `mandate`...) without
+    /// `error_on_requires_action` and `return_url` (and `off_session`, `mandate`...) without
     /// `confirm=true` (API reference, "Create a PaymentIntent").
+    ///
+    /// With a `return_url` the PSP may ask the customer to authenticate (`requires_action`,
+    /// `next_action.redirect_to_url`); without one, `error_on_requires_action` fails such a
+    /// payment at once. `capture_method=manual` only authorizes (`requires_capture`), and then
+    /// the charge is expanded for its `capture_before`.
     fn intent_call(&self, request: &ChargeRequest, confirm: bool) -> WireCall {
         let mut form = vec![
             ("amount".to_owned(), request.amount.to_string()),
@@ -156,23 +162,34 @@ impl<T: PspTransport> StripePsp<T> {
             ("payment_method".to_owned(), request.payment_method.clone()),
             ("confirm".to_owned(), confirm.to_string()),
         ];
-        if confirm || mutations::active(Mutation::FenceWithConfirmOnlyParameter) {
-            form.push(("error_on_requires_action".to_owned(), "true".to_owned()));
+        let confirm_only = confirm || mutations::active(Mutation::FenceWithConfirmOnlyParameter);
+        match &request.return_url {
+            Some(url) if confirm_only => form.push(("return_url".to_owned(), url.clone())),
+            Some(_) => {}
+            None if confirm_only => {
+                form.push(("error_on_requires_action".to_owned(), "true".to_owned()))
+            }
+            None => {}
         }
-        form.extend([
-            (
-                "automatic_payment_methods[enabled]".to_owned(),
-                "true".to_owned(),
-            ),
-            (
+        if request.capture == CaptureMethod::Manual {
+            form.push(("capture_method".to_owned(), "manual".to_owned()));
+            form.push(("expand[]".to_owned(), "latest_charge".to_owned()));
+        }
+        form.push((
+            "automatic_payment_methods[enabled]".to_owned(),
+            "true".to_owned(),
+        ));
+        if request.return_url.is_none() {
+            // No payment method that redirects: there is nowhere to come back to.
+            form.push((
                 "automatic_payment_methods[allow_redirects]".to_owned(),
                 "never".to_owned(),
-            ),
-            (
-                "metadata[payment_id]".to_owned(),
-                request.payment_id.clone(),
-            ),
-        ]);
+            ));
+        }
+        form.push((
+            "metadata[payment_id]".to_owned(),
+            request.payment_id.clone(),
+        ));
         self.call(
             "POST",
             "/v1/payment_intents".to_owned(),
@@ -249,6 +266,50 @@ struct PaymentIntent {
     currency: Option<String>,
     #[serde(default)]
     last_payment_error: Option<ErrorDetail>,
+    /// While `requires_action`: where the customer goes.
+    #[serde(default)]
+    next_action: Option<IntentNextAction>,
+    /// While `requires_capture`: what may be captured.
+    #[serde(default)]
+    amount_capturable: Option<i64>,
+    /// The charge: its id, or the object when expanded (`expand[]=latest_charge`).
+    #[serde(default)]
+    latest_charge: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct IntentNextAction {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    redirect_to_url: Option<RedirectToUrl>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RedirectToUrl {
+    url: String,
+}
+
+impl PaymentIntent {
+    /// The redirect of a `requires_action` intent, if it is one.
+    fn redirect_url(&self) -> Option<&str> {
+        self.next_action
+            .as_ref()
+            .filter(|action| action.kind == "redirect_to_url")
+            .and_then(|action| action.redirect_to_url.as_ref())
+            .map(|redirect| redirect.url.as_str())
+            .filter(|url| url.starts_with("https://") || url.starts_with("http://"))
+    }
+
+    /// When the authorization lapses (epoch milliseconds): the expanded charge's
+    /// `payment_method_details.card.capture_before`, where present.
+    fn capture_before_ms(&self) -> Option<i64> {
+        self.latest_charge
+            .as_ref()?
+            .pointer("/payment_method_details/card/capture_before")?
+            .as_i64()
+            .map(|s| s.saturating_mul(1000))
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -381,6 +442,10 @@ fn classify_refund(Sent { reply, retried }: Sent) -> RefundOutcome {
     }
 }
 
+/// Stripe's error code for a payment that needs authentication when `error_on_requires_action`
+/// forbade asking for it (API reference, "Error codes").
+const AUTHENTICATION_REQUIRED: &str = "authentication_required";
+
 /// Classifies a PaymentIntent the PSP returned with 200. Only `succeeded` and a declined
 /// `requires_payment_method` are final; `processing`, `requires_action`, `requires_capture` and
 /// the rest are not (PaymentIntent lifecycle, "How PaymentIntents work"), so the outcome is
@@ -390,6 +455,28 @@ fn classify_intent(intent: PaymentIntent) -> PspOutcome {
         "succeeded" => PspOutcome::Approved {
             provider_payment_id: intent.id,
         },
+        "requires_action" if intent.redirect_url().is_some() => PspOutcome::ActionRequired {
+            redirect_url: intent.redirect_url().unwrap_or_default().to_owned(),
+            provider_payment_id: intent.id,
+        },
+        "requires_capture" => PspOutcome::Authorized {
+            amount_capturable: intent
+                .amount_capturable
+                .or(intent.amount)
+                .unwrap_or_default(),
+            capture_before_ms: intent.capture_before_ms(),
+            provider_payment_id: intent.id,
+        },
+        "requires_payment_method"
+            if intent
+                .last_payment_error
+                .as_ref()
+                .is_some_and(|e| e.code.as_deref() == Some(AUTHENTICATION_REQUIRED)) =>
+        {
+            PspOutcome::AuthenticationRequired {
+                provider_payment_id: Some(intent.id),
+            }
+        }
         "requires_payment_method" => PspOutcome::Declined {
             decline_code: intent
                 .last_payment_error
@@ -445,6 +532,11 @@ fn classify_error(status: u16, body: &[u8]) -> PspOutcome {
         .map(|b| b.error)
         .unwrap_or_default();
     match (status, detail.kind.as_str()) {
+        (402, "card_error") if detail.code.as_deref() == Some(AUTHENTICATION_REQUIRED) => {
+            PspOutcome::AuthenticationRequired {
+                provider_payment_id: detail.payment_intent.map(|pi| pi.id),
+            }
+        }
         (402, "card_error") => PspOutcome::Declined {
             decline_code: detail
                 .decline_code
@@ -1078,6 +1170,8 @@ mod tests {
             currency: Currency::Jpy,
             payment_method: "pm_card_visa".into(),
             idempotency_key: "payonce-charge-pay_1".into(),
+            return_url: None,
+            capture: crate::domain::CaptureMethod::Automatic,
         };
         let charge = |steps: Vec<Step>| {
             let request = request.clone();
@@ -1274,6 +1368,8 @@ mod tests {
             currency: Currency::Jpy,
             payment_method: "pm_card_visa".into(),
             idempotency_key: "payonce-charge-pay_1".into(),
+            return_url: None,
+            capture: crate::domain::CaptureMethod::Automatic,
         };
         let psp = scripted([
             reply(200, json!({"id": "pi_1", "status": "succeeded"})),
@@ -1363,5 +1459,116 @@ mod tests {
             classify_error(400, idem),
             PspOutcome::Unknown { .. }
         ));
+    }
+
+    fn form_of(call: &WireCall) -> Vec<(String, String)> {
+        match &call.body {
+            WireBody::Form(form) => form.clone(),
+            other => panic!("not a form: {other:?}"),
+        }
+    }
+
+    fn names(form: &[(String, String)]) -> Vec<&str> {
+        form.iter().map(|(name, _)| name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_return_url_and_manual_capture_are_sent_only_where_stripe_takes_them() {
+        let psp = scripted([]);
+        let request = ChargeRequest {
+            payment_id: "pay_1".into(),
+            amount: 300,
+            currency: Currency::Jpy,
+            payment_method: "pm_card_threeDSecure2Required".into(),
+            idempotency_key: "payonce-charge-pay_1".into(),
+            return_url: Some("https://shop.example/return".into()),
+            capture: CaptureMethod::Manual,
+        };
+        // The confirmed create: the return URL instead of error_on_requires_action, redirects
+        // allowed, manual capture with the charge expanded.
+        let confirmed = form_of(&psp.intent_call(&request, true));
+        assert!(confirmed.contains(&("return_url".into(), "https://shop.example/return".into())));
+        assert!(confirmed.contains(&("capture_method".into(), "manual".into())));
+        assert!(confirmed.contains(&("expand[]".into(), "latest_charge".into())));
+        for absent in [
+            "error_on_requires_action",
+            "automatic_payment_methods[allow_redirects]",
+        ] {
+            assert!(!names(&confirmed).contains(&absent), "{absent}");
+        }
+        // The fence: no confirm-only parameter at all, capture_method still (it is not one).
+        let fence = form_of(&psp.intent_call(&request, false));
+        assert!(!names(&fence).contains(&"return_url"));
+        assert!(!names(&fence).contains(&"error_on_requires_action"));
+        assert!(fence.contains(&("capture_method".into(), "manual".into())));
+        // A one-step charge is sent as before.
+        let plain = ChargeRequest {
+            return_url: None,
+            capture: CaptureMethod::Automatic,
+            ..request
+        };
+        let form = form_of(&psp.intent_call(&plain, true));
+        assert!(form.contains(&("error_on_requires_action".into(), "true".into())));
+        assert!(form.contains(&(
+            "automatic_payment_methods[allow_redirects]".into(),
+            "never".into()
+        )));
+        for absent in ["return_url", "capture_method", "expand[]"] {
+            assert!(!names(&form).contains(&absent), "{absent}");
+        }
+    }
+
+    #[test]
+    fn intents_that_ask_for_action_or_are_authorized_map_to_their_outcomes() {
+        let intent = |value: serde_json::Value| -> PaymentIntent {
+            serde_json::from_value(value).expect("an intent")
+        };
+        assert_eq!(
+            classify_intent(intent(json!({
+                "id": "pi_1", "status": "requires_action",
+                "next_action": {"type": "redirect_to_url",
+                    "redirect_to_url": {"url": "https://hooks.stripe.com/3d_secure_2/pi_1", "return_url": "https://shop.example/r"}}
+            }))),
+            PspOutcome::ActionRequired {
+                provider_payment_id: "pi_1".into(),
+                redirect_url: "https://hooks.stripe.com/3d_secure_2/pi_1".into()
+            }
+        );
+        // An action payonce cannot hand to a browser is not one it can wait on: unknown.
+        assert!(matches!(
+            classify_intent(intent(json!({
+                "id": "pi_1", "status": "requires_action",
+                "next_action": {"type": "use_stripe_sdk"}
+            }))),
+            PspOutcome::Unknown { .. }
+        ));
+        assert_eq!(
+            classify_intent(intent(json!({
+                "id": "pi_2", "status": "requires_capture", "amount": 3000, "amount_capturable": 3000,
+                "latest_charge": {"id": "ch_2", "payment_method_details": {"card": {"capture_before": 1_700_604_800}}}
+            }))),
+            PspOutcome::Authorized {
+                provider_payment_id: "pi_2".into(),
+                amount_capturable: 3000,
+                capture_before_ms: Some(1_700_604_800_000)
+            }
+        );
+        assert_eq!(
+            classify_intent(intent(json!({
+                "id": "pi_3", "status": "requires_capture", "amount": 500, "latest_charge": "ch_3"
+            }))),
+            PspOutcome::Authorized {
+                provider_payment_id: "pi_3".into(),
+                amount_capturable: 500,
+                capture_before_ms: None
+            }
+        );
+        let needs_auth = br#"{"error":{"type":"card_error","code":"authentication_required","decline_code":"authentication_required","payment_intent":{"id":"pi_4","status":"requires_payment_method"}}}"#;
+        assert_eq!(
+            classify_error(402, needs_auth),
+            PspOutcome::AuthenticationRequired {
+                provider_payment_id: Some("pi_4".into())
+            }
+        );
     }
 }

@@ -929,6 +929,8 @@ mod tests {
             currency,
             payment_method: "pm_card_visa".into(),
             idempotency_key: format!("payonce-charge-{PAY}"),
+            return_url: None,
+            capture: crate::domain::CaptureMethod::Automatic,
         }
     }
 
