@@ -168,6 +168,7 @@ pub fn completion_leaves_order(read: &Payment, transition: &Transition) -> bool 
 /// The one transition function. A payment only rises ([`PaymentStatus::rank`]):
 /// - `processing → requires_action → authorized → succeeded`, and any status not final to
 ///   `failed` (a decline, a refusal, failed authentication) or `canceled` (PSP-confirmed);
+///   only a payment with a `return_url` waits for a customer action;
 /// - a PSP-confirmed success beats any failure or cancellation (the customer's money moved,
 ///   which is the truth the books must show), in particular one payonce inferred;
 /// - within `requires_action`, a PSP that is processing after the customer acted sets the
@@ -235,14 +236,20 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
             _ => to(S::Succeeded, None, closed(None, Some(*amount_captured))),
         },
         Settlement::Succeeded { .. } => Transition::Unchanged,
-        Settlement::ActionRequired { next_action, .. } if status == S::Processing => to(
-            S::RequiresAction,
-            None,
-            Progress {
-                next_action: Some(next_action.clone()),
-                ..progress.clone()
-            },
-        ),
+        // Only a payment with somewhere to bring the customer back waits for them; for any
+        // other an action is unreachable, and the PSP fails or times it out.
+        Settlement::ActionRequired { next_action, .. }
+            if status == S::Processing && current.return_url.is_some() =>
+        {
+            to(
+                S::RequiresAction,
+                None,
+                Progress {
+                    next_action: Some(next_action.clone()),
+                    ..progress.clone()
+                },
+            )
+        }
         Settlement::ActionCompleted { .. }
             if status == S::RequiresAction && !progress.action_completed =>
         {

@@ -4,7 +4,7 @@
 //! PSP uses the same scheme.
 
 use super::stripe::StripeRefund;
-use crate::domain::Settlement;
+use crate::domain::{NextAction, Settlement};
 use crate::ports::{CheckedAmount, PspEvent, RefundEvent, SignatureError, WebhookScheme};
 use hmac::{Hmac, KeyInit, Mac};
 use lambda_http::http::HeaderMap;
@@ -129,6 +129,9 @@ struct Event {
     /// Set on an event of a Connect account (another business than this account's).
     #[serde(default)]
     account: Option<String>,
+    /// When Stripe created the event (epoch seconds).
+    #[serde(default)]
+    created: Option<i64>,
     data: EventData,
 }
 
@@ -148,23 +151,7 @@ pub fn parse_event(body: &[u8]) -> Result<PspEvent, serde_json::Error> {
     let object = &event.data.object;
     let payment_id = object["metadata"]["payment_id"].as_str().map(str::to_owned);
     let intent_id = object["id"].as_str().map(str::to_owned);
-    let settlement = match (event.kind.as_str(), intent_id) {
-        ("payment_intent.succeeded", Some(provider_payment_id)) => Some(Settlement::Succeeded {
-            provider_payment_id,
-        }),
-        ("payment_intent.payment_failed", id) => {
-            let error = &object["last_payment_error"];
-            let code = error["decline_code"]
-                .as_str()
-                .or(error["code"].as_str())
-                .unwrap_or("generic_decline");
-            Some(Settlement::Declined {
-                provider_payment_id: id,
-                decline_code: code.to_owned(),
-            })
-        }
-        _ => None,
-    };
+    let settlement = intent_settlement(&event, intent_id);
     let refund = match event.kind.as_str() {
         "refund.created" | "refund.updated" | "refund.failed" | "charge.refund.updated" => {
             refund_event(object)?
@@ -185,6 +172,75 @@ pub fn parse_event(body: &[u8]) -> Result<PspEvent, serde_json::Error> {
         refund,
     })
 }
+
+/// What a `payment_intent.*` event says of the attempt (Stripe, "Types of events"):
+/// - `succeeded`: charged; of a manual-capture intent, what was captured (`amount_received`);
+/// - `payment_failed`: declined, or the customer failed 3-D Secure
+///   (`payment_intent_authentication_failure`);
+/// - `requires_action`: waiting for the customer at `next_action.redirect_to_url`, open for
+///   [`crate::domain::ACTION_TIMEOUT`] from the event;
+/// - `processing`: the customer acted and the charge is underway;
+/// - `amount_capturable_updated`: a manual-capture intent is authorized (`requires_capture`).
+fn intent_settlement(event: &Event, intent_id: Option<String>) -> Option<Settlement> {
+    let object = &event.data.object;
+    let provider_payment_id = intent_id?;
+    Some(match event.kind.as_str() {
+        "payment_intent.succeeded" => match object["amount_received"].as_i64() {
+            Some(amount_captured) if object["capture_method"] == "manual" => Settlement::Captured {
+                provider_payment_id,
+                amount_captured,
+            },
+            _ => Settlement::Succeeded {
+                provider_payment_id,
+            },
+        },
+        "payment_intent.payment_failed" => {
+            let error = &object["last_payment_error"];
+            if error["code"] == AUTHENTICATION_FAILURE {
+                return Some(Settlement::AuthenticationFailed {
+                    provider_payment_id: Some(provider_payment_id),
+                });
+            }
+            let code = error["decline_code"]
+                .as_str()
+                .or(error["code"].as_str())
+                .unwrap_or("generic_decline");
+            Settlement::Declined {
+                provider_payment_id: Some(provider_payment_id),
+                decline_code: code.to_owned(),
+            }
+        }
+        "payment_intent.requires_action" => {
+            let url = object["next_action"]["redirect_to_url"]["url"].as_str()?;
+            let created_ms = event.created?.saturating_mul(1000);
+            Settlement::ActionRequired {
+                provider_payment_id,
+                next_action: NextAction {
+                    url: url.to_owned(),
+                    expires_at_ms: created_ms
+                        .saturating_add(crate::clock::duration_ms(crate::domain::ACTION_TIMEOUT)),
+                },
+            }
+        }
+        "payment_intent.processing" => Settlement::ActionCompleted {
+            provider_payment_id,
+        },
+        "payment_intent.amount_capturable_updated" if object["status"] == "requires_capture" => {
+            Settlement::Authorized {
+                amount_capturable: object["amount_capturable"].as_i64()?,
+                capture_before_ms: object["latest_charge"]
+                    .pointer("/payment_method_details/card/capture_before")
+                    .and_then(serde_json::Value::as_i64)
+                    .map(|s| s.saturating_mul(1000)),
+                provider_payment_id,
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// Stripe's `last_payment_error.code` when the customer failed 3-D Secure.
+const AUTHENTICATION_FAILURE: &str = "payment_intent_authentication_failure";
 
 /// Our refund a Refund object names in its `metadata.refund_id`, with what the object says.
 fn refund_event(object: &serde_json::Value) -> Result<Option<RefundEvent>, serde_json::Error> {
@@ -598,6 +654,102 @@ mod tests {
                 }),
                 Some(true)
             )
+        );
+    }
+
+    #[test]
+    fn action_and_capture_events_map_to_their_settlements() {
+        let settlement = |kind: &str, object: Value| {
+            parse_event(&event(kind, json!({ "object": object })))
+                .unwrap()
+                .settlement
+        };
+        let intent = |extra: Value| {
+            let mut object = json!({"id": "pi_1", "metadata": {"payment_id": "pay_1"}});
+            object
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            object
+        };
+        assert_eq!(
+            settlement(
+                "payment_intent.requires_action",
+                intent(
+                    json!({"status": "requires_action", "next_action": {"type": "redirect_to_url",
+                    "redirect_to_url": {"url": "https://psp.example/3ds/pi_1", "return_url": "https://shop.example/r"}}})
+                )
+            ),
+            Some(Settlement::ActionRequired {
+                provider_payment_id: "pi_1".into(),
+                next_action: NextAction {
+                    url: "https://psp.example/3ds/pi_1".into(),
+                    expires_at_ms: 1_730_000_100_000 + 3_600_000,
+                },
+            })
+        );
+        // An action with nowhere to send a browser is no action payonce can wait on.
+        assert_eq!(
+            settlement(
+                "payment_intent.requires_action",
+                intent(
+                    json!({"status": "requires_action", "next_action": {"type": "use_stripe_sdk"}})
+                )
+            ),
+            None
+        );
+        assert_eq!(
+            settlement(
+                "payment_intent.processing",
+                intent(json!({"status": "processing"}))
+            ),
+            Some(Settlement::ActionCompleted {
+                provider_payment_id: "pi_1".into()
+            })
+        );
+        assert_eq!(
+            settlement(
+                "payment_intent.amount_capturable_updated",
+                intent(
+                    json!({"status": "requires_capture", "amount": 3000, "amount_capturable": 3000})
+                )
+            ),
+            Some(Settlement::Authorized {
+                provider_payment_id: "pi_1".into(),
+                amount_capturable: 3000,
+                capture_before_ms: None,
+            })
+        );
+        assert_eq!(
+            settlement(
+                "payment_intent.succeeded",
+                intent(
+                    json!({"status": "succeeded", "capture_method": "manual", "amount": 3000, "amount_received": 1800})
+                )
+            ),
+            Some(Settlement::Captured {
+                provider_payment_id: "pi_1".into(),
+                amount_captured: 1800,
+            })
+        );
+        assert_eq!(
+            settlement(
+                "payment_intent.succeeded",
+                intent(json!({"status": "succeeded", "amount": 3000, "amount_received": 3000}))
+            ),
+            Some(Settlement::Succeeded {
+                provider_payment_id: "pi_1".into()
+            })
+        );
+        assert_eq!(
+            settlement(
+                "payment_intent.payment_failed",
+                intent(json!({"status": "requires_payment_method",
+                    "last_payment_error": {"type": "card_error", "code": "payment_intent_authentication_failure"}}))
+            ),
+            Some(Settlement::AuthenticationFailed {
+                provider_payment_id: Some("pi_1".into())
+            })
         );
     }
 }

@@ -499,3 +499,24 @@ fn only_a_hold_keeps_the_order_and_a_held_order_is_left_by_its_own_success() {
         assert!(!status.in_flight());
     }
 }
+
+#[test]
+fn only_a_payment_with_a_return_url_waits_for_the_customer() {
+    // GIVEN a one-step payment (no return URL) the PSP says needs an action
+    let p = payment(PaymentStatus::Processing, None);
+    let asks = Settlement::ActionRequired {
+        provider_payment_id: "pi_1".into(),
+        next_action: action(),
+    };
+    // THEN it stays processing (nobody can act; the PSP fails or times it out)
+    assert_eq!(transition(&p, &asks), Transition::Unchanged);
+    // AND with a return URL it waits
+    let with_url = Payment {
+        return_url: Some("https://shop.example/r".into()),
+        ..p
+    };
+    assert_eq!(
+        transition(&with_url, &asks).status(),
+        Some(PaymentStatus::RequiresAction)
+    );
+}
