@@ -61,6 +61,9 @@ impl FakePsp {
             slow_delay: config.slow_delay,
             refund_fail_after: config.refund_fail_after,
             refund_pending_for: config.refund_pending_for,
+            authorization_expires_after: config.authorization_expires_after,
+            // Where the customer-facing pages are served: this very listener.
+            base_url: format!("http://{local_addr}"),
             ..ModelConfig::default()
         };
         // The real clock and a fresh seed: determinism is the simulation's business.
