@@ -108,7 +108,7 @@ impl FakePsp {
 }
 
 /// Applies the model's time-driven transitions (`processing` → `succeeded`, `requires_action`
-/// → `requires_payment_method`, refunds that succeed or fail later) as they fall due and sends their webhooks. Sleeps until the next
+/// → `requires_payment_method`, authorizations that lapse, refunds that succeed or fail later) as they fall due and sends their webhooks. Sleeps until the next
 /// one is due, or until a request (which may have scheduled an earlier one) wakes it.
 async fn run_ticker(model: Arc<FakeModel>, webhooks: Arc<Webhooks>, wake: Arc<Notify>) {
     loop {

@@ -1,5 +1,6 @@
 //! The HTTP surface, a thin layer over the [model](crate::model): every request except
-//! the test controls under `/_fake/` is handed to [`FakeModel::handle`] as it came off the wire, and the
+//! the test controls and customer pages under `/_fake/` (the latter go to
+//! [`FakeModel::action_page`]) is handed to [`FakeModel::handle`] as it came off the wire, and the
 //! model's answer is written back — at once, after the slow delay, or not at all — while its
 //! events go to webhook delivery.
 //!

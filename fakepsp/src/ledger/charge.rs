@@ -15,7 +15,8 @@ pub(crate) enum Status {
     RequiresConfirmation,
     /// The last attempt failed (declined, or authentication never happened).
     RequiresPaymentMethod,
-    /// Waiting for the customer to authenticate (`pm_fake_requires_action`).
+    /// Waiting for the customer to authenticate (`pm_fake_requires_action`, the 3-D Secure
+    /// test cards).
     RequiresAction,
     /// Submitted, result not known yet (`pm_fake_processing`).
     Processing,

@@ -5,7 +5,11 @@
 //! their time-driven transitions ([`Timings`]), the test tokens and what each does
 //! (`behaviour`), the idempotency layer (`idempotency`), search lag, and the operations each
 //! face calls after validating a request in its own terms — [`Ledger::attempt_charge`],
-//! [`Ledger::attempt_refund`], [`Ledger::insert`]. A face parses its requests, authenticates
+//! [`Ledger::attempt_refund`], [`Ledger::insert`], [`Ledger::capture`], [`Ledger::cancel`],
+//! and [`Ledger::complete_action`] for a customer's answer on the face's action page. How a
+//! charge treats a token that asks for a customer action ([`OnAction`]) and when its funds are
+//! taken ([`CaptureMethod`]) are the face's to say from the request; what follows is the
+//! ledger's. A face parses its requests, authenticates
 //! them, and writes its own objects, errors and webhook events; where the ledger needs the
 //! face's words (ids, search snapshots, the events of a time-driven transition, the inspection
 //! status) it asks through the [`Face`] trait. Nothing here knows a wire format, and nothing

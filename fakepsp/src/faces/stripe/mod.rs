@@ -6,7 +6,8 @@
 //! `Ledger::attempt_refund`, the idempotency layer, `Ledger::insert`) after validating a request
 //! in Stripe's terms (`params`).
 //!
-//! follows (the Omise face's rules are in the `faces::omise` module):
+//! The Stripe rules it follows, with the documentation each comes from (the Omise face's rules
+//! are in the `faces::omise` module):
 //!
 //! - **Idempotency** ("Idempotent requests", docs.stripe.com/api/idempotent_requests): the first
 //!   answer under a key is replayed for the same endpoint and parameters; another endpoint or
@@ -22,7 +23,44 @@
 //! - **Charge limits** ("Supported currencies" → "Minimum and maximum charge amounts"): below the
 //!   currency's minimum → `amount_too_small`, above eight digits → `amount_too_large`.
 //! - **Cancel** ("Cancel a PaymentIntent"): only from `requires_payment_method`,
-//!   `requires_capture`, `requires_confirmation`, `requires_action`, `processing`.
+//!   `requires_capture`, `requires_confirmation`, `requires_action`, `processing`, else 400
+//!   `payment_intent_unexpected_state`; `cancellation_reason` one of `duplicate`, `fraudulent`,
+//!   `requested_by_customer`, `abandoned`; under an idempotency key; `payment_intent.canceled`.
+//!   Cancelling an authorization releases it (its charge reads refunded).
+//! - **3-D Secure test cards** ("Testing" → "3D Secure authentication":
+//!   `pm_card_threeDSecure2Required`, `pm_card_authenticationRequired`, which ask for
+//!   authentication on every charge; "Create a PaymentIntent": `error_on_requires_action`,
+//!   `return_url`): with `error_on_requires_action=true` the confirm fails with 402 `card_error`
+//!   `authentication_required` and the PaymentIntent goes to `requires_payment_method`
+//!   (`payment_intent.payment_failed`), even with a `return_url`; with a `return_url` it waits in
+//!   `requires_action` with `next_action.redirect_to_url` (`url` the fake's own
+//!   `/_fake/authenticate/{id}`, `return_url` as given) and `payment_intent.requires_action`;
+//!   with neither, `next_action.use_stripe_sdk`. An action never answered waits until cancelled.
+//!   `return_url` must parse as a URL (`url_invalid`).
+//! - **The redirect back** ("Payment Intents" → "Redirect to URL": the customer returns to
+//!   `return_url` with `payment_intent` and `redirect_status` in the query): the fake's page
+//!   answers a completed authentication with 303 to
+//!   `<return_url>?payment_intent=<id>&redirect_status=succeeded` (`&` if the URL has a query;
+//!   `failed` for a failed one). Completed, the PaymentIntent succeeds, or is authorized for a
+//!   manual capture; failed, it is `requires_payment_method` with
+//!   `payment_intent_authentication_failure` ("Error codes"). A second answer is 409 and moves
+//!   nothing.
+//! - **Manual capture** ("Place a hold on a payment method", "Capture a PaymentIntent"):
+//!   `capture_method=manual` (also on an unconfirmed create; `automatic_async` is not
+//!   modelled and refused) authorizes only: `requires_capture`, `amount_capturable` the amount,
+//!   `payment_intent.amount_capturable_updated`, and the charge's
+//!   `payment_method_details.card.capture_before` (epoch s) `authorization_expires_after` (7
+//!   days, the card-not-present window) ahead. `POST .../capture` takes `amount_to_capture` (1
+//!   to `amount_capturable`, default all) under an idempotency key like a create: from
+//!   `requires_capture` it succeeds with `amount_received` the captured amount, the rest
+//!   released (`payment_intent.succeeded`); from anything else 400
+//!   `payment_intent_unexpected_state`; more than capturable 400 with Stripe's message (code
+//!   `amount_too_large` on `amount_to_capture`: the code is not documented). Uncaptured once
+//!   `authorization_expires_after` has passed, the PaymentIntent is canceled with
+//!   `cancellation_reason: automatic` (`payment_intent.canceled`; "the funds are released and
+//!   the payment status changes to canceled").
+//! - **Expanding** ("Expanding responses"): `expand[]=latest_charge` on create, retrieve,
+//!   capture and cancel inlines the Charge; any other expansion is refused. Events never expand.
 //! - **Search** ("Search", docs.stripe.com/search, "Data freshness"): not read-after-write; each
 //!   PaymentIntent, and each change to it, shows up only after a random lag. Retrieving by id is
 //!   read-after-write.
@@ -31,7 +69,8 @@
 //! - **Refunds** ("Create a refund", "The Refund object", "Error codes"): `POST /v1/refunds` takes
 //!   `payment_intent` (required here), `amount` (at least 1; default: what is left unrefunded),
 //!   `reason` (`duplicate`, `fraudulent`, `requested_by_customer`) and `metadata`, under an
-//!   idempotency key exactly like a PaymentIntent create. Parameter errors come before the key;
+//!   idempotency key exactly like a PaymentIntent create, of at most what was captured
+//!   (`amount_received`). Parameter errors come before the key;
 //!   the rest is answered after it and stored like any answer: an unknown PaymentIntent → 400
 //!   `resource_missing` on `payment_intent`; one without a succeeded charge → 400
 //!   `charge_not_refundable`; nothing left to refund → 400 `charge_already_refunded`; more than
