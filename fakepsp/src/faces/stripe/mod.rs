@@ -437,7 +437,7 @@ impl StripeFace {
             on_action,
         };
         let token = charge.payment_method.clone();
-        let (intent, delivery) = match ledger.attempt_charge(self, charge, key, now_ms) {
+        let (mut intent, delivery) = match ledger.attempt_charge(self, charge, key, now_ms) {
             // Stripe attaches the PaymentMethod at creation, so an id that names nothing is
             // `resource_missing` whether or not it is confirmed.
             Attempt::UnknownMethod => return Handled::plain(no_such_payment_method(&token)),
@@ -449,7 +449,6 @@ impl StripeFace {
             }
             Attempt::Made { intent, delivery } => (*intent, delivery),
         };
-        let mut intent = intent;
         if intent.status == Status::RequiresAction && intent.return_url.is_some() {
             intent.action_url = Some(format!(
                 "{}{AUTHENTICATE_PATH}/{}",
@@ -458,7 +457,7 @@ impl StripeFace {
         }
         // What the answer shows: the PaymentIntent, its Charge inlined if asked for (it has no
         // refunds yet).
-        let shown = |intent: &Intent| {
+        let answered = |intent: &Intent| {
             let mut object = intent.to_json();
             if expand && intent.latest_charge.is_some() {
                 object["latest_charge"] = charge_json(intent, &[]);
@@ -468,24 +467,24 @@ impl StripeFace {
         if !confirm {
             // Nothing attempted, so the token's behaviour does not matter yet, and Stripe sends
             // no event a receiver would act on.
-            let reply = Reply::json(200, &shown(&intent));
+            let reply = Reply::json(200, &answered(&intent));
             ledger.insert(self, intent, now_ms);
             return Handled::plain(reply);
         }
 
         let (reply, kind) = match (intent.status, intent.failure) {
             (Status::Succeeded, _) => (
-                Reply::json(200, &shown(&intent)),
+                Reply::json(200, &answered(&intent)),
                 "payment_intent.succeeded",
             ),
             (Status::RequiresCapture, _) => (
-                Reply::json(200, &shown(&intent)),
+                Reply::json(200, &answered(&intent)),
                 "payment_intent.amount_capturable_updated",
             ),
             // A card that needs authentication, confirmed with `error_on_requires_action`:
             // Stripe fails the confirm with a 402 carrying the PaymentIntent.
             (Status::RequiresPaymentMethod, Some(Failure::AuthenticationRequired)) => (
-                errors::authentication_required(AUTHENTICATION_REQUIRED_MESSAGE, shown(&intent)),
+                errors::authentication_required(AUTHENTICATION_REQUIRED_MESSAGE, answered(&intent)),
                 "payment_intent.payment_failed",
             ),
             // A failed attempt: back to `requires_payment_method`, answered with a 402 carrying
@@ -495,16 +494,16 @@ impl StripeFace {
                     decline_code(decline),
                     decline_message(decline),
                     intent.latest_charge.as_deref(),
-                    shown(&intent),
+                    answered(&intent),
                 ),
                 "payment_intent.payment_failed",
             ),
             (Status::Processing, _) => (
-                Reply::json(200, &shown(&intent)),
+                Reply::json(200, &answered(&intent)),
                 "payment_intent.processing",
             ),
             (Status::RequiresAction, _) => (
-                Reply::json(200, &shown(&intent)),
+                Reply::json(200, &answered(&intent)),
                 "payment_intent.requires_action",
             ),
             // A confirmed attempt ends in one of the above; kept total rather than panicking.
