@@ -36,6 +36,8 @@
 //!   `requires_action` with `next_action.redirect_to_url` (`url` the fake's own
 //!   `/_fake/authenticate/{id}`, `return_url` as given) and `payment_intent.requires_action`;
 //!   with neither, `next_action.use_stripe_sdk`. An action never answered waits until cancelled.
+//!   `off_session` (other than `false`) fails like `error_on_requires_action` ("Create a
+//!   PaymentIntent" → `off_session`: the customer is not in the checkout flow).
 //!   `return_url` must parse as a URL (`url_invalid`).
 //! - **The redirect back** ("Payment Intents" → "Redirect to URL": the customer returns to
 //!   `return_url` with `payment_intent` and `redirect_status` in the query): the fake's page
@@ -418,8 +420,10 @@ impl StripeFace {
         let confirm = create.confirm;
         let expand = create.expand_latest_charge;
         // Stripe, "Create a PaymentIntent": `error_on_requires_action` fails the attempt instead
-        // of asking for an action, whether or not a `return_url` came too.
-        let on_action = if create.error_on_requires_action {
+        // of asking for an action, whether or not a `return_url` came too; so does `off_session`
+        // (the customer is not there: a card that needs authentication fails with
+        // `authentication_required`).
+        let on_action = if create.error_on_requires_action || create.off_session {
             OnAction::Fail
         } else {
             OnAction::Wait {

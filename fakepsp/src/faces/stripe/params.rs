@@ -25,6 +25,8 @@ pub(crate) struct CreateParams {
     pub(crate) capture_method: CaptureMethod,
     /// `error_on_requires_action=true`: fail the attempt rather than ask for an action.
     pub(crate) error_on_requires_action: bool,
+    /// `off_session` other than `false`: the customer is not there to act.
+    pub(crate) off_session: bool,
     /// Where the customer comes back to after an action (a valid URL).
     pub(crate) return_url: Option<String>,
     /// `expand[]=latest_charge`: inline the Charge in the answer.
@@ -122,11 +124,12 @@ impl CreateParams {
             }
         };
         let expand_latest_charge = expand_latest_charge(params)?;
-        optional_enum(
+        let off_session = optional_enum(
             params,
             "off_session",
             &["true", "false", "one_off", "recurring"],
-        )?;
+        )?
+        .is_some_and(|value| value != "false");
         let redirects = optional_enum(
             params,
             "automatic_payment_methods[allow_redirects]",
@@ -170,6 +173,7 @@ impl CreateParams {
             metadata,
             capture_method,
             error_on_requires_action,
+            off_session,
             return_url,
             expand_latest_charge,
         })
@@ -421,6 +425,7 @@ mod tests {
                     .collect(),
                 capture_method: CaptureMethod::Automatic,
                 error_on_requires_action: false,
+                off_session: false,
                 return_url: None,
                 expand_latest_charge: false,
             })

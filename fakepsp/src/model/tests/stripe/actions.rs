@@ -136,6 +136,33 @@ fn error_on_requires_action_wins_over_return_url() {
     assert_eq!(model.charges()[0].outcome, "failed");
 }
 
+#[test]
+fn an_off_session_confirm_of_a_three_ds_card_fails_with_authentication_required() {
+    for off_session in ["true", "one_off", "recurring"] {
+        let model = model();
+        let answer = post(
+            &model,
+            INTENTS,
+            &redirected(THREE_DS_TOKENS[1], &format!("&off_session={off_session}")),
+            None,
+            T0,
+        );
+        assert_eq!(answer.status, 402, "{off_session}: {}", answer.body);
+        assert_eq!(error_code(&answer), "authentication_required");
+        assert_eq!(kinds(&answer.events), ["payment_intent.payment_failed"]);
+    }
+    // off_session=false leaves the customer there to act.
+    let model = model();
+    let answer = post(
+        &model,
+        INTENTS,
+        &redirected(THREE_DS_TOKENS[1], "&off_session=false"),
+        None,
+        T0,
+    );
+    assert_eq!(json(&answer)["status"], "requires_action");
+}
+
 // 3-D Secure test cards, confirmed with return_url.
 
 #[test]
