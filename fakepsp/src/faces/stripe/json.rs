@@ -26,13 +26,11 @@ impl StripeJson for Intent {
             }
             _ => Value::Null,
         };
-        json!({
+        let mut intent = json!({
             "id": self.id,
             "object": "payment_intent",
             "amount": self.amount,
-            "amount_capturable": self.amount_capturable(),
             "amount_received": self.amount_received(),
-            "capture_method": self.capture_method.as_str(),
             "currency": self.currency,
             "status": self.status.as_str(),
             "payment_method": self.payment_method,
@@ -43,7 +41,16 @@ impl StripeJson for Intent {
             "next_action": next_action,
             "cancellation_reason": self.cancellation_reason,
             "livemode": false,
-        })
+        });
+        // Stripe always sends both; the fake sends them only for a manual capture, so that the
+        // answers for automatic captures stay byte-identical to what they were before manual
+        // capture existed (payonce's simulation traces compare them). Absent reads as
+        // `automatic` and 0.
+        if self.capture_method == CaptureMethod::Manual {
+            intent["capture_method"] = json!(self.capture_method.as_str());
+            intent["amount_capturable"] = json!(self.amount_capturable());
+        }
+        intent
     }
 }
 
@@ -130,15 +137,9 @@ pub(super) fn charge_json(intent: &Intent, refunds: &[&Refund]) -> Value {
         Status::Processing | Status::RequiresAction | Status::RequiresConfirmation => "pending",
         Status::Succeeded | Status::RequiresCapture | Status::Canceled => "succeeded",
     };
-    let mut card = json!({});
-    if let (CaptureMethod::Manual, Some(capture_before_ms)) =
-        (intent.capture_method, intent.capture_before_ms)
-    {
-        card["capture_before"] = json!(capture_before_ms.div_euclid(1000));
-    }
     let data: Vec<Value> = refunds.iter().map(|refund| refund.to_json()).collect();
     let charge = intent.latest_charge.clone().unwrap_or_default();
-    json!({
+    let mut charge = json!({
         "id": charge,
         "object": "charge",
         "amount": intent.amount,
@@ -148,7 +149,6 @@ pub(super) fn charge_json(intent: &Intent, refunds: &[&Refund]) -> Value {
         "paid": status == "succeeded",
         "refunded": released || (captured && amount_refunded >= amount_captured),
         "status": status,
-        "payment_method_details": {"type": "card", "card": card},
         "currency": intent.currency,
         "payment_intent": intent.id,
         "payment_method": intent.payment_method,
@@ -162,7 +162,16 @@ pub(super) fn charge_json(intent: &Intent, refunds: &[&Refund]) -> Value {
             "total_count": refunds.len(),
             "url": format!("/v1/charges/{charge}/refunds"),
         },
-    })
+    });
+    // Only for a manual capture, for the same reason as the PaymentIntent's `capture_method`.
+    if let (CaptureMethod::Manual, Some(capture_before_ms)) =
+        (intent.capture_method, intent.capture_before_ms)
+    {
+        let capture_before = capture_before_ms.div_euclid(1000);
+        charge["payment_method_details"] =
+            json!({"type": "card", "card": {"capture_before": capture_before}});
+    }
+    charge
 }
 
 /// Stripe's `decline_code` for a decline (its test cards' codes).

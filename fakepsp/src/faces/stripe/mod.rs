@@ -63,6 +63,10 @@
 //!   the payment status changes to canceled").
 //! - **Expanding** ("Expanding responses"): `expand[]=latest_charge` on create, retrieve,
 //!   capture and cancel inlines the Charge; any other expansion is refused. Events never expand.
+//!   Unlike Stripe, which always sends them, `capture_method` and `amount_capturable` appear only
+//!   on manual-capture PaymentIntents and `payment_method_details` only on their Charges, so that
+//!   every answer about an automatic capture stays byte for byte what it was (absent reads as
+//!   `automatic`, 0, no `capture_before`).
 //! - **Search** ("Search", docs.stripe.com/search, "Data freshness"): not read-after-write; each
 //!   PaymentIntent, and each change to it, shows up only after a random lag. Retrieving by id is
 //!   read-after-write.
