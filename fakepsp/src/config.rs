@@ -45,6 +45,9 @@ pub struct FakePspConfig {
     pub refund_fail_after: Duration,
     /// How long a refund of a `pm_fake_refund_pending` charge stays `pending` before it succeeds.
     pub refund_pending_for: Duration,
+    /// How long a `capture_method=manual` PaymentIntent may wait in `requires_capture` before
+    /// the PSP cancels it (`cancellation_reason: automatic`); 7 days by default, as Stripe.
+    pub authorization_expires_after: Duration,
     /// How webhooks are delivered (duplicates, delay, order).
     pub webhooks: WebhookKnobs,
 }
@@ -63,6 +66,7 @@ impl Default for FakePspConfig {
             search_lag_max: model.search_lag_max,
             refund_fail_after: model.refund_fail_after,
             refund_pending_for: model.refund_pending_for,
+            authorization_expires_after: model.authorization_expires_after,
             omise_honours_idempotency_key: model.omise_honours_idempotency_key,
             twoc2p_merchant_id: model.twoc2p_merchant_id,
             webhooks: WebhookKnobs::default(),

@@ -30,7 +30,20 @@
 //! | `pm_fake_slow` | PaymentIntent `succeeded` and stored, answered only after [`FakePspConfig::slow_delay`] |
 //! | `pm_fake_processing` | PaymentIntent `processing`, 200 (`payment_intent.processing`); `succeeded` (`payment_intent.succeeded`) after [`FakePspConfig::processing_for`] |
 //! | `pm_fake_requires_action` | PaymentIntent `requires_action`, 200 (`payment_intent.requires_action`); back to `requires_payment_method` with `authentication_required` (`payment_intent.payment_failed`) after [`FakePspConfig::requires_action_for`] |
+//! | `pm_card_threeDSecure2Required`, `pm_card_authenticationRequired` | with `error_on_requires_action=true`: `requires_payment_method`, 402 `card_error` / `authentication_required` (`payment_intent.payment_failed`); otherwise `requires_action`, 200 (`payment_intent.requires_action`), with `return_url` a `next_action.redirect_to_url` to the fake's authentication page, waiting there until answered or cancelled |
 //! | anything else | 400 `resource_missing` on `payment_method`; nothing created |
+//!
+//! With `capture_method=manual`, what would succeed is authorized instead: `requires_capture`
+//! (`payment_intent.amount_capturable_updated`) until `POST /v1/payment_intents/{id}/capture`
+//! (`amount_to_capture`, default all) succeeds it, a cancel releases it, or
+//! [`FakePspConfig::authorization_expires_after`] (7 days) passes and the PSP cancels it
+//! (`cancellation_reason: automatic`). `expand[]=latest_charge` inlines the Charge, whose
+//! `payment_method_details.card.capture_before` says until when.
+//!
+//! `GET /_fake/authenticate/{id}` (no auth, not counted) is the page a 3-D Secure PaymentIntent
+//! sends its customer to: the amount and two buttons posting `result=complete` or `result=fail`
+//! back to it, answered with `303 See Other` to the `return_url` (with `payment_intent` and
+//! `redirect_status`); 404 for an unknown id, 409 once the PaymentIntent no longer waits.
 //!
 //! With `confirm=false` any known token is accepted and the PaymentIntent waits in
 //! `requires_confirmation` (payonce uses this to fence a key); the confirm-only parameters
@@ -70,7 +83,9 @@
 //!
 //! `GET /_fake/charges` and `GET /_fake/refunds` (no auth, not counted) list everything created,
 //! with `provider`, `id`, `outcome`, `amount`, `currency`, `payment_id`, `idempotency_key` and,
-//! for refunds, `refund_id` on every face, and `invoice_no` on the 2C2P face.
+//! for refunds, `refund_id` on every face, and `invoice_no` on the 2C2P face; charges also carry
+//! `capture_method`, `amount_captured` and the `captures` and `cancels` that took effect, each
+//! with the idempotency key it came under.
 //! `POST /_fake/webhooks/hold` and `POST /_fake/webhooks/release` stop webhook delivery and let
 //! it go again (what was held is then sent in order): a test that must see payonce's answer
 //! before any webhook can arrive holds them, rather than hoping the answer wins a race.
@@ -99,7 +114,7 @@ mod server;
 mod webhooks;
 
 pub use config::{FakePspConfig, WebhookKnobs};
-pub use ledger::{FakeCharge, FakeRefund};
+pub use ledger::{FakeCancel, FakeCapture, FakeCharge, FakeRefund};
 pub use provider::{
     Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_TWOC2P_MERCHANT_ID,
     DEFAULT_TWOC2P_SECRET_KEY, DEFAULT_WEBHOOK_SECRET,

@@ -61,6 +61,9 @@ impl FakePsp {
             slow_delay: config.slow_delay,
             refund_fail_after: config.refund_fail_after,
             refund_pending_for: config.refund_pending_for,
+            authorization_expires_after: config.authorization_expires_after,
+            // Where the customer-facing pages are served: this very listener.
+            base_url: format!("http://{local_addr}"),
             ..ModelConfig::default()
         };
         // The real clock and a fresh seed: determinism is the simulation's business.
@@ -105,7 +108,7 @@ impl FakePsp {
 }
 
 /// Applies the model's time-driven transitions (`processing` → `succeeded`, `requires_action`
-/// → `requires_payment_method`, refunds that succeed or fail later) as they fall due and sends their webhooks. Sleeps until the next
+/// → `requires_payment_method`, authorizations that lapse, refunds that succeed or fail later) as they fall due and sends their webhooks. Sleeps until the next
 /// one is due, or until a request (which may have scheduled an earlier one) wakes it.
 async fn run_ticker(model: Arc<FakeModel>, webhooks: Arc<Webhooks>, wake: Arc<Notify>) {
     loop {

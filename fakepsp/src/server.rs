@@ -1,5 +1,6 @@
 //! The HTTP surface, a thin layer over the [model](crate::model): every request except
-//! the test controls under `/_fake/` is handed to [`FakeModel::handle`] as it came off the wire, and the
+//! the test controls and customer pages under `/_fake/` (the latter go to
+//! [`FakeModel::action_page`]) is handed to [`FakeModel::handle`] as it came off the wire, and the
 //! model's answer is written back — at once, after the slow delay, or not at all — while its
 //! events go to webhook delivery.
 //!
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{ConnectInfo, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -18,7 +19,7 @@ use axum::{Json, Router};
 use tokio::sync::{watch, Notify};
 
 use crate::conn::ConnHandle;
-use crate::model::{Delivery, FakeModel, WireAnswer, WireRequest};
+use crate::model::{Delivery, FakeModel, PageAnswer, WireAnswer, WireRequest};
 use crate::webhooks::Webhooks;
 
 /// The header Stripe sets on a response that was replayed from the idempotency cache.
@@ -43,6 +44,10 @@ pub(crate) fn router(app: App) -> Router {
         .route("/_fake/refunds", get(fake_refunds))
         .route("/_fake/webhooks/hold", post(hold_webhooks))
         .route("/_fake/webhooks/release", post(release_webhooks))
+        .route(
+            "/_fake/authenticate/{id}",
+            get(show_action_page).post(answer_action_page),
+        )
         .fallback(wire)
         .method_not_allowed_fallback(wire)
         .with_state(app)
@@ -118,6 +123,49 @@ fn respond(status: u16, body: String, replayed: bool) -> Response {
     );
     if replayed {
         headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    response
+}
+
+/// `GET /_fake/authenticate/{id}`: the page where the customer completes or fails the
+/// authentication a PaymentIntent waits for. No auth, not counted: the customer's browser, not
+/// the merchant, comes here.
+async fn show_action_page(State(app): State<App>, Path(id): Path<String>) -> Response {
+    let page = app.model.action_page(&id, None, now_ms());
+    deliver_page(&app, page)
+}
+
+/// `POST /_fake/authenticate/{id}` (`result=complete|fail`, form-encoded): the customer's
+/// answer, which moves the PaymentIntent on once and redirects to its `return_url`.
+async fn answer_action_page(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let page = app.model.action_page(&id, Some(&body), now_ms());
+    deliver_page(&app, page)
+}
+
+/// Sends a page's events and writes it: HTML, with `Location` on a redirect.
+fn deliver_page(app: &App, page: PageAnswer) -> Response {
+    let PageAnswer {
+        status,
+        location,
+        html,
+        events,
+    } = page;
+    app.ticker.notify_one();
+    app.webhooks.send(events);
+    let mut response = Response::new(Body::from(html));
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    if let Some(location) = location.and_then(|url| HeaderValue::from_str(&url).ok()) {
+        headers.insert(header::LOCATION, location);
     }
     response
 }

@@ -102,9 +102,9 @@ use serde_json::{json, Value};
 use crate::faces::dates::iso8601;
 use crate::faces::form::{collect_metadata, parse_form, Params};
 use crate::ledger::{
-    is_valid_idempotency_key, Attempt, Decline, Face, Failure, Fingerprint, Handled, Intent,
-    KeyRefusals, Ledger, ModelEvent, NewCharge, Refund, RefundAttempt, RefundStatus, Reply, Status,
-    WireRequest, MAX_IDEMPOTENCY_KEY_LEN,
+    is_valid_idempotency_key, Attempt, CaptureMethod, Decline, Face, Failure, Fingerprint, Handled,
+    Intent, KeyRefusals, Ledger, ModelEvent, NewCharge, OnAction, Refund, RefundAttempt,
+    RefundStatus, Reply, Status, WireRequest, MAX_IDEMPOTENCY_KEY_LEN,
 };
 
 /// Where Omise's error objects point (`location`), followed by `#<code with hyphens>`.
@@ -676,6 +676,10 @@ fn charge_params(config: &OmiseFace, params: &Params) -> Result<NewCharge, Reply
         metadata,
         // Omise charges a card when it is created; there is no unconfirmed charge.
         confirm: true,
+        // `capture=false` is refused above; authorise-only charges are not modelled here yet.
+        capture_method: CaptureMethod::Automatic,
+        // The face has no authentication page yet: the tokens that need one are unknown to it.
+        on_action: OnAction::Unsupported,
     })
 }
 
@@ -755,10 +759,14 @@ fn search_matches(snapshot: &Value, text: &str) -> bool {
 fn charge_status(intent: &Intent) -> &'static str {
     match intent.status {
         Status::Succeeded => "successful",
-        Status::RequiresConfirmation | Status::RequiresAction | Status::Processing => "pending",
+        // The face never authorises only, so `requires_capture` is not reached; kept total.
+        Status::RequiresConfirmation
+        | Status::RequiresAction
+        | Status::Processing
+        | Status::RequiresCapture => "pending",
         Status::RequiresPaymentMethod => match intent.failure {
             Some(Failure::AuthenticationRequired) => "expired",
-            Some(Failure::Declined(_)) | None => "failed",
+            Some(Failure::Declined(_) | Failure::AuthenticationFailed) | None => "failed",
         },
         Status::Canceled => "reversed",
     }
@@ -789,7 +797,10 @@ fn charge_json(intent: &Intent, refunds: &[&Refund]) -> Value {
             let (code, message) = decline_failure(decline);
             (Some(code), Some(message))
         }
-        Some(Failure::AuthenticationRequired) => (Some(TIMEOUT_CODE), Some(TIMEOUT_MESSAGE)),
+        // Only the Stripe face's authentication page fails an authentication; kept total.
+        Some(Failure::AuthenticationRequired | Failure::AuthenticationFailed) => {
+            (Some(TIMEOUT_CODE), Some(TIMEOUT_MESSAGE))
+        }
         None => (None, None),
     };
     let location = format!("/charges/{}", intent.id);

@@ -106,8 +106,8 @@ use sha2::{Digest, Sha256};
 use crate::currency::{is_zero_decimal, minimum_charge_minor, MAXIMUM_CHARGE_MINOR};
 use crate::faces::dates::iso8601;
 use crate::ledger::{
-    Attempt, Decline, Face, Failure, FakeCharge, Handled, Intent, Ledger, ModelEvent, NewCharge,
-    Reply, Status, WireRequest,
+    Attempt, CaptureMethod, Decline, Face, Failure, FakeCharge, Handled, Intent, Ledger,
+    ModelEvent, NewCharge, OnAction, Reply, Status, WireRequest,
 };
 
 /// `POST` Payment Token.
@@ -532,6 +532,9 @@ impl TwoC2pFace {
             description: Some(invoice.description.clone()),
             metadata: BTreeMap::new(),
             confirm: true,
+            capture_method: CaptureMethod::Automatic,
+            // The face has no authentication page yet: the tokens that need one are unknown to it.
+            on_action: OnAction::Unsupported,
         };
         match ledger.attempt_charge(self, charge, Some(invoice_no.clone()), now_ms) {
             Attempt::UnknownMethod => {

@@ -41,6 +41,13 @@ pub(crate) enum Behaviour {
     /// falls back to `requires_payment_method` with `authentication_required` once the model's
     /// `requires_action_for` has passed.
     RequiresAction,
+    /// Stripe's `pm_card_threeDSecure2Required` and `pm_card_authenticationRequired` ("Testing"
+    /// → "3D Secure authentication"): the card asks for authentication on every charge. The
+    /// attempt fails with `authentication_required` when the request says it cannot handle an
+    /// action (Stripe's `error_on_requires_action`); otherwise the PaymentIntent waits in
+    /// `requires_action`, with no time limit, until the customer completes or fails the
+    /// authentication on the fake's page, or the merchant cancels it.
+    Authenticate,
     /// The token names no PaymentMethod (400 `resource_missing`).
     Unknown,
 }
@@ -65,6 +72,8 @@ const TABLE: &[(&str, Behaviour)] = &[
     ("pm_fake_slow", Behaviour::Slow),
     ("pm_fake_processing", Behaviour::Processing),
     ("pm_fake_requires_action", Behaviour::RequiresAction),
+    ("pm_card_threeDSecure2Required", Behaviour::Authenticate),
+    ("pm_card_authenticationRequired", Behaviour::Authenticate),
     // Charges like a good card; its refunds stay `pending` for a while (see `RefundBehaviour`).
     ("pm_fake_refund_pending", Behaviour::Approve),
 ];
@@ -120,6 +129,14 @@ mod tests {
             Behaviour::RequiresAction
         );
         assert_eq!(behaviour_for("pm_fake_refund_pending"), Behaviour::Approve);
+        assert_eq!(
+            behaviour_for("pm_card_threeDSecure2Required"),
+            Behaviour::Authenticate
+        );
+        assert_eq!(
+            behaviour_for("pm_card_authenticationRequired"),
+            Behaviour::Authenticate
+        );
     }
 
     #[test]

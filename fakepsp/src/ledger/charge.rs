@@ -15,10 +15,13 @@ pub(crate) enum Status {
     RequiresConfirmation,
     /// The last attempt failed (declined, or authentication never happened).
     RequiresPaymentMethod,
-    /// Waiting for the customer to authenticate (`pm_fake_requires_action`).
+    /// Waiting for the customer to authenticate (`pm_fake_requires_action`, the 3-D Secure
+    /// test cards).
     RequiresAction,
     /// Submitted, result not known yet (`pm_fake_processing`).
     Processing,
+    /// Authorized and waiting to be captured (manual capture), until the authorization lapses.
+    RequiresCapture,
     /// Charged.
     Succeeded,
     /// Cancelled.
@@ -33,6 +36,7 @@ impl Status {
             Self::RequiresPaymentMethod => "requires_payment_method",
             Self::RequiresAction => "requires_action",
             Self::Processing => "processing",
+            Self::RequiresCapture => "requires_capture",
             Self::Succeeded => "succeeded",
             Self::Canceled => "canceled",
         }
@@ -40,17 +44,57 @@ impl Status {
 
     /// Whether a PaymentIntent in this status may be cancelled. Stripe, "Cancel a
     /// PaymentIntent": only from `requires_payment_method`, `requires_capture`,
-    /// `requires_confirmation`, `requires_action` or (in rare cases) `processing`. The fake never
-    /// produces `requires_capture`.
+    /// `requires_confirmation`, `requires_action` or (in rare cases) `processing`.
     pub(crate) fn is_cancelable(self) -> bool {
         matches!(
             self,
             Self::RequiresPaymentMethod
+                | Self::RequiresCapture
                 | Self::RequiresConfirmation
                 | Self::RequiresAction
                 | Self::Processing
         )
     }
+}
+
+/// When a charge's funds are taken: at once, or only once the merchant captures the
+/// authorization (Stripe's `capture_method`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum CaptureMethod {
+    /// Captured as soon as the charge is authorized.
+    #[default]
+    Automatic,
+    /// Authorized only: `requires_capture` until captured, cancelled, or the authorization
+    /// lapses.
+    Manual,
+}
+
+impl CaptureMethod {
+    /// The wire name (Stripe's, which the inspection view uses on every face).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Automatic => "automatic",
+            Self::Manual => "manual",
+        }
+    }
+}
+
+/// A capture that took effect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Capture {
+    /// Minor units captured.
+    pub(crate) amount: i64,
+    /// The `Idempotency-Key` it came under, if any.
+    pub(crate) idempotency_key: Option<String>,
+}
+
+/// A cancellation that took effect, by the merchant or (`automatic`) by the PSP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Cancel {
+    /// The `Idempotency-Key` it came under; `None` without one, and for the PSP's own.
+    pub(crate) idempotency_key: Option<String>,
+    /// The reason given, if any; `automatic` for an authorization that lapsed.
+    pub(crate) cancellation_reason: Option<String>,
 }
 
 /// Why a charge attempt failed, as the model keeps it; each face words it its own way (Stripe's
@@ -60,8 +104,25 @@ pub(crate) enum Failure {
     /// The card was declined (by its token).
     Declined(Decline),
     /// Authentication was asked for and never happened (`pm_fake_requires_action`, once
-    /// `requires_action_for` has passed).
+    /// `requires_action_for` has passed), or could not be asked for (a card that needs it, when
+    /// the request said it cannot handle an action).
     AuthenticationRequired,
+    /// The customer failed the authentication (the fake's authentication page, *Fail*).
+    AuthenticationFailed,
+}
+
+/// What a charge does if its token asks for a customer action (authentication), as the face
+/// says from the request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum OnAction {
+    /// The face cannot send a customer anywhere: tokens that need an action are unknown to it.
+    Unsupported,
+    /// Fail the attempt with [`Failure::AuthenticationRequired`] (Stripe's
+    /// `error_on_requires_action=true`).
+    Fail,
+    /// Wait in `requires_action` for the customer, who is sent back to `return_url` (if any)
+    /// afterwards.
+    Wait { return_url: Option<String> },
 }
 
 /// A charge: a PaymentIntent on the Stripe face, a charge on the Omise and 2C2P faces. The state
@@ -87,25 +148,60 @@ pub(crate) struct Intent {
     pub(crate) failure: Option<Failure>,
     pub(crate) cancellation_reason: Option<String>,
     /// When the pending time-driven transition (`processing` → `succeeded`, `requires_action`
-    /// → `requires_payment_method`) falls due, epoch ms.
+    /// → `requires_payment_method`, `requires_capture` → `canceled`) falls due, epoch ms.
     pub(crate) due_ms: Option<i64>,
+    /// Captured at once or only on request.
+    pub(crate) capture_method: CaptureMethod,
+    /// What was captured, once it was (the amount, for an automatic capture).
+    pub(crate) amount_captured: Option<i64>,
+    /// Until when (epoch ms) an authorization waiting in `requires_capture` may be captured.
+    pub(crate) capture_before_ms: Option<i64>,
+    /// Where the customer is sent to act (the fake's authentication page), set by the face for
+    /// a charge waiting on an action.
+    pub(crate) action_url: Option<String>,
+    /// Where the customer goes back to once the action is done.
+    pub(crate) return_url: Option<String>,
+    /// Every capture that took effect, oldest first.
+    pub(crate) captures: Vec<Capture>,
+    /// Every cancellation that took effect (at most one).
+    pub(crate) cancels: Vec<Cancel>,
     /// What search shows of it: snapshots of its JSON, each with the epoch ms from which search
     /// sees it; the visible one is the last whose time has come.
     pub(crate) search_versions: Vec<(i64, Value)>,
 }
 
 impl Intent {
-    /// `succeeded`, `failed`, `canceled` or `pending`: see
+    /// `succeeded`, `failed`, `canceled`, `authorized` or `pending`: see
     /// [`FakeCharge::outcome`](super::FakeCharge::outcome).
     pub(crate) fn outcome(&self) -> &'static str {
         match self.status {
             Status::Succeeded => "succeeded",
             Status::Canceled => "canceled",
+            Status::RequiresCapture => "authorized",
             Status::RequiresPaymentMethod if self.failure.is_some() => "failed",
             Status::RequiresPaymentMethod
             | Status::RequiresConfirmation
             | Status::RequiresAction
             | Status::Processing => "pending",
+        }
+    }
+
+    /// What the charge collected: the captured amount once it succeeded, else nothing. Refunds
+    /// are bounded by it.
+    pub(crate) fn amount_received(&self) -> i64 {
+        if self.status == Status::Succeeded {
+            self.amount_captured.unwrap_or(self.amount)
+        } else {
+            0
+        }
+    }
+
+    /// What may still be captured: the whole amount while `requires_capture`, else nothing.
+    pub(crate) fn amount_capturable(&self) -> i64 {
+        if self.status == Status::RequiresCapture {
+            self.amount
+        } else {
+            0
         }
     }
 

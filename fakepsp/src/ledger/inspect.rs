@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::charge::{Intent, Refund};
+use super::charge::{Intent, Refund, Status};
 
 /// One PaymentIntent as the test-inspection API (`GET /_fake/charges`,
 /// [`RunningFakePsp::charges`](crate::RunningFakePsp::charges),
@@ -25,9 +25,10 @@ pub struct FakeCharge {
     /// `canceled`, ...), Omise's (`successful`, `failed`, `pending`, `expired`, `reversed`) or
     /// 2C2P's (the Payment Inquiry's `respCode`: `0000`, `4005`, `4051`, `0004`, `0001`).
     pub status: String,
-    /// What the status means for the money: `succeeded`; `failed` (back to
+    /// What the status means for the money: `succeeded` (captured); `failed` (back to
     /// `requires_payment_method` after a failed attempt; Omise `failed` and `expired`);
-    /// `canceled` (Omise `reversed`); or `pending` (every other non-final status:
+    /// `canceled` (Omise `reversed`; an authorization cancelled or lapsed); `authorized`
+    /// (`requires_capture`: held, not captured); or `pending` (every other non-final status:
     /// `requires_confirmation`, `requires_action`, `processing`; Omise `pending`).
     pub outcome: String,
     /// The `payment_method` (Stripe) or `card` (Omise) token it was created with.
@@ -41,10 +42,42 @@ pub struct FakeCharge {
     pub idempotency_key: Option<String>,
     /// Creation time, epoch seconds.
     pub created: i64,
+    /// `automatic` or `manual` (Stripe's `capture_method`; `automatic` on the other faces).
+    #[serde(default)]
+    pub capture_method: String,
+    /// What was captured, once it succeeded: the amount for an automatic capture, the captured
+    /// amount for a manual one; `None` before (and for a charge that never succeeded).
+    #[serde(default)]
+    pub amount_captured: Option<i64>,
+    /// Every capture that took effect, oldest first, with the key it came under.
+    #[serde(default)]
+    pub captures: Vec<FakeCapture>,
+    /// Every cancellation that took effect, with the key it came under; one with no key and
+    /// `cancellation_reason: automatic` is the PSP's own, for an authorization that lapsed.
+    #[serde(default)]
+    pub cancels: Vec<FakeCancel>,
     /// 2C2P face only: the `invoiceNo` it was paid under (absent on the other faces, and left
     /// out of their JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invoice_no: Option<String>,
+}
+
+/// A capture of a charge, as the test-inspection API reports it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FakeCapture {
+    /// Minor units captured.
+    pub amount: i64,
+    /// The `Idempotency-Key` of the capture request, if it had one.
+    pub idempotency_key: Option<String>,
+}
+
+/// A cancellation of a charge, as the test-inspection API reports it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FakeCancel {
+    /// The `Idempotency-Key` of the cancel request, if it had one (never, for the PSP's own).
+    pub idempotency_key: Option<String>,
+    /// The reason given, if any; `automatic` when the PSP cancelled a lapsed authorization.
+    pub cancellation_reason: Option<String>,
 }
 
 /// One Refund as the test-inspection API (`GET /_fake/refunds`,
@@ -105,6 +138,24 @@ impl Intent {
             payment_id: self.metadata.get("payment_id").cloned(),
             idempotency_key: self.idempotency_key.clone(),
             created: self.created,
+            capture_method: self.capture_method.as_str().to_owned(),
+            amount_captured: (self.status == Status::Succeeded).then(|| self.amount_received()),
+            captures: self
+                .captures
+                .iter()
+                .map(|capture| FakeCapture {
+                    amount: capture.amount,
+                    idempotency_key: capture.idempotency_key.clone(),
+                })
+                .collect(),
+            cancels: self
+                .cancels
+                .iter()
+                .map(|cancel| FakeCancel {
+                    idempotency_key: cancel.idempotency_key.clone(),
+                    cancellation_reason: cancel.cancellation_reason.clone(),
+                })
+                .collect(),
             invoice_no: None,
         }
     }

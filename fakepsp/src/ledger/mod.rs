@@ -5,7 +5,11 @@
 //! their time-driven transitions ([`Timings`]), the test tokens and what each does
 //! (`behaviour`), the idempotency layer (`idempotency`), search lag, and the operations each
 //! face calls after validating a request in its own terms — [`Ledger::attempt_charge`],
-//! [`Ledger::attempt_refund`], [`Ledger::insert`]. A face parses its requests, authenticates
+//! [`Ledger::attempt_refund`], [`Ledger::insert`], [`Ledger::capture`], [`Ledger::cancel`],
+//! and [`Ledger::complete_action`] for a customer's answer on the face's action page. How a
+//! charge treats a token that asks for a customer action ([`OnAction`]) and when its funds are
+//! taken ([`CaptureMethod`]) are the face's to say from the request; what follows is the
+//! ledger's. A face parses its requests, authenticates
 //! them, and writes its own objects, errors and webhook events; where the ledger needs the
 //! face's words (ids, search snapshots, the events of a time-driven transition, the inspection
 //! status) it asks through the [`Face`] trait. Nothing here knows a wire format, and nothing
@@ -30,13 +34,16 @@ use serde_json::Value;
 
 pub(crate) use self::behaviour::Decline;
 use self::behaviour::{behaviour_for, refund_behaviour_for, Behaviour, RefundBehaviour};
-pub(crate) use self::charge::{Failure, Intent, Refund, RefundStatus, Status};
+use self::charge::{Cancel, Capture};
+pub(crate) use self::charge::{
+    CaptureMethod, Failure, Intent, OnAction, Refund, RefundStatus, Status,
+};
 pub(crate) use self::idempotency::{
     is_valid_idempotency_key, Fingerprint, KeyRefusals, MAX_IDEMPOTENCY_KEY_LEN,
 };
 use self::idempotency::{Claim, Keys, KEY_KEPT_AT_LEAST_MS, KEY_KEPT_AT_MOST_MS};
-pub use self::inspect::{FakeCharge, FakeRefund};
-pub use self::wire::{Delivery, ModelEvent, WireAnswer, WireRequest};
+pub use self::inspect::{FakeCancel, FakeCapture, FakeCharge, FakeRefund};
+pub use self::wire::{Delivery, ModelEvent, PageAnswer, WireAnswer, WireRequest};
 pub(crate) use self::wire::{Handled, Reply};
 
 /// Why a `pm_card_refundFail` refund fails (Stripe's test card answers so; "The Refund object":
@@ -60,6 +67,9 @@ pub(crate) struct Timings {
     pub(crate) refund_fail_after: Duration,
     /// How long a refund of a `pm_fake_refund_pending` charge stays `pending` before it succeeds.
     pub(crate) refund_pending_for: Duration,
+    /// How long an authorization (a manual-capture charge in `requires_capture`) may be
+    /// captured before the PSP cancels it (`cancellation_reason: automatic`).
+    pub(crate) authorization_expires_after: Duration,
 }
 
 /// One PSP's wire format over the ledger. A face answers requests ([`handle`](Self::handle)),
@@ -91,8 +101,11 @@ pub(crate) trait Face: fmt::Debug + Send {
         Value::Null
     }
 
-    /// The events of the charge at `index` having just moved on by itself (`processing` →
-    /// `succeeded`, `requires_action` → `requires_payment_method`) at `at_ms`.
+    /// The events of the charge at `index` having just moved on at `at_ms`, by itself
+    /// (`processing` → `succeeded` or `requires_capture`, `requires_action` →
+    /// `requires_payment_method`, `requires_capture` → `canceled` once the authorization lapsed)
+    /// or by the customer's hand ([`Ledger::complete_action`]: `requires_action` → `succeeded`,
+    /// `requires_capture` or `requires_payment_method`).
     fn charge_moved_on(&self, ledger: &mut Ledger, index: usize, at_ms: i64) -> Vec<ModelEvent>;
 
     /// The events of the refund at `index` having just moved on by itself from `from` at
@@ -105,6 +118,19 @@ pub(crate) trait Face: fmt::Debug + Send {
         _at_ms: i64,
     ) -> Vec<ModelEvent> {
         Vec::new()
+    }
+
+    /// `GET` (`form: None`) or `POST` (`form`: the urlencoded body) of the page where the
+    /// customer answers the action the charge `charge_id` waits for, at `now_ms`. By default
+    /// there is no such page (404): a face whose charges never wait on the fake's page.
+    fn action_page(
+        &self,
+        _ledger: &mut Ledger,
+        charge_id: &str,
+        _form: Option<&[u8]>,
+        _now_ms: i64,
+    ) -> PageAnswer {
+        PageAnswer::html(404, format!("No such payment: {}", escape_html(charge_id)))
     }
 
     /// A charge's status in the face's words, for the inspection view.
@@ -179,6 +205,10 @@ pub(crate) struct NewCharge {
     pub(crate) metadata: BTreeMap<String, String>,
     /// Attempt the charge now; `false` only creates it (Stripe's `confirm=false`).
     pub(crate) confirm: bool,
+    /// Capture at once, or authorize only.
+    pub(crate) capture_method: CaptureMethod,
+    /// What to do if the token asks for a customer action.
+    pub(crate) on_action: OnAction,
 }
 
 /// What attempting a charge came to, before a face writes it.
@@ -214,6 +244,44 @@ pub(crate) enum RefundAttempt {
     },
     /// The refund, recorded at this position of `refunds`.
     Made(usize),
+}
+
+/// What the customer's answer to an action (authentication) came to.
+#[derive(Debug)]
+pub(crate) enum ActionAttempt {
+    /// No charge with that id.
+    NoSuchCharge,
+    /// The charge at this index is not waiting for an action (any more): nothing changed.
+    NotWaiting(usize),
+    /// The charge at this index moved on, with the events the face words for it.
+    Done {
+        index: usize,
+        events: Vec<ModelEvent>,
+    },
+}
+
+/// What a capture request came to, before a face writes it.
+#[derive(Debug)]
+pub(crate) enum CaptureAttempt {
+    /// No charge with that id.
+    NoSuchCharge,
+    /// The charge at this index is not `requires_capture`: nothing changed.
+    UnexpectedState(usize),
+    /// More than the charge has capturable was asked for: nothing changed.
+    Exceeds,
+    /// The charge at this index was captured.
+    Made(usize),
+}
+
+/// What a cancel request came to, before a face writes it.
+#[derive(Debug)]
+pub(crate) enum CancelAttempt {
+    /// No charge with that id.
+    NoSuchCharge,
+    /// The charge at this index is in a status that cannot be cancelled: nothing changed.
+    NotCancelable(usize),
+    /// The charge at this index was cancelled.
+    Canceled(usize),
 }
 
 impl Ledger {
@@ -286,16 +354,30 @@ impl Ledger {
         }
     }
 
-    /// `processing` → `succeeded`, or `requires_action` → `requires_payment_method` with
-    /// `authentication_required`, at `at_ms`; the face words the events.
+    /// `processing` → `succeeded` (or `requires_capture`, for a manual capture),
+    /// `requires_action` → `requires_payment_method` with `authentication_required`, or
+    /// `requires_capture` → `canceled` (`automatic`) once the authorization lapsed, at `at_ms`;
+    /// the face words the events.
     fn advance_intent(&mut self, face: &dyn Face, index: usize, at_ms: i64) {
+        let expires_after_ms = millis(self.timings.authorization_expires_after);
         let intent = &mut self.intents[index];
         intent.due_ms = None;
         match intent.status {
+            Status::Processing if intent.capture_method == CaptureMethod::Manual => {
+                intent.authorize(at_ms, expires_after_ms);
+            }
             Status::Processing => intent.status = Status::Succeeded,
             Status::RequiresAction => {
                 intent.status = Status::RequiresPaymentMethod;
                 intent.failure = Some(Failure::AuthenticationRequired);
+            }
+            Status::RequiresCapture => {
+                intent.status = Status::Canceled;
+                intent.cancellation_reason = Some(AUTHORIZATION_LAPSED.to_owned());
+                intent.cancels.push(Cancel {
+                    idempotency_key: None,
+                    cancellation_reason: intent.cancellation_reason.clone(),
+                });
             }
             _ => return,
         }
@@ -430,7 +512,10 @@ impl Ledger {
     /// - Confirmed: approvals (and the lost-response and slow tokens, which tell the server how
     ///   to misdeliver the answer) succeed; declines fail with their [`Failure`]; the processing
     ///   and requires-action tokens wait, due to move on after `processing_for` and
-    ///   `requires_action_for`.
+    ///   `requires_action_for`; the authenticate tokens fail or wait without a time limit, as
+    ///   `on_action` says (unknown to a face that cannot ask for an action).
+    /// - With a manual capture, what would have succeeded is authorized (`requires_capture`)
+    ///   instead, until captured, cancelled, or `authorization_expires_after` has passed.
     pub(crate) fn attempt_charge(
         &mut self,
         face: &dyn Face,
@@ -439,7 +524,9 @@ impl Ledger {
         now_ms: i64,
     ) -> Attempt {
         let behaviour = behaviour_for(&charge.payment_method);
-        if behaviour == Behaviour::Unknown {
+        if behaviour == Behaviour::Unknown
+            || (behaviour == Behaviour::Authenticate && charge.on_action == OnAction::Unsupported)
+        {
             return Attempt::UnknownMethod;
         }
         if charge.confirm && behaviour == Behaviour::ErrorBeforeCharge {
@@ -460,6 +547,13 @@ impl Ledger {
             failure: None,
             cancellation_reason: None,
             due_ms: None,
+            capture_method: charge.capture_method,
+            amount_captured: None,
+            capture_before_ms: None,
+            action_url: None,
+            return_url: None,
+            captures: Vec::new(),
+            cancels: Vec::new(),
             search_versions: Vec::new(),
         };
         let mut delivery = Delivery::Now;
@@ -478,6 +572,9 @@ impl Ledger {
                 }
                 intent.status = Status::Succeeded;
                 intent.latest_charge = Some(face.new_attempt_id(self, &intent.id));
+                if intent.capture_method == CaptureMethod::Manual {
+                    intent.authorize(now_ms, millis(self.timings.authorization_expires_after));
+                }
             }
             Behaviour::Decline(decline) => {
                 intent.status = Status::RequiresPaymentMethod;
@@ -494,6 +591,17 @@ impl Ledger {
                 intent.due_ms =
                     Some(now_ms.saturating_add(millis(self.timings.requires_action_for)));
             }
+            Behaviour::Authenticate => match charge.on_action {
+                OnAction::Fail => {
+                    intent.status = Status::RequiresPaymentMethod;
+                    intent.failure = Some(Failure::AuthenticationRequired);
+                }
+                OnAction::Wait { return_url } => {
+                    intent.status = Status::RequiresAction;
+                    intent.return_url = return_url;
+                }
+                OnAction::Unsupported => return Attempt::UnknownMethod,
+            },
             // Both answered above; kept total rather than panicking.
             Behaviour::ErrorBeforeCharge | Behaviour::Unknown => return Attempt::UnknownMethod,
         }
@@ -528,8 +636,9 @@ impl Ledger {
         }
         let (payment_intent, charge) = (intent.id.clone(), intent.latest_charge.clone());
         let (currency, payment_method) = (intent.currency.clone(), intent.payment_method.clone());
-        // Pending refunds hold their amount as succeeded ones do; failed ones gave it back.
-        let unrefunded = intent.amount - self.amount_held(&payment_intent);
+        // Pending refunds hold their amount as succeeded ones do; failed ones gave it back. What
+        // can be refunded is what was captured, not what was authorized.
+        let unrefunded = intent.amount_received() - self.amount_held(&payment_intent);
         if unrefunded <= 0 {
             return RefundAttempt::AlreadyRefunded {
                 charge: charge.unwrap_or(payment_intent),
@@ -577,6 +686,108 @@ impl Ledger {
             .push(position);
         self.refunds.push(refund);
         RefundAttempt::Made(position)
+    }
+
+    /// The customer's answer to the action the charge `charge_id` waits for, at `now_ms`:
+    /// `completed` authorizes it (`succeeded`, or `requires_capture` for a manual capture),
+    /// otherwise it fails with [`Failure::AuthenticationFailed`]. A charge not waiting for an
+    /// action any more is left as it is, so a second answer never moves it twice.
+    pub(crate) fn complete_action(
+        &mut self,
+        face: &dyn Face,
+        charge_id: &str,
+        completed: bool,
+        now_ms: i64,
+    ) -> ActionAttempt {
+        let Some(&index) = self.by_id.get(charge_id) else {
+            return ActionAttempt::NoSuchCharge;
+        };
+        if self.intents[index].status != Status::RequiresAction {
+            return ActionAttempt::NotWaiting(index);
+        }
+        let expires_after_ms = millis(self.timings.authorization_expires_after);
+        let id = self.intents[index].id.clone();
+        let attempt = completed.then(|| face.new_attempt_id(self, &id));
+        let intent = &mut self.intents[index];
+        intent.due_ms = None;
+        if let Some(attempt) = attempt {
+            intent.latest_charge = Some(attempt);
+            if intent.capture_method == CaptureMethod::Manual {
+                intent.authorize(now_ms, expires_after_ms);
+            } else {
+                intent.status = Status::Succeeded;
+            }
+        } else {
+            intent.status = Status::RequiresPaymentMethod;
+            intent.failure = Some(Failure::AuthenticationFailed);
+        }
+        self.record_search_version(face, index, now_ms);
+        let events = face.charge_moved_on(self, index, now_ms);
+        ActionAttempt::Done { index, events }
+    }
+
+    /// Captures `amount` (default: all that is capturable) of the authorized charge
+    /// `charge_id`, under `key`, at `now_ms`: it succeeds with that amount received, and what
+    /// was not captured is released. Anything but `requires_capture` is refused, as is more
+    /// than is capturable; a refusal changes nothing.
+    pub(crate) fn capture(
+        &mut self,
+        face: &dyn Face,
+        charge_id: &str,
+        amount: Option<i64>,
+        key: Option<String>,
+        now_ms: i64,
+    ) -> CaptureAttempt {
+        let Some(&index) = self.by_id.get(charge_id) else {
+            return CaptureAttempt::NoSuchCharge;
+        };
+        let intent = &mut self.intents[index];
+        if intent.status != Status::RequiresCapture {
+            return CaptureAttempt::UnexpectedState(index);
+        }
+        let capturable = intent.amount_capturable();
+        let amount = amount.unwrap_or(capturable);
+        if amount > capturable {
+            return CaptureAttempt::Exceeds;
+        }
+        intent.status = Status::Succeeded;
+        intent.amount_captured = Some(amount);
+        intent.due_ms = None;
+        intent.captures.push(Capture {
+            amount,
+            idempotency_key: key,
+        });
+        self.record_search_version(face, index, now_ms);
+        CaptureAttempt::Made(index)
+    }
+
+    /// Cancels the charge `charge_id` with `reason`, under `key`, at `now_ms`, if its status
+    /// allows it ([`Status::is_cancelable`]); an authorization is released. A cancelled charge
+    /// no longer moves on by itself.
+    pub(crate) fn cancel(
+        &mut self,
+        face: &dyn Face,
+        charge_id: &str,
+        reason: Option<String>,
+        key: Option<String>,
+        now_ms: i64,
+    ) -> CancelAttempt {
+        let Some(&index) = self.by_id.get(charge_id) else {
+            return CancelAttempt::NoSuchCharge;
+        };
+        let intent = &mut self.intents[index];
+        if !intent.status.is_cancelable() {
+            return CancelAttempt::NotCancelable(index);
+        }
+        intent.status = Status::Canceled;
+        intent.cancellation_reason = reason;
+        intent.due_ms = None;
+        intent.cancels.push(Cancel {
+            idempotency_key: key,
+            cancellation_reason: intent.cancellation_reason.clone(),
+        });
+        self.record_search_version(face, index, now_ms);
+        CancelAttempt::Canceled(index)
     }
 
     /// What the refunds of a PaymentIntent hold of its amount now (pending and succeeded ones).
@@ -627,6 +838,37 @@ impl Ledger {
         id.extend(std::iter::repeat_with(|| rng.alphanumeric()).take(24));
         id
     }
+}
+
+/// The `cancellation_reason` of an authorization the PSP cancelled because it lapsed
+/// uncaptured (Stripe's word).
+const AUTHORIZATION_LAPSED: &str = "automatic";
+
+impl Intent {
+    /// Authorized at `at_ms` for a manual capture: `requires_capture` until captured, cancelled,
+    /// or `expires_after_ms` has passed.
+    fn authorize(&mut self, at_ms: i64, expires_after_ms: i64) {
+        let capture_before_ms = at_ms.saturating_add(expires_after_ms);
+        self.status = Status::RequiresCapture;
+        self.capture_before_ms = Some(capture_before_ms);
+        self.due_ms = Some(capture_before_ms);
+    }
+}
+
+/// `text` safe to put in HTML text or a quoted attribute.
+pub(crate) fn escape_html(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => escaped.push_str("&amp;"),
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&#39;"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
 }
 
 /// A duration in whole milliseconds, saturating.

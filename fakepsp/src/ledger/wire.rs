@@ -67,6 +67,33 @@ pub struct ModelEvent {
     pub body: String,
 }
 
+/// The model's answer on the fake's customer-facing pages (`/_fake/authenticate/{id}`): HTML,
+/// or a redirect, with the webhook events the page caused. Not an API answer: it is never
+/// counted, authenticated or stored under an idempotency key.
+#[derive(Clone, Debug)]
+pub struct PageAnswer {
+    /// The HTTP status: 200, 303 (with [`location`](Self::location)), 400, 404 or 409.
+    pub status: u16,
+    /// Where a 303 sends the browser.
+    pub location: Option<String>,
+    /// The HTML page (also sent with a 303, for a browser that does not follow it).
+    pub html: String,
+    /// The webhook events to send, as in [`WireAnswer::events`].
+    pub events: Vec<ModelEvent>,
+}
+
+impl PageAnswer {
+    /// An HTML page with this status that caused no events.
+    pub(crate) fn html(status: u16, html: String) -> Self {
+        Self {
+            status,
+            location: None,
+            html,
+            events: Vec::new(),
+        }
+    }
+}
+
 /// A request's answer before it becomes a [`WireAnswer`].
 #[derive(Debug)]
 pub(crate) struct Handled {

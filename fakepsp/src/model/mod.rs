@@ -27,7 +27,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::faces::{OmiseFace, StripeFace, TwoC2pFace};
-pub use crate::ledger::{Delivery, FakeCharge, FakeRefund, ModelEvent, WireAnswer, WireRequest};
+pub use crate::ledger::{
+    Delivery, FakeCancel, FakeCapture, FakeCharge, FakeRefund, ModelEvent, PageAnswer, WireAnswer,
+    WireRequest,
+};
 use crate::ledger::{Face, Ledger, Timings};
 use crate::provider::Provider;
 
@@ -68,7 +71,19 @@ pub struct ModelConfig {
     pub omise_honours_refund_keys: bool,
     /// 2C2P face only: the one merchant (`merchantID`) it knows; its secret key is `api_key`.
     pub twoc2p_merchant_id: String,
+    /// How long an authorization (a `capture_method=manual` PaymentIntent in
+    /// `requires_capture`) may be captured before the PSP cancels it with
+    /// `cancellation_reason: automatic`. Stripe: 7 days for online card payments ("Place a hold
+    /// on a payment method").
+    pub authorization_expires_after: Duration,
+    /// The fake's own base URL (`http://127.0.0.1:PORT`, no trailing slash), where it sends
+    /// customers to act: `next_action.redirect_to_url.url` is
+    /// `<base_url>/_fake/authenticate/<id>`. The server sets it to the address it listens on.
+    pub base_url: String,
 }
+
+/// [`ModelConfig::base_url`] until the server sets its own: a name that resolves nowhere.
+pub const UNSERVED_BASE_URL: &str = "http://fake-psp.invalid";
 
 impl Default for ModelConfig {
     fn default() -> Self {
@@ -86,6 +101,8 @@ impl Default for ModelConfig {
             omise_honours_idempotency_key: true,
             omise_honours_refund_keys: true,
             twoc2p_merchant_id: crate::provider::DEFAULT_TWOC2P_MERCHANT_ID.to_owned(),
+            authorization_expires_after: Duration::from_secs(7 * 24 * 60 * 60),
+            base_url: UNSERVED_BASE_URL.to_owned(),
         }
     }
 }
@@ -122,6 +139,8 @@ impl FakeModel {
             omise_honours_idempotency_key,
             omise_honours_refund_keys,
             twoc2p_merchant_id,
+            authorization_expires_after,
+            base_url,
         } = config;
         let timings = Timings {
             search_lag_max,
@@ -130,10 +149,11 @@ impl FakeModel {
             slow_delay,
             refund_fail_after,
             refund_pending_for,
+            authorization_expires_after,
         };
         // The face the provider names: adding a PSP is one face module and one arm here.
         let face: Box<dyn Face> = match provider {
-            Provider::Stripe => Box::new(StripeFace::new(api_key, minimum_overrides)),
+            Provider::Stripe => Box::new(StripeFace::new(api_key, minimum_overrides, base_url)),
             Provider::Omise => Box::new(OmiseFace::new(
                 api_key,
                 minimum_overrides,
@@ -171,6 +191,22 @@ impl FakeModel {
             delivery: handled.delivery,
             events,
         }
+    }
+
+    /// Serves the customer-facing page of the charge `charge_id` at `now_ms`: `GET` (`form:
+    /// None`) shows it, `POST` (`form`: its urlencoded body) answers it — on the Stripe face, the
+    /// authentication page of a PaymentIntent waiting in `requires_action`. Not an API request:
+    /// not authenticated, not counted, not under an idempotency key. Time-driven transitions
+    /// due by then are applied first, and their events come first.
+    pub fn action_page(&self, charge_id: &str, form: Option<&[u8]>, now_ms: i64) -> PageAnswer {
+        let mut served = self.lock();
+        let Served { ledger, face } = &mut *served;
+        let now_ms = ledger.observe(face.as_ref(), now_ms);
+        let mut page = face.action_page(ledger, charge_id, form, now_ms);
+        let mut events = ledger.take_due_events();
+        events.append(&mut page.events);
+        page.events = events;
+        page
     }
 
     /// Advances time-driven transitions up to `now_ms` (`processing` → `succeeded`,

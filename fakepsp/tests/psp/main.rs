@@ -5,6 +5,7 @@
 
 mod support;
 
+mod actions;
 mod api;
 mod binary;
 mod faults;

@@ -217,6 +217,29 @@ pub(crate) fn card_declined(
     wrap(402, fields)
 }
 
+/// 402 `card_error` `authentication_required` carrying the PaymentIntent: a card that needs
+/// authentication, confirmed with `error_on_requires_action=true` ("Error codes":
+/// `authentication_required`).
+pub(crate) fn authentication_required(message: &str, payment_intent: Value) -> Reply {
+    let mut fields = error("card_error", Some("authentication_required"), None, message);
+    fields.insert("decline_code".into(), "authentication_required".into());
+    fields.insert("payment_intent".into(), payment_intent);
+    wrap(402, fields)
+}
+
+/// 400 for an `amount_to_capture` above what the PaymentIntent has capturable, in the words
+/// Stripe answers it with; the code is `amount_too_large` ("Error codes": the amount is greater
+/// than the maximum allowed), which Stripe's answer is not documented to carry: a guess.
+pub(crate) fn capture_exceeds_capturable() -> Reply {
+    invalid_request(
+        Some("amount_too_large"),
+        Some("amount_to_capture"),
+        "The payment could not be captured because the requested capture amount is greater \
+         than the authorized amount. If you are trying to collect a tip or over-capture, your \
+         account might not be configured for those features.",
+    )
+}
+
 /// 400 `payment_intent_unexpected_state` carrying the PaymentIntent, e.g. cancelling a
 /// succeeded one.
 pub(crate) fn unexpected_state(message: &str, payment_intent: Value) -> Reply {

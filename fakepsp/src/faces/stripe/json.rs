@@ -1,9 +1,9 @@
 //! Stripe's JSON shapes of the ledger's charges and refunds: the PaymentIntent, the Charge behind
-//! it (as `charge.refunded` carries it) and the Refund.
+//! it (as `charge.refunded` carries it, and `expand[]=latest_charge` inlines it) and the Refund.
 
 use serde_json::{json, Value};
 
-use crate::ledger::{Decline, Failure, Intent, Refund, Status};
+use crate::ledger::{CaptureMethod, Decline, Failure, Intent, Refund, Status};
 
 /// An object as Stripe serialises it.
 pub(super) trait StripeJson {
@@ -14,21 +14,23 @@ pub(super) trait StripeJson {
 impl StripeJson for Intent {
     /// The PaymentIntent as Stripe serialises it.
     fn to_json(&self) -> Value {
-        let amount_received = if self.status == Status::Succeeded {
-            self.amount
-        } else {
-            0
+        let next_action = match (self.status, &self.action_url, &self.return_url) {
+            // A confirm with `return_url`: the customer is sent to authenticate, then back
+            // ("Payment Intents" → `next_action.redirect_to_url`).
+            (Status::RequiresAction, Some(url), Some(return_url)) => json!({
+                "type": "redirect_to_url",
+                "redirect_to_url": {"url": url, "return_url": return_url},
+            }),
+            (Status::RequiresAction, _, _) => {
+                json!({"type": "use_stripe_sdk", "use_stripe_sdk": {}})
+            }
+            _ => Value::Null,
         };
-        let next_action = if self.status == Status::RequiresAction {
-            json!({"type": "use_stripe_sdk", "use_stripe_sdk": {}})
-        } else {
-            Value::Null
-        };
-        json!({
+        let mut intent = json!({
             "id": self.id,
             "object": "payment_intent",
             "amount": self.amount,
-            "amount_received": amount_received,
+            "amount_received": self.amount_received(),
             "currency": self.currency,
             "status": self.status.as_str(),
             "payment_method": self.payment_method,
@@ -39,7 +41,16 @@ impl StripeJson for Intent {
             "next_action": next_action,
             "cancellation_reason": self.cancellation_reason,
             "livemode": false,
-        })
+        });
+        // Stripe always sends both; the fake sends them only for a manual capture, so that the
+        // answers for automatic captures stay byte-identical to what they were before manual
+        // capture existed (payonce's simulation traces compare them). Absent reads as
+        // `automatic` and 0.
+        if self.capture_method == CaptureMethod::Manual {
+            intent["capture_method"] = json!(self.capture_method.as_str());
+            intent["amount_capturable"] = json!(self.amount_capturable());
+        }
+        intent
     }
 }
 
@@ -83,32 +94,61 @@ fn last_payment_error(intent: &Intent) -> Value {
             "type": "card_error",
             "code": "authentication_required",
             "decline_code": "authentication_required",
-            "message": "Your card was declined. This transaction requires authentication.",
+            "message": AUTHENTICATION_REQUIRED_MESSAGE,
+        }),
+        Some(Failure::AuthenticationFailed) => json!({
+            "type": "card_error",
+            "code": "payment_intent_authentication_failure",
+            "message": AUTHENTICATION_FAILED_MESSAGE,
         }),
     }
 }
 
-/// The Charge behind a succeeded PaymentIntent as Stripe serialises it (`charge.refunded`),
-/// with `refunds` its Refunds newest first. `amount_refunded` counts pending refunds too:
-/// they hold the amount until they fail.
+/// Stripe's message for a card that needs authentication when none can happen.
+pub(super) const AUTHENTICATION_REQUIRED_MESSAGE: &str =
+    "Your card was declined. This transaction requires authentication.";
+
+/// Stripe's message for `payment_intent_authentication_failure` ("Error codes").
+const AUTHENTICATION_FAILED_MESSAGE: &str =
+    "The provided PaymentMethod has failed authentication. You can provide payment_method_data \
+     or a new PaymentMethod to attempt to fulfill this PaymentIntent again.";
+
+/// The Charge behind a PaymentIntent as Stripe serialises it (`charge.refunded`,
+/// `expand[]=latest_charge`), with `refunds` its Refunds newest first ("The Charge object").
+/// `amount_refunded` counts pending refunds too: they hold the amount until they fail. An
+/// authorization is a `succeeded`, uncaptured charge whose card details say until when it can
+/// be captured (`payment_method_details.card.capture_before`, epoch seconds); once cancelled
+/// or lapsed its whole amount is released, which Stripe shows as refunded.
 pub(super) fn charge_json(intent: &Intent, refunds: &[&Refund]) -> Value {
-    let amount_refunded: i64 = refunds
-        .iter()
-        .filter(|refund| refund.status.holds_amount())
-        .map(|refund| refund.amount)
-        .sum();
+    let captured = intent.status == Status::Succeeded;
+    let released = intent.status == Status::Canceled && intent.capture_before_ms.is_some();
+    let amount_captured = intent.amount_received();
+    let amount_refunded: i64 = if released {
+        intent.amount
+    } else {
+        refunds
+            .iter()
+            .filter(|refund| refund.status.holds_amount())
+            .map(|refund| refund.amount)
+            .sum()
+    };
+    let status = match intent.status {
+        Status::RequiresPaymentMethod => "failed",
+        Status::Processing | Status::RequiresAction | Status::RequiresConfirmation => "pending",
+        Status::Succeeded | Status::RequiresCapture | Status::Canceled => "succeeded",
+    };
     let data: Vec<Value> = refunds.iter().map(|refund| refund.to_json()).collect();
     let charge = intent.latest_charge.clone().unwrap_or_default();
-    json!({
+    let mut charge = json!({
         "id": charge,
         "object": "charge",
         "amount": intent.amount,
-        "amount_captured": intent.amount,
+        "amount_captured": amount_captured,
         "amount_refunded": amount_refunded,
-        "captured": true,
-        "paid": true,
-        "refunded": amount_refunded >= intent.amount,
-        "status": "succeeded",
+        "captured": captured,
+        "paid": status == "succeeded",
+        "refunded": released || (captured && amount_refunded >= amount_captured),
+        "status": status,
         "currency": intent.currency,
         "payment_intent": intent.id,
         "payment_method": intent.payment_method,
@@ -122,7 +162,16 @@ pub(super) fn charge_json(intent: &Intent, refunds: &[&Refund]) -> Value {
             "total_count": refunds.len(),
             "url": format!("/v1/charges/{charge}/refunds"),
         },
-    })
+    });
+    // Only for a manual capture, for the same reason as the PaymentIntent's `capture_method`.
+    if let (CaptureMethod::Manual, Some(capture_before_ms)) =
+        (intent.capture_method, intent.capture_before_ms)
+    {
+        let capture_before = capture_before_ms.div_euclid(1000);
+        charge["payment_method_details"] =
+            json!({"type": "card", "card": {"capture_before": capture_before}});
+    }
+    charge
 }
 
 /// Stripe's `decline_code` for a decline (its test cards' codes).

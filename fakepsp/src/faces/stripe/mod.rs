@@ -6,7 +6,8 @@
 //! `Ledger::attempt_refund`, the idempotency layer, `Ledger::insert`) after validating a request
 //! in Stripe's terms (`params`).
 //!
-//! follows (the Omise face's rules are in the `faces::omise` module):
+//! The Stripe rules it follows, with the documentation each comes from (the Omise face's rules
+//! are in the `faces::omise` module):
 //!
 //! - **Idempotency** ("Idempotent requests", docs.stripe.com/api/idempotent_requests): the first
 //!   answer under a key is replayed for the same endpoint and parameters; another endpoint or
@@ -22,7 +23,50 @@
 //! - **Charge limits** ("Supported currencies" → "Minimum and maximum charge amounts"): below the
 //!   currency's minimum → `amount_too_small`, above eight digits → `amount_too_large`.
 //! - **Cancel** ("Cancel a PaymentIntent"): only from `requires_payment_method`,
-//!   `requires_capture`, `requires_confirmation`, `requires_action`, `processing`.
+//!   `requires_capture`, `requires_confirmation`, `requires_action`, `processing`, else 400
+//!   `payment_intent_unexpected_state`; `cancellation_reason` one of `duplicate`, `fraudulent`,
+//!   `requested_by_customer`, `abandoned`; under an idempotency key; `payment_intent.canceled`.
+//!   Cancelling an authorization releases it (its charge reads refunded).
+//! - **3-D Secure test cards** ("Testing" → "3D Secure authentication":
+//!   `pm_card_threeDSecure2Required`, `pm_card_authenticationRequired`, which ask for
+//!   authentication on every charge; "Create a PaymentIntent": `error_on_requires_action`,
+//!   `return_url`): with `error_on_requires_action=true` the confirm fails with 402 `card_error`
+//!   `authentication_required` and the PaymentIntent goes to `requires_payment_method`
+//!   (`payment_intent.payment_failed`), even with a `return_url`; with a `return_url` it waits in
+//!   `requires_action` with `next_action.redirect_to_url` (`url` the fake's own
+//!   `/_fake/authenticate/{id}`, `return_url` as given) and `payment_intent.requires_action`;
+//!   with neither, `next_action.use_stripe_sdk`. An action never answered waits until cancelled.
+//!   `off_session` (other than `false`) fails like `error_on_requires_action` ("Create a
+//!   PaymentIntent" → `off_session`: the customer is not in the checkout flow).
+//!   `return_url` must parse as a URL (`url_invalid`).
+//! - **The redirect back** ("Payment Intents" → "Redirect to URL": the customer returns to
+//!   `return_url` with `payment_intent` and `redirect_status` in the query): the fake's page
+//!   answers a completed authentication with 303 to
+//!   `<return_url>?payment_intent=<id>&redirect_status=succeeded` (`&` if the URL has a query;
+//!   `failed` for a failed one). Completed, the PaymentIntent succeeds, or is authorized for a
+//!   manual capture; failed, it is `requires_payment_method` with
+//!   `payment_intent_authentication_failure` ("Error codes"). A second answer is 409 and moves
+//!   nothing.
+//! - **Manual capture** ("Place a hold on a payment method", "Capture a PaymentIntent"):
+//!   `capture_method=manual` (also on an unconfirmed create; `automatic_async` is not
+//!   modelled and refused) authorizes only: `requires_capture`, `amount_capturable` the amount,
+//!   `payment_intent.amount_capturable_updated`, and the charge's
+//!   `payment_method_details.card.capture_before` (epoch s) `authorization_expires_after` (7
+//!   days, the card-not-present window) ahead. `POST .../capture` takes `amount_to_capture` (1
+//!   to `amount_capturable`, default all) under an idempotency key like a create: from
+//!   `requires_capture` it succeeds with `amount_received` the captured amount, the rest
+//!   released (`payment_intent.succeeded`); from anything else 400
+//!   `payment_intent_unexpected_state`; more than capturable 400 with Stripe's message (code
+//!   `amount_too_large` on `amount_to_capture`: the code is not documented). Uncaptured once
+//!   `authorization_expires_after` has passed, the PaymentIntent is canceled with
+//!   `cancellation_reason: automatic` (`payment_intent.canceled`; "the funds are released and
+//!   the payment status changes to canceled").
+//! - **Expanding** ("Expanding responses"): `expand[]=latest_charge` on create, retrieve,
+//!   capture and cancel inlines the Charge; any other expansion is refused. Events never expand.
+//!   Unlike Stripe, which always sends them, `capture_method` and `amount_capturable` appear only
+//!   on manual-capture PaymentIntents and `payment_method_details` only on their Charges, so that
+//!   every answer about an automatic capture stays byte for byte what it was (absent reads as
+//!   `automatic`, 0, no `capture_before`).
 //! - **Search** ("Search", docs.stripe.com/search, "Data freshness"): not read-after-write; each
 //!   PaymentIntent, and each change to it, shows up only after a random lag. Retrieving by id is
 //!   read-after-write.
@@ -31,7 +75,8 @@
 //! - **Refunds** ("Create a refund", "The Refund object", "Error codes"): `POST /v1/refunds` takes
 //!   `payment_intent` (required here), `amount` (at least 1; default: what is left unrefunded),
 //!   `reason` (`duplicate`, `fraudulent`, `requested_by_customer`) and `metadata`, under an
-//!   idempotency key exactly like a PaymentIntent create. Parameter errors come before the key;
+//!   idempotency key exactly like a PaymentIntent create, of at most what was captured
+//!   (`amount_received`). Parameter errors come before the key;
 //!   the rest is answered after it and stored like any answer: an unknown PaymentIntent → 400
 //!   `resource_missing` on `payment_intent`; one without a succeeded charge → 400
 //!   `charge_not_refundable`; nothing left to refund → 400 `charge_already_refunded`; more than
@@ -59,12 +104,17 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use self::json::{charge_json, decline_code, decline_message, StripeJson as _};
-use self::params::{optional_enum, CreateParams, RefundParams};
+use self::json::{
+    charge_json, decline_code, decline_message, StripeJson as _, AUTHENTICATION_REQUIRED_MESSAGE,
+};
+use self::params::{
+    expand_latest_charge, optional_enum, CaptureParams, CreateParams, RefundParams,
+};
 use crate::faces::form::parse_form;
 use crate::ledger::{
-    is_valid_idempotency_key, Attempt, Face, Failure, Fingerprint, Handled, Intent, KeyRefusals,
-    Ledger, ModelEvent, NewCharge, Refund, RefundAttempt, RefundStatus, Reply, Status, WireRequest,
+    escape_html, is_valid_idempotency_key, ActionAttempt, Attempt, CancelAttempt, CaptureAttempt,
+    Face, Failure, Fingerprint, Handled, Intent, KeyRefusals, Ledger, ModelEvent, NewCharge,
+    OnAction, PageAnswer, Refund, RefundAttempt, RefundStatus, Reply, Status, WireRequest,
     MAX_IDEMPOTENCY_KEY_LEN,
 };
 
@@ -84,6 +134,9 @@ const LIST_LIMIT_DEFAULT: usize = 10;
 /// The largest `limit` a list accepts ("List all refunds": between 1 and 100).
 const LIST_LIMIT_MAX: usize = 100;
 
+/// Where the fake serves a PaymentIntent's authentication page, under its base URL.
+const AUTHENTICATE_PATH: &str = "/_fake/authenticate";
+
 /// The prefix of the `page` cursors search hands out.
 const PAGE_CURSOR_PREFIX: &str = "fakepage_";
 
@@ -101,14 +154,22 @@ pub(crate) struct StripeFace {
     /// Per lowercase currency, a minimum charge above Stripe's table (minor units): a charge
     /// settled in another currency must convert to at least the settlement currency's minimum.
     minimum_overrides: BTreeMap<String, i64>,
+    /// The fake's own base URL, where `next_action.redirect_to_url.url` sends the customer.
+    base_url: String,
 }
 
 impl StripeFace {
-    /// A face accepting `api_key`, enforcing `minimum_overrides` over Stripe's table.
-    pub(crate) fn new(api_key: String, minimum_overrides: BTreeMap<String, i64>) -> Self {
+    /// A face accepting `api_key`, enforcing `minimum_overrides` over Stripe's table, serving
+    /// its authentication pages under `base_url`.
+    pub(crate) fn new(
+        api_key: String,
+        minimum_overrides: BTreeMap<String, i64>,
+        base_url: String,
+    ) -> Self {
         Self {
             api_key,
             minimum_overrides,
+            base_url,
         }
     }
 }
@@ -145,10 +206,13 @@ impl Face for StripeFace {
                 Handled::plain(search(ledger, request.query, now_ms))
             }
             ("GET", ["payment_intents", id]) if !id.is_empty() => {
-                Handled::plain(retrieve(ledger, id))
+                Handled::plain(retrieve(ledger, id, request.query))
             }
             ("POST", ["payment_intents", id, "cancel"]) if !id.is_empty() => {
                 self.cancel(ledger, id, request, now_ms)
+            }
+            ("POST", ["payment_intents", id, "capture"]) if !id.is_empty() => {
+                self.capture(ledger, id, request, now_ms)
             }
             ("POST", ["refunds"]) => self.create_refund(ledger, request, now_ms),
             ("GET", ["refunds"]) => Handled::plain(list_refunds(ledger, request.query)),
@@ -178,11 +242,15 @@ impl Face for StripeFace {
         ledger.intents[index].to_json()
     }
 
-    /// `payment_intent.succeeded` or `payment_intent.payment_failed`.
+    /// `payment_intent.succeeded`, `payment_intent.amount_capturable_updated` (authorized),
+    /// `payment_intent.canceled` (an authorization that lapsed) or
+    /// `payment_intent.payment_failed`.
     fn charge_moved_on(&self, ledger: &mut Ledger, index: usize, at_ms: i64) -> Vec<ModelEvent> {
         let intent = &ledger.intents[index];
         let kind = match intent.status {
             Status::Succeeded => "payment_intent.succeeded",
+            Status::RequiresCapture => "payment_intent.amount_capturable_updated",
+            Status::Canceled => "payment_intent.canceled",
             _ => "payment_intent.payment_failed",
         };
         let object = intent.to_json();
@@ -229,6 +297,91 @@ impl Face for StripeFace {
     fn charge_status(&self, intent: &Intent) -> &'static str {
         intent.status.as_str()
     }
+
+    /// The authentication page of a PaymentIntent waiting in `requires_action`: `GET` shows
+    /// the amount and two buttons, `POST result=complete|fail` answers it once and redirects
+    /// the customer to the `return_url` as Stripe does (`payment_intent` and `redirect_status`
+    /// appended to its query). Unknown → 404; not waiting (any more) → 409, nothing changes.
+    fn action_page(
+        &self,
+        ledger: &mut Ledger,
+        charge_id: &str,
+        form: Option<&[u8]>,
+        now_ms: i64,
+    ) -> PageAnswer {
+        let Some(&index) = ledger.by_id.get(charge_id) else {
+            return PageAnswer::html(
+                404,
+                page(
+                    "Unknown payment",
+                    &format!("No such payment_intent: '{}'.", escape_html(charge_id)),
+                ),
+            );
+        };
+        let Some(form) = form else {
+            let intent = &ledger.intents[index];
+            if intent.status != Status::RequiresAction {
+                return not_waiting(intent);
+            }
+            return PageAnswer::html(200, authentication_form(intent));
+        };
+        let completed = match parse_form(form).get("result").map(String::as_str) {
+            Some("complete") => true,
+            Some("fail") => false,
+            _ => {
+                return PageAnswer::html(
+                    400,
+                    page(
+                        "Bad request",
+                        "The form must post result=complete or result=fail.",
+                    ),
+                )
+            }
+        };
+        match ledger.complete_action(self, charge_id, completed, now_ms) {
+            ActionAttempt::NoSuchCharge => PageAnswer::html(
+                404,
+                page(
+                    "Unknown payment",
+                    &format!("No such payment_intent: '{}'.", escape_html(charge_id)),
+                ),
+            ),
+            ActionAttempt::NotWaiting(index) => not_waiting(&ledger.intents[index]),
+            ActionAttempt::Done { index, events } => {
+                let intent = &ledger.intents[index];
+                let redirect_status = if completed { "succeeded" } else { "failed" };
+                let outcome = format!(
+                    "Authentication {}: the payment is now {}.",
+                    if completed { "completed" } else { "failed" },
+                    intent.status.as_str()
+                );
+                match &intent.return_url {
+                    Some(return_url) => {
+                        let location = redirect_location(return_url, &intent.id, redirect_status);
+                        let html = page(
+                            "Redirecting",
+                            &format!(
+                                "{outcome} <a href=\"{}\">Continue</a>",
+                                escape_html(&location)
+                            ),
+                        );
+                        PageAnswer {
+                            status: 303,
+                            location: Some(location),
+                            html,
+                            events,
+                        }
+                    }
+                    None => PageAnswer {
+                        status: 200,
+                        location: None,
+                        html: page("Done", &outcome),
+                        events,
+                    },
+                }
+            }
+        }
+    }
 }
 
 impl StripeFace {
@@ -269,6 +422,18 @@ impl StripeFace {
         now_ms: i64,
     ) -> Handled {
         let confirm = create.confirm;
+        let expand = create.expand_latest_charge;
+        // Stripe, "Create a PaymentIntent": `error_on_requires_action` fails the attempt instead
+        // of asking for an action, whether or not a `return_url` came too; so does `off_session`
+        // (the customer is not there: a card that needs authentication fails with
+        // `authentication_required`).
+        let on_action = if create.error_on_requires_action || create.off_session {
+            OnAction::Fail
+        } else {
+            OnAction::Wait {
+                return_url: create.return_url,
+            }
+        };
         let charge = NewCharge {
             amount: create.amount,
             currency: create.currency,
@@ -276,9 +441,11 @@ impl StripeFace {
             description: None,
             metadata: create.metadata,
             confirm,
+            capture_method: create.capture_method,
+            on_action,
         };
         let token = charge.payment_method.clone();
-        let (intent, delivery) = match ledger.attempt_charge(self, charge, key, now_ms) {
+        let (mut intent, delivery) = match ledger.attempt_charge(self, charge, key, now_ms) {
             // Stripe attaches the PaymentMethod at creation, so an id that names nothing is
             // `resource_missing` whether or not it is confirmed.
             Attempt::UnknownMethod => return Handled::plain(no_such_payment_method(&token)),
@@ -290,18 +457,43 @@ impl StripeFace {
             }
             Attempt::Made { intent, delivery } => (*intent, delivery),
         };
+        if intent.status == Status::RequiresAction && intent.return_url.is_some() {
+            intent.action_url = Some(format!(
+                "{}{AUTHENTICATE_PATH}/{}",
+                self.base_url, intent.id
+            ));
+        }
+        // What the answer shows: the PaymentIntent, its Charge inlined if asked for (it has no
+        // refunds yet).
+        let answered = |intent: &Intent| {
+            let mut object = intent.to_json();
+            if expand && intent.latest_charge.is_some() {
+                object["latest_charge"] = charge_json(intent, &[]);
+            }
+            object
+        };
         if !confirm {
             // Nothing attempted, so the token's behaviour does not matter yet, and Stripe sends
             // no event a receiver would act on.
-            let reply = Reply::json(200, &intent.to_json());
+            let reply = Reply::json(200, &answered(&intent));
             ledger.insert(self, intent, now_ms);
             return Handled::plain(reply);
         }
 
         let (reply, kind) = match (intent.status, intent.failure) {
             (Status::Succeeded, _) => (
-                Reply::json(200, &intent.to_json()),
+                Reply::json(200, &answered(&intent)),
                 "payment_intent.succeeded",
+            ),
+            (Status::RequiresCapture, _) => (
+                Reply::json(200, &answered(&intent)),
+                "payment_intent.amount_capturable_updated",
+            ),
+            // A card that needs authentication, confirmed with `error_on_requires_action`:
+            // Stripe fails the confirm with a 402 carrying the PaymentIntent.
+            (Status::RequiresPaymentMethod, Some(Failure::AuthenticationRequired)) => (
+                errors::authentication_required(AUTHENTICATION_REQUIRED_MESSAGE, answered(&intent)),
+                "payment_intent.payment_failed",
             ),
             // A failed attempt: back to `requires_payment_method`, answered with a 402 carrying
             // the PaymentIntent, as Stripe answers a declined confirm.
@@ -310,16 +502,16 @@ impl StripeFace {
                     decline_code(decline),
                     decline_message(decline),
                     intent.latest_charge.as_deref(),
-                    intent.to_json(),
+                    answered(&intent),
                 ),
                 "payment_intent.payment_failed",
             ),
             (Status::Processing, _) => (
-                Reply::json(200, &intent.to_json()),
+                Reply::json(200, &answered(&intent)),
                 "payment_intent.processing",
             ),
             (Status::RequiresAction, _) => (
-                Reply::json(200, &intent.to_json()),
+                Reply::json(200, &answered(&intent)),
                 "payment_intent.requires_action",
             ),
             // A confirmed attempt ends in one of the above; kept total rather than panicking.
@@ -350,9 +542,16 @@ impl StripeFace {
         now_ms: i64,
     ) -> Handled {
         let params = parse_form(request.body);
-        if let Some(unknown) = params.keys().find(|name| *name != "cancellation_reason") {
+        if let Some(unknown) = params
+            .keys()
+            .find(|name| *name != "cancellation_reason" && !name.starts_with("expand"))
+        {
             return Handled::plain(errors::parameter_unknown(unknown));
         }
+        let expand = match expand_latest_charge(&params) {
+            Ok(expand) => expand,
+            Err(reply) => return Handled::plain(reply),
+        };
         let reason = match optional_enum(
             &params,
             "cancellation_reason",
@@ -376,47 +575,100 @@ impl StripeFace {
         };
         let request_key = key.clone();
         ledger.idempotent(STRIPE_KEY_REFUSALS, key, fingerprint, now_ms, |ledger| {
-            self.run_cancel(ledger, id, reason, request_key, now_ms)
+            self.run_cancel(ledger, id, reason, expand, request_key, now_ms)
         })
     }
 
-    /// Cancels a PaymentIntent that may still be cancelled ("Cancel a PaymentIntent").
+    /// Cancels a PaymentIntent that may still be cancelled ("Cancel a PaymentIntent"),
+    /// releasing an authorization.
     fn run_cancel(
         &self,
         ledger: &mut Ledger,
         id: &str,
         reason: Option<String>,
+        expand: bool,
         key: Option<String>,
         now_ms: i64,
     ) -> Handled {
-        let Some(&index) = ledger.by_id.get(id) else {
-            return Handled::plain(no_such_intent(id));
-        };
-        let intent = &mut ledger.intents[index];
-        if !intent.status.is_cancelable() {
-            let message = format!(
-                "You cannot cancel this PaymentIntent because it has a status of {}. Only a \
-                 PaymentIntent with one of the following statuses may be canceled: \
-                 requires_payment_method, requires_capture, requires_confirmation, \
-                 requires_action, processing.",
-                intent.status.as_str()
-            );
-            return Handled::plain(errors::unexpected_state(&message, intent.to_json()));
+        match ledger.cancel(self, id, reason, key.clone(), now_ms) {
+            CancelAttempt::NoSuchCharge => Handled::plain(no_such_intent(id)),
+            CancelAttempt::NotCancelable(index) => {
+                let intent = &ledger.intents[index];
+                let message = format!(
+                    "You cannot cancel this PaymentIntent because it has a status of {}. Only a \
+                     PaymentIntent with one of the following statuses may be canceled: \
+                     requires_payment_method, requires_capture, requires_confirmation, \
+                     requires_action, processing.",
+                    intent.status.as_str()
+                );
+                Handled::plain(errors::unexpected_state(&message, intent.to_json()))
+            }
+            CancelAttempt::Canceled(index) => {
+                let object = ledger.intents[index].to_json();
+                let shown = shown(ledger, index, expand);
+                let event = event(ledger, "payment_intent.canceled", object, now_ms, key);
+                Handled::now(Reply::json(200, &shown), vec![event])
+            }
         }
-        intent.status = Status::Canceled;
-        intent.cancellation_reason = reason;
-        // A cancelled intent no longer succeeds or fails by itledger.
-        intent.due_ms = None;
-        let object = intent.to_json();
-        ledger.record_search_version(self, index, now_ms);
-        let event = event(
-            ledger,
-            "payment_intent.canceled",
-            object.clone(),
-            now_ms,
-            key,
-        );
-        Handled::now(Reply::json(200, &object), vec![event])
+    }
+
+    /// `POST /v1/payment_intents/{id}/capture` (`amount_to_capture`, `expand[]`), under an
+    /// idempotency key like a create: parameter errors before the key, the rest stored.
+    fn capture(
+        &self,
+        ledger: &mut Ledger,
+        id: &str,
+        request: &WireRequest<'_>,
+        now_ms: i64,
+    ) -> Handled {
+        let params = parse_form(request.body);
+        let key = match idempotency_key(request.idempotency_key) {
+            Ok(key) => key,
+            Err(reply) => return Handled::plain(reply),
+        };
+        let fingerprint = Fingerprint {
+            route: format!("POST /v1/payment_intents/{id}/capture"),
+            params: params.clone(),
+        };
+        let validate = || CaptureParams::from_params(&params);
+        let request_key = key.clone();
+        let run = |ledger: &mut Ledger, capture| {
+            self.run_capture(ledger, id, capture, request_key, now_ms)
+        };
+        ledger.validated(STRIPE_KEY_REFUSALS, key, fingerprint, now_ms, validate, run)
+    }
+
+    /// Captures (part of) an authorized PaymentIntent ("Capture a PaymentIntent"): only from
+    /// `requires_capture`, at most `amount_capturable`; what is not captured is released.
+    fn run_capture(
+        &self,
+        ledger: &mut Ledger,
+        id: &str,
+        capture: CaptureParams,
+        key: Option<String>,
+        now_ms: i64,
+    ) -> Handled {
+        let amount = capture.amount_to_capture;
+        match ledger.capture(self, id, amount, key.clone(), now_ms) {
+            CaptureAttempt::NoSuchCharge => Handled::plain(no_such_intent(id)),
+            CaptureAttempt::UnexpectedState(index) => {
+                let intent = &ledger.intents[index];
+                let message = format!(
+                    "This PaymentIntent could not be captured because it has a status of {}. \
+                     Only a PaymentIntent with one of the following statuses may be captured: \
+                     requires_capture.",
+                    intent.status.as_str()
+                );
+                Handled::plain(errors::unexpected_state(&message, intent.to_json()))
+            }
+            CaptureAttempt::Exceeds => Handled::plain(errors::capture_exceeds_capturable()),
+            CaptureAttempt::Made(index) => {
+                let object = ledger.intents[index].to_json();
+                let shown = shown(ledger, index, capture.expand_latest_charge);
+                let event = event(ledger, "payment_intent.succeeded", object, now_ms, key);
+                Handled::now(Reply::json(200, &shown), vec![event])
+            }
+        }
     }
 
     /// `POST /v1/refunds`.
@@ -503,12 +755,95 @@ impl StripeFace {
     }
 }
 
-/// `GET /v1/payment_intents/{id}`: read-after-write.
-fn retrieve(ledger: &Ledger, id: &str) -> Reply {
-    match ledger.by_id.get(id) {
-        Some(&index) => Reply::json(200, &ledger.intents[index].to_json()),
-        None => no_such_intent(id),
+/// `GET /v1/payment_intents/{id}[?expand[]=latest_charge]`: read-after-write.
+fn retrieve(ledger: &Ledger, id: &str, query: Option<&str>) -> Reply {
+    let Some(&index) = ledger.by_id.get(id) else {
+        return no_such_intent(id);
+    };
+    let params = parse_form(query.unwrap_or_default().as_bytes());
+    match expand_latest_charge(&params) {
+        Ok(expand) => Reply::json(200, &shown(ledger, index, expand)),
+        Err(reply) => reply,
     }
+}
+
+/// The PaymentIntent at `index` as an answer shows it: with `expand`, its Charge (and that
+/// Charge's refunds) inlined as `latest_charge` ("Expanding responses"), once there is one.
+fn shown(ledger: &Ledger, index: usize, expand: bool) -> Value {
+    let intent = &ledger.intents[index];
+    let mut object = intent.to_json();
+    if expand && intent.latest_charge.is_some() {
+        if let Some(charge) = charge_object(ledger, &intent.id) {
+            object["latest_charge"] = charge;
+        }
+    }
+    object
+}
+
+/// The customer's redirect back to `return_url` after an authentication, as Stripe sends it:
+/// `payment_intent=<id>&redirect_status=succeeded|failed` appended to its query (after `&` if it
+/// has one already), before any fragment.
+fn redirect_location(return_url: &str, payment_intent: &str, redirect_status: &str) -> String {
+    let (base, fragment) = match return_url.split_once('#') {
+        Some((base, fragment)) => (base, Some(fragment)),
+        None => (return_url, None),
+    };
+    let separator = match base.find('?') {
+        Some(at) if at + 1 == base.len() || base.ends_with('&') => "",
+        Some(_) => "&",
+        None => "?",
+    };
+    let mut location = format!(
+        "{base}{separator}payment_intent={payment_intent}&redirect_status={redirect_status}"
+    );
+    if let Some(fragment) = fragment {
+        location.push('#');
+        location.push_str(fragment);
+    }
+    location
+}
+
+/// The authentication page of a PaymentIntent waiting for it: amount, currency and two
+/// buttons, each a form posting `result` back to the page's own URL.
+fn authentication_form(intent: &Intent) -> String {
+    let action = format!("{AUTHENTICATE_PATH}/{}", escape_html(&intent.id));
+    let body = format!(
+        "<p>Authenticate the payment of <strong>{amount} {currency}</strong> \
+         (<code>{id}</code>).</p>\n\
+         <form method=\"post\" action=\"{action}\">\
+         <input type=\"hidden\" name=\"result\" value=\"complete\">\
+         <button type=\"submit\">Complete</button></form>\n\
+         <form method=\"post\" action=\"{action}\">\
+         <input type=\"hidden\" name=\"result\" value=\"fail\">\
+         <button type=\"submit\">Fail</button></form>",
+        amount = intent.amount,
+        currency = escape_html(&intent.currency.to_ascii_uppercase()),
+        id = escape_html(&intent.id),
+    );
+    page("3-D Secure authentication (fake PSP)", &body)
+}
+
+/// 409: the PaymentIntent is no longer waiting for an authentication; nothing changed.
+fn not_waiting(intent: &Intent) -> PageAnswer {
+    PageAnswer::html(
+        409,
+        page(
+            "Nothing to authenticate",
+            &format!(
+                "The payment <code>{}</code> is {}: it is not waiting for authentication.",
+                escape_html(&intent.id),
+                intent.status.as_str()
+            ),
+        ),
+    )
+}
+
+/// A minimal HTML page; `body` is HTML already.
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n\
+         <body><h1>{title}</h1>\n{body}\n</body></html>\n"
+    )
 }
 
 /// `GET /v1/payment_intents/search?query=metadata['<k>']:'<v>'[&limit=N][&page=P]`: what the

@@ -1,11 +1,12 @@
 //! Validating the Stripe face's form parameters (parsed by `faces::form`): the ones
-//! `POST /v1/payment_intents` and `POST /v1/refunds` need, refused in Stripe's words.
+//! `POST /v1/payment_intents`, `POST /v1/payment_intents/{id}/capture` and `POST /v1/refunds`
+//! need, and `expand[]`, refused in Stripe's words.
 
 use std::collections::BTreeMap;
 
 use super::errors;
 use crate::faces::form::{collect_metadata, Params};
-use crate::ledger::Reply;
+use crate::ledger::{CaptureMethod, Reply};
 
 /// A validated `POST /v1/payment_intents` request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,6 +21,16 @@ pub(crate) struct CreateParams {
     pub(crate) confirm: bool,
     /// `metadata[<k>]=<v>` pairs.
     pub(crate) metadata: BTreeMap<String, String>,
+    /// `capture_method`: `automatic` (the default) or `manual` (authorize only).
+    pub(crate) capture_method: CaptureMethod,
+    /// `error_on_requires_action=true`: fail the attempt rather than ask for an action.
+    pub(crate) error_on_requires_action: bool,
+    /// `off_session` other than `false`: the customer is not there to act.
+    pub(crate) off_session: bool,
+    /// Where the customer comes back to after an action (a valid URL).
+    pub(crate) return_url: Option<String>,
+    /// `expand[]=latest_charge`: inline the Charge in the answer.
+    pub(crate) expand_latest_charge: bool,
 }
 
 /// The top-level create parameters the fake understands. Anything else is refused with
@@ -29,6 +40,7 @@ const CREATE_PARAMETERS: &[&str] = &[
     "amount",
     "automatic_payment_methods[allow_redirects]",
     "automatic_payment_methods[enabled]",
+    "capture_method",
     "confirm",
     "currency",
     "description",
@@ -91,12 +103,33 @@ impl CreateParams {
 
         let payment_method = required(params, "payment_method")?.to_owned();
         let confirm = optional_bool(params, "confirm")?.unwrap_or(false);
-        optional_bool(params, "error_on_requires_action")?;
-        optional_enum(
+        let error_on_requires_action =
+            optional_bool(params, "error_on_requires_action")?.unwrap_or(false);
+        // "Create a PaymentIntent": `automatic` (default), `automatic_async`, `manual`; the fake
+        // models the first and the last, and refuses what it does not model.
+        let capture_method =
+            match optional_enum(params, "capture_method", &["automatic", "manual"])? {
+                Some("manual") => CaptureMethod::Manual,
+                _ => CaptureMethod::Automatic,
+            };
+        let return_url = match params.get("return_url") {
+            None => None,
+            Some(url) if url::Url::parse(url).is_ok() => Some(url.clone()),
+            Some(_) => {
+                return Err(errors::invalid_request(
+                    Some("url_invalid"),
+                    Some("return_url"),
+                    "Not a valid URL",
+                ))
+            }
+        };
+        let expand_latest_charge = expand_latest_charge(params)?;
+        let off_session = optional_enum(
             params,
             "off_session",
             &["true", "false", "one_off", "recurring"],
-        )?;
+        )?
+        .is_some_and(|value| value != "false");
         let redirects = optional_enum(
             params,
             "automatic_payment_methods[allow_redirects]",
@@ -138,8 +171,92 @@ impl CreateParams {
             payment_method,
             confirm,
             metadata,
+            capture_method,
+            error_on_requires_action,
+            off_session,
+            return_url,
+            expand_latest_charge,
         })
     }
+}
+
+/// A validated `POST /v1/payment_intents/{id}/capture` request ("Capture a PaymentIntent").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CaptureParams {
+    /// At least 1; `None` captures all that is capturable.
+    pub(crate) amount_to_capture: Option<i64>,
+    /// `expand[]=latest_charge`.
+    pub(crate) expand_latest_charge: bool,
+}
+
+impl CaptureParams {
+    /// Validates a capture request's parameters; the PaymentIntent's state and what it has
+    /// capturable are checked afterwards, under the key.
+    pub(crate) fn from_params(params: &Params) -> Result<Self, Reply> {
+        if let Some(unknown) = params
+            .keys()
+            .find(|name| name.as_str() != "amount_to_capture" && !belongs_to(name, "expand"))
+        {
+            return Err(errors::parameter_unknown(unknown));
+        }
+        let amount_to_capture = optional_positive_integer(params, "amount_to_capture")?;
+        Ok(Self {
+            amount_to_capture,
+            expand_latest_charge: expand_latest_charge(params)?,
+        })
+    }
+}
+
+/// Whether `expand[]` (or `expand[<n>]`) asks for `latest_charge`, the one expansion the fake
+/// serves; any other expansion, or `expand` without brackets, is refused.
+pub(crate) fn expand_latest_charge(params: &Params) -> Result<bool, Reply> {
+    let mut expand = false;
+    for (name, value) in params.iter().filter(|(name, _)| belongs_to(name, "expand")) {
+        let index = name
+            .strip_prefix("expand[")
+            .and_then(|rest| rest.strip_suffix(']'));
+        if !index.is_some_and(|index| index.bytes().all(|b| b.is_ascii_digit())) {
+            return Err(errors::invalid_request(
+                Some("parameter_invalid"),
+                Some(name),
+                &format!("Invalid array: {name} must be given as expand[]=<field>."),
+            ));
+        }
+        if value != "latest_charge" {
+            return Err(errors::invalid_request(
+                None,
+                Some(name),
+                &format!(
+                    "This property cannot be expanded ({value}). The fake PSP expands only \
+                     latest_charge."
+                ),
+            ));
+        }
+        expand = true;
+    }
+    Ok(expand)
+}
+
+/// An optional integer parameter of at least 1.
+fn optional_positive_integer(params: &Params, name: &str) -> Result<Option<i64>, Reply> {
+    let Some(value) = params.get(name) else {
+        return Ok(None);
+    };
+    let parsed: i64 = value.parse().map_err(|_| {
+        errors::invalid_request(
+            Some("parameter_invalid_integer"),
+            Some(name),
+            &format!("Invalid integer: {value}"),
+        )
+    })?;
+    if parsed < 1 {
+        return Err(errors::invalid_request(
+            Some("parameter_invalid_integer"),
+            Some(name),
+            "This value must be greater than or equal to 1.",
+        ));
+    }
+    Ok(Some(parsed))
 }
 
 /// A validated `POST /v1/refunds` request.
@@ -216,6 +333,7 @@ fn belongs_to(given: &str, name: &str) -> bool {
 fn is_create_parameter(name: &str) -> bool {
     CREATE_PARAMETERS.contains(&name)
         || name.starts_with("metadata")
+        || belongs_to(name, "expand")
         || belongs_to(name, "mandate_data")
 }
 
@@ -305,6 +423,11 @@ mod tests {
                     .into_iter()
                     .map(|(k, v)| (k.to_owned(), v.to_owned()))
                     .collect(),
+                capture_method: CaptureMethod::Automatic,
+                error_on_requires_action: false,
+                off_session: false,
+                return_url: None,
+                expand_latest_charge: false,
             })
         );
     }

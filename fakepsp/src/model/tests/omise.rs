@@ -1116,3 +1116,19 @@ fn unknown_routes_are_404_not_found() {
         );
     }
 }
+
+#[test]
+fn the_three_ds_test_cards_are_unknown_until_the_face_has_an_authentication_page() {
+    // The Stripe face's 3-D Secure cards wait on a page the Omise face does not serve yet.
+    let model = model();
+    for token in [
+        "pm_card_threeDSecure2Required",
+        "pm_card_authenticationRequired",
+    ] {
+        let answer = post(&model, "/charges", &charge(token, "p"), None, T0);
+        assert_eq!(answer.status, 404, "{token}");
+        assert_eq!(code(&answer), "not_found");
+    }
+    assert!(model.charges().is_empty());
+    assert_eq!(model.action_page("chrg_test_x", None, T0).status, 404);
+}

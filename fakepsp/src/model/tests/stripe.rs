@@ -1,5 +1,10 @@
 //! The Stripe face's rules, each tested through the model as the server and the simulation
 //! call it.
+//!
+//! Customer actions (3-D Secure), manual capture and cancellation of authorizations are in
+//! `actions`.
+
+mod actions;
 
 use std::time::Duration;
 

@@ -566,3 +566,16 @@ fn one_seed_and_one_call_sequence_give_byte_identical_answers() {
         "the seed decides tokens and tranRefs"
     );
 }
+
+#[test]
+fn the_three_ds_test_cards_are_unknown_until_the_face_has_an_authentication_page() {
+    let model = model();
+    let token = payment_token(&model, "u3ds", T0);
+    for method in [
+        "pm_card_threeDSecure2Required",
+        "pm_card_authenticationRequired",
+    ] {
+        assert_eq!(resp(&pay(&model, &token, method, T0)), "9004", "{method}");
+    }
+    assert!(model.charges().is_empty());
+}
