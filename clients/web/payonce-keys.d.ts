@@ -6,6 +6,19 @@ export interface Snapshot {
   order_version: number;
   /** A PSP token such as "pm_card_visa", never card data. */
   payment_method: string;
+  /** Where the provider sends the customer back after 3-D Secure (on the checkout's origin). */
+  return_url?: string;
+  /** "manual": authorize now, capture later. */
+  capture?: "automatic" | "manual";
+}
+
+/** What the customer must do for a "requires-action" outcome. */
+export interface NextAction {
+  type: "redirect";
+  /** The provider's page: open it in the same tab. */
+  url: string;
+  /** Until when it is open (epoch seconds). */
+  expires_at: number;
 }
 
 /** Sends POST /payments for `snapshot` under `key`; must build the body from `snapshot`. */
@@ -13,6 +26,8 @@ export type Send = (key: string, snapshot: Readonly<Snapshot>, init: { signal: A
 
 export type FinalKind =
   | "paid" // 2xx with status "succeeded"
+  | "authorized" // 201 with status "authorized" (manual capture)
+  | "already-authorized" // 409 order-already-authorized (an authorized payment holds the order)
   | "declined" // 402 card-declined / payment-method-rejected
   | "failed" // 402 payment-failed (or another 402)
   | "already-paid" // 409 order-already-paid (this request was not stored)
@@ -22,6 +37,7 @@ export type FinalKind =
   | "rejected"; // another 4xx: refused, nothing stored
 
 export type OpenKind =
+  | "requires-action" // 202 requires_action: next_action was handed to onAction; key kept
   | "pending" // still unknown after maxWaitMs (202, 5xx, timeouts, 409 in-use): key kept
   | "unresolved" // another snapshot of the order has an unresolved key that could not be resolved
   | "busy" // pay() is running for another snapshot of this order in this tab
@@ -50,6 +66,8 @@ export interface Outcome {
   /** For "unresolved": the stored attempt's snapshot id, and its last outcome if it was tried. */
   snapshot_id?: string;
   previous?: Outcome;
+  /** For "requires-action": where the customer goes. */
+  next_action?: NextAction;
   error?: unknown;
 }
 
@@ -90,6 +108,8 @@ export interface KeyManagerOptions {
   /** How long pay() keeps asking before it returns "pending" (default 120 000 ms). */
   maxWaitMs?: number;
   onStatus?: (event: StatusEvent) => void;
+  /** Called when the provider waits for the customer; default: location.assign(action.url). */
+  onAction?: (action: NextAction, outcome: Outcome) => void;
   /** For tests. */
   now?: () => number;
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
@@ -104,7 +124,11 @@ export interface KeyManager {
   peek(snapshot: Snapshot): string | null;
   unresolved(orderId: string): { snapshot_id: string; snapshot: Readonly<Snapshot> | null } | null;
   recover(orderId: string, candidates: Iterable<Snapshot>): Readonly<Snapshot> | null;
-  pay(snapshot: Snapshot, send?: Send): Promise<Outcome>;
+  /**
+   * `afterAction`: on the page the provider sent the customer back to: a "requires_action"
+   * answer is waited on (asked again) instead of handed over again.
+   */
+  pay(snapshot: Snapshot, send?: Send, options?: { afterAction?: boolean }): Promise<Outcome>;
   settle(snapshot: Snapshot, outcome: Pick<Outcome, "kind"> & Partial<Outcome>): boolean;
   inFlight(orderId?: string): boolean;
   abandon(orderId: string): boolean;

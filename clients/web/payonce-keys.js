@@ -1,14 +1,15 @@
 // payonce-keys.js: the checkout key manager. A dependency-free ES module.
 //
-// Each payment attempt has one snapshot, {order_id, order_version, payment_method}, and one
-// Idempotency-Key. The manager keeps the key in sessionStorage, bound to the snapshot, so a
+// Each payment attempt has one snapshot, {order_id, order_version, payment_method} (plus
+// return_url and capture when the checkout sends them), and one Idempotency-Key. The manager keeps the key in sessionStorage, bound to the snapshot, so a
 // retry, a double click or a reload re-sends the same request under the same key and the
 // server answers with the stored outcome instead of charging again.
 //
 // What sessionStorage holds, one item per order that has an unresolved attempt:
 //   name  "<namespace>:<order_ref>"   order_ref   = first 32 hex digits of SHA-256 over the order id
 //   value {"key":"<uuid>","snapshot_id":"<64 hex digits>"}
-//                                     snapshot_id = SHA-256 over (order_id, order_version, payment_method)
+//                                     snapshot_id = SHA-256 over (order_id, order_version, payment_method
+//                                                   [, return_url] [, capture])
 // Nothing else: no card data, no amounts, no payment method tokens, no order ids in clear.
 // One item per order also means at most one unresolved key per order in a tab.
 //
@@ -29,13 +30,23 @@
 // recover(order_id, candidates) with the snapshots it could have sent (for example every
 // version of the order × every payment method); the one whose hash matches is remembered. If
 // the old snapshot is unknown, pay() refuses with {kind: "unresolved"} and sends nothing.
+//
+// A customer action (3-D Secure): a 202 "requires_action" is not final. pay() keeps the key and
+// returns {kind: "requires-action", next_action}, after handing next_action to onAction (default:
+// location.assign(next_action.url), in the same tab, so sessionStorage survives the redirect).
+// The provider sends the customer back to the snapshot's return_url; that page calls
+// pay(snapshot, send, {afterAction: true}) with the same snapshot (recover() finds it), which
+// asks again under the same key and, while the answer is still "requires_action" (the provider's
+// word is on its way), waits instead of redirecting again. "authorized" (manual capture) is final.
 
 const FINAL_KINDS = new Set([
   "paid", // 2xx, payment status "succeeded"
+  "authorized", // 201, payment status "authorized": captured later by the merchant
   "declined", // 402 card-declined or payment-method-rejected
   "failed", // 402 payment-failed (or another 402), or a payment whose status is "failed"
   "already-paid", // 409 order-already-paid: the server did not store this request
   "in-progress", // 409 payment-in-progress: another key holds the order; this one was not stored
+  "already-authorized", // 409 order-already-authorized: an authorized payment holds the order
   "stale", // 409 order-version-mismatch: this snapshot can never be charged
   "mismatch", // 422 idempotency-key-mismatch: the key is bound to another request
   "rejected", // any other 4xx but 401/403/408/425/429: refused, nothing stored
@@ -120,7 +131,7 @@ export function sha256Hex(text) {
 
 /** The snapshot in its canonical form; throws a TypeError on a malformed one. */
 export function normaliseSnapshot(snapshot) {
-  const { order_id, order_version, payment_method } = snapshot ?? {};
+  const { order_id, order_version, payment_method, return_url, capture } = snapshot ?? {};
   if (typeof order_id !== "string" || order_id === "") {
     throw new TypeError("snapshot.order_id must be a non-empty string");
   }
@@ -130,13 +141,34 @@ export function normaliseSnapshot(snapshot) {
   if (typeof payment_method !== "string" || payment_method === "") {
     throw new TypeError("snapshot.payment_method must be a non-empty string (a PSP token)");
   }
-  return Object.freeze({ order_id, order_version, payment_method });
+  const s = { order_id, order_version, payment_method };
+  if (return_url !== undefined) {
+    if (typeof return_url !== "string" || return_url === "") {
+      throw new TypeError("snapshot.return_url must be a non-empty string when given");
+    }
+    s.return_url = return_url;
+  }
+  if (capture !== undefined) {
+    if (capture !== "automatic" && capture !== "manual") {
+      throw new TypeError('snapshot.capture must be "automatic" or "manual" when given');
+    }
+    s.capture = capture;
+  }
+  return Object.freeze(s);
 }
 
-/** The opaque id of a snapshot: SHA-256 over its three fields. */
+/** The id of a normalised snapshot: its optional fields count only when given, so a snapshot of
+ * the three required fields keeps the id it always had. */
+function idOf(s) {
+  const parts = ["payonce/snapshot/v1", s.order_id, s.order_version, s.payment_method];
+  if (s.return_url !== undefined) parts.push("return_url", s.return_url);
+  if (s.capture !== undefined) parts.push("capture", s.capture);
+  return sha256Hex(JSON.stringify(parts));
+}
+
+/** The opaque id of a snapshot: SHA-256 over its fields. */
 export function snapshotId(snapshot) {
-  const s = normaliseSnapshot(snapshot);
-  return sha256Hex(JSON.stringify(["payonce/snapshot/v1", s.order_id, s.order_version, s.payment_method]));
+  return idOf(normaliseSnapshot(snapshot));
 }
 
 function orderRef(orderId) {
@@ -169,6 +201,12 @@ export function classify(status, body, retryAfterMs) {
   if (status >= 200 && status < 300) {
     const state = body && typeof body.status === "string" ? body.status : "";
     if (status !== 202 && state === "succeeded") return { kind: "paid", final: true };
+    if (status !== 202 && state === "authorized") return { kind: "authorized", final: true };
+    const action = body?.next_action;
+    if (state === "requires_action" && action?.type === "redirect" && typeof action.url === "string") {
+      // Not final, and nothing to re-send until the customer has acted.
+      return { kind: "requires-action", final: false, next_action: action, retryAfterMs };
+    }
     if (status !== 202 && (state === "failed" || state === "canceled" || state === "declined")) {
       return { kind: "failed", final: true };
     }
@@ -189,6 +227,8 @@ export function classify(status, body, retryAfterMs) {
         return { kind: "already-paid", final: true, problem };
       case "payment-in-progress":
         return { kind: "in-progress", final: true, problem };
+      case "order-already-authorized":
+        return { kind: "already-authorized", final: true, problem };
       case "order-version-mismatch":
         return { kind: "stale", final: true, problem };
       default:
@@ -252,6 +292,8 @@ class TimeoutError extends Error {
  * @param {number} [options.maxWaitMs] how long pay() keeps asking before it returns "pending"
  *   and leaves the key for later (default 120 000)
  * @param {Function} [options.onStatus] called with {phase, snapshot, attempt, waitMs, reason, outcome}
+ * @param {Function} [options.onAction] called with (next_action, outcome) when the provider waits
+ *   for the customer (default: location.assign(next_action.url))
  */
 export function createKeyManager(options = {}) {
   const storage = options.storage ?? globalThis.sessionStorage;
@@ -264,6 +306,8 @@ export function createKeyManager(options = {}) {
   const maxWaitMs = options.maxWaitMs ?? 120_000;
   const backoff = backoffFunction(options.backoff);
   const onStatus = options.onStatus ?? (() => {});
+  const onAction =
+    options.onAction ?? ((action) => globalThis.location?.assign?.(action.url));
   const now = options.now ?? (() => Date.now());
   const sleep = options.sleep ?? defaultSleep;
   const randomUUID = options.randomUUID ?? (() => globalThis.crypto.randomUUID());
@@ -275,7 +319,7 @@ export function createKeyManager(options = {}) {
 
   function describe(snapshot) {
     const s = normaliseSnapshot(snapshot);
-    const id = sha256Hex(JSON.stringify(["payonce/snapshot/v1", s.order_id, s.order_version, s.payment_method]));
+    const id = idOf(s);
     known.set(id, s);
     return { s, id, ref: orderRef(s.order_id) };
   }
@@ -367,7 +411,7 @@ export function createKeyManager(options = {}) {
   }
 
   /** Sends (snapshot, key) until the answer is final, unknown for too long, or cancelled. */
-  async function drive(flight, snapshot, key, send, firstPhase) {
+  async function drive(flight, snapshot, key, send, firstPhase, afterAction = false) {
     const started = now();
     for (let attempt = 0; ; attempt++) {
       if (flight.cancelled) return { kind: "cancelled", final: false, snapshot };
@@ -385,6 +429,10 @@ export function createKeyManager(options = {}) {
         );
       } catch (error) {
         verdict = { retry: true, reason: error?.name === "TimeoutError" ? "timeout" : "network", error };
+      }
+      if (afterAction && verdict.kind === "requires-action") {
+        // Back from the provider: its word on the action is on its way. Wait, never redirect again.
+        verdict = { retry: true, reason: "action-completing", retryAfterMs: verdict.retryAfterMs };
       }
       if (flight.cancelled) return { kind: "cancelled", final: false, snapshot };
       if (!verdict.retry) {
@@ -416,7 +464,7 @@ export function createKeyManager(options = {}) {
     }
   }
 
-  async function run(flight, s, id, ref, send) {
+  async function run(flight, s, id, ref, send, afterAction) {
     const entry = read(ref);
     if (entry && entry.snapshot_id !== id) {
       const old = known.get(entry.snapshot_id);
@@ -436,8 +484,15 @@ export function createKeyManager(options = {}) {
       if (flight.cancelled) return { kind: "cancelled", final: false, snapshot: s };
     }
     const { key, fresh } = claimKey(ref, id, s.order_id);
-    const outcome = await drive(flight, s, key, send, fresh ? "processing" : "checking");
+    const outcome = await drive(flight, s, key, send, fresh ? "processing" : "checking", afterAction && !fresh);
     if (outcome.final) remove(ref, id);
+    if (outcome.kind === "requires-action") {
+      try {
+        onAction(outcome.next_action, outcome);
+      } catch {
+        // the page shows the outcome; the key stays for the return page
+      }
+    }
     return outcome;
   }
 
@@ -496,7 +551,7 @@ export function createKeyManager(options = {}) {
      * first (see the top of this file), takes the key, sends, retries with the same key, and
      * settles the key on a final outcome. Never rejects for a server or network problem.
      */
-    pay(snapshot, send = defaultSend) {
+    pay(snapshot, send = defaultSend, { afterAction = false } = {}) {
       if (typeof send !== "function") throw new TypeError("pay() needs send(key, snapshot, {signal})");
       const { s, id, ref } = describe(snapshot);
       const running = flights.get(ref);
@@ -516,7 +571,7 @@ export function createKeyManager(options = {}) {
       flight.promise = (async () => {
         let outcome;
         try {
-          outcome = await run(flight, s, id, ref, send);
+          outcome = await run(flight, s, id, ref, send, afterAction);
         } catch (error) {
           outcome = { kind: "error", final: false, snapshot: s, error };
         } finally {

@@ -170,13 +170,28 @@ fn sandbox_endpoint<S, I, Q>(
         Operation::GetSandboxHealth => {
             axum::Json(serde_json::json!({"status": "ok"})).into_response()
         }
-        Operation::GetSandboxConfig => axum::Json(serde_json::json!({
-            "psp": sandbox.psp_name,
-            "psp_url": sandbox.psp_url,
-            "payment_methods": ["pm_card_visa", "pm_card_mastercard", "pm_card_visa_chargeDeclined",
-                "pm_card_chargeDeclinedInsufficientFunds", "pm_fake_lost_response", "pm_fake_slow"],
-        }))
-        .into_response(),
+        Operation::GetSandboxConfig => {
+            let mut methods = vec![
+                "pm_card_visa",
+                "pm_card_mastercard",
+                "pm_card_visa_chargeDeclined",
+                "pm_card_chargeDeclinedInsufficientFunds",
+                "pm_fake_lost_response",
+                "pm_fake_slow",
+            ];
+            // The fake's Stripe face asks for 3-D Secure on this card (its page on the fake).
+            if sandbox.psp_name == "stripe" {
+                methods.push("pm_card_threeDSecure2Required");
+            }
+            axum::Json(serde_json::json!({
+                "psp": sandbox.psp_name,
+                "psp_url": sandbox.psp_url,
+                "payment_methods": methods,
+                // Whether `capture: "manual"` can be offered (authorize now, capture later).
+                "manual_capture": sandbox.psp_name != "2c2p",
+            }))
+            .into_response()
+        }
         Operation::GetSandboxDynamodbUsage => match &sandbox.dynamodb_usage {
             Some(usage) => axum::Json(usage.to_json()).into_response(),
             None => gateway_answer(404, "Not Found", request_id),

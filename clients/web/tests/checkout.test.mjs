@@ -31,7 +31,12 @@ test("double click on pay: one request in flight, one charge", T, (t) =>
 
     assert.equal(payments.requests.length, 1, "one POST /payments");
     assert.equal(payments.responses[0].status, 201);
-    assert.deepEqual(payments.requests[0].body, { order_id: orderId, order_version: 1, payment_method: "pm_card_visa" });
+    assert.deepEqual(payments.requests[0].body, {
+      order_id: orderId,
+      order_version: 1,
+      payment_method: "pm_card_visa",
+      return_url: `${sandbox.url}/?user=demo-user&order=${orderId}`,
+    });
     assert.deepEqual((await states()).slice(-2), ["processing", "paid"]);
     await assertSucceededCharges(sandbox, 1);
     assert.deepEqual(await storedKeys(page, [orderId]), [], "the key is cleared once paid");
@@ -225,7 +230,12 @@ test("changing the order after a decline: a new version, a new key, the old key 
 
     const paid = payments.requests[1];
     assert.equal(payments.requests.length, 2);
-    assert.deepEqual(paid.body, { order_id: orderId, order_version: 2, payment_method: "pm_card_visa" });
+    assert.deepEqual(paid.body, {
+      order_id: orderId,
+      order_version: 2,
+      payment_method: "pm_card_visa",
+      return_url: `${sandbox.url}/?user=demo-user&order=${orderId}`,
+    });
     assert.notEqual(paid.key, oldKey);
     assert.deepEqual(storedWhenSent.map((e) => e.key), [paid.key], "only the new key is stored");
     const [charge] = await assertSucceededCharges(sandbox, 1);

@@ -356,3 +356,81 @@ test("classify and parseRetryAfter", () => {
   assert.equal(parseRetryAfter(new Date(10_000).toUTCString(), 4_000), 6_000);
   assert.equal(parseRetryAfter("soon"), null);
 });
+
+// ---------------------------------------------------------------------------------------------
+// Customer action (3-D Secure) and manual capture
+
+const actionSnap = () => ({ ...snap(), return_url: "https://shop.example/checkout/return", capture: "manual" });
+const waiting = () =>
+  json(202, {
+    payment_id: "pay_1",
+    status: "requires_action",
+    next_action: { type: "redirect", url: "https://psp.example/authenticate/pi_1", expires_at: 1 },
+  }, { "retry-after": "2" });
+const authorized = () => json(201, { payment_id: "pay_1", status: "authorized", amount_capturable: 3000 });
+
+test("the optional fields change a snapshot's id only when given", () => {
+  const plain = snapshotId(snap());
+  assert.equal(
+    plain,
+    sha256Hex(JSON.stringify(["payonce/snapshot/v1", "ord_1", 1, "pm_card_visa"])),
+    "a three-field snapshot keeps the id it always had",
+  );
+  assert.notEqual(snapshotId({ ...snap(), return_url: "https://shop.example/r" }), plain);
+  assert.notEqual(snapshotId({ ...snap(), capture: "manual" }), plain);
+  assert.throws(() => snapshotId({ ...snap(), capture: "later" }), TypeError);
+  assert.throws(() => snapshotId({ ...snap(), return_url: "" }), TypeError);
+});
+
+test("classify: requires_action is handed over, authorized and order-already-authorized are final", () => {
+  const action = { type: "redirect", url: "https://psp.example/a", expires_at: 1 };
+  assert.deepEqual(classify(202, { status: "requires_action", next_action: action }, 2000), {
+    kind: "requires-action",
+    final: false,
+    next_action: action,
+    retryAfterMs: 2000,
+  });
+  // A requires_action without a redirect this client can follow is asked again, as processing.
+  assert.equal(classify(202, { status: "requires_action" }).retry, true);
+  assert.deepEqual(classify(201, { status: "authorized" }), { kind: "authorized", final: true });
+  assert.equal(classify(409, { type: "/problems/order-already-authorized" }).kind, "already-authorized");
+  assert.equal(classify(409, { type: "/problems/order-already-authorized" }).final, true);
+  assert.equal(classify(402, { type: "/problems/authentication-failed" }).kind, "failed");
+});
+
+test("requires_action keeps the key, hands the redirect over once, and the return page resumes with it", async () => {
+  const actions = [];
+  const { manager, storage, sleeps } = setup({ onAction: (action) => actions.push(action.url) });
+  const first = server(waiting());
+  // WHEN the provider asks for 3-D Secure
+  const outcome = await manager.pay(actionSnap(), first.send);
+  // THEN one request, the redirect handed over, the key kept for the return page
+  assert.equal(outcome.kind, "requires-action");
+  assert.equal(outcome.final, false);
+  assert.deepEqual(actions, ["https://psp.example/authenticate/pi_1"]);
+  assert.equal(first.calls.length, 1);
+  const key = first.calls[0].key;
+  assert.equal(manager.peek(actionSnap()), key);
+  assertOnlyKeys(storage);
+
+  // WHEN the return page resumes while the provider's word is still on its way
+  const back = server(waiting(), waiting(), paid());
+  const resumed = await manager.pay(actionSnap(), back.send, { afterAction: true });
+  // THEN it waits (never redirects again) and asks under the same key until paid
+  assert.equal(resumed.kind, "paid");
+  assert.deepEqual(back.calls.map((c) => c.key), [key, key, key]);
+  assert.deepEqual(back.calls[0].snapshot, actionSnap());
+  assert.deepEqual(actions.length, 1, "no second redirect");
+  assert.deepEqual(sleeps, [2000, 2000]);
+  assert.equal(manager.peek(actionSnap()), null, "the key is cleared once paid");
+});
+
+test("an authorization is final: the key is cleared", async () => {
+  const { manager } = setup();
+  const { send, calls } = server(authorized());
+  const outcome = await manager.pay(actionSnap(), send);
+  assert.equal(outcome.kind, "authorized");
+  assert.equal(outcome.final, true);
+  assert.equal(calls.length, 1);
+  assert.equal(manager.peek(actionSnap()), null);
+});

@@ -1,8 +1,8 @@
 //! Checkout flows beyond a one-step charge: a `return_url` for a customer action (3-D Secure)
 //! and `capture: "manual"`, through the charge handler against DynamoDB Local and the fake PSP.
 
-use payonce::domain::{Currency, FailureKind, PaymentStatus};
 use payonce::clock::Clock;
+use payonce::domain::{Currency, FailureKind, PaymentStatus};
 use payonce::service::settle::EventApplied;
 use payonce::service::webhooks::Processed;
 use payonce_fake_psp::FakePspConfig;
