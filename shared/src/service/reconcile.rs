@@ -18,7 +18,9 @@ use super::settle::{amount_mismatch, settlement_of, settlement_of_outcome};
 use crate::clock::duration_ms;
 use crate::domain::RefundTransition;
 use crate::domain::{is_refund_id, Refund, RefundSettlement, RefundStatus};
-use crate::domain::{transition, Payment, PaymentStatus, Settlement, Transition};
+use crate::domain::{
+    transition, CancellationReason, Payment, PaymentStatus, Settlement, Transition,
+};
 use crate::idempotency::{Lease, LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome};
 use crate::ports::{
     ChargeRequest, ChargeStore, Fence, FinishedBy, InflightScan, Psp, PspError, PspLookup,
@@ -178,6 +180,9 @@ pub enum ReconcileError {
     Psp(#[from] PspError),
 }
 
+/// How long before an authorization lapses reconcile raises `authorization-expiring`.
+const AUTHORIZATION_WARNING_MS: i64 = 24 * 3600 * 1000;
+
 /// The reconcile job.
 pub struct Reconciler<S, P> {
     store: S,
@@ -268,8 +273,12 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         let Some(payment) = self.store.get_payment(payment_id).await? else {
             return Ok(Reconciled::Skipped);
         };
-        if payment.status != PaymentStatus::Processing {
-            return Ok(Reconciled::AlreadySettled);
+        match payment.status {
+            PaymentStatus::Processing => {}
+            PaymentStatus::RequiresAction | PaymentStatus::Authorized => {
+                return self.reconcile_open(&payment).await
+            }
+            _ => return Ok(Reconciled::AlreadySettled),
         }
         let budget = self.budget();
         let lease = match self
@@ -416,6 +425,95 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
             }),
             Ok(SettleOutcome::Moved | SettleOutcome::Duplicate)
             | Err(StoreError::LeaseLost { .. }) => Ok(Reconciled::Skipped),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// A payment waiting for its customer (`requires_action`) or authorized: the PSP's word
+    /// settles it (a success, a decline, a cancel); an action still open past its `expires_at`
+    /// is canceled at the PSP, and only a cancel the PSP confirmed releases the order (a PSP
+    /// that says the intent succeeded meanwhile wins: the next look finds it). An authorization
+    /// a day from lapsing raises `authorization-expiring`; one the PSP let lapse is `canceled`
+    /// (`expired`) on its word alone. Anything else is looked at again later.
+    async fn reconcile_open(&self, payment: &Payment) -> Result<Reconciled, ReconcileError> {
+        let payment_id = payment.payment_id.as_str();
+        let now_ms = self.store.now_ms();
+        let lookup = self.psp.lookup(payment_id).await?;
+        if amount_mismatch(lookup.amount(), payment.amount, payment.currency) {
+            tracing::error!(payment_id, reported = ?lookup.amount(), amount = payment.amount,
+                alarm = "psp-answer-untrusted",
+                "the PSP's lookup reports another amount or currency than the payment's; nothing applied");
+            return Ok(Reconciled::Pending);
+        }
+        let authorized = payment.status == PaymentStatus::Authorized;
+        let settlement = match lookup {
+            PspLookup::Canceled {
+                provider_payment_id,
+            } => Some(Settlement::Canceled {
+                provider_payment_id: Some(provider_payment_id),
+                reason: if authorized {
+                    CancellationReason::Expired
+                } else {
+                    CancellationReason::Abandoned
+                },
+            }),
+            other => settlement_of(other),
+        };
+        let settlement = match settlement {
+            Some(settlement) => settlement,
+            None if authorized => {
+                let lapses_ms = payment.progress.capture_before_ms;
+                if lapses_ms.is_some_and(|at| now_ms >= at - AUTHORIZATION_WARNING_MS) {
+                    tracing::error!(payment_id, capture_before_ms = ?lapses_ms, alarm = "authorization-expiring",
+                        "an authorized payment is not captured and its authorization lapses within a day");
+                }
+                return Ok(Reconciled::Pending);
+            }
+            None => {
+                let expired = payment
+                    .progress
+                    .next_action
+                    .as_ref()
+                    .is_some_and(|action| now_ms >= action.expires_at_ms);
+                let (true, Some(provider_payment_id)) =
+                    (expired, payment.provider_payment_id.as_deref())
+                else {
+                    return Ok(Reconciled::Pending);
+                };
+                if let Err(error) = self.psp.cancel(provider_payment_id).await {
+                    // Not confirmed (it may have succeeded meanwhile): the order stays held and
+                    // the next run looks again.
+                    tracing::warn!(payment_id, error = %error, "the abandoned action could not be canceled at the PSP yet");
+                    return Ok(Reconciled::Pending);
+                }
+                tracing::info!(
+                    payment_id,
+                    "canceled an action the customer never completed"
+                );
+                Settlement::Canceled {
+                    provider_payment_id: Some(provider_payment_id.to_owned()),
+                    reason: CancellationReason::Abandoned,
+                }
+            }
+        };
+        if crate::domain::names_another_payment(payment, &settlement) {
+            tracing::error!(payment_id, stored = ?payment.provider_payment_id, found = ?settlement,
+                alarm = "psp-answer-untrusted",
+                "the PSP's lookup found another PSP payment than the one the payment holds; nothing applied");
+            return Ok(Reconciled::Pending);
+        }
+        let step = transition(payment, &settlement);
+        if step == Transition::Unchanged {
+            return Ok(Reconciled::Pending);
+        }
+        match self.store.settle(payment, &step, None).await {
+            Ok(SettleOutcome::Settled(after)) => Ok(match after.status {
+                PaymentStatus::Succeeded => Reconciled::Succeeded,
+                PaymentStatus::Canceled => Reconciled::Abandoned,
+                PaymentStatus::Failed => Reconciled::Declined,
+                _ => Reconciled::Pending,
+            }),
+            Ok(SettleOutcome::Moved | SettleOutcome::Duplicate) => Ok(Reconciled::Skipped),
             Err(error) => Err(error.into()),
         }
     }

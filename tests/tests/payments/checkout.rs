@@ -2,7 +2,7 @@
 //! and `capture: "manual"`, through the charge handler against DynamoDB Local and the fake PSP.
 
 use payonce::clock::Clock;
-use payonce::domain::{Currency, FailureKind, PaymentStatus};
+use payonce::domain::{CancellationReason, Currency, FailureKind, PaymentStatus};
 use payonce::service::settle::EventApplied;
 use payonce::service::webhooks::Processed;
 use payonce_fake_psp::FakePspConfig;
@@ -369,4 +369,82 @@ async fn a_manual_capture_authorizes_and_holds_the_order() {
         (replay.status, replay.json["status"].as_str()),
         (201, Some("authorized"))
     );
+}
+
+#[tokio::test]
+async fn reconcile_cancels_an_action_left_past_its_expiry_and_only_then_frees_the_order() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let request = body(
+        &order,
+        "pm_card_threeDSecure2Required",
+        json!({"return_url": return_url()}),
+    );
+    let first = stack.pay("alice", "3ds-abandoned", request.clone()).await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    let payment_id = first.json["payment_id"].as_str().unwrap().to_owned();
+
+    // WHEN reconcile runs while the action is still open
+    stack.clock.advance(std::time::Duration::from_secs(10 * 60));
+    let early = stack.reconcile().await;
+    // THEN it leaves the payment waiting and cancels nothing
+    assert_eq!((early.examined, early.pending), (1, 1), "{early:?}");
+    assert_eq!(
+        stack.payment(&payment_id).await.status,
+        PaymentStatus::RequiresAction
+    );
+    assert!(stack.psp.charges()[0].cancels.is_empty());
+
+    // WHEN the customer never came back and the action's hour has passed
+    stack.clock.advance(std::time::Duration::from_secs(3600));
+    let late = stack.reconcile().await;
+    // THEN the action is canceled at the PSP, the payment canceled, the order free again
+    assert_eq!(late.abandoned, 1, "{late:?}");
+    let canceled = stack.payment(&payment_id).await;
+    assert_eq!(
+        (canceled.status, canceled.progress.cancellation_reason),
+        (PaymentStatus::Canceled, Some(CancellationReason::Abandoned))
+    );
+    let charges = stack.psp.charges();
+    assert_eq!(charges[0].outcome, "canceled");
+    assert_eq!(charges[0].cancels.len(), 1);
+    assert_eq!(order_state(&stack, &order).await, "unpaid");
+    // AND the customer coming back late is told, from the store, that nothing was charged
+    let replay = stack.pay("alice", "3ds-abandoned", request).await;
+    assert_eq!(
+        (replay.status, replay.problem_type()),
+        (402, "/problems/payment-failed"),
+        "{}",
+        replay.body
+    );
+    // AND the payment left reconcile's watch
+    let after = stack.reconcile().await;
+    assert_eq!(after.examined, 0, "{after:?}");
+}
+
+#[tokio::test]
+async fn reconcile_leaves_an_authorization_to_be_captured_and_looks_again_later() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let first = stack
+        .pay(
+            "alice",
+            "manual-watch",
+            body(&order, "pm_card_visa", json!({"capture": "manual"})),
+        )
+        .await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let payment_id = first.json["payment_id"].as_str().unwrap().to_owned();
+    let before = stack.payment(&payment_id).await;
+
+    stack.clock.advance(std::time::Duration::from_secs(10 * 60));
+    let report = stack.reconcile().await;
+
+    // THEN it stays authorized, nothing is canceled, and its next look is pushed back
+    assert_eq!((report.examined, report.pending), (1, 1), "{report:?}");
+    let after = stack.payment(&payment_id).await;
+    assert_eq!(after.status, PaymentStatus::Authorized);
+    assert!(after.check_at_ms > before.check_at_ms, "{after:?}");
+    assert!(stack.psp.charges()[0].cancels.is_empty());
+    assert_eq!(order_state(&stack, &order).await, "authorized");
 }
