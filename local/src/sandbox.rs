@@ -188,7 +188,7 @@ fn sandbox_endpoint<S, I, Q>(
                 "psp_url": sandbox.psp_url,
                 "payment_methods": methods,
                 // Whether `capture: "manual"` can be offered (authorize now, capture later).
-                "manual_capture": sandbox.psp_name != "2c2p",
+                "manual_capture": sandbox.psp_name == "stripe",
             }))
             .into_response()
         }

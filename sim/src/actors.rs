@@ -483,7 +483,11 @@ fn classify(status: u16, json: &serde_json::Value) -> Answer {
         (201, Some(id)) if json["status"] == "succeeded" => Answer::Succeeded(id),
         (202, Some(id)) if json["status"] == "processing" => Answer::Pending(id),
         (402, Some(id))
-            if is("card-declined") || is("payment-method-rejected") || is("payment-failed") =>
+            if is("card-declined")
+                || is("payment-method-rejected")
+                || is("payment-failed")
+                || is("authentication-required")
+                || is("authentication-failed") =>
         {
             Answer::Failed(id)
         }

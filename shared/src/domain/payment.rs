@@ -417,10 +417,18 @@ impl Payment {
     }
 
     /// What the PSP captured: nothing unless succeeded, then the capture's amount (the whole
-    /// amount for an automatic capture). Refunds are bounded by it.
+    /// amount for an automatic capture). Refunds are bounded by it. A manual-capture success
+    /// whose amount no word has stated yet (a lookup or a webhook without it) counts as nothing
+    /// captured, so no refund can exceed a partial capture; the capture's answer or its
+    /// webhook fills it in.
     pub fn amount_captured(&self) -> i64 {
-        match self.status {
-            PaymentStatus::Succeeded => self.progress.amount_captured.unwrap_or(self.amount),
+        match (self.status, self.capture) {
+            (PaymentStatus::Succeeded, CaptureMethod::Manual) => {
+                self.progress.amount_captured.unwrap_or(0)
+            }
+            (PaymentStatus::Succeeded, CaptureMethod::Automatic) => {
+                self.progress.amount_captured.unwrap_or(self.amount)
+            }
             _ => 0,
         }
     }
@@ -460,9 +468,9 @@ impl Payment {
                 .capture_before_ms
                 .filter(|_| authorized)
                 .map(|ms| ms.div_euclid(1000)),
-            amount_captured: (self.capture == CaptureMethod::Manual
-                && self.status == PaymentStatus::Succeeded)
-                .then(|| self.amount_captured()),
+            amount_captured: progress
+                .amount_captured
+                .filter(|_| self.status == PaymentStatus::Succeeded),
             cancellation_reason: progress
                 .cancellation_reason
                 .filter(|_| self.status == PaymentStatus::Canceled),

@@ -454,6 +454,12 @@ pub fn duplicate_refund_for(
         return None;
     }
     match policy {
+        // A manual capture whose amount is not known yet cannot be refunded exactly: an
+        // operator refunds it (the alarm fires as for a PSP that cannot refund).
+        LateDuplicates::Refund if after.amount_captured() == 0 => {
+            after.refund_required = true;
+            None
+        }
         LateDuplicates::Refund => {
             after.duplicate_refund = true;
             after.refund_pending += after.amount_captured();

@@ -172,8 +172,9 @@ pub fn completion_leaves_order(read: &Payment, transition: &Transition) -> bool 
 /// - a PSP-confirmed success beats any failure or cancellation (the customer's money moved,
 ///   which is the truth the books must show), in particular one payonce inferred;
 /// - within `requires_action`, a PSP that is processing after the customer acted sets the
-///   one-way `action_completed` flag; within `succeeded`, a capture's amount fills in a success
-///   that did not state it. Nothing else moves a payment within its status.
+///   one-way `action_completed` flag; within `authorized`, the authorization's lapse fills in
+///   one that did not state it; within `succeeded`, a capture's amount fills in a success that
+///   did not state it. Nothing else moves a payment within its status.
 ///
 /// Word about another PSP payment than the one held moves nothing ([`names_another_payment`]).
 pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
@@ -276,6 +277,19 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
                 next_action: None,
                 amount_capturable: *amount_capturable,
                 capture_before_ms: *capture_before_ms,
+                ..progress.clone()
+            },
+        ),
+        // The authorization's lapse, once: a webhook's unexpanded charge does not state it, the
+        // create's answer does.
+        Settlement::Authorized {
+            capture_before_ms: Some(at),
+            ..
+        } if status == S::Authorized && progress.capture_before_ms.is_none() => to(
+            S::Authorized,
+            None,
+            Progress {
+                capture_before_ms: Some(*at),
                 ..progress.clone()
             },
         ),

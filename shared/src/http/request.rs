@@ -215,14 +215,21 @@ pub const MAX_RETURN_URL_LEN: usize = 2048;
 /// Whether `url` may be a payment's `return_url`: at most [`MAX_RETURN_URL_LEN`] printable
 /// ASCII characters without a fragment, on one of `origins` (each `scheme://host[:port]`,
 /// nothing after): the URL is the origin followed by `/`, so no other host, port or user part
-/// can pass. Plain `http` passes only where an origin says so (the template allows it only
-/// for a checkout on this machine).
+/// can pass. Plain `http` passes only on a loopback origin (`http://localhost[:port]`,
+/// `http://127.0.0.1[:port]`: a checkout on this machine, the sandbox's), whatever is listed.
 pub fn return_url_allowed(url: &str, origins: &[String]) -> bool {
+    let loopback = |origin: &str| {
+        ["http://localhost", "http://127.0.0.1"].iter().any(|host| {
+            origin
+                .strip_prefix(host)
+                .is_some_and(|port| port.is_empty() || port.starts_with(':'))
+        })
+    };
     url.len() <= MAX_RETURN_URL_LEN
         && url.bytes().all(|b| b.is_ascii_graphic())
         && !url.contains('#')
         && origins.iter().any(|origin| {
-            (origin.starts_with("https://") || origin.starts_with("http://"))
+            (origin.starts_with("https://") || loopback(origin))
                 && url
                     .strip_prefix(origin.as_str())
                     .is_some_and(|rest| rest.starts_with('/'))
@@ -339,6 +346,8 @@ mod return_url_tests {
         let origins = [
             "https://shop.example".to_owned(),
             "http://localhost:8080".to_owned(),
+            // listed, but plain http off loopback is never a return URL
+            "http://plain.example".to_owned(),
         ];
         for ok in [
             "https://shop.example/",
@@ -354,6 +363,7 @@ mod return_url_tests {
             "https://shop.example:8443/return",
             "http://shop.example/return",
             "http://localhost:9999/return",
+            "http://plain.example/return",
             "https://evil.test/https://shop.example/",
             "https://shop.example/return#done",
             "https://shop.example/a b",

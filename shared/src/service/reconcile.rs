@@ -183,6 +183,9 @@ pub enum ReconcileError {
 /// How long before an authorization lapses reconcile raises `authorization-expiring`.
 const AUTHORIZATION_WARNING_MS: i64 = 24 * 3600 * 1000;
 
+/// How long an authorization lasts when the PSP did not say (card authorizations: 7 days).
+const DEFAULT_AUTHORIZATION_MS: i64 = 7 * 24 * 3600 * 1000;
+
 /// The reconcile job.
 pub struct Reconciler<S, P> {
     store: S,
@@ -462,10 +465,15 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         let settlement = match settlement {
             Some(settlement) => settlement,
             None if authorized => {
-                let lapses_ms = payment.progress.capture_before_ms;
-                if lapses_ms.is_some_and(|at| now_ms >= at - AUTHORIZATION_WARNING_MS) {
-                    tracing::error!(payment_id, capture_before_ms = ?lapses_ms, alarm = "authorization-expiring",
-                        "an authorized payment is not captured and its authorization lapses within a day");
+                // Where no word stated the lapse, the card networks' usual 7 days from the
+                // authorization stand in for it.
+                let lapses_ms = payment
+                    .progress
+                    .capture_before_ms
+                    .unwrap_or(payment.updated_at_ms + DEFAULT_AUTHORIZATION_MS);
+                if now_ms >= lapses_ms - AUTHORIZATION_WARNING_MS {
+                    tracing::error!(payment_id, capture_before_ms = lapses_ms, alarm = "authorization-expiring",
+                        "an authorized payment is not captured and its authorization lapses within a day (or has lapsed without the PSP saying so)");
                 }
                 return Ok(Reconciled::Pending);
             }
@@ -480,11 +488,24 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
                 else {
                     return Ok(Reconciled::Pending);
                 };
+                let stuck = || {
+                    let age_ms = now_ms - payment.created_at_ms;
+                    if age_ms > duration_ms(self.config.stuck_alarm_after) {
+                        tracing::error!(payment_id, age_ms, alarm = "payment-stuck",
+                            "an action the customer never completed is still open at the PSP, which has not confirmed a cancel");
+                    }
+                    Ok(Reconciled::Pending)
+                };
+                // Only a PSP whose cancel of an open action is a real, confirmed one may release
+                // the order on it (Stripe's; the others' flows do not ask for actions yet).
+                if self.psp.kind() != crate::domain::PspKind::Stripe {
+                    return stuck();
+                }
                 if let Err(error) = self.psp.cancel(provider_payment_id).await {
                     // Not confirmed (it may have succeeded meanwhile): the order stays held and
                     // the next run looks again.
                     tracing::warn!(payment_id, error = %error, "the abandoned action could not be canceled at the PSP yet");
-                    return Ok(Reconciled::Pending);
+                    return stuck();
                 }
                 tracing::info!(
                     payment_id,

@@ -57,6 +57,26 @@ pub fn settlement_of(lookup: PspLookup) -> Option<Settlement> {
         } => Some(Settlement::Succeeded {
             provider_payment_id,
         }),
+        // A failed authentication is not a decline (it is neither the card's fault nor counted
+        // against the attempt limits): the codes Stripe's last_payment_error gives it.
+        PspLookup::Declined {
+            provider_payment_id,
+            decline_code,
+            ..
+        } if decline_code == "authentication_required" => {
+            Some(Settlement::AuthenticationRequired {
+                provider_payment_id: Some(provider_payment_id),
+            })
+        }
+        PspLookup::Declined {
+            provider_payment_id,
+            decline_code,
+            ..
+        } if decline_code == "payment_intent_authentication_failure" => {
+            Some(Settlement::AuthenticationFailed {
+                provider_payment_id: Some(provider_payment_id),
+            })
+        }
         PspLookup::Declined {
             provider_payment_id,
             decline_code,

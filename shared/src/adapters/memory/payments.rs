@@ -173,9 +173,16 @@ fn update_payment(stored: &mut StoredPayment, after: &Payment) {
     }
     stored.payment.failure = after.failure.clone();
     stored.payment.progress = after.progress.clone();
-    stored.payment.refund_pending = after.refund_pending;
-    stored.payment.duplicate_refund = after.duplicate_refund;
-    stored.payment.refund_required = after.refund_required;
+    // As DynamoDB's update: the refund amounts are written only with a newly created automatic
+    // refund of a late duplicate (a move decided on an older read must not undo a refund claimed
+    // since), and the refund-required mark only when newly set.
+    if after.duplicate_refund && !stored.payment.duplicate_refund {
+        stored.payment.refund_pending = after.refund_pending;
+        stored.payment.duplicate_refund = true;
+    }
+    if after.refund_required {
+        stored.payment.refund_required = true;
+    }
     if !after.status.in_flight() {
         stored.inflight = false;
     }

@@ -201,6 +201,11 @@ fn intent_settlement(event: &Event, intent_id: Option<String>) -> Option<Settlem
                     provider_payment_id: Some(provider_payment_id),
                 });
             }
+            if error["code"] == AUTHENTICATION_REQUIRED {
+                return Some(Settlement::AuthenticationRequired {
+                    provider_payment_id: Some(provider_payment_id),
+                });
+            }
             let code = error["decline_code"]
                 .as_str()
                 .or(error["code"].as_str())
@@ -211,7 +216,13 @@ fn intent_settlement(event: &Event, intent_id: Option<String>) -> Option<Settlem
             }
         }
         "payment_intent.requires_action" => {
-            let url = object["next_action"]["redirect_to_url"]["url"].as_str()?;
+            // Only a redirect a browser can follow (as the create's answer is read).
+            if object["next_action"]["type"] != "redirect_to_url" {
+                return None;
+            }
+            let url = object["next_action"]["redirect_to_url"]["url"]
+                .as_str()
+                .filter(|url| url.starts_with("https://") || url.starts_with("http://"))?;
             let created_ms = event.created?.saturating_mul(1000);
             Settlement::ActionRequired {
                 provider_payment_id,
@@ -241,6 +252,8 @@ fn intent_settlement(event: &Event, intent_id: Option<String>) -> Option<Settlem
 
 /// Stripe's `last_payment_error.code` when the customer failed 3-D Secure.
 const AUTHENTICATION_FAILURE: &str = "payment_intent_authentication_failure";
+/// Stripe's code when a payment needed authentication that `error_on_requires_action` forbade.
+const AUTHENTICATION_REQUIRED: &str = "authentication_required";
 
 /// Our refund a Refund object names in its `metadata.refund_id`, with what the object says.
 fn refund_event(object: &serde_json::Value) -> Result<Option<RefundEvent>, serde_json::Error> {

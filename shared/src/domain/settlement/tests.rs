@@ -232,7 +232,10 @@ fn every_move_raises_the_status_and_a_failure_is_raised_only_by_a_success() {
                     let amount = status == PaymentStatus::Succeeded
                         && current.progress.amount_captured.is_none()
                         && after.progress.amount_captured.is_some();
-                    assert!(flag || amount, "moved within its status: {case}");
+                    let lapse = status == PaymentStatus::Authorized
+                        && current.progress.capture_before_ms.is_none()
+                        && after.progress.capture_before_ms.is_some();
+                    assert!(flag || amount || lapse, "moved within its status: {case}");
                 }
                 if status.is_final() {
                     assert_eq!(to, PaymentStatus::Succeeded, "a final status moved: {case}");
@@ -267,7 +270,7 @@ fn each_status_moves_on_exactly_the_word_it_can_take() {
     let table = [
         (S::Processing, "S S A - Z F F F F F C F"),
         (S::RequiresAction, "S S - A Z F F F F F C -"),
-        (S::Authorized, "S S - - - - - - - - C -"),
+        (S::Authorized, "S S - - Z - - - - - C -"),
         (S::Succeeded, "- S - - - - - - - - - -"),
         (S::Failed, "S S - - - - - - - - - -"),
         (S::Canceled, "S S - - - - - - - - - -"),
@@ -371,7 +374,9 @@ fn a_success_that_did_not_state_its_amount_is_filled_in_once_by_the_capture() {
     // GIVEN a manual payment a success without an amount reached first (a webhook)
     let p = manual(PaymentStatus::Authorized);
     let p = p.after(&transition(&p, &succeeded()), 1);
-    assert_eq!(p.amount_captured(), 100);
+    // (unknown until stated: nothing refundable)
+    assert_eq!(p.amount_captured(), 0);
+    assert_eq!(p.view().amount_captured, None);
     // WHEN the capture's answer says 60, THEN 60 it is, once
     let captured = Settlement::Captured {
         provider_payment_id: "pi_1".into(),
@@ -519,4 +524,25 @@ fn only_a_payment_with_a_return_url_waits_for_the_customer() {
         transition(&with_url, &asks).status(),
         Some(PaymentStatus::RequiresAction)
     );
+}
+
+#[test]
+fn an_authorization_learns_its_lapse_once_from_whichever_word_states_it() {
+    // GIVEN an authorization a webhook reported without its lapse (an unexpanded charge)
+    let p = manual(PaymentStatus::Authorized);
+    assert_eq!(p.progress.capture_before_ms, None);
+    let stated = Settlement::Authorized {
+        provider_payment_id: "pi_1".into(),
+        amount_capturable: 100,
+        capture_before_ms: Some(7 * 86_400_000),
+    };
+    // WHEN the create's answer states it, THEN it is filled in, and only once
+    let p = p.after(&transition(&p, &stated), 1);
+    assert_eq!(p.progress.capture_before_ms, Some(7 * 86_400_000));
+    let other = Settlement::Authorized {
+        provider_payment_id: "pi_1".into(),
+        amount_capturable: 100,
+        capture_before_ms: Some(8 * 86_400_000),
+    };
+    assert_eq!(transition(&p, &other), Transition::Unchanged);
 }
