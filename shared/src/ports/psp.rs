@@ -63,6 +63,14 @@ pub enum RefundOutcome {
     },
 }
 
+/// The decline code of a charge that needed the customer to authenticate where asking was
+/// forbidden (no `return_url`): a lookup or event that reports it reports no decline.
+/// (Stripe's `last_payment_error.code`.)
+pub const AUTHENTICATION_REQUIRED_CODE: &str = "authentication_required";
+
+/// The decline code of a charge whose customer failed or refused the authentication.
+pub const AUTHENTICATION_FAILED_CODE: &str = "payment_intent_authentication_failure";
+
 /// A charge request to a PSP.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChargeRequest {

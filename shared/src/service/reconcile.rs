@@ -186,6 +186,31 @@ const AUTHORIZATION_WARNING_MS: i64 = 24 * 3600 * 1000;
 /// How long an authorization lasts when the PSP did not say (card authorizations: 7 days).
 const DEFAULT_AUTHORIZATION_MS: i64 = 7 * 24 * 3600 * 1000;
 
+/// Whether what the PSP's lookup found under our payment id is not the amount or currency we
+/// charge (alarmed `psp-answer-untrusted`): never booked, in either direction, until an
+/// operator has looked.
+fn untrusted_amount(payment: &Payment, lookup: &PspLookup) -> bool {
+    let untrusted = amount_mismatch(lookup.amount(), payment.amount, payment.currency);
+    if untrusted {
+        tracing::error!(payment_id = %payment.payment_id, reported = ?lookup.amount(), amount = payment.amount,
+            currency = payment.currency.as_str(), alarm = "psp-answer-untrusted",
+            "the PSP's lookup reports another amount or currency than the payment's; nothing applied");
+    }
+    untrusted
+}
+
+/// Whether the lookup's `settlement` names another PSP payment than the one `payment` holds
+/// (alarmed `psp-answer-untrusted`): nothing is applied.
+fn untrusted_payment(payment: &Payment, settlement: &Settlement) -> bool {
+    let untrusted = crate::domain::names_another_payment(payment, settlement);
+    if untrusted {
+        tracing::error!(payment_id = %payment.payment_id, stored = ?payment.provider_payment_id,
+            found = ?settlement, alarm = "psp-answer-untrusted",
+            "the PSP's lookup found another PSP payment than the one the payment holds; nothing applied");
+    }
+    untrusted
+}
+
 /// The reconcile job.
 pub struct Reconciler<S, P> {
     store: S,
@@ -304,19 +329,11 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
             return Ok(Reconciled::Pending);
         }
         let lookup = self.psp.lookup(&payment.payment_id).await?;
-        if amount_mismatch(lookup.amount(), payment.amount, payment.currency) {
-            // What the PSP found under our payment id is not what we charge: never booked, in
-            // either direction, until an operator has looked.
-            tracing::error!(payment_id, reported = ?lookup.amount(), amount = payment.amount,
-                currency = payment.currency.as_str(), alarm = "psp-answer-untrusted",
-                "the PSP's lookup reports another amount or currency than the payment's; nothing applied");
+        if untrusted_amount(&payment, &lookup) {
             return Ok(Reconciled::Pending);
         }
         let settlement = match settlement_of(lookup.clone()) {
-            Some(settlement) if crate::domain::names_another_payment(&payment, &settlement) => {
-                tracing::error!(payment_id, stored = ?payment.provider_payment_id,
-                    found = ?settlement, alarm = "psp-answer-untrusted",
-                    "the PSP's lookup found another PSP payment than the one the payment holds; nothing applied");
+            Some(settlement) if untrusted_payment(&payment, &settlement) => {
                 return Ok(Reconciled::Pending);
             }
             Some(settlement) => settlement,
@@ -442,10 +459,7 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         let payment_id = payment.payment_id.as_str();
         let now_ms = self.store.now_ms();
         let lookup = self.psp.lookup(payment_id).await?;
-        if amount_mismatch(lookup.amount(), payment.amount, payment.currency) {
-            tracing::error!(payment_id, reported = ?lookup.amount(), amount = payment.amount,
-                alarm = "psp-answer-untrusted",
-                "the PSP's lookup reports another amount or currency than the payment's; nothing applied");
+        if untrusted_amount(payment, &lookup) {
             return Ok(Reconciled::Pending);
         }
         let authorized = payment.status == PaymentStatus::Authorized;
@@ -488,14 +502,9 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
                 else {
                     return Ok(Reconciled::Pending);
                 };
-                let stuck = || {
-                    let age_ms = now_ms - payment.created_at_ms;
-                    if age_ms > duration_ms(self.config.stuck_alarm_after) {
-                        tracing::error!(payment_id, age_ms, alarm = "payment-stuck",
-                            "an action the customer never completed is still open at the PSP, which has not confirmed a cancel");
-                    }
-                    Ok(Reconciled::Pending)
-                };
+                // An action the PSP has not confirmed canceled alarms `payment-stuck` past the
+                // bound, as any attempt still open at the PSP.
+                let stuck = || Ok(self.still_pending(payment, now_ms - payment.created_at_ms));
                 // Only a PSP whose cancel of an open action is a real, confirmed one may release
                 // the order on it (Stripe's; the others' flows do not ask for actions yet).
                 if self.psp.kind() != crate::domain::PspKind::Stripe {
@@ -517,10 +526,7 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
                 }
             }
         };
-        if crate::domain::names_another_payment(payment, &settlement) {
-            tracing::error!(payment_id, stored = ?payment.provider_payment_id, found = ?settlement,
-                alarm = "psp-answer-untrusted",
-                "the PSP's lookup found another PSP payment than the one the payment holds; nothing applied");
+        if untrusted_payment(payment, &settlement) {
             return Ok(Reconciled::Pending);
         }
         let step = transition(payment, &settlement);

@@ -5,6 +5,7 @@ use crate::domain::{transition, NextAction, Payment, Settlement, Transition};
 use crate::idempotency::StoreError;
 use crate::ports::{
     ChargeStore, CheckedAmount, EventMark, PspLookup, PspOutcome, Read, SettleOutcome,
+    AUTHENTICATION_FAILED_CODE, AUTHENTICATION_REQUIRED_CODE,
 };
 
 /// How often a settlement re-reads a payment that moved under it before giving up (the caller
@@ -63,7 +64,7 @@ pub fn settlement_of(lookup: PspLookup) -> Option<Settlement> {
             provider_payment_id,
             decline_code,
             ..
-        } if decline_code == "authentication_required" => {
+        } if decline_code == AUTHENTICATION_REQUIRED_CODE => {
             Some(Settlement::AuthenticationRequired {
                 provider_payment_id: Some(provider_payment_id),
             })
@@ -72,11 +73,9 @@ pub fn settlement_of(lookup: PspLookup) -> Option<Settlement> {
             provider_payment_id,
             decline_code,
             ..
-        } if decline_code == "payment_intent_authentication_failure" => {
-            Some(Settlement::AuthenticationFailed {
-                provider_payment_id: Some(provider_payment_id),
-            })
-        }
+        } if decline_code == AUTHENTICATION_FAILED_CODE => Some(Settlement::AuthenticationFailed {
+            provider_payment_id: Some(provider_payment_id),
+        }),
         PspLookup::Declined {
             provider_payment_id,
             decline_code,

@@ -10,7 +10,7 @@ use crate::domain::{CaptureMethod, RefundSettlement};
 use crate::mutations::{self, Mutation};
 use crate::ports::{
     ChargeRequest, CheckedAmount, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome,
-    RefundRequest,
+    RefundRequest, AUTHENTICATION_REQUIRED_CODE,
 };
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -257,7 +257,7 @@ impl<T: PspTransport> StripePsp<T> {
 }
 
 #[derive(Debug, Deserialize)]
-struct PaymentIntent {
+pub(super) struct PaymentIntent {
     id: String,
     status: String,
     #[serde(default)]
@@ -271,7 +271,7 @@ struct PaymentIntent {
     next_action: Option<IntentNextAction>,
     /// While `requires_capture`: what may be captured.
     #[serde(default)]
-    amount_capturable: Option<i64>,
+    pub(super) amount_capturable: Option<i64>,
     /// The charge: its id, or the object when expanded (`expand[]=latest_charge`).
     #[serde(default)]
     latest_charge: Option<Value>,
@@ -292,7 +292,7 @@ struct RedirectToUrl {
 
 impl PaymentIntent {
     /// The redirect of a `requires_action` intent, if it is one.
-    fn redirect_url(&self) -> Option<&str> {
+    pub(super) fn redirect_url(&self) -> Option<&str> {
         self.next_action
             .as_ref()
             .filter(|action| action.kind == "redirect_to_url")
@@ -303,7 +303,7 @@ impl PaymentIntent {
 
     /// When the authorization lapses (epoch milliseconds): the expanded charge's
     /// `payment_method_details.card.capture_before`, where present.
-    fn capture_before_ms(&self) -> Option<i64> {
+    pub(super) fn capture_before_ms(&self) -> Option<i64> {
         self.latest_charge
             .as_ref()?
             .pointer("/payment_method_details/card/capture_before")?
@@ -442,10 +442,6 @@ fn classify_refund(Sent { reply, retried }: Sent) -> RefundOutcome {
     }
 }
 
-/// Stripe's error code for a payment that needs authentication when `error_on_requires_action`
-/// forbade asking for it (API reference, "Error codes").
-const AUTHENTICATION_REQUIRED: &str = "authentication_required";
-
 /// Classifies a PaymentIntent the PSP returned with 200. Only `succeeded` and a declined
 /// `requires_payment_method` are final; `processing`, `requires_action`, `requires_capture` and
 /// the rest are not (PaymentIntent lifecycle, "How PaymentIntents work"), so the outcome is
@@ -471,7 +467,7 @@ fn classify_intent(intent: PaymentIntent) -> PspOutcome {
             if intent
                 .last_payment_error
                 .as_ref()
-                .is_some_and(|e| e.code.as_deref() == Some(AUTHENTICATION_REQUIRED)) =>
+                .is_some_and(|e| e.code.as_deref() == Some(AUTHENTICATION_REQUIRED_CODE)) =>
         {
             PspOutcome::AuthenticationRequired {
                 provider_payment_id: Some(intent.id),
@@ -532,7 +528,7 @@ fn classify_error(status: u16, body: &[u8]) -> PspOutcome {
         .map(|b| b.error)
         .unwrap_or_default();
     match (status, detail.kind.as_str()) {
-        (402, "card_error") if detail.code.as_deref() == Some(AUTHENTICATION_REQUIRED) => {
+        (402, "card_error") if detail.code.as_deref() == Some(AUTHENTICATION_REQUIRED_CODE) => {
             PspOutcome::AuthenticationRequired {
                 provider_payment_id: detail.payment_intent.map(|pi| pi.id),
             }

@@ -3,9 +3,12 @@
 //! (Stripe signs with old and new secrets while one rolls), compared in constant time. The fake
 //! PSP uses the same scheme.
 
-use super::stripe::StripeRefund;
+use super::stripe::{PaymentIntent, StripeRefund};
 use crate::domain::{NextAction, Settlement};
-use crate::ports::{CheckedAmount, PspEvent, RefundEvent, SignatureError, WebhookScheme};
+use crate::ports::{
+    CheckedAmount, PspEvent, RefundEvent, SignatureError, WebhookScheme,
+    AUTHENTICATION_FAILED_CODE, AUTHENTICATION_REQUIRED_CODE,
+};
 use hmac::{Hmac, KeyInit, Mac};
 use lambda_http::http::HeaderMap;
 use serde::Deserialize;
@@ -196,12 +199,12 @@ fn intent_settlement(event: &Event, intent_id: Option<String>) -> Option<Settlem
         },
         "payment_intent.payment_failed" => {
             let error = &object["last_payment_error"];
-            if error["code"] == AUTHENTICATION_FAILURE {
+            if error["code"] == AUTHENTICATION_FAILED_CODE {
                 return Some(Settlement::AuthenticationFailed {
                     provider_payment_id: Some(provider_payment_id),
                 });
             }
-            if error["code"] == AUTHENTICATION_REQUIRED {
+            if error["code"] == AUTHENTICATION_REQUIRED_CODE {
                 return Some(Settlement::AuthenticationRequired {
                     provider_payment_id: Some(provider_payment_id),
                 });
@@ -216,13 +219,9 @@ fn intent_settlement(event: &Event, intent_id: Option<String>) -> Option<Settlem
             }
         }
         "payment_intent.requires_action" => {
-            // Only a redirect a browser can follow (as the create's answer is read).
-            if object["next_action"]["type"] != "redirect_to_url" {
-                return None;
-            }
-            let url = object["next_action"]["redirect_to_url"]["url"]
-                .as_str()
-                .filter(|url| url.starts_with("https://") || url.starts_with("http://"))?;
+            // Only a redirect a browser can follow, read as the create's answer is.
+            let intent = PaymentIntent::deserialize(object).ok()?;
+            let url = intent.redirect_url()?;
             let created_ms = event.created?.saturating_mul(1000);
             Settlement::ActionRequired {
                 provider_payment_id,
@@ -237,23 +236,16 @@ fn intent_settlement(event: &Event, intent_id: Option<String>) -> Option<Settlem
             provider_payment_id,
         },
         "payment_intent.amount_capturable_updated" if object["status"] == "requires_capture" => {
+            let intent = PaymentIntent::deserialize(object).ok()?;
             Settlement::Authorized {
-                amount_capturable: object["amount_capturable"].as_i64()?,
-                capture_before_ms: object["latest_charge"]
-                    .pointer("/payment_method_details/card/capture_before")
-                    .and_then(serde_json::Value::as_i64)
-                    .map(|s| s.saturating_mul(1000)),
+                amount_capturable: intent.amount_capturable?,
+                capture_before_ms: intent.capture_before_ms(),
                 provider_payment_id,
             }
         }
         _ => return None,
     })
 }
-
-/// Stripe's `last_payment_error.code` when the customer failed 3-D Secure.
-const AUTHENTICATION_FAILURE: &str = "payment_intent_authentication_failure";
-/// Stripe's code when a payment needed authentication that `error_on_requires_action` forbade.
-const AUTHENTICATION_REQUIRED: &str = "authentication_required";
 
 /// Our refund a Refund object names in its `metadata.refund_id`, with what the object says.
 fn refund_event(object: &serde_json::Value) -> Result<Option<RefundEvent>, serde_json::Error> {
