@@ -11,14 +11,15 @@ use payonce::clock::{Clock, SystemClock};
 use payonce::http::{match_route, Access, Operation, RouteMatch, Server};
 use payonce::idempotency::IdempotencyStore;
 use payonce::ports::{
-    ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend, RefundStore,
+    ChargeStore, ExpiredSweep, InflightScan, OperationStore, OrderStore, QueueReceive, QueueSend,
+    RefundStore,
 };
 use payonce::service::cleanup::{sweep, CleanupConfig};
 use payonce::service::reconcile::Reconciler;
 use payonce::service::webhooks::{
     QueuedEvent, WebhookProcessor, WebhookReceiver, PROVIDER_ATTRIBUTE,
 };
-use payonce::service::{ChargeService, OrderService, RefundService};
+use payonce::service::{ChargeService, OperationService, OrderService, RefundService};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,8 @@ pub struct Sandbox<S, I, Q> {
     pub charge: ChargeService<S, ConfiguredPsp>,
     /// The refund function's service.
     pub refund: RefundService<S, ConfiguredPsp>,
+    /// The refund function's captures and cancels.
+    pub operations: OperationService<S, ConfiguredPsp>,
     /// The webhook receiver.
     pub receiver: WebhookReceiver<Q>,
     /// The webhook processor.
@@ -70,7 +73,7 @@ pub struct Sandbox<S, I, Q> {
 
 impl<S, I, Q> Sandbox<S, I, Q>
 where
-    S: ChargeStore + RefundStore + OrderStore + InflightScan + Clone + 'static,
+    S: ChargeStore + RefundStore + OperationStore + OrderStore + InflightScan + Clone + 'static,
     I: IdempotencyStore + ExpiredSweep + Clone + 'static,
     Q: QueueSend + QueueReceive + Clone + 'static,
 {
@@ -244,7 +247,9 @@ impl Function {
             | Operation::GetOpenApi
             | Operation::GetProblem => Some(Self::Orders),
             Operation::CreatePayment | Operation::GetPayment => Some(Self::Charge),
-            Operation::CreateRefund => Some(Self::Refund),
+            Operation::CreateRefund | Operation::CapturePayment | Operation::CancelPayment => {
+                Some(Self::Refund)
+            }
             Operation::ReceiveWebhook => Some(Self::Webhooks),
             _ => None,
         }
@@ -262,7 +267,7 @@ impl Function {
 
 async fn route<S, I, Q>(State(sandbox): State<Arc<Sandbox<S, I, Q>>>, request: Request) -> Response
 where
-    S: ChargeStore + RefundStore + OrderStore + InflightScan + Clone + 'static,
+    S: ChargeStore + RefundStore + OperationStore + OrderStore + InflightScan + Clone + 'static,
     I: IdempotencyStore + ExpiredSweep + Clone + 'static,
     Q: QueueSend + QueueReceive + Clone + 'static,
 {
@@ -301,7 +306,7 @@ async fn dispatch<S, I, Q>(
     request_id: &str,
 ) -> Response
 where
-    S: ChargeStore + RefundStore + OrderStore + InflightScan + Clone + 'static,
+    S: ChargeStore + RefundStore + OperationStore + OrderStore + InflightScan + Clone + 'static,
     I: IdempotencyStore + ExpiredSweep + Clone + 'static,
     Q: QueueSend + QueueReceive + Clone + 'static,
 {
@@ -357,7 +362,9 @@ where
         match function {
             Function::Orders => payonce_orders::handler::handle(&sandbox.orders, event).await,
             Function::Charge => payonce_charge::handler::handle(&sandbox.charge, event).await,
-            Function::Refund => payonce_refund::handler::handle(&sandbox.refund, event).await,
+            Function::Refund => {
+                payonce_refund::handler::handle(&sandbox.refund, &sandbox.operations, event).await
+            }
             Function::Webhooks => payonce_webhook::receiver::handle(&sandbox.receiver, event).await,
         }
     };

@@ -13,14 +13,18 @@ use payonce::adapters::sqs::{create_queue_with_dlq, SqsQueue};
 use payonce::clock::{system_clock, Clock, SystemClock};
 use payonce::idempotency::{Idempotency, IdempotencyConfig, IdempotencyStore};
 use payonce::ports::{
-    ChargeStore, ExpiredSweep, InflightScan, OrderStore, QueueReceive, QueueSend, RefundStore,
+    ChargeStore, ExpiredSweep, InflightScan, OperationStore, OrderStore, QueueReceive, QueueSend,
+    RefundStore,
 };
 use payonce::service::limits::{AttemptLimiter, AttemptLimits};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{
     ProcessorConfig, Providers, WebhookProcessor, WebhookReceiver, MAX_WEBHOOK_BYTES,
 };
-use payonce::service::{ChargeConfig, ChargeService, OrderService, RefundConfig, RefundService};
+use payonce::service::{
+    ChargeConfig, ChargeService, OperationConfig, OperationService, OrderService, RefundConfig,
+    RefundService,
+};
 use payonce_fake_psp::FakePsp;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -325,7 +329,7 @@ async fn serve<S, I, Q>(
     queue: Q,
 ) -> Result<(), Error>
 where
-    S: ChargeStore + RefundStore + OrderStore + InflightScan + Clone + 'static,
+    S: ChargeStore + RefundStore + OperationStore + OrderStore + InflightScan + Clone + 'static,
     I: IdempotencyStore + ExpiredSweep + Clone + 'static,
     Q: QueueSend + QueueReceive + Clone + 'static,
 {
@@ -357,6 +361,7 @@ where
         )
         .with_attempt_limits(AttemptLimiter::new(AttemptLimits::from_env()?)),
         refund: RefundService::new(store.clone(), adapter()?, RefundConfig::default()),
+        operations: OperationService::new(store.clone(), adapter()?, OperationConfig::default()),
         receiver: WebhookReceiver::new(providers.clone(), queue.clone(), system_clock()),
         processor: WebhookProcessor::new(store.clone(), providers, ProcessorConfig::default()),
         reconciler: Reconciler::new(

@@ -17,8 +17,8 @@ use crate::clock::{duration_ms, SharedClock};
 use crate::config::{optional, ConfigError, EnvError, PspSecrets, SecretRole};
 use crate::domain::{PspKind, RefundSettlement};
 use crate::ports::{
-    ChargeRequest, Fence, Psp, PspError, PspEvent, PspLookup, PspOutcome, RefundOutcome,
-    RefundRequest, SignatureError, WebhookScheme,
+    ChargeRequest, Fence, OperationOutcome, OperationRequest, Psp, PspError, PspEvent, PspLookup,
+    PspOutcome, RefundOutcome, RefundRequest, SignatureError, WebhookScheme,
 };
 use crate::service::webhooks::Providers;
 use async_trait::async_trait;
@@ -241,11 +241,22 @@ impl<T: Send + Sync + 'static> Refreshing<T> {
 }
 
 /// The PSP adapter rebuilt from the PSP API secret after the TTL: every call re-reads first if
-/// the secret is stale, then goes to the adapter built from the latest good secret.
+/// the secret is stale, then goes to the adapter built from the latest good secret. Clones
+/// share one cache.
 pub struct RefreshingPsp<P> {
     name: String,
     kind: PspKind,
     cache: Refreshing<P>,
+}
+
+impl<P> Clone for RefreshingPsp<P> {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            kind: self.kind,
+            cache: self.cache.clone(),
+        }
+    }
 }
 
 impl<P: Psp + 'static> RefreshingPsp<P> {
@@ -298,6 +309,10 @@ impl<P: Psp + 'static> Psp for RefreshingPsp<P> {
 
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError> {
         self.cache.current().await.cancel(provider_payment_id).await
+    }
+
+    async fn operate(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {
+        self.cache.current().await.operate(request, timeout).await
     }
 
     async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {

@@ -342,7 +342,7 @@ pub(crate) async fn refund(
         &system.world,
         invocation,
         CHARGE_TIMEOUT,
-        payonce_refund::handler::handle(&system.refunds, event),
+        payonce_refund::handler::handle(&system.refunds, &system.operations, event),
     )
     .await;
     let answer = match answered {

@@ -20,15 +20,16 @@ use crate::world::{FaultKind, SharedWorld};
 use async_trait::async_trait;
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
 use payonce::adapters::psp::transport::{CallFailure, PspTransport, WireBody, WireCall, WireReply};
-use payonce::domain::{Order, Payment, Refund, RefundTransition, Transition};
+use payonce::domain::{Order, Payment, PaymentOperation, Refund, RefundTransition, Transition};
 use payonce::idempotency::{
     Claim, ClaimOutcome, IdempotencyRecord, IdempotencyStore, Lease, LeaseToken, RecordKey,
     StoreError, TakeoverOutcome,
 };
 use payonce::ports::{
-    AttemptCount, BeginOutcome, BeginRefundOutcome, ChargeStore, Counter, EventMark, FinishedBy,
-    InflightScan, OrderStore, Read, RefundLeaseOutcome, RefundRecordWrite, RefundSettleOutcome,
-    RefundStore, ResumeOutcome, ReviseOutcome, SettleOutcome,
+    AttemptCount, BeginOperationOutcome, BeginOutcome, BeginRefundOutcome, ChargeStore, Counter,
+    EventMark, FinishedBy, InflightScan, OperationRecordEnd, OperationStore, OrderStore, Read,
+    RefundLeaseOutcome, RefundRecordWrite, RefundSettleOutcome, RefundStore, ResumeOutcome,
+    ReviseOutcome, SettleOutcome,
 };
 use payonce_fake_psp::model::{Delivery, FakeModel, ModelEvent, WireRequest};
 use payonce_fake_psp::Provider;
@@ -600,6 +601,64 @@ impl RefundStore for FaultyStore {
     ) -> Result<(), StoreError> {
         self.write("cancel_unsent_refund", Sent::Transaction, || {
             self.payments.cancel_unsent_refund(refund, lease)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+#[async_trait]
+impl OperationStore for FaultyStore {
+    fn operation_now_ms(&self) -> i64 {
+        self.payments.operation_now_ms()
+    }
+
+    async fn load_for_operation(
+        &self,
+        record: &RecordKey,
+        payment_id: &str,
+    ) -> Result<(Option<IdempotencyRecord>, Option<Payment>), StoreError> {
+        self.before("load_for_operation", Access::Read).await?;
+        let result = self.payments.load_for_operation(record, payment_id).await;
+        self.after("load_for_operation", result).await
+    }
+
+    async fn begin_operation(
+        &self,
+        claim: &Claim,
+        payment: &Payment,
+        operation: &PaymentOperation,
+    ) -> Result<BeginOperationOutcome, StoreError> {
+        self.write("begin_operation", Sent::Transaction, || {
+            self.payments.begin_operation(claim, payment, operation)
+        })
+        .await
+    }
+
+    async fn resume_operation(
+        &self,
+        record: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+    ) -> Result<ResumeOutcome, StoreError> {
+        self.write("resume_operation", Sent::Transaction, || {
+            self.payments.resume_operation(record, seen, lease)
+        })
+        .await
+    }
+
+    async fn finish_operation(
+        &self,
+        payment: &Payment,
+        transition: &Transition,
+        record: &RecordKey,
+        lease: &LeaseToken,
+        end: &OperationRecordEnd,
+        release: bool,
+    ) -> Result<SettleOutcome, StoreError> {
+        self.write("finish_operation", Sent::Transaction, || {
+            self.payments
+                .finish_operation(payment, transition, record, lease, end, release)
         })
         .await
     }

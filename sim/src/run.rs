@@ -23,7 +23,10 @@ use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{
     ProcessorConfig, WebhookProcessor, WebhookReceiver, MAX_WEBHOOK_BYTES,
 };
-use payonce::service::{ChargeConfig, ChargeService, OrderService, RefundConfig, RefundService};
+use payonce::service::{
+    ChargeConfig, ChargeService, OperationConfig, OperationService, OrderService, RefundConfig,
+    RefundService,
+};
 use payonce_fake_psp::model::{FakeModel, ModelConfig};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -138,6 +141,7 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
         charge: ChargeService::new(store.clone(), adapter(), ChargeConfig::default())
             .with_attempt_limits(AttemptLimiter::new(AttemptLimits::default())),
         refunds: RefundService::new(store.clone(), adapter(), RefundConfig::default()),
+        operations: OperationService::new(store.clone(), adapter(), OperationConfig::default()),
         orders: OrderService::new(
             store.clone(),
             Idempotency::new(store.clone(), IdempotencyConfig::default()),

@@ -10,7 +10,7 @@ use payonce::adapters::psp::ConfiguredPsp;
 use payonce::config::PspKind;
 use payonce::service::reconcile::Reconciler;
 use payonce::service::webhooks::{WebhookProcessor, WebhookReceiver};
-use payonce::service::{ChargeService, OrderService, RefundService};
+use payonce::service::{ChargeService, OperationService, OrderService, RefundService};
 use payonce_fake_psp::model::FakeModel;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -27,6 +27,7 @@ pub(crate) struct System {
     pub(crate) enqueued: tokio::sync::Notify,
     pub(crate) charge: ChargeService<FaultyStore, Psp>,
     pub(crate) refunds: RefundService<FaultyStore, Psp>,
+    pub(crate) operations: OperationService<FaultyStore, Psp>,
     pub(crate) orders: OrderService<FaultyStore, FaultyStore>,
     pub(crate) reconciler: Reconciler<FaultyStore, Psp>,
     pub(crate) receiver: WebhookReceiver<MemoryQueue>,

@@ -29,7 +29,8 @@ use payonce::service::webhooks::{
     WebhookReceiver,
 };
 use payonce::service::{
-    ChargeConfig, ChargeService, OrderService, RefundConfig, RefundService, REFUND_OAUTH_SCOPE,
+    ChargeConfig, ChargeService, OperationConfig, OperationService, OrderService, RefundConfig,
+    RefundService, CAPTURE_OAUTH_SCOPE, REFUND_OAUTH_SCOPE,
 };
 use payonce_fake_psp::{
     FakePsp, FakePspConfig, Provider, RunningFakePsp, DEFAULT_OMISE_WEBHOOK_SECRET,
@@ -43,11 +44,12 @@ use std::time::Duration;
 /// The API key the fake PSP and the adapter share in tests.
 pub const FAKE_API_KEY: &str = "sk_test_payonce_fake";
 
-/// The user behind the staff token of these tests: it carries the `payments:refund` scope.
+/// The user behind the staff token of these tests: it carries the `payments:refund` and
+/// `payments:capture` scopes.
 pub const STAFF: &str = "staff-1";
 
-/// The scopes of a staff token: refunds, and reading any user's payment.
-pub const STAFF_SCOPES: &[&str] = &[REFUND_OAUTH_SCOPE];
+/// The scopes of a staff token: refunds, captures and cancels, and reading any user's payment.
+pub const STAFF_SCOPES: &[&str] = &[REFUND_OAUTH_SCOPE, CAPTURE_OAUTH_SCOPE];
 
 /// Everything a payment test talks to.
 pub struct PaymentStack {
@@ -57,6 +59,8 @@ pub struct PaymentStack {
     pub orders: OrderService<DynamoPaymentStore, DynamoIdempotencyStore>,
     /// POST /payments/{payment_id}/refunds, through the adapter of the fake PSP's face.
     pub refunds: RefundService<DynamoPaymentStore, ConfiguredPsp>,
+    /// POST /payments/{payment_id}/capture and /cancel.
+    pub operations: OperationService<DynamoPaymentStore, ConfiguredPsp>,
     /// The webhook processor over the same store, reading the face's events as the deployed
     /// processor reads them (see [`webhook_schemes`]).
     pub processor: WebhookProcessor<DynamoPaymentStore>,
@@ -128,6 +132,8 @@ impl PaymentStack {
             .push(CHECKOUT_ORIGIN.to_owned());
         let charge = ChargeService::new(store.clone(), psp_for(&psp), charge_config);
         let refunds = RefundService::new(store.clone(), psp_for(&psp), refund_config);
+        let operations =
+            OperationService::new(store.clone(), psp_for(&psp), OperationConfig::default());
         let idempotency = Idempotency::new(
             DynamoIdempotencyStore::new(client, &tables.idempotency).with_clock(clock.clone()),
             IdempotencyConfig::default(),
@@ -141,6 +147,7 @@ impl PaymentStack {
             providers,
             webhook_provider,
             refunds,
+            operations,
             orders,
             psp,
             clock,
@@ -376,7 +383,7 @@ impl PaymentStack {
 impl PaymentStack {
     /// Sends an event to the refund function.
     pub async fn refund_request(&self, request: Request) -> Reply {
-        Reply::from(payonce_refund::handler::handle(&self.refunds, request).await)
+        Reply::from(payonce_refund::handler::handle(&self.refunds, &self.operations, request).await)
     }
 
     /// POST /payments/{payment_id}/refunds with a staff token ([`STAFF`], `payments:refund`),
@@ -417,7 +424,90 @@ impl PaymentStack {
             Some(key),
             &body.to_string(),
         );
-        Reply::from(payonce_refund::handler::handle(service, event).await)
+        Reply::from(payonce_refund::handler::handle(service, &self.operations, event).await)
+    }
+
+    /// POST /payments/{payment_id}/capture as staff ([`STAFF`]) under `key`, with `body`.
+    pub async fn capture(&self, payment_id: &str, key: &str, body: Value) -> Reply {
+        self.operate(
+            STAFF,
+            STAFF_SCOPES,
+            payment_id,
+            "capture",
+            key,
+            &body.to_string(),
+        )
+        .await
+    }
+
+    /// POST /payments/{payment_id}/cancel as `sub` with `scopes`, under `key`, no body.
+    pub async fn cancel(&self, sub: &str, scopes: &[&str], payment_id: &str, key: &str) -> Reply {
+        self.operate(sub, scopes, payment_id, "cancel", key, "")
+            .await
+    }
+
+    /// POST /payments/{payment_id}/<operation> (`capture`, `cancel`) as `sub` with `scopes`.
+    pub async fn operate(
+        &self,
+        sub: &str,
+        scopes: &[&str],
+        payment_id: &str,
+        operation: &str,
+        key: &str,
+        body: &str,
+    ) -> Reply {
+        self.refund_request(scoped_api_event(
+            "POST",
+            &format!("/payments/{payment_id}/{operation}"),
+            Some(sub),
+            scopes,
+            &[("idempotency-key", key)],
+            body,
+        ))
+        .await
+    }
+
+    /// The capture and cancel service over this stack's store, but calling `psp`.
+    pub fn operations_with<P: Psp>(&self, psp: P) -> OperationService<DynamoPaymentStore, P> {
+        OperationService::new(self.charge.store().clone(), psp, OperationConfig::default())
+    }
+
+    /// A capture (`body`) as staff under `key`, handled by `service` instead of this stack's.
+    pub async fn capture_through<P: Psp>(
+        &self,
+        service: &OperationService<DynamoPaymentStore, P>,
+        payment_id: &str,
+        key: &str,
+        body: Value,
+    ) -> Reply {
+        let event = scoped_api_event(
+            "POST",
+            &format!("/payments/{payment_id}/capture"),
+            Some(STAFF),
+            STAFF_SCOPES,
+            &[("idempotency-key", key)],
+            &body.to_string(),
+        );
+        Reply::from(payonce_refund::handler::handle(&self.refunds, service, event).await)
+    }
+
+    /// A new order of `user` (2 × 1500 JPY) authorized under `key` for a manual capture:
+    /// asserts 201 `authorized` and returns the payment's id.
+    pub async fn authorized_payment(&self, user: &str, key: &str) -> String {
+        let order = self.create_order(user).await;
+        let body = json!({"order_id": order, "order_version": 1,
+                          "payment_method": "pm_card_visa", "capture": "manual"});
+        let reply = self.pay(user, key, body).await;
+        assert_eq!(
+            (reply.status, reply.json["status"].as_str()),
+            (201, Some("authorized")),
+            "{}",
+            reply.body
+        );
+        reply.json["payment_id"]
+            .as_str()
+            .expect("payment_id")
+            .to_owned()
     }
 
     /// GET /payments/{payment_id} as `sub` with `scopes`.

@@ -12,7 +12,9 @@ use payonce::adapters::faults::Faults;
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
 use payonce::clock::ManualClock;
 use payonce::idempotency::{IdempotencyRecord, IdempotencyStore, RecordKey};
-use payonce::ports::{ChargeStore, ExpiredSweep, InflightScan, OrderStore, RefundStore};
+use payonce::ports::{
+    ChargeStore, ExpiredSweep, InflightScan, OperationStore, OrderStore, RefundStore,
+};
 use std::sync::Arc;
 
 /// What the payment store suite needs from a backend: the two stores under test, sharing the
@@ -21,7 +23,13 @@ use std::sync::Arc;
 #[async_trait]
 pub trait PaymentStoreHarness: Send + Sync + 'static {
     /// The payment store under test.
-    type Payments: OrderStore + ChargeStore + RefundStore + InflightScan + Clone + 'static;
+    type Payments: OrderStore
+        + ChargeStore
+        + RefundStore
+        + OperationStore
+        + InflightScan
+        + Clone
+        + 'static;
     /// The idempotency store whose records the payment store shares.
     type Records: IdempotencyStore + ExpiredSweep + Clone + 'static;
     /// Backend name, for messages.

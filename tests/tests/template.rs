@@ -402,7 +402,9 @@ fn the_template_routes_exactly_the_route_tables_api_routes_behind_their_access()
             | Operation::GetOpenApi
             | Operation::GetProblem => "orders",
             Operation::CreatePayment | Operation::GetPayment => "charge",
-            Operation::CreateRefund => "refund",
+            Operation::CreateRefund | Operation::CapturePayment | Operation::CancelPayment => {
+                "refund"
+            }
             Operation::ReceiveWebhook => "webhook-receiver",
             other => panic!("{other:?} is the sandbox's"),
         };

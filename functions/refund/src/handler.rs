@@ -1,29 +1,49 @@
-//! API Gateway event → refund service → response. Every answer is JSON or problem+json and
-//! carries `x-request-id`.
+//! API Gateway event → refund, capture or cancel service → response. Every answer is JSON or
+//! problem+json and carries `x-request-id`.
 
+use lambda_http::http::StatusCode;
 use lambda_http::{Body, Request, Response};
+use payonce::domain::OperationKind;
 use payonce::domain::RefundReason;
+use payonce::http::operation_response;
 use payonce::http::{
     authenticated_user, deadline_ms, has_scope, idempotency_key, not_this_function, operation_of,
     parse_json_body, refund_response, request_id, with_request_id, Operation, Problem, ProblemType,
 };
-use payonce::ports::{Psp, RefundStore};
-use payonce::service::{RefundAnswer, RefundCommand, RefundService, REFUND_OAUTH_SCOPE};
+use payonce::ports::{OperationStore, Psp, RefundStore};
+use payonce::service::{
+    Caller, OperationCommand, OperationService, RefundAnswer, RefundCommand, RefundService,
+    CAPTURE_OAUTH_SCOPE, REFUND_OAUTH_SCOPE,
+};
 use serde::Deserialize;
 
 /// The function's time budget when the event carries no Lambda context (sandbox, tests):
 /// the template's 25 s timeout.
 pub const FALLBACK_TIMEOUT_MS: i64 = 25_000;
 
-/// Handles one request.
-pub async fn handle<S: RefundStore, P: Psp>(
+/// Handles one request: a refund, or a capture or cancel (`operations`).
+pub async fn handle<S: RefundStore + OperationStore, P: Psp, Q: Psp>(
     service: &RefundService<S, P>,
+    operations: &OperationService<S, Q>,
     request: Request,
 ) -> Response<Body> {
     let id = request_id(&request);
     let answer = match operation_of(&request) {
         Ok((Operation::CreateRefund, Some(payment_id))) => {
             refund(service, &request, payment_id, &id).await
+        }
+        Ok((Operation::CapturePayment, Some(payment_id))) => {
+            operate(
+                operations,
+                OperationKind::Capture,
+                &request,
+                payment_id,
+                &id,
+            )
+            .await
+        }
+        Ok((Operation::CancelPayment, Some(payment_id))) => {
+            operate(operations, OperationKind::Cancel, &request, payment_id, &id).await
         }
         Ok(_) => Err(not_this_function()),
         Err(problem) => Err(problem),
@@ -117,4 +137,82 @@ async fn refund<S: RefundStore, P: Psp>(
         )
         .retry_after(retry_after)),
     }
+}
+
+/// The capture body, exactly: `amount` (an integer) or nothing. A cancel takes no field.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaptureBody {
+    #[serde(default, deserialize_with = "payonce::domain::optional_integer")]
+    amount: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CancelBody {}
+
+async fn operate<S: OperationStore, P: Psp>(
+    service: &OperationService<S, P>,
+    kind: OperationKind,
+    request: &Request,
+    payment_id: &str,
+    id: &str,
+) -> Result<Response<Body>, Problem> {
+    let user = authenticated_user(request).ok_or_else(|| {
+        Problem::new(
+            ProblemType::Unauthorized,
+            "a valid bearer token is required",
+        )
+    })?;
+    let staff = has_scope(request, CAPTURE_OAUTH_SCOPE);
+    if kind == OperationKind::Capture && !staff {
+        return Err(Problem::new(
+            ProblemType::InsufficientScope,
+            format!("captures need a token with the {CAPTURE_OAUTH_SCOPE} scope"),
+        ));
+    }
+    let key = idempotency_key(request)?.ok_or_else(|| {
+        Problem::new(
+            ProblemType::IdempotencyKeyMissing,
+            "send an Idempotency-Key header (1 to 255 printable ASCII characters)",
+        )
+    })?;
+    let amount = match kind {
+        OperationKind::Capture => {
+            let body: CaptureBody = if request.body().is_empty() {
+                CaptureBody::default()
+            } else {
+                parse_json_body(request)?
+            };
+            if let Some(amount) = body.amount {
+                if !(1..=payonce::domain::MAX_AMOUNT_MINOR).contains(&amount) {
+                    return Err(Problem::new(
+                        ProblemType::InvalidRequest,
+                        "amount must be a positive integer number of minor units",
+                    ));
+                }
+            }
+            body.amount
+        }
+        OperationKind::Cancel => {
+            if !request.body().is_empty() {
+                let CancelBody {} = parse_json_body(request)?;
+            }
+            None
+        }
+    };
+    let command = OperationCommand {
+        kind,
+        payment_id: payment_id.to_owned(),
+        amount,
+    };
+    let now_ms = service.store().operation_now_ms();
+    let deadline = deadline_ms(request, now_ms, FALLBACK_TIMEOUT_MS);
+    let caller = Caller { user: &user, staff };
+    let answer = service.run(caller, &key, &command, deadline, id).await?;
+    let done = match kind {
+        OperationKind::Capture => StatusCode::CREATED,
+        OperationKind::Cancel => StatusCode::OK,
+    };
+    operation_response(answer, done)
 }

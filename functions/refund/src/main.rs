@@ -1,7 +1,7 @@
 //! Lambda entry point of the refund function: configuration and clients, built once.
 
 use payonce::adapters::dynamodb::DynamoPaymentStore;
-use payonce::service::{RefundConfig, RefundService};
+use payonce::service::{OperationConfig, OperationService, RefundConfig, RefundService};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
@@ -13,9 +13,12 @@ async fn main() -> Result<(), lambda_http::Error> {
     // rebuilt when the secret has rotated (re-read after `SECRETS_TTL_SECONDS`).
     let psp = payonce::config::psp(&aws).await?;
     let store = DynamoPaymentStore::new(payonce::adapters::dynamodb::traced_client(&aws), tables);
-    let service = RefundService::new(store, psp, RefundConfig::default());
+    let service = RefundService::new(store.clone(), psp.clone(), RefundConfig::default());
+    let operations = OperationService::new(store, psp, OperationConfig::default());
     lambda_http::run(lambda_http::service_fn(|request| async {
-        Ok::<_, std::convert::Infallible>(payonce_refund::handler::handle(&service, request).await)
+        Ok::<_, std::convert::Infallible>(
+            payonce_refund::handler::handle(&service, &operations, request).await,
+        )
     }))
     .await
 }

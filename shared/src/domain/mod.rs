@@ -2,6 +2,7 @@
 //! types, no wire formats.
 
 pub mod money;
+pub mod operation;
 pub mod order;
 pub mod payment;
 pub mod psp;
@@ -9,6 +10,7 @@ pub mod refund;
 pub mod settlement;
 
 pub use money::{integer, optional_integer, Currency, Integer, MAX_AMOUNT_MINOR};
+pub use operation::{CancelRefusal, CaptureRefusal, OperationKind, PaymentOperation};
 pub use order::{LineItem, NewOrder, Order, OrderError, OrderPaymentState};
 pub use payment::{
     payment_id_for, CancellationReason, CaptureMethod, Failure, FailureKind, NextAction,

@@ -296,6 +296,8 @@ pub struct Payment {
     pub return_url: Option<String>,
     /// The customer action and authorization, as the PSP reported them.
     pub progress: Progress,
+    /// The capture or cancel claimed on it, if any (one at a time; no transition writes it).
+    pub operation: Option<super::operation::PaymentOperation>,
     /// The key of the idempotency record that created it (kept on the payment itself).
     pub idempotency_pk: String,
     /// Whether a call under the attempt's PSP key may have reached the PSP. Set when an
@@ -499,6 +501,7 @@ pub(crate) fn test_payment(status: PaymentStatus, failure: Option<FailureKind>) 
         capture: CaptureMethod::Automatic,
         return_url: None,
         progress: Progress::default(),
+        operation: None,
         idempotency_pk: "payments.create#u#k".into(),
         psp_maybe_reached: false,
         amount_refunded: 0,

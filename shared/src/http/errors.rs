@@ -2,9 +2,10 @@
 
 use super::problem::{Problem, ProblemType};
 use super::request::json_response;
+use crate::domain::{CancelRefusal, CaptureRefusal};
 use crate::domain::{FailureKind, PaymentStatus, PaymentView, RefundStatus, RefundView};
 use crate::idempotency::StoreError;
-use crate::service::{ChargeError, OrdersError, RefundError};
+use crate::service::{ChargeError, OperationAnswer, OperationError, OrdersError, RefundError};
 use lambda_http::http::{header, HeaderValue, StatusCode};
 use lambda_http::{Body, Response};
 use std::time::Duration;
@@ -80,6 +81,89 @@ impl From<RefundError> for Problem {
             ),
             RefundError::Store(error) => store_problem(error),
         }
+    }
+}
+
+impl From<OperationError> for Problem {
+    fn from(error: OperationError) -> Self {
+        match error {
+            OperationError::Mismatch => Problem::new(
+                ProblemType::IdempotencyKeyMismatch,
+                "this Idempotency-Key was used with a different payment or amount; use a new key for a new request",
+            ),
+            OperationError::KeyInUse { retry_after } => Problem::new(
+                ProblemType::IdempotencyKeyInUse,
+                "a request with this Idempotency-Key is still being processed; retry after the indicated delay",
+            )
+            .retry_after(retry_after),
+            OperationError::PaymentNotFound => Problem::new(ProblemType::NotFound, "no such payment"),
+            OperationError::NotCapturable(refusal @ CaptureRefusal::ExceedsAuthorized { capturable }) => {
+                Problem::new(ProblemType::CaptureExceedsAuthorized, refusal.to_string())
+                    .with("amount_capturable", capturable)
+            }
+            OperationError::NotCapturable(refusal @ CaptureRefusal::NotAuthorized(status)) => {
+                Problem::new(ProblemType::PaymentNotCapturable, refusal.to_string())
+                    .with("payment_status", status)
+            }
+            OperationError::NotCapturable(refusal @ CaptureRefusal::Busy(_)) => Problem::new(
+                ProblemType::PaymentNotCapturable,
+                refusal.to_string(),
+            )
+            .with("payment_status", PaymentStatus::Authorized.as_str()),
+            OperationError::NotCancelable(refusal @ CancelRefusal::StaffOnly) => Problem::new(
+                ProblemType::InsufficientScope,
+                format!("{refusal} (payments:capture)"),
+            ),
+            OperationError::NotCancelable(refusal @ CancelRefusal::NotCancelable(status)) => {
+                Problem::new(ProblemType::PaymentNotCancelable, refusal.to_string())
+                    .with("payment_status", status)
+            }
+            OperationError::NotCancelable(refusal @ CancelRefusal::Busy(_)) => {
+                Problem::new(ProblemType::PaymentNotCancelable, refusal.to_string())
+            }
+            OperationError::CaptureFailed { code } => Problem::new(
+                ProblemType::CaptureFailed,
+                "the payment provider refused the capture; nothing was captured",
+            )
+            .with("failure_code", code),
+            OperationError::Store(error) => store_problem(error),
+        }
+    }
+}
+
+/// A capture's or cancel's answer: 201 (a capture) or 200 (a cancel) with the payment; 202
+/// with `Retry-After` while the PSP's answer is unknown; 503 `psp-unavailable` when nothing
+/// was sent. `replayed` adds `Idempotent-Replayed: true`.
+pub fn operation_response(
+    answer: OperationAnswer,
+    done: StatusCode,
+) -> Result<Response<Body>, Problem> {
+    match answer {
+        OperationAnswer::Done { payment, replayed } => {
+            let mut response = json_response(done, &payment)?;
+            if replayed {
+                response
+                    .headers_mut()
+                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
+            }
+            Ok(response)
+        }
+        OperationAnswer::Pending {
+            payment,
+            retry_after,
+        } => {
+            let mut response = json_response(StatusCode::ACCEPTED, &payment)?;
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after.as_secs().max(1)),
+            );
+            Ok(response)
+        }
+        OperationAnswer::PspUnavailable { retry_after } => Err(Problem::new(
+            ProblemType::PspUnavailable,
+            "the payment provider could not be reached; nothing was done; retry with the same Idempotency-Key",
+        )
+        .retry_after(retry_after)),
     }
 }
 

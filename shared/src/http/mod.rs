@@ -35,7 +35,7 @@ pub mod request;
 pub mod routing;
 
 #[cfg(feature = "payments")]
-pub use errors::{payment_response, refund_response};
+pub use errors::{operation_response, payment_response, refund_response};
 pub use problem::{Problem, ProblemType};
 pub use request::{
     authenticated_user, deadline_ms, has_scope, idempotency_key, json_response, parse_json_body,

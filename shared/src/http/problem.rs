@@ -169,7 +169,7 @@ problem_types! {
         advice: "Retry the same request with the same key after `Retry-After` seconds."),
     /// 403: the token lacks the scope the route needs (`payments:refund`).
     InsufficientScope => (FORBIDDEN, "insufficient-scope", "The token lacks the required scope",
-        meaning: "The route needs an OAuth scope the token does not carry (`payments:refund` for refunds). Nothing was done.",
+        meaning: "The route needs an OAuth scope the token does not carry (`payments:refund` for refunds, `payments:capture` for captures and for canceling an authorized payment). Nothing was done.",
         advice: "Use a staff token whose `scope` claim includes the scope."),
     /// 409: the payment is not succeeded (processing or failed), so nothing can be refunded.
     PaymentNotRefundable => (CONFLICT, "payment-not-refundable", "The payment cannot be refunded",
@@ -187,6 +187,22 @@ problem_types! {
     RefundNotSupported => (CONFLICT, "refund-not-supported", "The payment provider cannot refund from payonce",
         meaning: "This deployment's payment provider offers no refund payonce can make (2C2P's refund API needs keys exchanged with 2C2P). Nothing was claimed or sent.",
         advice: "Refund from the payment provider's portal."),
+    /// 409: the payment is not authorized (or another operation is under way), so it cannot be captured.
+    PaymentNotCapturable => (CONFLICT, "payment-not-capturable", "The payment cannot be captured",
+        meaning: "Only an authorized payment can be captured, once: this one is not authorized (`payment_status`), or a capture or cancel of it is already under way under another key. Nothing was written or sent.",
+        advice: "Read the payment (`GET /payments/{payment_id}`): a succeeded one is captured already; an operation under way is finished by retrying it with its own key."),
+    /// 409: the capture asks for more than the authorization holds.
+    CaptureExceedsAuthorized => (CONFLICT, "capture-exceeds-authorized", "The capture exceeds the authorization",
+        meaning: "The amount is more than can be captured (`amount_capturable`). Nothing was written or sent.",
+        advice: "Capture at most `amount_capturable`, or leave `amount` out to capture all of it."),
+    /// 402: the PSP refused the capture.
+    CaptureFailed => (PAYMENT_REQUIRED, "capture-failed", "The capture failed",
+        meaning: "The payment provider refused the capture (`failure_code`), for example because the authorization lapsed or was canceled. Nothing was captured; the answer is stored and replayed for the same key.",
+        advice: "Read the payment: a canceled one can no longer be captured; charge the customer again with a new payment."),
+    /// 409: the payment cannot be canceled (captured, failed, canceled, or another operation is under way).
+    PaymentNotCancelable => (CONFLICT, "payment-not-cancelable", "The payment cannot be canceled",
+        meaning: "Only a payment waiting for its customer (`requires_action`) or authorized can be canceled: this one is captured, failed or canceled already (`payment_status`), or a capture or cancel of it is under way under another key. Nothing was written or sent.",
+        advice: "Read the payment (`GET /payments/{payment_id}`); refund a succeeded one instead."),
     /// 503: a dependency (DynamoDB, SQS) is unavailable; retry.
     ServiceUnavailable => (SERVICE_UNAVAILABLE, "service-unavailable", "Temporarily unavailable",
         meaning: "A dependency (the database or the queue) is unavailable; nothing was accepted.",

@@ -57,6 +57,10 @@ pub enum Operation {
     GetPayment,
     /// `POST /payments/{payment_id}/refunds` (refund function).
     CreateRefund,
+    /// `POST /payments/{payment_id}/capture` (refund function).
+    CapturePayment,
+    /// `POST /payments/{payment_id}/cancel` (refund function).
+    CancelPayment,
     /// `POST /webhooks/{provider}` (webhook receiver).
     ReceiveWebhook,
     /// `GET /openapi.json`: the API document (orders function; the sandbox serves it too).
@@ -90,6 +94,8 @@ impl Operation {
             Self::CreatePayment => "createPayment",
             Self::GetPayment => "getPayment",
             Self::CreateRefund => "createRefund",
+            Self::CapturePayment => "capturePayment",
+            Self::CancelPayment => "cancelPayment",
             Self::ReceiveWebhook => "receiveWebhook",
             Self::GetOpenApi => "getOpenApi",
             Self::GetProblem => "getProblem",
@@ -177,6 +183,18 @@ pub const ROUTES: &[ApiRoute] = &[
         "/payments/{payment_id}/refunds",
         Operation::CreateRefund,
         Access::BearerWithScope(crate::service::REFUND_OAUTH_SCOPE),
+    ),
+    api(
+        "POST",
+        "/payments/{payment_id}/capture",
+        Operation::CapturePayment,
+        Access::BearerWithScope(crate::service::CAPTURE_OAUTH_SCOPE),
+    ),
+    api(
+        "POST",
+        "/payments/{payment_id}/cancel",
+        Operation::CancelPayment,
+        Access::Bearer,
     ),
     api(
         "POST",

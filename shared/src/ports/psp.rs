@@ -1,7 +1,10 @@
 //! The PSP: the requests payonce sends, the outcomes it must tell apart, and what fencing a
 //! key proved.
 
-use crate::domain::{CaptureMethod, Currency, Payment, Refund, RefundReason, RefundSettlement};
+use crate::domain::{
+    CaptureMethod, Currency, OperationKind, Payment, PaymentOperation, Refund, RefundReason,
+    RefundSettlement, Settlement,
+};
 use async_trait::async_trait;
 use std::time::Duration;
 
@@ -52,6 +55,62 @@ pub enum RefundOutcome {
     Answered(RefundSettlement),
     /// This call never reached the PSP, or our credentials were refused (see
     /// [`PspOutcome::NotSent`]).
+    NotSent {
+        /// What happened (for logs).
+        reason: String,
+    },
+    /// Anything after a connection was made without a definitive answer.
+    Unknown {
+        /// What happened (for logs).
+        reason: String,
+    },
+}
+
+/// A capture or cancel of a payment at its PSP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperationRequest {
+    /// Capture or cancel.
+    pub kind: OperationKind,
+    /// Our payment id (for logs).
+    pub payment_id: String,
+    /// The PSP's id of the payment.
+    pub provider_payment_id: String,
+    /// A capture's amount, minor units.
+    pub amount: Option<i64>,
+    /// The payment's currency.
+    pub currency: Currency,
+    /// [`OperationKind::psp_key`] of the payment.
+    pub idempotency_key: String,
+}
+
+impl OperationRequest {
+    /// The request of `operation` on `payment`: a pure function of both, so every re-send under
+    /// its key is identical. `None` while the PSP has no id for the payment.
+    pub fn for_operation(payment: &Payment, operation: &PaymentOperation) -> Option<Self> {
+        Some(Self {
+            kind: operation.kind,
+            payment_id: payment.payment_id.clone(),
+            provider_payment_id: payment.provider_payment_id.clone()?,
+            amount: operation.amount,
+            currency: payment.currency,
+            idempotency_key: operation.kind.psp_key(&payment.payment_id),
+        })
+    }
+}
+
+/// The outcome classes a capture or cancel must tell apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperationOutcome {
+    /// The PSP said what the payment is now: captured, canceled, or (when it could not do what
+    /// was asked because the payment had moved) what it moved to.
+    Answered(Settlement),
+    /// The PSP refused the operation for good and the payment stays as it was (for example a
+    /// capture of an authorization the PSP no longer honours without saying it lapsed).
+    Refused {
+        /// The PSP's error code.
+        code: String,
+    },
+    /// This call never reached the PSP (see [`PspOutcome::NotSent`]).
     NotSent {
         /// What happened (for logs).
         reason: String,
@@ -249,6 +308,14 @@ pub trait Psp: Send + Sync {
     async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError>;
     /// Cancels an unconfirmed charge created by [`Psp::fence`].
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError>;
+    /// Captures or cancels under `request.idempotency_key`, giving up after `timeout`. A PSP
+    /// whose payments never wait for a customer or a capture refuses both.
+    async fn operate(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {
+        let _ = timeout;
+        OperationOutcome::Refused {
+            code: format!("{}_not_supported", request.kind.as_str()),
+        }
+    }
     /// Refunds under `request.idempotency_key`, giving up after `timeout`.
     async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome;
     /// What the PSP holds for our refund `refund_id` of the charge `provider_payment_id`, by

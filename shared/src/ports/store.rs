@@ -1,7 +1,7 @@
 //! The stores the payment paths write through: orders, charges and their records, refunds,
 //! and the attempt counters of the card-testing limits.
 
-use crate::domain::{Order, Payment, Refund, RefundTransition, Transition};
+use crate::domain::{Order, Payment, PaymentOperation, Refund, RefundTransition, Transition};
 use crate::idempotency::{
     Claim, IdempotencyRecord, Lease, LeaseToken, RecordKey, StoreError, TakeoverOutcome,
 };
@@ -418,6 +418,81 @@ pub trait RefundStore: Send + Sync {
         refund: &Refund,
         lease: &LeaseToken,
     ) -> Result<(), StoreError>;
+}
+
+/// What claiming a capture or cancel found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BeginOperationOutcome {
+    /// The key is claimed and the operation claimed on the payment, atomically.
+    Begun,
+    /// The key was claimed first by someone else: the record as it was (nothing written).
+    KeyTaken(IdempotencyRecord),
+    /// The payment moved since it was read, or another operation was claimed on it: as it is
+    /// now (nothing written). Decide again.
+    PaymentChanged(Option<Box<Payment>>),
+}
+
+/// How a capture's or cancel's request ends its idempotency record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperationRecordEnd {
+    /// Completed with `result` (what a replay answers), kept until `expires_at_s`.
+    Complete {
+        /// The stored answer.
+        result: String,
+        /// Epoch seconds.
+        expires_at_s: i64,
+    },
+    /// Deleted: the PSP was never reached, so a retry with the key claims afresh.
+    Delete,
+}
+
+/// The capture and cancel path's store: the request's idempotency record and the operation
+/// claimed on the payment, written together.
+#[async_trait]
+pub trait OperationStore: Send + Sync {
+    /// The store's notion of now, epoch milliseconds.
+    fn operation_now_ms(&self) -> i64;
+
+    /// Reads the idempotency record (expired reads as absent) and the payment, consistently,
+    /// in one request.
+    async fn load_for_operation(
+        &self,
+        record: &RecordKey,
+        payment_id: &str,
+    ) -> Result<(Option<IdempotencyRecord>, Option<Payment>), StoreError>;
+
+    /// Claims the key and claims `operation` on `payment` (as read: the same status, and no
+    /// operation claimed), in one transaction.
+    async fn begin_operation(
+        &self,
+        claim: &Claim,
+        payment: &Payment,
+        operation: &PaymentOperation,
+    ) -> Result<BeginOperationOutcome, StoreError>;
+
+    /// Takes the lapsed lease of the in-progress record under `record` from `seen`, setting
+    /// nothing else. Answers `Resumed` or `KeyMoved`.
+    async fn resume_operation(
+        &self,
+        record: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+    ) -> Result<ResumeOutcome, StoreError>;
+
+    /// Ends the request's operation: applies `transition` to `payment` (as read) and its
+    /// effect on the order, and ends the record held under `lease` as `end` says (fenced), in
+    /// one transaction. With `release` (only with [`Transition::Unchanged`]: the PSP refused
+    /// the operation or was never reached), the operation claimed under `record` leaves the
+    /// payment too, so another may be asked for.
+    async fn finish_operation(
+        &self,
+        payment: &Payment,
+        transition: &Transition,
+        record: &RecordKey,
+        lease: &LeaseToken,
+        end: &OperationRecordEnd,
+        release: bool,
+    ) -> Result<SettleOutcome, StoreError>;
 }
 
 /// A counter of payment attempts and declines in one window of the card-testing limits

@@ -531,6 +531,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             capture: request.capture,
             return_url: request.return_url.clone(),
             progress: Progress::default(),
+            operation: None,
             idempotency_pk: record_key.as_str().to_owned(),
             psp_maybe_reached: false,
             amount_refunded: 0,

@@ -3,6 +3,7 @@
 pub mod charge;
 pub mod cleanup;
 pub mod limits;
+pub mod operations;
 pub mod orders;
 pub mod reconcile;
 pub mod refund;
@@ -12,6 +13,10 @@ pub mod webhooks;
 #[cfg(feature = "faults")]
 pub use charge::CrashPoint;
 pub use charge::{ChargeConfig, ChargeError, ChargeService, PayAnswer, PayRequest};
+pub use operations::{
+    Caller, OperationAnswer, OperationCommand, OperationConfig, OperationError, OperationService,
+    CANCEL_SCOPE, CAPTURE_OAUTH_SCOPE, CAPTURE_SCOPE,
+};
 pub use orders::{Created, OrderService, OrdersError};
 pub use refund::{
     RefundAnswer, RefundCommand, RefundConfig, RefundError, RefundService, REFUND_OAUTH_SCOPE,

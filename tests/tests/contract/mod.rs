@@ -275,7 +275,9 @@ async fn send(
             stack.orders_request(event).await
         }
         Operation::CreatePayment | Operation::GetPayment => stack.charge_request(event).await,
-        Operation::CreateRefund => stack.refund_request(event).await,
+        Operation::CreateRefund | Operation::CapturePayment | Operation::CancelPayment => {
+            stack.refund_request(event).await
+        }
         other => panic!("{other:?} takes no JSON body of ours"),
     }
 }

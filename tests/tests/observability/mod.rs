@@ -182,7 +182,9 @@ async fn a_charge_a_webhook_and_a_refund_logged_at_trace_show_no_token_or_secret
                 &refund_headers,
                 &refund_body,
             );
-            Reply::from(payonce_refund::handler::handle(&stack.refunds, request).await)
+            Reply::from(
+                payonce_refund::handler::handle(&stack.refunds, &stack.operations, request).await,
+            )
         },
     )
     .await;

@@ -5,7 +5,10 @@
 use payonce::adapters::dynamodb::RequestCounter;
 use payonce::adapters::dynamodb::{DynamoIdempotencyStore, DynamoPaymentStore, Tables};
 use payonce::idempotency::{Idempotency, IdempotencyConfig};
-use payonce::service::{ChargeConfig, ChargeService, OrderService, RefundConfig, RefundService};
+use payonce::service::{
+    ChargeConfig, ChargeService, OperationConfig, OperationService, OrderService, RefundConfig,
+    RefundService,
+};
 use payonce_tests::dynamodb_client;
 use payonce_tests::stack::{api_event, scoped_api_event, start_fake_psp, stripe_for, Reply};
 
@@ -21,6 +24,8 @@ async fn every_route_answers_503_with_retry_after_when_dynamodb_fails() {
     let store = DynamoPaymentStore::new(client.clone(), tables.clone());
     let charge = ChargeService::new(store.clone(), stripe_for(&psp), ChargeConfig::default());
     let refunds = RefundService::new(store.clone(), stripe_for(&psp), RefundConfig::default());
+    let operations =
+        OperationService::new(store.clone(), stripe_for(&psp), OperationConfig::default());
     let orders = OrderService::new(
         store,
         Idempotency::new(
@@ -32,6 +37,7 @@ async fn every_route_answers_503_with_retry_after_when_dynamodb_fails() {
     let pay = r#"{"order_id":"ord_1","order_version":1,"payment_method":"pm_card_visa"}"#;
     let key = [("idempotency-key", "k-1")];
     let staff = ["payments:refund"];
+    let capture = ["payments:capture"];
 
     // WHEN each route is called
     let answers = vec![
@@ -85,6 +91,7 @@ async fn every_route_answers_503_with_retry_after_when_dynamodb_fails() {
             "POST /payments/{id}/refunds",
             payonce_refund::handler::handle(
                 &refunds,
+                &operations,
                 scoped_api_event(
                     "POST",
                     "/payments/pay_1/refunds",
@@ -93,6 +100,31 @@ async fn every_route_answers_503_with_retry_after_when_dynamodb_fails() {
                     &key,
                     r#"{"amount":100}"#,
                 ),
+            )
+            .await,
+        ),
+        (
+            "POST /payments/{id}/capture",
+            payonce_refund::handler::handle(
+                &refunds,
+                &operations,
+                scoped_api_event(
+                    "POST",
+                    "/payments/pay_1/capture",
+                    Some("staff"),
+                    &capture,
+                    &key,
+                    r#"{"amount":100}"#,
+                ),
+            )
+            .await,
+        ),
+        (
+            "POST /payments/{id}/cancel",
+            payonce_refund::handler::handle(
+                &refunds,
+                &operations,
+                api_event("POST", "/payments/pay_1/cancel", Some("alice"), &key, ""),
             )
             .await,
         ),

@@ -44,6 +44,7 @@ mod finish;
 mod flows;
 mod inflight;
 mod limits;
+mod operations;
 mod orders;
 mod refunds;
 mod settle;
@@ -111,6 +112,7 @@ fn new_attempt<H: PaymentStoreHarness>(h: &H, order: &Order, key: &str) -> (Paym
         capture: payonce::domain::CaptureMethod::Automatic,
         return_url: None,
         progress: payonce::domain::Progress::default(),
+        operation: None,
         idempotency_pk: record.as_str().to_owned(),
         psp_maybe_reached: false,
         amount_refunded: 0,

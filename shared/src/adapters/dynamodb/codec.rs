@@ -4,12 +4,14 @@ use super::attributes::{n, number, s, string, AttributeError, Item};
 use super::expr::put_item;
 use super::schema::{
     order_pk, payment_pk, refund_pk, CHECK_AT, DUPLICATE_REFUND, LEASE_TOKEN, LEASE_UNTIL_MS,
-    MAYBE_REACHED, PK, REFUNDED, REFUND_COUNT, REFUND_PENDING, REFUND_REQUIRED,
+    MAYBE_REACHED, OP_AMOUNT, OP_KIND, OP_RECORD, PK, REFUNDED, REFUND_COUNT, REFUND_PENDING,
+    REFUND_REQUIRED,
 };
 use crate::domain::SenderLease;
 use crate::domain::{
-    CancellationReason, CaptureMethod, Currency, Failure, FailureKind, LineItem, NextAction, Order,
-    OrderPaymentState, Payment, PaymentStatus, Progress, Refund, RefundReason, RefundStatus,
+    CancellationReason, CaptureMethod, Currency, Failure, FailureKind, LineItem, NextAction,
+    OperationKind, Order, OrderPaymentState, Payment, PaymentOperation, PaymentStatus, Progress,
+    Refund, RefundReason, RefundStatus,
 };
 use crate::idempotency::StoreError;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
@@ -187,6 +189,7 @@ pub(crate) fn payment_from_item(item: &Item) -> Result<Payment, StoreError> {
         },
         return_url: optional_string(item, "return_url"),
         progress: progress_from_item(item).map_err(corrupt)?,
+        operation: operation_from_item(item).map_err(corrupt)?,
         idempotency_pk: string(item, "idempotency_pk").map_err(corrupt)?,
         psp_maybe_reached: matches!(item.get(MAYBE_REACHED), Some(AttributeValue::Bool(true))),
         amount_refunded: number(item, REFUNDED).unwrap_or(0),
@@ -198,6 +201,34 @@ pub(crate) fn payment_from_item(item: &Item) -> Result<Payment, StoreError> {
         updated_at_ms: number(item, "updated_at_ms").map_err(corrupt)?,
         check_at_ms: number(item, CHECK_AT).unwrap_or(0),
     })
+}
+
+/// A payment's claimed operation as attributes (none when it has none).
+pub(super) fn operation_attributes(
+    operation: Option<&PaymentOperation>,
+) -> Vec<(&'static str, AttributeValue)> {
+    let Some(operation) = operation else {
+        return Vec::new();
+    };
+    let mut attributes = vec![
+        (OP_KIND, s(operation.kind.as_str())),
+        (OP_RECORD, s(&operation.record)),
+    ];
+    if let Some(amount) = operation.amount {
+        attributes.push((OP_AMOUNT, n(amount)));
+    }
+    attributes
+}
+
+fn operation_from_item(item: &Item) -> Result<Option<PaymentOperation>, AttributeError> {
+    let Some(kind) = optional_string(item, OP_KIND) else {
+        return Ok(None);
+    };
+    Ok(Some(PaymentOperation {
+        kind: OperationKind::parse(&kind).ok_or_else(|| AttributeError::unknown(OP_KIND, kind))?,
+        amount: number(item, OP_AMOUNT).ok(),
+        record: string(item, OP_RECORD)?,
+    }))
 }
 
 pub(super) fn payment_to_item(payment: &Payment) -> Item {
@@ -228,6 +259,9 @@ pub(super) fn payment_to_item(payment: &Payment) -> Item {
         item.insert("return_url".into(), s(url));
     }
     for (name, value) in progress_attributes(&payment.progress) {
+        item.insert(name.into(), value);
+    }
+    for (name, value) in operation_attributes(payment.operation.as_ref()) {
         item.insert(name.into(), value);
     }
     item.insert("idempotency_pk".into(), s(&payment.idempotency_pk));

@@ -17,6 +17,8 @@ mod idempotency;
 #[cfg(feature = "payments")]
 mod inflight;
 #[cfg(feature = "payments")]
+mod operations;
+#[cfg(feature = "payments")]
 mod payments;
 #[cfg(feature = "payments")]
 mod refunds;

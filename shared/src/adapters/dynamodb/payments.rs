@@ -340,7 +340,7 @@ impl DynamoPaymentStore {
 
     /// Writes `transition` (and, unless `order` says to leave it, its effect on the order) plus
     /// `extra_ops`.
-    async fn write_transition(
+    pub(super) async fn write_transition(
         &self,
         operation: &'static str,
         payment: &Payment,
@@ -461,7 +461,7 @@ impl DynamoPaymentStore {
 
 /// Whether a transition also writes the order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum OrderWrite {
+pub(super) enum OrderWrite {
     /// The order follows the payment (or, held by another attempt, a duplicate refund is made).
     Follow,
     /// The order is left as it is ([`crate::domain::completion_leaves_order`]).
@@ -469,7 +469,7 @@ enum OrderWrite {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
+pub(super) enum Op {
     Event,
     Record,
     Order,

@@ -47,6 +47,18 @@ pub(super) const DUPLICATE_REFUND: &str = "duplicate_refund";
 #[cfg(feature = "payments")]
 pub(super) const REFUND_REQUIRED: &str = "refund_required";
 
+/// A payment's claimed capture or cancel (`capture` / `cancel`; absent: none).
+#[cfg(feature = "payments")]
+pub(super) const OP_KIND: &str = "op_kind";
+
+/// A claimed capture's amount, minor units.
+#[cfg(feature = "payments")]
+pub(super) const OP_AMOUNT: &str = "op_amount";
+
+/// The key of the idempotency record of the request that claimed the operation.
+#[cfg(feature = "payments")]
+pub(super) const OP_RECORD: &str = "op_record";
+
 #[cfg(feature = "payments")]
 pub(super) fn order_pk(order_id: &str) -> String {
     format!("order#{order_id}")

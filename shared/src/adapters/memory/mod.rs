@@ -3,6 +3,8 @@
 
 mod idempotency;
 #[cfg(feature = "payments")]
+mod operations;
+#[cfg(feature = "payments")]
 mod payments;
 #[cfg(feature = "payments")]
 mod queue;

@@ -41,9 +41,9 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct MemoryPaymentStore {
     records: MemoryIdempotencyStore,
-    clock: SharedClock,
+    pub(super) clock: SharedClock,
     faults: Faults,
-    late_duplicates: LateDuplicates,
+    pub(super) late_duplicates: LateDuplicates,
 }
 
 impl MemoryPaymentStore {
@@ -90,13 +90,13 @@ impl MemoryPaymentStore {
         &self.records
     }
 
-    fn lock(&self) -> MutexGuard<'_, MemoryTables> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, MemoryTables> {
         self.records.lock()
     }
 
     /// Where DynamoDB might answer a transaction with `TransactionConflict` (which DynamoDB
     /// Local never does), an armed fault does, before anything is checked or written.
-    fn transaction(&self, operation: &'static str) -> Result<(), StoreError> {
+    pub(super) fn transaction(&self, operation: &'static str) -> Result<(), StoreError> {
         if self.faults.take_conflict() {
             return Err(StoreError::Conflict {
                 item: operation.to_owned(),
@@ -157,7 +157,7 @@ fn event_live(tables: &MemoryTables, key: &str, now_ms: i64) -> bool {
 }
 
 /// The fencing condition `#lease_token = :mine` (only an in-progress record has a token).
-fn leased_to(record: Option<&IdempotencyRecord>, token: &LeaseToken) -> bool {
+pub(super) fn leased_to(record: Option<&IdempotencyRecord>, token: &LeaseToken) -> bool {
     record
         .and_then(IdempotencyRecord::lease)
         .is_some_and(|lease| &lease.token == token)
@@ -223,7 +223,7 @@ fn follow(order: &mut Order, after: &Payment, now_ms: i64) {
 /// Applies `transition` to `payment` (as read), completing the key's record held under
 /// `complete` if given and, for a webhook, writing its event's dedup record: every condition
 /// first, then every write.
-fn write_transition(
+pub(super) fn write_transition(
     tables: &mut MemoryTables,
     payment: &Payment,
     transition: &Transition,

@@ -10,8 +10,8 @@ use super::transport::{HttpTransport, PspTransport};
 use super::{OmisePsp, StripePsp, TwoC2pPsp};
 use crate::domain::RefundSettlement;
 use crate::ports::{
-    ChargeRequest, Fence, Psp, PspError, PspEvent, PspLookup, PspOutcome, RefundOutcome,
-    RefundRequest, SignatureError, WebhookScheme,
+    ChargeRequest, Fence, OperationOutcome, OperationRequest, Psp, PspError, PspEvent, PspLookup,
+    PspOutcome, RefundOutcome, RefundRequest, SignatureError, WebhookScheme,
 };
 use async_trait::async_trait;
 use lambda_http::http::HeaderMap;
@@ -67,6 +67,10 @@ impl<T: PspTransport> Psp for ConfiguredPsp<T> {
 
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError> {
         delegate!(self, psp => psp.cancel(provider_payment_id).await)
+    }
+
+    async fn operate(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {
+        delegate!(self, psp => psp.operate(request, timeout).await)
     }
 
     async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {

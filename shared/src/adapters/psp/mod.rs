@@ -6,6 +6,7 @@ mod keyed;
 pub mod omise;
 pub mod omise_webhook;
 pub mod stripe;
+mod stripe_operations;
 pub mod stripe_webhook;
 pub mod transport;
 pub mod twoc2p;

@@ -9,8 +9,8 @@ use super::transport::{CallFailure, HttpTransport, PspTransport, WireBody, WireC
 use crate::domain::{CaptureMethod, RefundSettlement};
 use crate::mutations::{self, Mutation};
 use crate::ports::{
-    ChargeRequest, CheckedAmount, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome,
-    RefundRequest, AUTHENTICATION_REQUIRED_CODE,
+    ChargeRequest, CheckedAmount, Fence, OperationOutcome, OperationRequest, Psp, PspError,
+    PspLookup, PspOutcome, RefundOutcome, RefundRequest, AUTHENTICATION_REQUIRED_CODE,
 };
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -124,7 +124,7 @@ impl<T: PspTransport> StripePsp<T> {
 
     /// A call to Stripe's API: authenticated with the secret key, under `idempotency_key` if
     /// given (creates only; Stripe ignores it on `GET`).
-    fn call(
+    pub(super) fn call(
         &self,
         method: &'static str,
         path: String,
@@ -243,6 +243,15 @@ impl<T: PspTransport> StripePsp<T> {
         keyed::send_with_busy_retries(&self.transport, call, timeout, self.request_timeout).await
     }
 
+    /// [`Self::send_with_busy_retries`], for the operations' module.
+    pub(super) async fn send_keyed(
+        &self,
+        call: &WireCall,
+        timeout: Duration,
+    ) -> Result<Sent, NoAnswer> {
+        self.send_with_busy_retries(call, timeout).await
+    }
+
     /// A call that is not a charge: any failure is a [`PspError`].
     async fn plain(&self, call: WireCall) -> Result<WireReply, PspError> {
         self.transport
@@ -258,10 +267,16 @@ impl<T: PspTransport> StripePsp<T> {
 
 #[derive(Debug, Deserialize)]
 pub(super) struct PaymentIntent {
-    id: String,
-    status: String,
+    pub(super) id: String,
+    pub(super) status: String,
     #[serde(default)]
-    amount: Option<i64>,
+    pub(super) amount: Option<i64>,
+    /// What was captured (of a succeeded intent).
+    #[serde(default)]
+    pub(super) amount_received: Option<i64>,
+    /// Of a canceled intent: why (`requested_by_customer`, `abandoned`, `automatic`...).
+    #[serde(default)]
+    pub(super) cancellation_reason: Option<String>,
     #[serde(default)]
     currency: Option<String>,
     #[serde(default)]
@@ -313,16 +328,16 @@ impl PaymentIntent {
 }
 
 #[derive(Debug, Deserialize)]
-struct ErrorBody {
-    error: ErrorDetail,
+pub(super) struct ErrorBody {
+    pub(super) error: ErrorDetail,
 }
 
 #[derive(Debug, Deserialize, Default)]
-struct ErrorDetail {
+pub(super) struct ErrorDetail {
     #[serde(rename = "type", default)]
-    kind: String,
+    pub(super) kind: String,
     #[serde(default)]
-    code: Option<String>,
+    pub(super) code: Option<String>,
     #[serde(default)]
     decline_code: Option<String>,
     #[serde(default)]
@@ -330,7 +345,7 @@ struct ErrorDetail {
     #[serde(default)]
     message: Option<String>,
     #[serde(default)]
-    payment_intent: Option<Box<PaymentIntent>>,
+    pub(super) payment_intent: Option<Box<PaymentIntent>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -601,6 +616,10 @@ impl<T: PspTransport> Psp for StripePsp<T> {
             PspOutcome::NotSent { reason } if retried => PspOutcome::Unknown { reason },
             outcome => outcome,
         }
+    }
+
+    async fn operate(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {
+        self.operate_intent(request, timeout).await
     }
 
     async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {

@@ -183,7 +183,8 @@ pub fn parse_event(body: &[u8]) -> Result<PspEvent, serde_json::Error> {
 /// - `requires_action`: waiting for the customer at `next_action.redirect_to_url`, open for
 ///   [`crate::domain::ACTION_TIMEOUT`] from the event;
 /// - `processing`: the customer acted and the charge is underway;
-/// - `amount_capturable_updated`: a manual-capture intent is authorized (`requires_capture`).
+/// - `amount_capturable_updated`: a manual-capture intent is authorized (`requires_capture`);
+/// - `canceled`: nothing was charged (why: its `cancellation_reason`).
 fn intent_settlement(event: &Event, intent_id: Option<String>) -> Option<Settlement> {
     let object = &event.data.object;
     let provider_payment_id = intent_id?;
@@ -235,6 +236,15 @@ fn intent_settlement(event: &Event, intent_id: Option<String>) -> Option<Settlem
         "payment_intent.processing" => Settlement::ActionCompleted {
             provider_payment_id,
         },
+        // Canceled: by payonce (a cancel, reconcile's of an action never taken, the fence's of
+        // the intent it created to block the key) or by Stripe (an authorization that lapsed).
+        // Nothing was charged, and nothing can be under the intent's key.
+        "payment_intent.canceled" => Settlement::Canceled {
+            provider_payment_id: Some(provider_payment_id),
+            reason: super::stripe_operations::cancellation_reason(
+                object["cancellation_reason"].as_str(),
+            ),
+        },
         "payment_intent.amount_capturable_updated" if object["status"] == "requires_capture" => {
             let intent = PaymentIntent::deserialize(object).ok()?;
             Settlement::Authorized {
@@ -280,7 +290,7 @@ impl WebhookScheme for StripeWebhooks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::RefundSettlement;
+    use crate::domain::{CancellationReason, RefundSettlement};
     use serde_json::{json, Value};
 
     /// Every vector of testdata/stripe-webhook-signatures.json, computed independently of this
@@ -756,5 +766,21 @@ mod tests {
                 provider_payment_id: Some("pi_1".into())
             })
         );
+        for (stripe, ours) in [
+            ("requested_by_customer", CancellationReason::Requested),
+            ("abandoned", CancellationReason::Abandoned),
+            ("automatic", CancellationReason::Expired),
+        ] {
+            assert_eq!(
+                settlement(
+                    "payment_intent.canceled",
+                    intent(json!({"status": "canceled", "cancellation_reason": stripe}))
+                ),
+                Some(Settlement::Canceled {
+                    provider_payment_id: Some("pi_1".into()),
+                    reason: ours,
+                })
+            );
+        }
     }
 }
