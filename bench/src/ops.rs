@@ -7,6 +7,7 @@ use payonce::adapters::dynamodb::{
 use payonce::adapters::memory::MemoryIdempotencyStore;
 use payonce::adapters::psp::{StripeConfig, StripePsp};
 use payonce::clock::{Clock, ManualClock};
+use payonce::domain::{CaptureMethod, OperationKind};
 use payonce::domain::{LineItem, NewOrder, Order, OrderPaymentState};
 use payonce::idempotency::{
     Fingerprint, Idempotency, IdempotencyConfig, IdempotencyKey, IdempotencyStore, Outcome,
@@ -17,7 +18,8 @@ use payonce::service::limits::{AttemptLimiter, AttemptLimits};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
 use payonce::service::webhooks::{Processed, ProcessorConfig, QueuedEvent, WebhookProcessor};
 use payonce::service::{
-    ChargeConfig, ChargeService, EventApplied, PayAnswer, PayRequest, RefundAnswer, RefundCommand,
+    Caller, ChargeConfig, ChargeService, EventApplied, OperationAnswer, OperationCommand,
+    OperationConfig, OperationService, PayAnswer, PayRequest, RefundAnswer, RefundCommand,
     RefundConfig, RefundService,
 };
 use payonce_fake_psp::{FakePsp, FakePspConfig};
@@ -209,6 +211,47 @@ async fn pay_with(
     };
     let key = IdempotencyKey::parse(key).expect("key");
     charge
+        .pay(
+            &order.owner,
+            &key,
+            &request,
+            stack.clock.now_ms() + 25_000,
+            "bench-request",
+        )
+        .await
+        .expect("pay")
+}
+
+/// The checkout origin of the bench's 3-D Secure payments.
+const CHECKOUT_ORIGIN: &str = "https://shop.example";
+
+/// Pays `order` through `checkout`: with `action`, a 3-D Secure card and a return URL (the
+/// answer waits for the customer); without, a manual capture (the answer is an authorization).
+async fn checkout_pay(
+    checkout: &ChargeService<DynamoPaymentStore, StripePsp>,
+    stack: &Stack,
+    order: &Order,
+    key: &str,
+    action: Option<()>,
+) -> PayAnswer {
+    let request = match action {
+        Some(()) => PayRequest {
+            order_id: order.order_id.clone(),
+            order_version: 1,
+            payment_method: "pm_card_threeDSecure2Required".into(),
+            return_url: Some(format!("{CHECKOUT_ORIGIN}/return")),
+            capture: CaptureMethod::Automatic,
+        },
+        None => PayRequest {
+            order_id: order.order_id.clone(),
+            order_version: 1,
+            payment_method: "pm_card_visa".into(),
+            return_url: None,
+            capture: CaptureMethod::Manual,
+        },
+    };
+    let key = IdempotencyKey::parse(key).expect("key");
+    checkout
         .pay(
             &order.owner,
             &key,
@@ -448,7 +491,100 @@ pub async fn requests() -> Value {
     })
     .await;
 
+    // Captures and cancels of authorized payments, and the replay of a payment waiting for
+    // 3-D Secure.
+    let checkout = ChargeService::new(
+        s.store.clone(),
+        s.charge.psp().clone(),
+        ChargeConfig {
+            checkout_origins: vec![CHECKOUT_ORIGIN.to_owned()],
+            ..ChargeConfig::default()
+        },
+    );
+    let operations = OperationService::new(
+        s.store.clone(),
+        s.charge.psp().clone(),
+        OperationConfig::default(),
+    );
+    let mut authorized = Vec::new();
+    for i in 0..2 * ROUNDS {
+        let order = order(&s, "shopper").await;
+        let answer = checkout_pay(&checkout, &s, &order, &format!("manual-{i}"), None).await;
+        let PayAnswer::Fresh(view) = answer else {
+            panic!("authorized: {answer:?}")
+        };
+        assert_eq!(view.status, payonce::domain::PaymentStatus::Authorized);
+        authorized.push(view.payment_id);
+    }
+    let operate = |kind: OperationKind, payment_id: String, key: String| {
+        let operations = &operations;
+        async move {
+            let key = IdempotencyKey::parse(&key).expect("key");
+            let command = OperationCommand {
+                kind,
+                payment_id,
+                amount: None,
+            };
+            let caller = Caller {
+                user: "staff",
+                staff: true,
+            };
+            let answer = operations
+                .run(caller, &key, &command, deadline(), "bench-request")
+                .await
+                .expect("operated");
+            assert!(matches!(answer, OperationAnswer::Done { .. }), "{answer:?}");
+        }
+    };
+    let capture = per_op(&s.meter, |i| {
+        operate(
+            OperationKind::Capture,
+            authorized[i as usize].clone(),
+            format!("capture-{i}"),
+        )
+    })
+    .await;
+    let capture_replay = per_op(&s.meter, |i| {
+        operate(
+            OperationKind::Capture,
+            authorized[i as usize].clone(),
+            format!("capture-{i}"),
+        )
+    })
+    .await;
+    let cancel = per_op(&s.meter, |i| {
+        operate(
+            OperationKind::Cancel,
+            authorized[(ROUNDS + i) as usize].clone(),
+            format!("cancel-{i}"),
+        )
+    })
+    .await;
+    let mut waiting = Vec::new();
+    for i in 0..ROUNDS {
+        let order = order(&s, "shopper").await;
+        let key = format!("action-{i}");
+        let answer = checkout_pay(&checkout, &s, &order, &key, Some(())).await;
+        assert!(
+            matches!(&answer, PayAnswer::Fresh(view) if view.status == payonce::domain::PaymentStatus::RequiresAction),
+            "{answer:?}"
+        );
+        waiting.push((order, key));
+    }
+    let action_replay = per_op(&s.meter, |i| {
+        let (checkout, s, (order, key)) = (&checkout, &s, &waiting[i as usize]);
+        async move {
+            let answer = checkout_pay(checkout, s, order, key, Some(())).await;
+            assert!(matches!(answer, PayAnswer::Replayed { .. }), "{answer:?}");
+        }
+    })
+    .await;
+
     json!({
+        "capture_first": capture,
+        "capture_replay": capture_replay,
+        "cancel_first": cancel,
+        "requires_action_replay": action_replay,
         "refund_first": refund_first,
         "refund_replay": refund_replay,
         "generic_first": generic_first,

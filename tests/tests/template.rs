@@ -432,37 +432,50 @@ fn the_template_routes_exactly_the_route_tables_api_routes_behind_their_access()
 }
 
 #[test]
-fn only_a_token_with_the_refund_scope_reaches_the_refund_function() {
+fn each_staff_scope_guards_its_own_route_of_the_refund_function() {
     // GIVEN the template's routes
     let t = template();
     let routes = routes(&t);
-    let scope = payonce::service::REFUND_OAUTH_SCOPE;
-    // THEN POST /payments/{payment_id}/refunds goes to the refund function, behind the JWT
-    // authorizer with the refund scope (API Gateway answers 403 to a token without it)
-    let (function, auth) = routes
-        .get(&(
-            "POST".to_owned(),
-            "/payments/{payment_id}/refunds".to_owned(),
-        ))
-        .expect("the refund route");
-    assert_eq!(function, "RefundFunction");
-    assert_eq!(
-        resources(&t)[function.as_str()]["Metadata"]["BuildProperties"]["Binary"],
-        "refund"
-    );
-    assert!(
-        auth["Authorizer"].is_null() || auth["Authorizer"] == "JwtAuthorizer",
-        "{auth}"
-    );
-    assert_eq!(
-        auth["AuthorizationScopes"],
-        serde_json::json!([scope]),
-        "exactly the refund scope"
-    );
-    // AND no other route asks for it (customers pay and read their payments without it), and
-    // no other route reaches the refund function
+    // THEN refunds and captures go to the refund function, behind the JWT authorizer with
+    // their own scope each (API Gateway answers 403 to a token without it); cancels too, with
+    // the owner's token alone (the function asks for the capture scope where it must)
+    let guarded = [
+        (
+            "/payments/{payment_id}/refunds",
+            Some(payonce::service::REFUND_OAUTH_SCOPE),
+        ),
+        (
+            "/payments/{payment_id}/capture",
+            Some(payonce::service::CAPTURE_OAUTH_SCOPE),
+        ),
+        ("/payments/{payment_id}/cancel", None),
+    ];
+    for (path, scope) in guarded {
+        let (function, auth) = routes
+            .get(&("POST".to_owned(), path.to_owned()))
+            .unwrap_or_else(|| panic!("the route {path}"));
+        assert_eq!(function, "RefundFunction", "{path}");
+        assert_eq!(
+            resources(&t)[function.as_str()]["Metadata"]["BuildProperties"]["Binary"],
+            "refund"
+        );
+        assert!(
+            auth["Authorizer"].is_null() || auth["Authorizer"] == "JwtAuthorizer",
+            "{path}: {auth}"
+        );
+        match scope {
+            Some(scope) => assert_eq!(
+                auth["AuthorizationScopes"],
+                serde_json::json!([scope]),
+                "{path}: exactly its scope"
+            ),
+            None => assert!(auth["AuthorizationScopes"].is_null(), "{path}: {auth}"),
+        }
+    }
+    // AND no other route asks for a scope (customers pay and read their payments without one),
+    // and no other route reaches the refund function
     for ((method, path), (function, auth)) in &routes {
-        if path == "/payments/{payment_id}/refunds" {
+        if guarded.iter().any(|(guarded, _)| guarded == path) {
             continue;
         }
         assert!(

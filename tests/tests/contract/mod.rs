@@ -254,10 +254,14 @@ async fn send(
     body: &Value,
 ) -> Reply {
     let route = route_of(operation);
-    let path = route
-        .path
-        .replace("{order_id}", &ids.order_id)
-        .replace("{payment_id}", &ids.payment_id);
+    let path = route.path.replace("{order_id}", &ids.order_id).replace(
+        "{payment_id}",
+        if operation == Operation::CapturePayment {
+            &ids.authorized_id
+        } else {
+            &ids.payment_id
+        },
+    );
     let headers = [("idempotency-key", key)];
     let event = match route.access {
         Access::BearerWithScope(_) => scoped_api_event(
@@ -284,10 +288,12 @@ async fn send(
 
 const USER: &str = "contract-user";
 
-/// The ids a body's operation needs to succeed: an unpaid order at version 1 and a paid payment.
+/// The ids a body's operation needs to succeed: an unpaid order at version 1, a paid payment
+/// and an authorized one.
 struct Ids {
     order_id: String,
     payment_id: String,
+    authorized_id: String,
 }
 
 impl Ids {
@@ -295,9 +301,13 @@ impl Ids {
         let payment_id = stack
             .paid_payment(USER, &format!("contract-paid-{round}"), "pm_card_visa")
             .await;
+        let authorized_id = stack
+            .authorized_payment(USER, &format!("contract-authorized-{round}"))
+            .await;
         Self {
             order_id: stack.create_order(USER).await,
             payment_id,
+            authorized_id,
         }
     }
 
@@ -330,7 +340,8 @@ async fn every_documented_body_field_is_accepted_and_an_undocumented_one_refused
             Operation::CreateOrder,
             Operation::ReviseOrder,
             Operation::CreatePayment,
-            Operation::CreateRefund
+            Operation::CreateRefund,
+            Operation::CapturePayment
         ],
         "the operations whose bodies the handlers parse into their own structs"
     );

@@ -6,6 +6,7 @@ mod charge;
 mod checkout;
 mod concurrency;
 mod limits;
+mod operations;
 mod orders;
 mod stale_reads;
 mod store_down;
