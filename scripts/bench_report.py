@@ -40,13 +40,17 @@ w("| operation | requests | target | capacity units | requests by API |")
 w("|---|---|---|---|---|")
 targets = {"generic_first": "2", "generic_replay": "1", "charge_first": "≤ 3", "charge_first_limited": "≤ 3", "charge_replay": "1",
            "generic_inflight_duplicate": "1", "webhook_apply": "1 txn + 1 read", "webhook_confirm": "", "reconcile_per_attempt": "",
-           "refund_first": "≤ 3", "refund_replay": "1"}
+           "refund_first": "≤ 3", "refund_replay": "1", "capture_first": "≤ 3", "capture_replay": "1",
+           "cancel_first": "≤ 3", "requires_action_replay": "1"}
 names = {"generic_first": "generic idempotency run (first)", "generic_replay": "generic run, replay",
          "generic_inflight_duplicate": "generic run, duplicate in flight", "charge_first": "first charge (POST /payments)",
          "charge_first_limited": "first charge, attempt limits on (as deployed)",
          "charge_replay": "charge replay", "webhook_apply": "webhook that settles a payment",
          "webhook_confirm": "webhook confirming a recorded payment", "reconcile_per_attempt": "reconcile, per stuck attempt",
-         "refund_first": "first refund (POST /payments/{id}/refunds)", "refund_replay": "refund replay"}
+         "refund_first": "first refund (POST /payments/{id}/refunds)", "refund_replay": "refund replay",
+         "capture_first": "capture of an authorization (POST /payments/{id}/capture)", "capture_replay": "capture replay",
+         "cancel_first": "cancel of an authorization (POST /payments/{id}/cancel)",
+         "requires_action_replay": "replay of a payment waiting for 3-D Secure"}
 for key, label in names.items():
     r = requests[key]
     apis = ", ".join(f"{k} {v['requests']:g}" for k, v in r.get("by_operation", {}).items())

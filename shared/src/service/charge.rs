@@ -327,7 +327,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     Decision::Mismatch => return Err(ChargeError::Mismatch),
                     Decision::Replay => {
                         let view = stored_view(&existing)?;
-                        if unsure(now.record_read) && view.status != PaymentStatus::Succeeded {
+                        if unsure(now.record_read) && !recent_read_answers(view.status) {
                             now = self
                                 .situation(&record_key, &request.order_id, Read::Latest)
                                 .await?;
@@ -784,6 +784,18 @@ struct Situation {
 /// before it is given (a recent read may miss the last moment's writes).
 fn unsure(read: Read) -> bool {
     read == Read::Recent && !crate::mutations::active(Mutation::TrustRecentReads)
+}
+
+/// Whether a replay may answer `status` from a recent read. `succeeded` is the top of the
+/// order, which nothing moves; `processing` and `requires_action` answer 202 ("not final, ask
+/// again"), which stays true of the moment the read saw, whatever came since: the client asks
+/// again and meets the move. Every other status is final to the client (`authorized` included,
+/// for the key manager), and a final answer is only given from a consistent read.
+fn recent_read_answers(status: PaymentStatus) -> bool {
+    matches!(
+        status,
+        PaymentStatus::Succeeded | PaymentStatus::Processing | PaymentStatus::RequiresAction
+    )
 }
 
 /// The order, if `user` may start paying `request.order_version` of it.

@@ -82,12 +82,28 @@ impl Lagged {
         order: &Order,
         payment_method: &str,
     ) -> Result<PayAnswer, ChargeError> {
+        self.pay_as(
+            key,
+            order,
+            payment_method,
+            payonce::domain::CaptureMethod::Automatic,
+        )
+        .await
+    }
+
+    async fn pay_as(
+        &self,
+        key: &str,
+        order: &Order,
+        payment_method: &str,
+        capture: payonce::domain::CaptureMethod,
+    ) -> Result<PayAnswer, ChargeError> {
         let request = PayRequest {
             order_id: order.order_id.clone(),
             order_version: order.version,
             payment_method: payment_method.into(),
             return_url: None,
-            capture: payonce::domain::CaptureMethod::Automatic,
+            capture,
         };
         let deadline_ms = self.clock.now_ms() + 20_000;
         self.charge
@@ -288,6 +304,52 @@ async fn a_replay_of_an_answer_that_moved_a_moment_ago_answers_as_it_is_now() {
         "{replay:?}"
     );
     assert_eq!(h.psp.charges().len(), 1);
+}
+
+#[tokio::test]
+async fn a_replay_of_an_authorization_captured_a_moment_ago_is_not_answered_authorized() {
+    let h = Lagged::start(Duration::from_secs(10)).await;
+    // GIVEN a payment authorized a minute ago
+    let order = h.create_order().await;
+    let manual = payonce::domain::CaptureMethod::Manual;
+    let authorized = h.pay_as("key-auth", &order, "pm_card_visa", manual).await;
+    assert!(
+        matches!(&authorized, Ok(PayAnswer::Fresh(v)) if v.status == PaymentStatus::Authorized),
+        "{authorized:?}"
+    );
+    let payment_id = view(&authorized).payment_id.clone();
+    h.clock.advance(Duration::from_secs(60));
+    // AND captured a moment ago (the capture's webhook), which recent reads still miss
+    let stored = h.store.get_payment(&payment_id).await.unwrap().unwrap();
+    let captured = Settlement::Captured {
+        provider_payment_id: stored.provider_payment_id.clone().unwrap(),
+        amount_captured: 3000,
+    };
+    let applied = apply_event(&h.store, &payment_id, &captured, &mark("evt_cap"), None)
+        .await
+        .unwrap();
+    assert!(matches!(&applied, EventApplied::Moved(_)), "{applied:?}");
+    let recent = h
+        .store
+        .read_payment(&payment_id, Read::Recent)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        recent.status,
+        PaymentStatus::Authorized,
+        "the recent read is stale"
+    );
+
+    // WHEN the key comes again
+    let replay = h.pay_as("key-auth", &order, "pm_card_visa", manual).await;
+
+    // THEN it answers succeeded, read consistently: `authorized` is final to the key manager,
+    // and a final answer is never taken from a recent read
+    assert!(
+        matches!(&replay, Ok(PayAnswer::Replayed { view, .. }) if view.status == PaymentStatus::Succeeded),
+        "{replay:?}"
+    );
 }
 
 #[tokio::test]
