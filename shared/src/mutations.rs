@@ -36,12 +36,18 @@ pub enum Mutation {
     /// A single-item write refused because its own earlier try (whose answer was lost) already
     /// applied it counts as refused.
     LostAnswerIsARefusal,
+    /// A capture or cancel is sent under a key derived from the client's `Idempotency-Key`, not
+    /// from the payment alone.
+    OperationUnderClientKey,
+    /// A cancel whose answer is unknown counts as confirmed: the payment is canceled and its
+    /// order released.
+    ReleaseOnUnknownCancel,
 }
 
 #[cfg(feature = "faults")]
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 11] = [
+    pub const ALL: [Mutation; 13] = [
         Self::ReleaseOnAnyNotSent,
         Self::FenceWithConfirmOnlyParameter,
         Self::RefusalIsUnknown,
@@ -53,6 +59,8 @@ impl Mutation {
         Self::OneReconcileAtATime,
         Self::ReconcileFinishLeavesOrder,
         Self::LostAnswerIsARefusal,
+        Self::OperationUnderClientKey,
+        Self::ReleaseOnUnknownCancel,
     ];
 
     /// The name used on the command line.
@@ -69,6 +77,8 @@ impl Mutation {
             Self::OneReconcileAtATime => "one-reconcile-at-a-time",
             Self::ReconcileFinishLeavesOrder => "reconcile-finish-leaves-order",
             Self::LostAnswerIsARefusal => "lost-answer-is-a-refusal",
+            Self::OperationUnderClientKey => "operation-under-client-key",
+            Self::ReleaseOnUnknownCancel => "release-on-unknown-cancel",
         }
     }
 

@@ -2,14 +2,16 @@
 //! staff who refund what they paid, each request through a real function's HTTP handler; and
 //! how an actor reads an answer. They reach the system through [`System`] only.
 
-use crate::check::{Answer, RefundAsked, Refunded};
+use crate::check::{Answer, Operated, OperationAsked, RefundAsked, Refunded};
 use crate::face;
 use crate::faults::{invoke, invoke_as, Finished};
 use crate::system::{lock, System};
 use crate::world::World;
 use payonce::clock::Clock;
 use payonce::config::PspKind;
-use payonce::domain::{Currency, LineItem, PaymentStatus, RefundStatus};
+use payonce::domain::{
+    CaptureMethod, Currency, LineItem, OperationKind, PaymentStatus, RefundStatus,
+};
 use payonce::idempotency::IdempotencyKey;
 use payonce::service::{Created, PayRequest};
 use std::sync::Arc;
@@ -35,6 +37,27 @@ const TOKENS: &[(&str, u32)] = &[
     ("pm_card_refundFail", 3),
     ("pm_fake_refund_pending", 3),
 ];
+
+/// The origin of the shop's checkout, where the PSP sends a customer back after 3-D Secure.
+pub(crate) const CHECKOUT_ORIGIN: &str = "https://shop.example";
+
+/// How a shopper checks out: at once, with a card that asks for 3-D Secure (with or without a
+/// page to come back to), or authorized now for staff to capture later. Only Stripe's flows ask
+/// for either.
+fn pick_flow(world: &World, psp: PspKind, request: &mut PayRequest) {
+    if psp != PspKind::Stripe {
+        return;
+    }
+    let draw = world.u64(0..100);
+    if draw < 10 {
+        request.payment_method = "pm_card_threeDSecure2Required".to_owned();
+        if world.chance(0.85) {
+            request.return_url = Some(format!("{CHECKOUT_ORIGIN}/checkout/return"));
+        }
+    } else if draw < 22 {
+        request.capture = CaptureMethod::Manual;
+    }
+}
 
 fn pick_token(world: &World) -> String {
     let total: u32 = TOKENS.iter().map(|(_, w)| w).sum();
@@ -102,8 +125,9 @@ pub(crate) async fn shopper(system: Arc<System>, index: u32) {
         order_version: order.version,
         payment_method: pick_token(&world),
         return_url: None,
-        capture: payonce::domain::CaptureMethod::Automatic,
+        capture: CaptureMethod::Automatic,
     };
+    pick_flow(&world, system.psp, &mut request);
     let mut key = new_key();
     let mut earlier: Vec<(String, PayRequest)> = Vec::new();
     for _ in 0..14 {
@@ -165,6 +189,24 @@ async fn react(
             false
         }
         Answer::OrderPaid => false,
+        Answer::Action(payment_id, intent) => {
+            customer_action(
+                system,
+                world,
+                user,
+                &payment_id,
+                &intent,
+                request,
+                key,
+                &mut switch,
+            )
+            .await
+        }
+        Answer::Authorized(payment_id) => {
+            let staff = format!("staff-{user}");
+            staff_operations(system, world, &staff, &payment_id).await;
+            false
+        }
         Answer::Failed(_) => {
             if !world.chance(0.7) {
                 return false;
@@ -243,6 +285,208 @@ async fn react(
         }
         Answer::Wrong(_) => false,
     }
+}
+
+/// The customer at the PSP's 3-D Secure page: completes it (now, or back late, past the
+/// hour the action stays open), fails it, cancels the payment from the checkout to use another
+/// card, or leaves. After acting they land on the return page, which asks again with the same
+/// key; true while the shopper goes on.
+#[allow(clippy::too_many_arguments)]
+async fn customer_action(
+    system: &System,
+    world: &World,
+    user: &str,
+    payment_id: &str,
+    intent: &str,
+    request: &mut PayRequest,
+    key: &mut String,
+    switch: &mut impl FnMut(&mut PayRequest, &mut String, PayRequest),
+) -> bool {
+    let draw = world.u64(0..100);
+    let act = |result: &'static str| {
+        let form = format!("result={result}");
+        let page = system
+            .model
+            .action_page(intent, Some(form.as_bytes()), world.clock().now_ms());
+        world.trace(format!(
+            "customer {user} answers {result} on the page of {intent} -> {}",
+            page.status
+        ));
+        system.outbox.push(page.events);
+    };
+    if draw < 55 {
+        let wait = if world.chance(0.2) {
+            world.millis(3_000_000, 5_400_000)
+        } else {
+            world.millis(2_000, 300_000)
+        };
+        tokio::time::sleep(wait).await;
+        act("complete");
+        true
+    } else if draw < 70 {
+        tokio::time::sleep(world.millis(2_000, 300_000)).await;
+        act("fail");
+        true
+    } else if draw < 88 {
+        // Back at the checkout: cancel this one, then pay with another card (a new key).
+        tokio::time::sleep(world.millis(5_000, 900_000)).await;
+        let asked = OperationAsked {
+            kind: OperationKind::Cancel,
+            who: user.to_owned(),
+            key: format!("cancel-{payment_id}"),
+            payment_id: payment_id.to_owned(),
+            amount: None,
+        };
+        operate_until_final(system, world, &asked, &[]).await;
+        let mut next = request.clone();
+        next.payment_method = "pm_card_visa".to_owned();
+        next.return_url = None;
+        switch(request, key, next);
+        true
+    } else {
+        // Gone: reconcile cancels the action once its hour is up.
+        false
+    }
+}
+
+/// Staff act on an authorized payment: capture it (all, or part), two of them at once with
+/// two keys, cancel it, cancel and capture at once, or leave it to lapse; a captured one is
+/// then refunded now and then.
+async fn staff_operations(system: &System, world: &World, staff: &str, payment_id: &str) {
+    tokio::time::sleep(world.millis(0, 1_800_000)).await;
+    let capture = |who: &str, n: u32, world: &World| OperationAsked {
+        kind: OperationKind::Capture,
+        who: who.to_owned(),
+        key: format!("capture-{payment_id}-{n}"),
+        payment_id: payment_id.to_owned(),
+        amount: world
+            .chance(0.4)
+            .then(|| 1 + i64::try_from(world.u64(0..2_000)).unwrap_or(0)),
+    };
+    let cancel = |who: &str| OperationAsked {
+        kind: OperationKind::Cancel,
+        who: who.to_owned(),
+        key: format!("cancel-{payment_id}"),
+        payment_id: payment_id.to_owned(),
+        amount: None,
+    };
+    let other = format!("{staff}-b");
+    let draw = world.u64(0..100);
+    let captured = if draw < 50 {
+        operate_until_final(system, world, &capture(staff, 1, world), STAFF_SCOPES).await
+    } else if draw < 68 {
+        let (first, second) = (capture(staff, 1, world), capture(&other, 2, world));
+        let lag = world.millis(0, 2_000);
+        let (a, b) = tokio::join!(
+            operate_until_final(system, world, &first, STAFF_SCOPES),
+            async {
+                tokio::time::sleep(lag).await;
+                operate_until_final(system, world, &second, STAFF_SCOPES).await
+            },
+        );
+        a || b
+    } else if draw < 82 {
+        operate_until_final(system, world, &cancel(staff), STAFF_SCOPES).await;
+        false
+    } else if draw < 90 {
+        let (first, second) = (cancel(staff), capture(&other, 1, world));
+        let (_, b) = tokio::join!(
+            operate_until_final(system, world, &first, STAFF_SCOPES),
+            operate_until_final(system, world, &second, STAFF_SCOPES),
+        );
+        b
+    } else {
+        // Nobody captures: the authorization lapses at the PSP.
+        false
+    };
+    if captured && world.chance(0.5) {
+        staff_refunds(system, world, staff, payment_id).await;
+    }
+}
+
+/// The scopes of the back office's token.
+const STAFF_SCOPES: &[&str] = &["payments:capture", "payments:refund"];
+
+/// Sends one capture or cancel until it gets a final answer (or gives up), retrying its key on
+/// 202, 409 in use, 503 and a dead invocation; double-clicks now and then. Whether it captured.
+async fn operate_until_final(
+    system: &System,
+    world: &World,
+    asked: &OperationAsked,
+    scopes: &[&str],
+) -> bool {
+    for _ in 0..10 {
+        let twin = async {
+            if world.chance(0.15) {
+                let answer = operate(system, asked, scopes).await;
+                lock(&system.observed)
+                    .operations
+                    .push((asked.clone(), answer));
+            }
+        };
+        let (answer, ()) = tokio::join!(operate(system, asked, scopes), twin);
+        lock(&system.observed)
+            .operations
+            .push((asked.clone(), answer.clone()));
+        match answer {
+            Operated::Done(_) => return asked.kind == OperationKind::Capture,
+            Operated::Pending
+            | Operated::InUse
+            | Operated::Unavailable
+            | Operated::ServerError(_)
+            | Operated::Died => tokio::time::sleep(world.millis(1_000, 60_000)).await,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// One POST /payments/{id}/capture or /cancel through the refund function's real handler,
+/// killed at its deadline.
+async fn operate(system: &System, asked: &OperationAsked, scopes: &[&str]) -> Operated {
+    let body = match asked.amount {
+        Some(amount) => serde_json::json!({ "amount": amount }).to_string(),
+        None => String::new(),
+    };
+    let path = format!("/payments/{}/{}", asked.payment_id, asked.kind.as_str());
+    let id = payonce::ids::new_uuid().simple().to_string();
+    lock(&system.observed).sending(asked.kind.as_str(), &asked.who, &asked.key, &id);
+    let event = api_event_at(&path, &id, &asked.who, &asked.key, &body, scopes);
+    let answered = invoke(
+        &system.world,
+        CHARGE_TIMEOUT,
+        payonce_refund::handler::handle(&system.refunds, &system.operations, event),
+    )
+    .await;
+    let answer = match answered {
+        None => Operated::Died,
+        Some(response) => {
+            let status = response.status().as_u16();
+            let json: serde_json::Value =
+                serde_json::from_slice(response.body().as_ref()).unwrap_or_default();
+            check_instance(
+                system,
+                asked.kind.as_str(),
+                &asked.who,
+                &asked.key,
+                &id,
+                &response,
+                &json,
+            );
+            Operated::classify(status, &json)
+        }
+    };
+    system.world.trace(format!(
+        "{} {} {} {} -> {answer:?}",
+        asked.kind.as_str(),
+        asked.who,
+        asked.key,
+        asked.payment_id
+    ));
+    if let Operated::ServerError(problem) = &answer {
+        not_503(system, asked.kind.as_str(), &asked.who, &asked.key, problem);
+    }
+    answer
 }
 
 /// Staff refund a payment: once, in full or in part, or twice at once with different keys
@@ -391,11 +635,17 @@ pub(crate) async fn refund(
 /// One POST /payments through the charge function's real HTTP handler (the API Gateway event
 /// in, the status and problem+json out), killed at its deadline.
 pub(crate) async fn pay(system: &System, user: &str, key: &str, request: &PayRequest) -> Answer {
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "order_id": request.order_id,
         "order_version": request.order_version,
         "payment_method": request.payment_method,
     });
+    if let Some(url) = &request.return_url {
+        body["return_url"] = serde_json::json!(url);
+    }
+    if request.capture == CaptureMethod::Manual {
+        body["capture"] = serde_json::json!("manual");
+    }
     let id = payonce::ids::new_uuid().simple().to_string();
     lock(&system.observed).sending("pay", user, key, &id);
     let event = api_event_at("/payments", &id, user, key, &body.to_string(), &[]);
@@ -432,7 +682,9 @@ pub(crate) async fn pay(system: &System, user: &str, key: &str, request: &PayReq
             (Answer::ServerError(problem), _) if problem.ends_with("/service-unavailable") => true,
             (Answer::Succeeded(id), PaymentStatus::Succeeded)
             | (Answer::Failed(id), PaymentStatus::Failed)
-            | (Answer::Pending(id), PaymentStatus::Processing) => *id == payment_id,
+            | (Answer::Pending(id), PaymentStatus::Processing)
+            | (Answer::Action(id, _), PaymentStatus::RequiresAction)
+            | (Answer::Authorized(id), PaymentStatus::Authorized) => *id == payment_id,
             _ => false,
         };
         if !agrees {
@@ -482,6 +734,14 @@ fn classify(status: u16, json: &serde_json::Value) -> Answer {
     match (status, payment_id) {
         (201, Some(id)) if json["status"] == "succeeded" => Answer::Succeeded(id),
         (202, Some(id)) if json["status"] == "processing" => Answer::Pending(id),
+        (202, Some(id)) if json["status"] == "requires_action" => {
+            let intent = json["provider_payment_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            Answer::Action(id, intent)
+        }
+        (201, Some(id)) if json["status"] == "authorized" => Answer::Authorized(id),
         (402, Some(id))
             if is("card-declined")
                 || is("payment-method-rejected")
@@ -494,7 +754,9 @@ fn classify(status: u16, json: &serde_json::Value) -> Answer {
         (503, _) if is("psp-unavailable") => Answer::Unavailable,
         (409, _) if is("idempotency-key-in-use") => Answer::InUse,
         (429, _) if is("too-many-attempts") => Answer::Limited,
-        (409, _) if is("payment-in-progress") => Answer::OrderBusy,
+        (409, _) if is("payment-in-progress") || is("order-already-authorized") => {
+            Answer::OrderBusy
+        }
         (409, _) if is("order-already-paid") => Answer::OrderPaid,
         (409, _) if is("order-version-mismatch") => {
             Answer::Stale(json["current_version"].as_i64().unwrap_or(0))

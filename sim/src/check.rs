@@ -22,13 +22,19 @@ pub enum Answer {
     Failed(String),
     /// 202: still processing.
     Pending(String),
+    /// 202 `requires_action`: the customer must authenticate at the PSP (the payment, the
+    /// PSP's id of it).
+    Action(String, String),
+    /// 201 `authorized`: held for staff to capture (final for the key manager).
+    Authorized(String),
     /// 503: the PSP was not reached; nothing was charged.
     Unavailable,
     /// 409 key in use.
     InUse,
     /// 429 over the attempt limits (card testing): nothing was claimed or sent.
     Limited,
-    /// 409 another attempt holds the order.
+    /// 409 another attempt holds the order (processing, waiting for its customer, or
+    /// authorized).
     OrderBusy,
     /// 409 the order is paid.
     OrderPaid,
@@ -47,7 +53,11 @@ impl Answer {
     pub fn names_attempt(&self) -> bool {
         matches!(
             self,
-            Self::Succeeded(_) | Self::Failed(_) | Self::Pending(_)
+            Self::Succeeded(_)
+                | Self::Failed(_)
+                | Self::Pending(_)
+                | Self::Action(..)
+                | Self::Authorized(_)
         )
     }
 
@@ -57,6 +67,68 @@ impl Answer {
             Self::Succeeded(id) => Some((id, true)),
             Self::Failed(id) => Some((id, false)),
             _ => None,
+        }
+    }
+}
+
+/// A capture or cancel one staff member (or a shopper) asked for, and what they were told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperationAsked {
+    /// `capture` or `cancel`.
+    pub kind: payonce::domain::OperationKind,
+    /// Who asked.
+    pub who: String,
+    /// The key.
+    pub key: String,
+    /// The payment.
+    pub payment_id: String,
+    /// A capture's amount, if one was asked.
+    pub amount: Option<i64>,
+}
+
+/// What a capture or cancel was told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Operated {
+    /// 201 captured this much (or 200 canceled, `None`).
+    Done(Option<i64>),
+    /// 202: the PSP's answer is unknown.
+    Pending,
+    /// 402 `capture-failed`.
+    CaptureFailed,
+    /// 409 `payment-not-capturable`, `payment-not-cancelable`, `capture-exceeds-authorized`.
+    Refused,
+    /// 409 key in use.
+    InUse,
+    /// 503: nothing was done.
+    Unavailable,
+    /// 5xx from the store.
+    ServerError(String),
+    /// The invocation died.
+    Died,
+    /// Anything else.
+    Wrong(String),
+}
+
+impl Operated {
+    /// Reads an answer.
+    pub fn classify(status: u16, json: &serde_json::Value) -> Self {
+        let problem = json["type"].as_str().unwrap_or_default();
+        let is = |slug: &str| problem.ends_with(&format!("/{slug}"));
+        match status {
+            201 if json["status"] == "succeeded" => Self::Done(json["amount_captured"].as_i64()),
+            200 if json["status"] == "canceled" => Self::Done(None),
+            202 => Self::Pending,
+            402 if is("capture-failed") => Self::CaptureFailed,
+            409 if is("payment-not-capturable")
+                || is("payment-not-cancelable")
+                || is("capture-exceeds-authorized") =>
+            {
+                Self::Refused
+            }
+            409 if is("idempotency-key-in-use") => Self::InUse,
+            503 if is("psp-unavailable") => Self::Unavailable,
+            500..=599 => Self::ServerError(format!("{status} {problem}")),
+            _ => Self::Wrong(format!("{status} {json}")),
         }
     }
 }
@@ -181,6 +253,8 @@ pub struct Observed {
     /// Problems whose `instance` broke the rule (a fresh one names its own request, a replayed
     /// one the key's original request, the same every time).
     pub wrong_instances: Vec<String>,
+    /// Every capture and cancel answered, in order.
+    pub operations: Vec<(OperationAsked, Operated)>,
 }
 
 impl Observed {
@@ -362,7 +436,8 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
             }
         }
     }
-    violations.extend(check_refunds(inner, &begun, &our_refunds, psp_refunds).await);
+    violations.extend(check_refunds(inner, &begun, &our_refunds, psp_refunds, ledger).await);
+    violations.extend(check_operations(observed, ledger));
     if !refunds_supported(settled.psp) {
         violations.extend(check_no_refunds(observed, &our_refunds, psp_refunds));
     }
@@ -522,8 +597,8 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
                     ));
                     continue;
                 }
-                // Nothing captured at the PSP.
-                PaymentStatus::Canceled => psp != "succeeded",
+                // Nothing captured at the PSP, nor can be: the PSP canceled it (or never ran it).
+                PaymentStatus::Canceled => matches!(psp, "canceled" | "failed" | "none"),
                 PaymentStatus::Succeeded => psp == "succeeded",
                 PaymentStatus::Failed => match payment.failure.as_ref().map(|f| f.kind) {
                     // A decline leaves the charge failed (Stripe: back to
@@ -583,6 +658,10 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
                     ));
                 }
             }
+            Some(Answer::Action(id, _) | Answer::Authorized(id)) => violations.push(format!(
+                "invariant 3: key {user}/{key} still answers {:?} for {id} after settling",
+                history.settled
+            )),
             Some(Answer::Pending(id)) if left_to_operator.contains(id) => {}
             Some(Answer::Pending(id)) => violations.push(format!(
                 "invariant 3: key {user}/{key} still answers processing for {id} after settling"
@@ -752,6 +831,7 @@ async fn check_refunds(
     begun: &[payonce::domain::Payment],
     ours: &BTreeMap<String, Refund>,
     psp_refunds: &[FakeRefund],
+    ledger: &[FakeCharge],
 ) -> Vec<String> {
     let mut violations = Vec::new();
     // 2. Every PSP refund belongs to exactly one refund of ours.
@@ -810,16 +890,94 @@ async fn check_refunds(
             .filter(|r| r.outcome == "succeeded")
             .map(|r| r.amount)
             .sum();
-        if psp_refunded > stored.amount {
+        // What the PSP captured of it (the whole amount of an automatic capture).
+        let captured: i64 = ledger
+            .iter()
+            .filter(|c| c.payment_id.as_deref() == Some(payment.payment_id.as_str()))
+            .filter_map(|c| c.amount_captured)
+            .sum();
+        if psp_refunded > captured {
             violations.push(format!(
-                "invariant 1: payment {} was refunded {psp_refunded} of {}",
-                stored.payment_id, stored.amount
+                "invariant 1: payment {} was refunded {psp_refunded} of the {captured} captured",
+                stored.payment_id
             ));
         }
         if stored.amount_refunded != psp_refunded || stored.refund_pending != 0 {
             violations.push(format!(
                 "invariant 1: payment {} shows refunded {} and pending {} but the PSP refunded {psp_refunded}",
                 stored.payment_id, stored.amount_refunded, stored.refund_pending
+            ));
+        }
+    }
+    violations
+}
+
+/// 6. Captures and cancels: at the PSP, at most one capture per charge and never more than it
+/// authorized, each under the key derived from the payment (a cancel with a key, too); and every
+/// capture or cancel answered done is what the PSP holds.
+fn check_operations(observed: &Observed, ledger: &[FakeCharge]) -> Vec<String> {
+    use payonce::domain::OperationKind;
+    let mut violations = Vec::new();
+    for charge in ledger {
+        let Some(payment_id) = charge.payment_id.as_deref() else {
+            continue;
+        };
+        if charge.captures.len() > 1 {
+            violations.push(format!(
+                "invariant 6: payment {payment_id} was captured {} times at the PSP: {:?}",
+                charge.captures.len(),
+                charge.captures
+            ));
+        }
+        let captured: i64 = charge.captures.iter().map(|c| c.amount).sum();
+        if captured > charge.amount {
+            violations.push(format!(
+                "invariant 6: payment {payment_id} was captured {captured} of the {} authorized",
+                charge.amount
+            ));
+        }
+        let capture_key = OperationKind::Capture.psp_key(payment_id);
+        let cancel_key = OperationKind::Cancel.psp_key(payment_id);
+        for capture in &charge.captures {
+            if capture.idempotency_key.as_deref() != Some(capture_key.as_str()) {
+                violations.push(format!(
+                    "invariant 6: payment {payment_id} was captured under {:?}, not {capture_key}",
+                    capture.idempotency_key
+                ));
+            }
+        }
+        for cancel in &charge.cancels {
+            if let Some(key) = &cancel.idempotency_key {
+                if *key != cancel_key {
+                    violations.push(format!(
+                        "invariant 6: payment {payment_id} was canceled under {key}, not {cancel_key}"
+                    ));
+                }
+            }
+        }
+    }
+    for (asked, answer) in &observed.operations {
+        let charge = ledger
+            .iter()
+            .find(|c| c.payment_id.as_deref() == Some(asked.payment_id.as_str()));
+        let agrees = match (asked.kind, answer) {
+            (OperationKind::Capture, Operated::Done(amount)) => charge.is_some_and(|c| {
+                c.outcome == "succeeded" && amount.is_none_or(|a| c.amount_captured == Some(a))
+            }),
+            (OperationKind::Cancel, Operated::Done(_)) => {
+                charge.is_some_and(|c| c.outcome == "canceled")
+            }
+            (_, Operated::Wrong(_)) => false,
+            _ => true,
+        };
+        if !agrees {
+            violations.push(format!(
+                "invariant 6: {} {}/{} of {} was answered {answer:?}, but the PSP holds {:?}",
+                asked.kind.as_str(),
+                asked.who,
+                asked.key,
+                asked.payment_id,
+                charge.map(|c| (&c.outcome, c.amount_captured))
             ));
         }
     }

@@ -40,6 +40,10 @@ const STALE_WINDOW: Duration = Duration::from_secs(2);
 /// How long the system is given to settle once the faults stop (the liveness bound).
 pub const SETTLE_FOR: Duration = Duration::from_secs(6 * 3600);
 
+/// How long the PSP model holds an authorization before it lapses: well within a run, and
+/// within [`SETTLE_FOR`].
+const AUTHORIZATION_LAPSES_AFTER: Duration = Duration::from_secs(2 * 3600);
+
 /// What a run came to.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -122,6 +126,8 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
             twoc2p_merchant_id: TWOC2P_MERCHANT_ID.to_owned(),
             search_lag_max: lag,
             minimum_overrides,
+            // Authorizations lapse within the run (Stripe's are 7 days), so that some do.
+            authorization_expires_after: AUTHORIZATION_LAPSES_AFTER,
             ..ModelConfig::default()
         },
         schedule.seed,
@@ -138,8 +144,15 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
         outbox,
         enqueued: tokio::sync::Notify::new(),
         // With the attempt limits a deployment runs, counted in the shared embedded records.
-        charge: ChargeService::new(store.clone(), adapter(), ChargeConfig::default())
-            .with_attempt_limits(AttemptLimiter::new(AttemptLimits::default())),
+        charge: ChargeService::new(
+            store.clone(),
+            adapter(),
+            ChargeConfig {
+                checkout_origins: vec![crate::actors::CHECKOUT_ORIGIN.to_owned()],
+                ..ChargeConfig::default()
+            },
+        )
+        .with_attempt_limits(AttemptLimiter::new(AttemptLimits::default())),
         refunds: RefundService::new(store.clone(), adapter(), RefundConfig::default()),
         operations: OperationService::new(store.clone(), adapter(), OperationConfig::default()),
         orders: OrderService::new(

@@ -256,10 +256,26 @@ pub enum PspLookup {
         /// What the PSP says the declined charge was for, where its answer says it.
         amount: Option<CheckedAmount>,
     },
-    /// Exists but not final yet (`processing`, `requires_action`, `requires_capture`...).
+    /// Exists but not final yet (`processing`, an action no browser can follow...).
     Pending {
         /// The PSP's id.
         provider_payment_id: String,
+    },
+    /// Waits for the customer to act at `redirect_url` (3-D Secure).
+    ActionRequired {
+        /// The PSP's id.
+        provider_payment_id: String,
+        /// Where to send the customer.
+        redirect_url: String,
+    },
+    /// Authorized, not captured (a manual-capture payment).
+    Authorized {
+        /// The PSP's id.
+        provider_payment_id: String,
+        /// What may be captured, minor units.
+        amount_capturable: i64,
+        /// When the authorization lapses (epoch milliseconds), if the PSP said.
+        capture_before_ms: Option<i64>,
     },
     /// Cancelled without a charge: nothing can ever be charged under the attempt's key.
     Canceled {
@@ -269,11 +285,28 @@ pub enum PspLookup {
 }
 
 impl PspLookup {
+    /// How strong the word is, when more than one charge carries our payment id: succeeded,
+    /// then open (it may still charge: pending, waiting for the customer, authorized), then
+    /// declined, then canceled, then nothing.
+    pub fn strength(&self) -> u8 {
+        match self {
+            Self::Succeeded { .. } => 4,
+            Self::Pending { .. } | Self::ActionRequired { .. } | Self::Authorized { .. } => 3,
+            Self::Declined { .. } => 2,
+            Self::Canceled { .. } => 1,
+            Self::NotFound => 0,
+        }
+    }
+
     /// What the PSP says the charge it found was for, where it says it.
     pub fn amount(&self) -> Option<&CheckedAmount> {
         match self {
             Self::Succeeded { amount, .. } | Self::Declined { amount, .. } => amount.as_ref(),
-            Self::NotFound | Self::Pending { .. } | Self::Canceled { .. } => None,
+            Self::NotFound
+            | Self::Pending { .. }
+            | Self::ActionRequired { .. }
+            | Self::Authorized { .. }
+            | Self::Canceled { .. } => None,
         }
     }
 }

@@ -234,14 +234,13 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
                             ResumeOutcome::Resumed => {
                                 return self.resend(read, &record_key, &lease, deadline_ms).await
                             }
-                            ResumeOutcome::KeyMoved(now) => {
-                                record = now;
-                                if record.is_none() {
-                                    (record, payment) = self
-                                        .store
-                                        .load_for_operation(&record_key, &command.payment_id)
-                                        .await?;
-                                }
+                            ResumeOutcome::KeyMoved(_) => {
+                                // Another request moved the key: its record and the payment as
+                                // they are now (a replay answers with the payment's present).
+                                (record, payment) = self
+                                    .store
+                                    .load_for_operation(&record_key, &command.payment_id)
+                                    .await?;
                                 continue;
                             }
                             ResumeOutcome::OrderChanged(_) | ResumeOutcome::LeaseHeld { .. } => {
@@ -308,7 +307,15 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
                         .send(&claimed, &record_key, &lease, deadline_ms, false)
                         .await;
                 }
-                Ok(BeginOperationOutcome::KeyTaken(existing)) => record = Some(existing),
+                // A request with this very key claimed it since the load: read both again, so a
+                // replay answers with the payment as it is now, not as this request first read
+                // it (found by the simulation: a double click stalled before its claim).
+                Ok(BeginOperationOutcome::KeyTaken(_)) => {
+                    (record, payment) = self
+                        .store
+                        .load_for_operation(&record_key, &command.payment_id)
+                        .await?;
+                }
                 Ok(BeginOperationOutcome::PaymentChanged(now)) => payment = now.map(|p| *p),
                 Err(StoreError::Conflict { .. }) => {
                     (record, payment) = self
@@ -375,8 +382,11 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
             // says is the operation's answer.
             return self.finish(payment, None, record_key, lease, kind).await;
         }
-        let request = OperationRequest::for_operation(payment, &operation)
+        let mut request = OperationRequest::for_operation(payment, &operation)
             .ok_or_else(|| vanished(&payment.payment_id))?;
+        if crate::mutations::active(crate::mutations::Mutation::OperationUnderClientKey) {
+            request.idempotency_key = format!("payonce-{}-{}", kind.as_str(), record_key.as_str());
+        }
         let left_ms =
             deadline_ms - self.store.operation_now_ms() - duration_ms(self.config.deadline_reserve);
         let timeout = self
@@ -412,6 +422,19 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
                 Ok(OperationAnswer::PspUnavailable {
                     retry_after: Duration::from_secs(1),
                 })
+            }
+            OperationOutcome::Unknown { .. }
+                if kind == OperationKind::Cancel
+                    && crate::mutations::active(
+                        crate::mutations::Mutation::ReleaseOnUnknownCancel,
+                    ) =>
+            {
+                let settlement = Settlement::Canceled {
+                    provider_payment_id: payment.provider_payment_id.clone(),
+                    reason: crate::domain::CancellationReason::Requested,
+                };
+                self.finish(payment, Some(settlement), record_key, lease, kind)
+                    .await
             }
             OperationOutcome::NotSent { reason } | OperationOutcome::Unknown { reason } => {
                 // An earlier call under the key may be running at the PSP: the operation stays

@@ -332,7 +332,9 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
         if untrusted_amount(&payment, &lookup) {
             return Ok(Reconciled::Pending);
         }
-        let settlement = match settlement_of(lookup.clone()) {
+        // An action found open was opened when the attempt was created (its answer lost).
+        let action_expires_at_ms = payment.created_at_ms + duration_ms(self.config.action_timeout);
+        let settlement = match settlement_of(lookup.clone(), action_expires_at_ms) {
             Some(settlement) if untrusted_payment(&payment, &settlement) => {
                 return Ok(Reconciled::Pending);
             }
@@ -474,8 +476,14 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
                     CancellationReason::Abandoned
                 },
             }),
-            other => settlement_of(other),
+            other => settlement_of(
+                other,
+                payment.created_at_ms + duration_ms(self.config.action_timeout),
+            ),
         };
+        // Word that moves nothing (the action still open, the authorization still held) is as
+        // good as none: the bounds below still apply.
+        let settlement = settlement.filter(|s| transition(payment, s) != Transition::Unchanged);
         let settlement = match settlement {
             Some(settlement) => settlement,
             None if authorized => {

@@ -49,9 +49,29 @@ pub async fn apply_settlement<S: ChargeStore + ?Sized>(
     })
 }
 
-/// The settlement a PSP lookup implies, if any (a pending or unknown charge implies none).
-pub fn settlement_of(lookup: PspLookup) -> Option<Settlement> {
+/// The settlement a PSP lookup implies, if any (a pending or unknown charge implies none). An
+/// action the lookup finds open stays open until `action_expires_at_ms`.
+pub fn settlement_of(lookup: PspLookup, action_expires_at_ms: i64) -> Option<Settlement> {
     match lookup {
+        PspLookup::ActionRequired {
+            provider_payment_id,
+            redirect_url,
+        } => Some(Settlement::ActionRequired {
+            provider_payment_id,
+            next_action: crate::domain::NextAction {
+                url: redirect_url,
+                expires_at_ms: action_expires_at_ms,
+            },
+        }),
+        PspLookup::Authorized {
+            provider_payment_id,
+            amount_capturable,
+            capture_before_ms,
+        } => Some(Settlement::Authorized {
+            provider_payment_id,
+            amount_capturable,
+            capture_before_ms,
+        }),
         PspLookup::Succeeded {
             provider_payment_id,
             ..

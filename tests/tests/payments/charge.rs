@@ -179,7 +179,7 @@ async fn lost_response_is_answered_202_then_the_settled_payment_replays_201() {
     let lookup = payonce::ports::Psp::lookup(stack.charge.psp(), &payment_id)
         .await
         .unwrap();
-    let settlement = payonce::service::settlement_of(lookup).expect("the PSP knows the charge");
+    let settlement = payonce::service::settlement_of(lookup, 0).expect("the PSP knows the charge");
     payonce::service::apply_settlement(stack.charge.store(), &payment_id, &settlement)
         .await
         .unwrap();

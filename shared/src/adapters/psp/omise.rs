@@ -368,17 +368,6 @@ fn refund_rank(settlement: &RefundSettlement) -> u8 {
     }
 }
 
-/// How strong a word on a charge is, when more than one charge carries our payment id.
-fn lookup_rank(lookup: &PspLookup) -> u8 {
-    match lookup {
-        PspLookup::Succeeded { .. } => 4,
-        PspLookup::Pending { .. } => 3,
-        PspLookup::Declined { .. } => 2,
-        PspLookup::Canceled { .. } => 1,
-        PspLookup::NotFound => 0,
-    }
-}
-
 /// Whether a search hit is a charge of attempt `payment_id`: its `metadata.payment_id` is ours,
 /// or, for a charge without one, its `description` is (both are what [`OmisePsp`] sends; the
 /// search `query` is a text match, so every hit is checked exactly).
@@ -698,7 +687,7 @@ impl<T: PspTransport> Psp for OmisePsp<T> {
             if hits.is_empty() || page >= result["total_pages"].as_u64().unwrap_or(1) {
                 return Ok(found
                     .into_iter()
-                    .max_by_key(lookup_rank)
+                    .max_by_key(PspLookup::strength)
                     .unwrap_or(PspLookup::NotFound));
             }
         }

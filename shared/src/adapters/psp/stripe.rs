@@ -527,6 +527,20 @@ fn lookup_of(intent: PaymentIntent) -> PspLookup {
         "canceled" => PspLookup::Canceled {
             provider_payment_id: intent.id,
         },
+        // Waiting for the customer, or authorized: what a create's answer would have said, for
+        // an attempt whose answer was lost.
+        "requires_action" if intent.redirect_url().is_some() => PspLookup::ActionRequired {
+            redirect_url: intent.redirect_url().unwrap_or_default().to_owned(),
+            provider_payment_id: intent.id,
+        },
+        "requires_capture" => PspLookup::Authorized {
+            amount_capturable: intent
+                .amount_capturable
+                .or(intent.amount)
+                .unwrap_or_default(),
+            capture_before_ms: intent.capture_before_ms(),
+            provider_payment_id: intent.id,
+        },
         // payonce creates with `confirm=true`, so an unconfirmed intent under its key can only
         // be a fence whose cancel did not happen: as if nothing were found, which fences again
         // (the PSP replays the fence's intent) and then cancels it.
@@ -708,20 +722,12 @@ impl<T: PspTransport> Psp for StripePsp<T> {
         let found: SearchResult = serde_json::from_slice(&reply.body).map_err(|e| PspError {
             reason: e.to_string(),
         })?;
-        // One key per attempt means one intent; should there be more, the strongest word wins:
-        // succeeded, then pending (may still charge), then declined, then canceled.
-        let rank = |lookup: &PspLookup| match lookup {
-            PspLookup::Succeeded { .. } => 4,
-            PspLookup::Pending { .. } => 3,
-            PspLookup::Declined { .. } => 2,
-            PspLookup::Canceled { .. } => 1,
-            PspLookup::NotFound => 0,
-        };
+        // One key per attempt means one intent; should there be more, the strongest word wins.
         Ok(found
             .data
             .into_iter()
             .map(lookup_of)
-            .max_by_key(rank)
+            .max_by_key(PspLookup::strength)
             .unwrap_or(PspLookup::NotFound))
     }
 
