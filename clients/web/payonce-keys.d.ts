@@ -126,9 +126,15 @@ export interface KeyManager {
   recover(orderId: string, candidates: Iterable<Snapshot>): Readonly<Snapshot> | null;
   /**
    * `afterAction`: on the page the provider sent the customer back to: a "requires_action"
-   * answer is waited on (asked again) instead of handed over again.
+   * answer is waited on (asked again) instead of handed over again. `redirect: false`: a
+   * "requires_action" outcome is returned without calling onAction (the customer came back
+   * without acting; the page offers to go on or to cancel).
    */
-  pay(snapshot: Snapshot, send?: Send, options?: { afterAction?: boolean }): Promise<Outcome>;
+  pay(
+    snapshot: Snapshot,
+    send?: Send,
+    options?: { afterAction?: boolean; redirect?: boolean },
+  ): Promise<Outcome>;
   settle(snapshot: Snapshot, outcome: Pick<Outcome, "kind"> & Partial<Outcome>): boolean;
   inFlight(orderId?: string): boolean;
   abandon(orderId: string): boolean;

@@ -37,7 +37,12 @@
 // The provider sends the customer back to the snapshot's return_url; that page calls
 // pay(snapshot, send, {afterAction: true}) with the same snapshot (recover() finds it), which
 // asks again under the same key and, while the answer is still "requires_action" (the provider's
-// word is on its way), waits instead of redirecting again. "authorized" (manual capture) is final.
+// word is on its way), waits instead of redirecting again. A customer who comes back to the
+// checkout without acting (back button, a new visit) gets pay(snapshot, send, {redirect: false}):
+// the "requires-action" outcome is returned and nothing is handed to onAction, so the page can
+// offer to go on to the provider or to cancel the payment (POST /payments/{id}/cancel) and pay
+// another way; once canceled, the key's answer is final ("failed") and a new snapshot pays.
+// "authorized" (manual capture) is final.
 
 const FINAL_KINDS = new Set([
   "paid", // 2xx, payment status "succeeded"
@@ -464,7 +469,7 @@ export function createKeyManager(options = {}) {
     }
   }
 
-  async function run(flight, s, id, ref, send, afterAction) {
+  async function run(flight, s, id, ref, send, afterAction, redirect) {
     const entry = read(ref);
     if (entry && entry.snapshot_id !== id) {
       const old = known.get(entry.snapshot_id);
@@ -486,7 +491,7 @@ export function createKeyManager(options = {}) {
     const { key, fresh } = claimKey(ref, id, s.order_id);
     const outcome = await drive(flight, s, key, send, fresh ? "processing" : "checking", afterAction && !fresh);
     if (outcome.final) remove(ref, id);
-    if (outcome.kind === "requires-action") {
+    if (outcome.kind === "requires-action" && redirect) {
       try {
         onAction(outcome.next_action, outcome);
       } catch {
@@ -551,7 +556,7 @@ export function createKeyManager(options = {}) {
      * first (see the top of this file), takes the key, sends, retries with the same key, and
      * settles the key on a final outcome. Never rejects for a server or network problem.
      */
-    pay(snapshot, send = defaultSend, { afterAction = false } = {}) {
+    pay(snapshot, send = defaultSend, { afterAction = false, redirect = true } = {}) {
       if (typeof send !== "function") throw new TypeError("pay() needs send(key, snapshot, {signal})");
       const { s, id, ref } = describe(snapshot);
       const running = flights.get(ref);
@@ -571,7 +576,7 @@ export function createKeyManager(options = {}) {
       flight.promise = (async () => {
         let outcome;
         try {
-          outcome = await run(flight, s, id, ref, send, afterAction);
+          outcome = await run(flight, s, id, ref, send, afterAction, redirect);
         } catch (error) {
           outcome = { kind: "error", final: false, snapshot: s, error };
         } finally {

@@ -99,3 +99,50 @@ test("pay later: authorized, held, nothing captured", T, (t) =>
     await assertSucceededCharges(sandbox, 0);
     assert.deepEqual(await storedKeys(page, [orderId]), []);
   }));
+
+test("3-D Secure abandoned: back at the checkout later, cancel it, and another card pays once", T, (t) =>
+  withCheckout(t, async ({ sandbox, browser }) => {
+    const page = await browser.firstPage();
+    const payments = recordPayments(page);
+    const orderId = await openCheckout(page, sandbox);
+    await payIntoTheBanksPage(page, sandbox, orderId);
+    const key = payments.requests[0].key;
+
+    // WHEN the customer leaves the bank's page without acting and comes back to the checkout
+    await openCheckout(page, sandbox, { order: orderId, states: ["requires-action"] });
+
+    // THEN the same key is asked again, nothing is redirected, and the page offers a way out
+    assert.equal(page.url().startsWith(sandbox.url), true, "still on the checkout");
+    assert.deepEqual([...new Set(payments.keys())], [key]);
+    assert.equal(await page.isVisible('[data-testid="cancel-action"]'), true);
+    await page.waitForFunction(() => document.querySelector('[data-testid="payment-state"]')?.textContent === "processing");
+
+    // WHEN they cancel it
+    const cancels = [];
+    page.on("request", (request) => {
+      if (request.method() === "POST" && /\/payments\/[^/]+\/cancel$/.test(new URL(request.url()).pathname)) {
+        cancels.push(request.headers()["idempotency-key"]);
+      }
+    });
+    await page.click('[data-testid="cancel-action"]');
+    await waitForState(page, "canceled", 30_000);
+
+    // THEN the PSP canceled the intent under the payment's own key, and the order is free
+    await page.waitForFunction(() => document.querySelector('[data-testid="payment-state"]')?.textContent === "unpaid");
+    assert.equal(cancels.length >= 1, true);
+    assert.notEqual(cancels[0], key, "the cancel has a key of its own");
+    const [intent] = await sandbox.charges();
+    assert.equal(intent.outcome, "canceled");
+    assert.equal(intent.cancels.length, 1);
+    assert.match(intent.cancels[0].idempotency_key, /^payonce-cancel-pay_/);
+
+    // WHEN another card pays
+    await page.check(sel.method("pm_card_visa"));
+    await page.click(sel.pay);
+    await waitForState(page, "paid");
+    // THEN the old key was settled first (nothing charged under it), a new key paid: one charge
+    assert.equal(payments.keys().at(-1) !== key, true);
+    assert.equal((await sandbox.charges()).length, 2);
+    await assertSucceededCharges(sandbox, 1);
+    assert.deepEqual(await storedKeys(page, [orderId]), []);
+  }));

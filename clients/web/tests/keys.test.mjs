@@ -425,6 +425,36 @@ test("requires_action keeps the key, hands the redirect over once, and the retur
   assert.equal(manager.peek(actionSnap()), null, "the key is cleared once paid");
 });
 
+test("back without acting: redirect false hands nothing over; once canceled, the key settles and a new card pays", async () => {
+  const actions = [];
+  const { manager } = setup({ onAction: (action) => actions.push(action.url) });
+  const first = server(waiting());
+  await manager.pay(actionSnap(), first.send);
+  const key = first.calls[0].key;
+  assert.equal(actions.length, 1);
+
+  // WHEN the customer comes back to the checkout without acting
+  const again = server(waiting());
+  const shown = await manager.pay(actionSnap(), again.send, { redirect: false });
+  // THEN the same key is asked once, the outcome returned, nothing handed over again
+  assert.equal(shown.kind, "requires-action");
+  assert.deepEqual(again.calls.map((c) => c.key), [key]);
+  assert.equal(actions.length, 1, "no second redirect");
+  assert.equal(manager.peek(actionSnap()), key, "the key stays until the attempt is settled");
+
+  // WHEN the page canceled the payment and another card pays: the old key is asked first,
+  // answers the cancel (402: nothing charged), and the new snapshot gets a new key
+  const other = { ...actionSnap(), payment_method: "pm_card_mastercard" };
+  const canceled = problem(402, "payment-failed");
+  const next = server(canceled, paid());
+  const outcome = await manager.pay(other, next.send);
+  assert.equal(outcome.kind, "paid");
+  assert.equal(next.calls[0].key, key);
+  assert.notEqual(next.calls[1].key, key);
+  assert.equal(manager.peek(actionSnap()), null);
+  assert.equal(manager.peek(other), null);
+});
+
 test("an authorization is final: the key is cleared", async () => {
   const { manager } = setup();
   const { send, calls } = server(authorized());
