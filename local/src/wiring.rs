@@ -353,7 +353,8 @@ where
             ChargeConfig {
                 // The demo checkout lives on the sandbox's own origin; other checkouts are the
                 // allowed origins, as the template's CORS list.
-                checkout_origins: std::iter::once(context.api_url.clone())
+                checkout_origins: own_origins(&context.api_url)
+                    .into_iter()
                     .chain(context.options.allowed_origins.iter().cloned())
                     .collect(),
                 ..ChargeConfig::default()
@@ -466,9 +467,39 @@ fn banner(context: &Context) {
     let _ = std::io::stdout().flush();
 }
 
+/// The sandbox's own origin, as a browser may spell it: on loopback, `127.0.0.1` and
+/// `localhost` are the one machine, so a demo checkout opened at either comes back to it.
+fn own_origins(api_url: &str) -> Vec<String> {
+    let mut origins = vec![api_url.to_owned()];
+    for (from, to) in [
+        ("http://127.0.0.1", "http://localhost"),
+        ("http://localhost", "http://127.0.0.1"),
+    ] {
+        if let Some(port) = api_url.strip_prefix(from) {
+            if port.is_empty() || port.starts_with(':') {
+                origins.push(format!("{to}{port}"));
+            }
+        }
+    }
+    origins
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Flags, Options, SandboxPsp};
+    use super::{own_origins, Flags, Options, SandboxPsp};
+
+    #[test]
+    fn the_sandbox_comes_back_to_its_origin_however_loopback_is_spelled() {
+        assert_eq!(
+            own_origins("http://127.0.0.1:3000"),
+            ["http://127.0.0.1:3000", "http://localhost:3000"]
+        );
+        assert_eq!(
+            own_origins("http://localhost:3000"),
+            ["http://localhost:3000", "http://127.0.0.1:3000"]
+        );
+        assert_eq!(own_origins("http://0.0.0.0:3000"), ["http://0.0.0.0:3000"]);
+    }
     use clap::Parser;
     use std::time::Duration;
 

@@ -207,9 +207,12 @@ pub async fn apply_event<S: ChargeStore + ?Sized>(
     reported: Option<&CheckedAmount>,
 ) -> Result<EventApplied, EventError> {
     // A recent read first, at half the cost: what it decides is fenced by the settlement's
-    // condition on the status read, or changes nothing — and an event that changes nothing on
-    // a payment as it was a moment ago changes nothing on the payment now, since states only
-    // move forward. A payment it misses is read again, consistently, before the event waits.
+    // condition on the status read, or changes nothing. An event that changes nothing on a
+    // final payment as it was a moment ago changes nothing on it now (final states only move to
+    // a success, which nothing moves); on an open one it may (word that only fills in what an
+    // open state holds, such as an action completed, meets the state it fills in only once that
+    // state is written), so it is read again, consistently, before it is let go. A payment the
+    // recent read misses is read again, consistently, before the event waits.
     let mut read = Read::Recent;
     for _ in 0..MAX_ROUNDS {
         let payment = match store.read_payment(payment_id, read).await? {
@@ -241,6 +244,10 @@ pub async fn apply_event<S: ChargeStore + ?Sized>(
             });
         }
         let step = transition(&payment, settlement);
+        if step == Transition::Unchanged && read == Read::Recent && !payment.status.is_final() {
+            read = Read::Latest;
+            continue;
+        }
         if step == Transition::Unchanged {
             // States only move forward, so an event that changes nothing now changes nothing
             // on any later delivery either: it needs no dedup record, and costs no write (the

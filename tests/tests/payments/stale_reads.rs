@@ -9,11 +9,15 @@
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore};
 use payonce::adapters::psp::ConfiguredPsp;
 use payonce::clock::{Clock, ManualClock};
+use payonce::domain::RefundSettlement;
 use payonce::domain::{
     Currency, LineItem, Order, OrderPaymentState, PaymentStatus, PaymentView, Settlement,
 };
 use payonce::idempotency::IdempotencyKey;
-use payonce::ports::{ChargeStore, EventMark, OrderStore, Read, ReviseOutcome};
+use payonce::ports::{
+    ChargeRequest, ChargeStore, EventMark, Fence, OrderStore, Psp, PspError, PspLookup, PspOutcome,
+    Read, RefundOutcome, RefundRequest, ReviseOutcome,
+};
 use payonce::service::{
     apply_event, ChargeConfig, ChargeError, ChargeService, EventApplied, PayAnswer, PayRequest,
 };
@@ -24,6 +28,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const USER: &str = "alice";
+
+/// The checkout origin a 3-D Secure payment comes back to.
+const RETURN_ORIGIN: &str = "https://shop.example";
 
 /// The embedded store with lagging reads, the charge service on it and the fake PSP.
 struct Lagged {
@@ -44,7 +51,14 @@ impl Lagged {
         let flag = stale.clone();
         store.lag_reads(window, move || flag.load(Ordering::SeqCst));
         let psp = start_fake_psp(FakePspConfig::default()).await;
-        let charge = ChargeService::new(store.clone(), psp_for(&psp), ChargeConfig::default());
+        let charge = ChargeService::new(
+            store.clone(),
+            psp_for(&psp),
+            ChargeConfig {
+                checkout_origins: vec![RETURN_ORIGIN.to_owned()],
+                ..ChargeConfig::default()
+            },
+        );
         Self {
             store,
             clock,
@@ -350,6 +364,126 @@ async fn a_replay_of_an_authorization_captured_a_moment_ago_is_not_answered_auth
         matches!(&replay, Ok(PayAnswer::Replayed { view, .. }) if view.status == PaymentStatus::Succeeded),
         "{replay:?}"
     );
+}
+
+/// A PSP whose create answers are lost after the PSP acted on them.
+struct LosesCreateAnswers(ConfiguredPsp);
+
+#[async_trait::async_trait]
+impl Psp for LosesCreateAnswers {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn kind(&self) -> payonce::domain::PspKind {
+        self.0.kind()
+    }
+    async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome {
+        let _ = self.0.create_charge(request, timeout).await;
+        PspOutcome::Unknown {
+            reason: "the answer was lost".into(),
+        }
+    }
+    async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError> {
+        self.0.lookup(payment_id).await
+    }
+    async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError> {
+        self.0.fence(request).await
+    }
+    async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError> {
+        self.0.cancel(provider_payment_id).await
+    }
+    async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {
+        self.0.create_refund(request, timeout).await
+    }
+    async fn lookup_refund(
+        &self,
+        provider_payment_id: &str,
+        refund_id: &str,
+    ) -> Result<Option<RefundSettlement>, PspError> {
+        self.0.lookup_refund(provider_payment_id, refund_id).await
+    }
+}
+
+#[tokio::test]
+async fn word_that_an_action_was_completed_meets_the_action_written_a_moment_ago() {
+    let h = Lagged::start(Duration::from_secs(10)).await;
+    // GIVEN a 3-D Secure payment whose create answer was lost a minute ago (processing)
+    let order = h.create_order().await;
+    let losing = ChargeService::new(
+        h.store.clone(),
+        LosesCreateAnswers(psp_for(&h.psp)),
+        ChargeConfig {
+            checkout_origins: vec![RETURN_ORIGIN.to_owned()],
+            ..ChargeConfig::default()
+        },
+    );
+    let request = PayRequest {
+        order_id: order.order_id.clone(),
+        order_version: 1,
+        payment_method: "pm_card_threeDSecure2Required".into(),
+        return_url: Some(format!("{RETURN_ORIGIN}/return")),
+        capture: payonce::domain::CaptureMethod::Automatic,
+    };
+    let lost = losing
+        .pay(
+            USER,
+            &IdempotencyKey::parse("key-3ds").unwrap(),
+            &request,
+            h.clock.now_ms() + 20_000,
+            "req-1",
+        )
+        .await;
+    assert!(
+        matches!(&lost, Ok(PayAnswer::Fresh(v)) if v.status == PaymentStatus::Processing),
+        "{lost:?}"
+    );
+    let payment_id = view(&lost).payment_id.clone();
+    h.clock.advance(Duration::from_secs(60));
+    // AND its webhook, a moment ago: waiting for the customer (which recent reads still miss)
+    let intent = h.psp.charges()[0].id.clone();
+    let action = Settlement::ActionRequired {
+        provider_payment_id: intent.clone(),
+        next_action: payonce::domain::NextAction {
+            url: format!("{}/_fake/authenticate/{intent}", h.psp.base_url()),
+            expires_at_ms: h.clock.now_ms() + 3_600_000,
+        },
+    };
+    let applied = apply_event(&h.store, &payment_id, &action, &mark("evt_action"), None)
+        .await
+        .unwrap();
+    assert!(matches!(&applied, EventApplied::Moved(_)), "{applied:?}");
+    let recent = h
+        .store
+        .read_payment(&payment_id, Read::Recent)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        recent.status,
+        PaymentStatus::Processing,
+        "the recent read is stale"
+    );
+
+    // WHEN the PSP's word comes that the customer acted and it is processing
+    let completed = Settlement::ActionCompleted {
+        provider_payment_id: intent,
+    };
+    let applied = apply_event(
+        &h.store,
+        &payment_id,
+        &completed,
+        &mark("evt_processing"),
+        None,
+    )
+    .await
+    .unwrap();
+
+    // THEN it is applied to the payment as it is (the action completed), not let go as a
+    // change to nothing on the stale read
+    assert!(matches!(&applied, EventApplied::Moved(_)), "{applied:?}");
+    let now = h.store.get_payment(&payment_id).await.unwrap().unwrap();
+    assert_eq!(now.status, PaymentStatus::RequiresAction);
+    assert!(now.progress.action_completed);
 }
 
 #[tokio::test]
