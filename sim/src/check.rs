@@ -599,7 +599,13 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
                 }
                 // Nothing captured at the PSP, nor can be: the PSP canceled it (or never ran it).
                 PaymentStatus::Canceled => matches!(psp, "canceled" | "failed" | "none"),
-                PaymentStatus::Succeeded => psp == "succeeded",
+                // A manual capture's amount is known once settled: refunds are bounded by it.
+                PaymentStatus::Succeeded => {
+                    psp == "succeeded"
+                        && (payment.capture != payonce::domain::CaptureMethod::Manual
+                            || payment.progress.amount_captured
+                                == intent.and_then(|i| i.amount_captured))
+                }
                 PaymentStatus::Failed => match payment.failure.as_ref().map(|f| f.kind) {
                     // A decline leaves the charge failed (Stripe: back to
                     // `requires_payment_method` after a failed attempt).

@@ -247,6 +247,16 @@ pub enum PspLookup {
         /// it disagrees with.
         amount: Option<CheckedAmount>,
     },
+    /// A manual-capture payment captured, for `amount_captured` (a partial capture states less
+    /// than the authorization).
+    Captured {
+        /// The PSP's id.
+        provider_payment_id: String,
+        /// What was captured, minor units.
+        amount_captured: i64,
+        /// What the PSP says the authorization was for, where its answer says it.
+        amount: Option<CheckedAmount>,
+    },
     /// Declined.
     Declined {
         /// The PSP's id.
@@ -290,7 +300,7 @@ impl PspLookup {
     /// declined, then canceled, then nothing.
     pub fn strength(&self) -> u8 {
         match self {
-            Self::Succeeded { .. } => 4,
+            Self::Succeeded { .. } | Self::Captured { .. } => 4,
             Self::Pending { .. } | Self::ActionRequired { .. } | Self::Authorized { .. } => 3,
             Self::Declined { .. } => 2,
             Self::Canceled { .. } => 1,
@@ -301,7 +311,9 @@ impl PspLookup {
     /// What the PSP says the charge it found was for, where it says it.
     pub fn amount(&self) -> Option<&CheckedAmount> {
         match self {
-            Self::Succeeded { amount, .. } | Self::Declined { amount, .. } => amount.as_ref(),
+            Self::Succeeded { amount, .. }
+            | Self::Captured { amount, .. }
+            | Self::Declined { amount, .. } => amount.as_ref(),
             Self::NotFound
             | Self::Pending { .. }
             | Self::ActionRequired { .. }

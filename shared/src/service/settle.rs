@@ -53,6 +53,14 @@ pub async fn apply_settlement<S: ChargeStore + ?Sized>(
 /// action the lookup finds open stays open until `action_expires_at_ms`.
 pub fn settlement_of(lookup: PspLookup, action_expires_at_ms: i64) -> Option<Settlement> {
     match lookup {
+        PspLookup::Captured {
+            provider_payment_id,
+            amount_captured,
+            ..
+        } => Some(Settlement::Captured {
+            provider_payment_id,
+            amount_captured,
+        }),
         PspLookup::ActionRequired {
             provider_payment_id,
             redirect_url,

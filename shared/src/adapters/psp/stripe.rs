@@ -277,6 +277,9 @@ pub(super) struct PaymentIntent {
     /// Of a canceled intent: why (`requested_by_customer`, `abandoned`, `automatic`...).
     #[serde(default)]
     pub(super) cancellation_reason: Option<String>,
+    /// `automatic` or `manual`.
+    #[serde(default)]
+    pub(super) capture_method: Option<String>,
     #[serde(default)]
     currency: Option<String>,
     #[serde(default)]
@@ -512,6 +515,20 @@ fn lookup_of(intent: PaymentIntent) -> PspLookup {
             currency: currency.to_ascii_lowercase(),
         });
     match intent.status.as_str() {
+        // A manual capture's success states what was captured (`amount_received`).
+        "succeeded" if intent.capture_method.as_deref() == Some("manual") => {
+            match intent.amount_received {
+                Some(amount_captured) => PspLookup::Captured {
+                    provider_payment_id: intent.id,
+                    amount_captured,
+                    amount,
+                },
+                None => PspLookup::Succeeded {
+                    provider_payment_id: intent.id,
+                    amount,
+                },
+            }
+        }
         "succeeded" => PspLookup::Succeeded {
             provider_payment_id: intent.id,
             amount,
