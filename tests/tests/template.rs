@@ -551,6 +551,7 @@ fn the_refund_function_may_do_only_what_a_refund_does() {
         (
             "ReconcileFunction",
             &[
+                "dynamodb:BatchGetItem",
                 "dynamodb:GetItem",
                 "dynamodb:PutItem",
                 "dynamodb:UpdateItem",

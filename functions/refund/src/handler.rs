@@ -10,7 +10,7 @@ use payonce::http::{
     authenticated_user, deadline_ms, has_scope, idempotency_key, not_this_function, operation_of,
     parse_json_body, refund_response, request_id, with_request_id, Operation, Problem, ProblemType,
 };
-use payonce::ports::{OperationStore, Psp, RefundStore};
+use payonce::ports::{ChargeStore, OperationStore, Psp, RefundStore};
 use payonce::service::{
     Caller, OperationCommand, OperationService, RefundAnswer, RefundCommand, RefundService,
     CAPTURE_OAUTH_SCOPE, REFUND_OAUTH_SCOPE,
@@ -22,7 +22,7 @@ use serde::Deserialize;
 pub const FALLBACK_TIMEOUT_MS: i64 = 25_000;
 
 /// Handles one request: a refund, or a capture or cancel (`operations`).
-pub async fn handle<S: RefundStore + OperationStore, P: Psp, Q: Psp>(
+pub async fn handle<S: RefundStore + OperationStore + ChargeStore, P: Psp, Q: Psp>(
     service: &RefundService<S, P>,
     operations: &OperationService<S, Q>,
     request: Request,
@@ -151,7 +151,7 @@ struct CaptureBody {
 #[serde(deny_unknown_fields)]
 struct CancelBody {}
 
-async fn operate<S: OperationStore, P: Psp>(
+async fn operate<S: OperationStore + ChargeStore, P: Psp>(
     service: &OperationService<S, P>,
     kind: OperationKind,
     request: &Request,

@@ -3,8 +3,11 @@
 //!
 //! An operation is claimed on the payment itself (with the idempotency record of the request
 //! that claimed it), so two requests under different keys never both reach the PSP; and it is
-//! sent under a PSP key derived from the payment alone ([`OperationKind::psp_key`]), so even a
-//! re-send after a lost answer is one operation at the PSP.
+//! sent under a PSP key derived from the payment and the claim's number alone
+//! ([`PaymentOperation::psp_key`]), so every re-send of one claim, by whichever request or
+//! reconcile, is one operation at the PSP. A claim is released only once its request provably
+//! did nothing at the PSP (refused, or never sent); the next claim has the next number, so a
+//! PSP that stored the refusal under the old key never answers the new one with it.
 
 use super::payment::{Payment, PaymentStatus};
 use serde::{Deserialize, Serialize};
@@ -55,6 +58,24 @@ pub struct PaymentOperation {
     pub amount: Option<i64>,
     /// The key of the idempotency record of the request that claimed it (its text).
     pub record: String,
+    /// Its number among the operations claimed on the payment, from 1.
+    pub seq: i64,
+    /// The payment's status when it was claimed (a cancel claimed while the customer was
+    /// asked to act is not sent again once the payment is authorized: that needs staff).
+    pub from: PaymentStatus,
+}
+
+impl PaymentOperation {
+    /// The PSP idempotency key of this claim on `payment_id`: [`OperationKind::psp_key`] for
+    /// the first claim, with `-<seq>` after it for later ones.
+    pub fn psp_key(&self, payment_id: &str) -> String {
+        let base = self.kind.psp_key(payment_id);
+        if self.seq <= 1 {
+            base
+        } else {
+            format!("{base}-{}", self.seq)
+        }
+    }
 }
 
 /// Why a payment cannot be captured now.
@@ -164,6 +185,8 @@ mod tests {
             kind: OperationKind::Cancel,
             amount: None,
             record: "payments.cancel#u#k".into(),
+            seq: 1,
+            from: PaymentStatus::Authorized,
         });
         assert_eq!(
             busy.capture_amount(Some(1)),
@@ -206,5 +229,14 @@ mod tests {
         for kind in [OperationKind::Capture, OperationKind::Cancel] {
             assert_eq!(OperationKind::parse(kind.as_str()), Some(kind));
         }
+        let claim = |seq| PaymentOperation {
+            kind: OperationKind::Capture,
+            amount: Some(1),
+            record: "payments.capture#u#k".into(),
+            seq,
+            from: PaymentStatus::Authorized,
+        };
+        assert_eq!(claim(1).psp_key("pay_1"), "payonce-capture-pay_1");
+        assert_eq!(claim(2).psp_key("pay_1"), "payonce-capture-pay_1-2");
     }
 }

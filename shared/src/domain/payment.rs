@@ -298,6 +298,9 @@ pub struct Payment {
     pub progress: Progress,
     /// The capture or cancel claimed on it, if any (one at a time; no transition writes it).
     pub operation: Option<super::operation::PaymentOperation>,
+    /// How many captures and cancels were ever claimed on it (the next claim's number is one
+    /// more).
+    pub operation_count: i64,
     /// The key of the idempotency record that created it (kept on the payment itself).
     pub idempotency_pk: String,
     /// Whether a call under the attempt's PSP key may have reached the PSP. Set when an
@@ -502,6 +505,7 @@ pub(crate) fn test_payment(status: PaymentStatus, failure: Option<FailureKind>) 
         return_url: None,
         progress: Progress::default(),
         operation: None,
+        operation_count: 0,
         idempotency_pk: "payments.create#u#k".into(),
         psp_maybe_reached: false,
         amount_refunded: 0,

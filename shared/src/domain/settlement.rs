@@ -294,6 +294,12 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
             },
         ),
         Settlement::Authorized { .. } => Transition::Unchanged,
+        // A processing attempt's intent canceled is the fence's own cancel of the intent it
+        // created to block the key (payonce cancels nothing else while processing): the attempt
+        // never ran, as the lookup of that intent says.
+        Settlement::Canceled { .. } if status == S::Processing => {
+            failed(FailureKind::Abandoned, None)
+        }
         Settlement::Canceled { reason, .. } if !status.is_final() => {
             to(S::Canceled, None, closed(Some(*reason), None))
         }

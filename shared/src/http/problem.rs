@@ -189,7 +189,7 @@ problem_types! {
         advice: "Refund from the payment provider's portal."),
     /// 409: the payment is not authorized (or another operation is under way), so it cannot be captured.
     PaymentNotCapturable => (CONFLICT, "payment-not-capturable", "The payment cannot be captured",
-        meaning: "Only an authorized payment can be captured, once: this one is not authorized (`payment_status`), or a capture or cancel of it is already under way under another key. Nothing was written or sent.",
+        meaning: "Only an authorized payment can be captured, once: this one is not authorized (`payment_status`), or a capture or cancel of it is already under way under another key. Nothing was captured.",
         advice: "Read the payment (`GET /payments/{payment_id}`): a succeeded one is captured already; an operation under way is finished by retrying it with its own key."),
     /// 409: the capture asks for more than the authorization holds.
     CaptureExceedsAuthorized => (CONFLICT, "capture-exceeds-authorized", "The capture exceeds the authorization",
@@ -201,7 +201,7 @@ problem_types! {
         advice: "Read the payment: a canceled one can no longer be captured; charge the customer again with a new payment."),
     /// 409: the payment cannot be canceled (captured, failed, canceled, or another operation is under way).
     PaymentNotCancelable => (CONFLICT, "payment-not-cancelable", "The payment cannot be canceled",
-        meaning: "Only a payment waiting for its customer (`requires_action`) or authorized can be canceled: this one is captured, failed or canceled already (`payment_status`), or a capture or cancel of it is under way under another key. Nothing was written or sent.",
+        meaning: "Only a payment waiting for its customer (`requires_action`) or authorized can be canceled: this one is captured, failed or canceled already (`payment_status`), or a capture or cancel of it is under way under another key; or the payment provider refused the cancel because the payment had moved on. Nothing was canceled.",
         advice: "Read the payment (`GET /payments/{payment_id}`); refund a succeeded one instead."),
     /// 503: a dependency (DynamoDB, SQS) is unavailable; retry.
     ServiceUnavailable => (SERVICE_UNAVAILABLE, "service-unavailable", "Temporarily unavailable",

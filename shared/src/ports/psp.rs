@@ -79,7 +79,7 @@ pub struct OperationRequest {
     pub amount: Option<i64>,
     /// The payment's currency.
     pub currency: Currency,
-    /// [`OperationKind::psp_key`] of the payment.
+    /// [`PaymentOperation::psp_key`] of the claim.
     pub idempotency_key: String,
 }
 
@@ -93,7 +93,7 @@ impl OperationRequest {
             provider_payment_id: payment.provider_payment_id.clone()?,
             amount: operation.amount,
             currency: payment.currency,
-            idempotency_key: operation.kind.psp_key(&payment.payment_id),
+            idempotency_key: operation.psp_key(&payment.payment_id),
         })
     }
 }

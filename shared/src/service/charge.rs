@@ -532,6 +532,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             return_url: request.return_url.clone(),
             progress: Progress::default(),
             operation: None,
+            operation_count: 0,
             idempotency_pk: record_key.as_str().to_owned(),
             psp_maybe_reached: false,
             amount_refunded: 0,

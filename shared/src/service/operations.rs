@@ -2,12 +2,14 @@
 //!
 //! The request's key and the operation are claimed together, the operation on the payment
 //! itself, so a payment has one capture or cancel at a time whoever asks. The PSP is called
-//! under a key derived from the payment alone (`payonce-capture-<id>`, `payonce-cancel-<id>`),
-//! so a re-send after a lost answer, by a retry with the key, is the same operation at the PSP.
-//! What the PSP answers moves the payment through the one transition function; an order is
-//! released only when the PSP confirmed a cancel. An answer that is unknown keeps the key's
-//! lease until it lapses: the retry that takes it over sends the same request again, and a
-//! webhook or reconcile settles what the PSP did meanwhile.
+//! under a key derived from the payment and the claim's number alone (`payonce-capture-<id>`,
+//! `payonce-cancel-<id>`, then `-2`, … for claims after one the PSP refused), so a re-send of a
+//! claim after a lost answer, by a retry with its key or by reconcile, is the same operation at
+//! the PSP. What the PSP answers moves the payment through the one transition function; an
+//! order is released only when the PSP confirmed a cancel. An answer that is unknown keeps the
+//! claim and its record in progress (the record never expires while it is): the retry that
+//! takes it over after its lease, or reconcile, sends the same request again, and a webhook or
+//! reconcile settles what the PSP did meanwhile.
 //!
 //! Request budget: a first capture or cancel is load + begin + finish (3) and one PSP call; a
 //! replay is the load alone (1).
@@ -15,15 +17,15 @@
 use crate::clock::duration_ms;
 use crate::domain::{
     transition, CancelRefusal, CaptureRefusal, OperationKind, Payment, PaymentOperation,
-    PaymentStatus, PaymentView, Settlement, Transition,
+    PaymentStatus, PaymentView, Settlement, Transition, CHARGE_RECORD_NEVER_EXPIRES_S,
 };
 use crate::idempotency::{
     decide, stored_request_id, Claim, Decision, Fingerprint, IdempotencyKey, IdempotencyRecord,
     Lease, LeaseToken, RecordKey, RecordState, StoreError,
 };
 use crate::ports::{
-    BeginOperationOutcome, OperationOutcome, OperationRecordEnd, OperationRequest, OperationStore,
-    Psp, ResumeOutcome, SettleOutcome,
+    BeginOperationOutcome, ChargeStore, OperationOutcome, OperationRecordEnd, OperationRequest,
+    OperationStore, Psp, ResumeOutcome, SettleOutcome,
 };
 use std::time::Duration;
 
@@ -158,6 +160,7 @@ impl From<StoreError> for OperationError {
 const DONE: &str = "done";
 const CAPTURE_FAILED: &str = "capture-failed:";
 const NOT_CANCELABLE: &str = "not-cancelable:";
+const STAFF_ONLY: &str = "staff-only";
 
 /// Captures and cancels payments.
 pub struct OperationService<S, P> {
@@ -166,7 +169,7 @@ pub struct OperationService<S, P> {
     config: OperationConfig,
 }
 
-impl<S: OperationStore, P: Psp> OperationService<S, P> {
+impl<S: OperationStore + ChargeStore, P: Psp> OperationService<S, P> {
     /// The service over `store` and `psp`.
     pub fn new(store: S, psp: P, config: OperationConfig) -> Self {
         Self { store, psp, config }
@@ -185,8 +188,12 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
         }))
     }
 
-    fn expires_at_s(&self) -> i64 {
-        (self.store.operation_now_ms() + duration_ms(self.config.retention)).div_euclid(1000)
+    fn operator(&self) -> Operator<'_, S, P> {
+        Operator {
+            store: &self.store,
+            psp: &self.psp,
+            config: &self.config,
+        }
     }
 
     /// Captures or cancels `command.payment_id` once per key, and once per payment whatever the
@@ -225,14 +232,17 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
                         let read = payment
                             .as_ref()
                             .ok_or_else(|| vanished(&command.payment_id))?;
-                        let lease = self.lease(deadline_ms);
+                        let lease = self.operator().lease(deadline_ms);
                         match self
                             .store
                             .resume_operation(&record_key, &seen, &lease)
                             .await?
                         {
                             ResumeOutcome::Resumed => {
-                                return self.resend(read, &record_key, &lease, deadline_ms).await
+                                return self
+                                    .operator()
+                                    .resend(read, &record_key, &lease, deadline_ms, Some(caller))
+                                    .await
                             }
                             ResumeOutcome::KeyMoved(_) => {
                                 // Another request moved the key: its record and the payment as
@@ -286,15 +296,19 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
                 kind: command.kind,
                 amount,
                 record: record_key.as_str().to_owned(),
+                seq: read.operation_count + 1,
+                from: read.status,
             };
-            let lease = self.lease(deadline_ms);
+            let lease = self.operator().lease(deadline_ms);
             let claim = Claim {
                 key: record_key.clone(),
                 fingerprint: fingerprint.clone(),
                 attempt_id: read.payment_id.clone(),
                 lease_token: lease.token.clone(),
                 lease_until_ms: lease.until_ms,
-                expires_at_s: self.expires_at_s(),
+                // In progress it never expires: a retry with the key, or reconcile, must
+                // always find the claim it holds; its answer is kept for the retention.
+                expires_at_s: CHARGE_RECORD_NEVER_EXPIRES_S,
                 request_id: stored_request_id(request_id),
             };
             match self.store.begin_operation(&claim, read, &operation).await {
@@ -304,6 +318,7 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
                         ..read.clone()
                     };
                     return self
+                        .operator()
                         .send(&claimed, &record_key, &lease, deadline_ms, false)
                         .await;
                 }
@@ -315,6 +330,18 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
                         .store
                         .load_for_operation(&record_key, &command.payment_id)
                         .await?;
+                    // This very claim, sent again after its answer was lost: it is ours, and
+                    // nothing has been sent under it yet.
+                    let own = record
+                        .as_ref()
+                        .and_then(IdempotencyRecord::lease)
+                        .is_some_and(|held| held.token == lease.token);
+                    if let (true, Some(claimed)) = (own, payment.as_ref()) {
+                        return self
+                            .operator()
+                            .send(claimed, &record_key, &lease, deadline_ms, false)
+                            .await;
+                    }
                 }
                 Ok(BeginOperationOutcome::PaymentChanged(now)) => payment = now.map(|p| *p),
                 Err(StoreError::Conflict { .. }) => {
@@ -330,6 +357,19 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
             retry_after: Duration::from_secs(1),
         })
     }
+}
+
+/// What sends a claimed operation and writes its outcome: a request's, or reconcile's.
+struct Operator<'a, S, P> {
+    store: &'a S,
+    psp: &'a P,
+    config: &'a OperationConfig,
+}
+
+impl<S: OperationStore + ChargeStore, P: Psp> Operator<'_, S, P> {
+    fn expires_at_s(&self) -> i64 {
+        (self.store.operation_now_ms() + duration_ms(self.config.retention)).div_euclid(1000)
+    }
 
     fn lease(&self, deadline_ms: i64) -> Lease {
         Lease {
@@ -340,24 +380,41 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
 
     /// A takeover: the operation the lapsed holder claimed, sent again as it was (a call under
     /// its key may have reached the PSP). A payment the PSP's word already settled answers
-    /// from itself.
+    /// from itself. A cancel claimed while the customer was asked to act is not sent again
+    /// once the payment is authorized, unless staff ask (`caller`; reconcile is not staff):
+    /// canceling an authorization is staff's decision, which the claim never was. It ends as
+    /// refused, its claim released.
     async fn resend(
         &self,
         payment: &Payment,
         record_key: &RecordKey,
         lease: &Lease,
         deadline_ms: i64,
+        caller: Option<Caller<'_>>,
     ) -> Result<OperationAnswer, OperationError> {
-        let ours = payment
+        let Some(operation) = payment
             .operation
             .as_ref()
-            .is_some_and(|op| op.record == record_key.as_str());
-        if !ours {
+            .filter(|op| op.record == record_key.as_str())
+        else {
             return Err(StoreError::Corrupt {
                 key: record_key.to_string(),
                 reason: "an operation in progress is not claimed on its payment".into(),
             }
             .into());
+        };
+        let staff = caller.is_some_and(|c| c.staff);
+        if operation.kind == OperationKind::Cancel
+            && operation.from == PaymentStatus::RequiresAction
+            && payment.status == PaymentStatus::Authorized
+            && !staff
+        {
+            let end = OperationRecordEnd::Complete {
+                result: STAFF_ONLY.to_owned(),
+                expires_at_s: self.expires_at_s(),
+            };
+            self.end_unchanged(payment, record_key, lease, &end).await?;
+            return Err(OperationError::NotCancelable(CancelRefusal::StaffOnly));
         }
         self.send(payment, record_key, lease, deadline_ms, true)
             .await
@@ -408,6 +465,11 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
             }
             OperationOutcome::Refused { code } => {
                 tracing::warn!(payment_id, operation = kind.as_str(), %code, "the PSP refused the operation");
+                // A capture's answer names the PSP's code; a cancel's the payment's status.
+                let code = match kind {
+                    OperationKind::Capture => code,
+                    OperationKind::Cancel => payment.status.as_str().to_owned(),
+                };
                 let end = OperationRecordEnd::Complete {
                     result: refusal_result(kind, &code),
                     expires_at_s: self.expires_at_s(),
@@ -504,7 +566,16 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
                         .is_some_and(|held| held.token == lease.token);
                     if !still_ours {
                         // Another request took the key over (this one outlived its lease): it
-                        // answers now.
+                        // answers now. What the PSP told this one still moves the payment (no
+                        // lease is needed for the PSP's word), so nothing learned is lost.
+                        if let Some(settlement) = &settlement {
+                            crate::service::settle::apply_settlement(
+                                self.store,
+                                &current.payment_id,
+                                settlement,
+                            )
+                            .await?;
+                        }
                         return Err(OperationError::KeyInUse {
                             retry_after: Duration::from_secs(1),
                         });
@@ -568,6 +639,56 @@ impl<S: OperationStore, P: Psp> OperationService<S, P> {
     }
 }
 
+/// Reconcile's part: a capture or cancel claimed on `payment` whose request is gone (its
+/// record's lease lapsed and nobody took it over: the client never came back) is taken over and
+/// sent again as it was claimed, under its own PSP key, its outcome written on the claim's
+/// record as the request would have. The status the payment is left in, if the claim was
+/// taken over; `None` if there was nothing to take over (no claim, or one at work).
+pub async fn resume_claim<S: OperationStore + ChargeStore, P: Psp>(
+    store: &S,
+    psp: &P,
+    payment: &Payment,
+    deadline_ms: i64,
+) -> Result<Option<PaymentStatus>, OperationError> {
+    let Some(operation) = &payment.operation else {
+        return Ok(None);
+    };
+    let record_key = RecordKey::from_stored(operation.record.clone());
+    let (record, current) = store
+        .load_for_operation(&record_key, &payment.payment_id)
+        .await?;
+    let (Some(record), Some(current)) = (record, current) else {
+        return Ok(None);
+    };
+    let seen = match &record.state {
+        RecordState::InProgress { lease } if lease.until_ms <= store.operation_now_ms() => {
+            lease.token.clone()
+        }
+        _ => return Ok(None),
+    };
+    let config = OperationConfig::default();
+    let operator = Operator {
+        store,
+        psp,
+        config: &config,
+    };
+    let lease = operator.lease(deadline_ms);
+    if store.resume_operation(&record_key, &seen, &lease).await? != ResumeOutcome::Resumed {
+        return Ok(None);
+    }
+    tracing::info!(payment_id = %payment.payment_id, operation = operation.kind.as_str(),
+        "a claimed operation whose request is gone is sent again");
+    let answer = operator
+        .resend(&current, &record_key, &lease, deadline_ms, None)
+        .await;
+    Ok(Some(match answer {
+        Ok(OperationAnswer::Done { payment, .. } | OperationAnswer::Pending { payment, .. }) => {
+            payment.status
+        }
+        _ => current.status,
+    }))
+}
+
 /// What a payment, once the PSP's word is applied, answers an operation with.
 enum Conclusion {
     /// Captured (a capture), canceled (a cancel).
@@ -617,6 +738,9 @@ fn replay(
     let RecordState::Completed { result } = &record.state else {
         return Err(vanished(&payment.payment_id));
     };
+    if result == STAFF_ONLY {
+        return Err(OperationError::NotCancelable(CancelRefusal::StaffOnly));
+    }
     if result == DONE {
         return Ok(OperationAnswer::Done {
             payment: payment.view(),

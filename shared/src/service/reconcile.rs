@@ -23,9 +23,9 @@ use crate::domain::{
 };
 use crate::idempotency::{Lease, LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome};
 use crate::ports::{
-    ChargeRequest, ChargeStore, Fence, FinishedBy, InflightScan, Psp, PspError, PspLookup,
-    RefundLeaseOutcome, RefundOutcome, RefundRecordWrite, RefundRequest, RefundStore, SenderFence,
-    SettleOutcome,
+    ChargeRequest, ChargeStore, Fence, FinishedBy, InflightScan, OperationStore, Psp, PspError,
+    PspLookup, RefundLeaseOutcome, RefundOutcome, RefundRecordWrite, RefundRequest, RefundStore,
+    SenderFence, SettleOutcome,
 };
 use serde::Serialize;
 use std::time::Duration;
@@ -218,7 +218,7 @@ pub struct Reconciler<S, P> {
     config: ReconcileConfig,
 }
 
-impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
+impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Reconciler<S, P> {
     /// The job over the payments store (attempts, refunds and their records) and the PSP.
     pub fn new(store: S, psp: P, config: ReconcileConfig) -> Self {
         Self { store, psp, config }
@@ -459,6 +459,27 @@ impl<S: ChargeStore + RefundStore + InflightScan, P: Psp> Reconciler<S, P> {
     /// (`expired`) on its word alone. Anything else is looked at again later.
     async fn reconcile_open(&self, payment: &Payment) -> Result<Reconciled, ReconcileError> {
         let payment_id = payment.payment_id.as_str();
+        // A capture or cancel claimed by a request that never came back is sent again first.
+        if payment.operation.is_some() {
+            let deadline_ms = self.budget().lease_until_ms - duration_ms(self.config.call_reserve);
+            match crate::service::operations::resume_claim(
+                &self.store,
+                &self.psp,
+                payment,
+                deadline_ms,
+            )
+            .await
+            {
+                Ok(Some(PaymentStatus::Succeeded)) => return Ok(Reconciled::Succeeded),
+                Ok(Some(PaymentStatus::Canceled)) => return Ok(Reconciled::Abandoned),
+                Ok(Some(_)) => return Ok(Reconciled::Pending),
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(payment_id, error = %error, "a claimed operation could not be sent again yet");
+                    return Ok(Reconciled::Pending);
+                }
+            }
+        }
         let now_ms = self.store.now_ms();
         let lookup = self.psp.lookup(payment_id).await?;
         if untrusted_amount(payment, &lookup) {

@@ -440,45 +440,81 @@ async fn a_cancel_of_a_captured_payment_is_refused_and_changes_nothing() {
     assert_eq!(stack.psp.requests_seen(), seen);
 }
 
-/// A PSP whose capture and cancel answers are lost after the PSP did them, as a connection
-/// cut after the request was sent.
-struct LosesOperationAnswers<P>(P);
+/// A PSP whose capture and cancel answers go wrong: lost after the PSP acted (`Lose`), lost
+/// before it was reached (`Drop`: nothing sent), or refused once without reaching it
+/// (`RefuseOnce`).
+struct FaultyOperations<P> {
+    inner: P,
+    fault: OperationFault,
+    sent: std::sync::atomic::AtomicU32,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OperationFault {
+    Lose,
+    Drop,
+    RefuseOnce,
+}
+
+impl<P> FaultyOperations<P> {
+    fn new(inner: P, fault: OperationFault) -> Self {
+        Self {
+            inner,
+            fault,
+            sent: std::sync::atomic::AtomicU32::new(0),
+        }
+    }
+}
 
 #[async_trait]
-impl<P: Psp> Psp for LosesOperationAnswers<P> {
+impl<P: Psp> Psp for FaultyOperations<P> {
     fn name(&self) -> &str {
-        self.0.name()
+        self.inner.name()
     }
     fn kind(&self) -> payonce::domain::PspKind {
-        self.0.kind()
+        self.inner.kind()
     }
     async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome {
-        self.0.create_charge(request, timeout).await
+        self.inner.create_charge(request, timeout).await
     }
     async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError> {
-        self.0.lookup(payment_id).await
+        self.inner.lookup(payment_id).await
     }
     async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError> {
-        self.0.fence(request).await
+        self.inner.fence(request).await
     }
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError> {
-        self.0.cancel(provider_payment_id).await
+        self.inner.cancel(provider_payment_id).await
     }
     async fn operate(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {
-        let _ = self.0.operate(request, timeout).await;
-        OperationOutcome::Unknown {
-            reason: "the answer was lost".into(),
+        let n = self.sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match self.fault {
+            OperationFault::Lose => {
+                let _ = self.inner.operate(request, timeout).await;
+                OperationOutcome::Unknown {
+                    reason: "the answer was lost".into(),
+                }
+            }
+            OperationFault::Drop => OperationOutcome::Unknown {
+                reason: "timed out before the PSP (simulated)".into(),
+            },
+            OperationFault::RefuseOnce if n == 0 => OperationOutcome::Refused {
+                code: "processing_error".into(),
+            },
+            OperationFault::RefuseOnce => self.inner.operate(request, timeout).await,
         }
     }
     async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {
-        self.0.create_refund(request, timeout).await
+        self.inner.create_refund(request, timeout).await
     }
     async fn lookup_refund(
         &self,
         provider_payment_id: &str,
         refund_id: &str,
     ) -> Result<Option<RefundSettlement>, PspError> {
-        self.0.lookup_refund(provider_payment_id, refund_id).await
+        self.inner
+            .lookup_refund(provider_payment_id, refund_id)
+            .await
     }
 }
 
@@ -487,9 +523,10 @@ async fn a_capture_whose_answer_was_lost_is_202_and_its_retry_captures_nothing_m
     // GIVEN an authorized payment, and a capture whose answer is lost after the PSP captured
     let stack = PaymentStack::start().await;
     let id = stack.authorized_payment("alice", "auth-8").await;
-    let losing = stack.operations_with(LosesOperationAnswers(payonce_tests::stack::psp_for(
-        &stack.psp,
-    )));
+    let losing = stack.operations_with(FaultyOperations::new(
+        payonce_tests::stack::psp_for(&stack.psp),
+        OperationFault::Lose,
+    ));
     let pending = stack
         .capture_through(&losing, &id, "cap-lost", json!({"amount": 2000}))
         .await;
@@ -531,4 +568,174 @@ async fn a_capture_whose_answer_was_lost_is_202_and_its_retry_captures_nothing_m
     assert_eq!(charge.captures.len(), 1, "{charge:?}");
     assert_eq!(charge.amount_captured, Some(2000));
     assert_eq!(order_state(&stack, &id).await, "paid");
+}
+
+#[tokio::test]
+async fn a_capture_left_unknown_by_a_client_that_never_returns_is_finished_by_reconcile() {
+    // GIVEN a capture the PSP never received (the call timed out before it), whose client
+    // never comes back
+    let stack = PaymentStack::start().await;
+    let id = stack.authorized_payment("alice", "auth-9").await;
+    let dropping = stack.operations_with(FaultyOperations::new(
+        payonce_tests::stack::psp_for(&stack.psp),
+        OperationFault::Drop,
+    ));
+    let pending = stack
+        .capture_through(&dropping, &id, "cap-gone", json!({"amount": 1000}))
+        .await;
+    assert_eq!(pending.status, 202, "{}", pending.body);
+    assert!(charge_of(&stack, &id).captures.is_empty());
+
+    // WHEN reconcile runs once the request's lease has lapsed (a day later: the record of a
+    // claim in progress never expires)
+    stack.clock.advance(Duration::from_secs(25 * 3600));
+    let report = stack.reconcile().await;
+
+    // THEN it sends the claim again, as claimed: one capture of 1000 under the payment's key,
+    // the payment succeeded and its order paid
+    assert_eq!(report.succeeded, 1, "{report:?}");
+    let charge = charge_of(&stack, &id);
+    assert_eq!(charge.captures.len(), 1, "{charge:?}");
+    assert_eq!(charge.captures[0].amount, 1000);
+    assert_eq!(
+        charge.captures[0].idempotency_key.as_deref(),
+        Some(format!("payonce-capture-{id}").as_str())
+    );
+    assert_eq!(order_state(&stack, &id).await, "paid");
+    // AND the client's key, if it ever comes back, replays the capture
+    let replay = stack
+        .capture(&id, "cap-gone", json!({"amount": 1000}))
+        .await;
+    assert_eq!(
+        (replay.status, replay.header("idempotent-replayed")),
+        (201, Some("true")),
+        "{}",
+        replay.body
+    );
+    assert_eq!(replay.json["amount_captured"], 1000);
+}
+
+#[tokio::test]
+async fn after_a_refused_capture_the_next_claim_has_a_psp_key_of_its_own() {
+    // GIVEN a capture the PSP refused (its refusal stored under the first claim's key)
+    let stack = PaymentStack::start().await;
+    let id = stack.authorized_payment("alice", "auth-10").await;
+    let refusing = stack.operations_with(FaultyOperations::new(
+        payonce_tests::stack::psp_for(&stack.psp),
+        OperationFault::RefuseOnce,
+    ));
+    let refused = stack
+        .capture_through(&refusing, &id, "cap-first", json!({"amount": 500}))
+        .await;
+    assert_eq!(
+        (refused.status, refused.problem_type()),
+        (402, "/problems/capture-failed"),
+        "{}",
+        refused.body
+    );
+    // THEN the claim is released: the payment authorized, nothing claimed, once counted
+    let stored = stack.payment(&id).await;
+    assert_eq!(
+        (
+            stored.status,
+            stored.operation.is_none(),
+            stored.operation_count
+        ),
+        (PaymentStatus::Authorized, true, 1)
+    );
+
+    // WHEN another key captures
+    let captured = stack
+        .capture_through(&refusing, &id, "cap-second", json!({}))
+        .await;
+
+    // THEN it is sent under the second claim's key, and captures
+    assert_eq!(captured.status, 201, "{}", captured.body);
+    let charge = charge_of(&stack, &id);
+    assert_eq!(
+        charge.captures[0].idempotency_key.as_deref(),
+        Some(format!("payonce-capture-{id}-2").as_str())
+    );
+    assert_eq!(charge.amount_captured, Some(3000));
+}
+
+#[tokio::test]
+async fn an_owners_cancel_resent_after_the_payment_was_authorized_is_not_sent() {
+    // GIVEN a manual 3-D Secure payment waiting for the customer, whose owner's cancel never
+    // reached the PSP
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let waiting = stack
+        .pay(
+            "alice",
+            "3ds-manual",
+            json!({"order_id": order, "order_version": 1,
+                   "payment_method": "pm_card_threeDSecure2Required", "capture": "manual",
+                   "return_url": format!("{CHECKOUT_ORIGIN}/checkout/return")}),
+        )
+        .await;
+    assert_eq!(waiting.status, 202, "{}", waiting.body);
+    let id = waiting.json["payment_id"].as_str().unwrap().to_owned();
+    let dropping = stack.operations_with(FaultyOperations::new(
+        payonce_tests::stack::psp_for(&stack.psp),
+        OperationFault::Drop,
+    ));
+    let event = payonce_tests::stack::api_event(
+        "POST",
+        &format!("/payments/{id}/cancel"),
+        Some("alice"),
+        &[("idempotency-key", "cancel-owner")],
+        "",
+    );
+    let pending = payonce_tests::stack::Reply::from(
+        payonce_refund::handler::handle(&stack.refunds, &dropping, event).await,
+    );
+    assert_eq!(pending.status, 202, "{}", pending.body);
+    // AND the customer then completed 3-D Secure: the payment is authorized
+    let page = waiting.json["next_action"]["url"].as_str().unwrap().to_owned();
+    let completed = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(&page)
+        .form(&[("result", "complete")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(completed.status().as_u16(), 303);
+    let intent = charge_of(&stack, &id).id;
+    let authorized = payonce::service::apply_settlement(
+        stack.charge.store(),
+        &id,
+        &payonce::domain::Settlement::Authorized {
+            provider_payment_id: intent,
+            amount_capturable: 3000,
+            capture_before_ms: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(matches!(authorized, payonce::service::Applied::Moved(_)));
+    let seen = stack.psp.requests_seen();
+
+    // WHEN the owner retries the cancel once its lease lapsed
+    stack.clock.advance(Duration::from_secs(60));
+    let retried = stack.cancel("alice", &[], &id, "cancel-owner").await;
+
+    // THEN it is refused as a fresh owner's cancel of an authorization would be, nothing is
+    // sent, and the claim is released for staff
+    assert_eq!(
+        (retried.status, retried.problem_type()),
+        (403, "/problems/insufficient-scope"),
+        "{}",
+        retried.body
+    );
+    assert_eq!(stack.psp.requests_seen(), seen);
+    let stored = stack.payment(&id).await;
+    assert_eq!(
+        (stored.status, stored.operation.is_none()),
+        (PaymentStatus::Authorized, true)
+    );
+    let captured = stack.capture(&id, "cap-after-owner", json!({})).await;
+    assert_eq!(captured.status, 201, "{}", captured.body);
 }

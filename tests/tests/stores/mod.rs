@@ -113,6 +113,7 @@ fn new_attempt<H: PaymentStoreHarness>(h: &H, order: &Order, key: &str) -> (Paym
         return_url: None,
         progress: payonce::domain::Progress::default(),
         operation: None,
+        operation_count: 0,
         idempotency_pk: record.as_str().to_owned(),
         psp_maybe_reached: false,
         amount_refunded: 0,

@@ -54,11 +54,14 @@ fn operation_claim<H: PaymentStoreHarness>(h: &H, payment: &Payment, key: &str) 
     }
 }
 
+/// A capture of `amount` claimed under `key`, the payment's first claim.
 fn capture_of(key: &str, amount: i64) -> PaymentOperation {
     PaymentOperation {
         kind: OperationKind::Capture,
         amount: Some(amount),
         record: operation_key(key).as_str().to_owned(),
+        seq: 1,
+        from: PaymentStatus::Authorized,
     }
 }
 
@@ -283,26 +286,54 @@ pub async fn a_release_frees_the_payment_for_another_operation<H: PaymentStoreHa
         )
         .await
         .unwrap();
-    // THEN the payment is as it was before the claim, and the record is gone
+    // THEN the payment is as it was before the claim but for the count of claims, and the
+    // record is gone
     assert!(matches!(released, SettleOutcome::Settled(_)), "{}", H::NAME);
-    assert_eq!(payment_now(&h, &read.payment_id).await, read, "{}", H::NAME);
+    let now = payment_now(&h, &read.payment_id).await;
+    assert_eq!(
+        now,
+        Payment {
+            operation_count: 1,
+            ..read.clone()
+        },
+        "{}",
+        H::NAME
+    );
     assert_eq!(h.raw_record(&claim.key).await, None, "{}", H::NAME);
 
-    // WHEN another key cancels it, and the PSP confirms the cancel
+    // WHEN another key claims a cancel on the payment as read before that first claim
     let claim_b = operation_claim(&h, &read, "b");
-    let cancel = PaymentOperation {
+    let stale = PaymentOperation {
         kind: OperationKind::Cancel,
         amount: None,
         record: claim_b.key.as_str().to_owned(),
+        seq: 1,
+        from: PaymentStatus::Authorized,
     };
+    let refused = h
+        .payments()
+        .begin_operation(&claim_b, &read, &stale)
+        .await
+        .unwrap();
+    // THEN it is refused: its number (and PSP key) would be the released claim's
+    assert!(
+        matches!(refused, BeginOperationOutcome::PaymentChanged(_)),
+        "{}: {refused:?}",
+        H::NAME
+    );
+    assert_eq!(h.raw_record(&claim_b.key).await, None, "{}", H::NAME);
+
+    // WHEN it claims the next number on the payment as it is, and the PSP confirms the cancel
+    let cancel = PaymentOperation { seq: 2, ..stale };
     let begun = h
         .payments()
-        .begin_operation(&claim_b, &read, &cancel)
+        .begin_operation(&claim_b, &now, &cancel)
         .await
         .unwrap();
     assert_eq!(begun, BeginOperationOutcome::Begun, "{}", H::NAME);
     let claimed = payment_now(&h, &read.payment_id).await;
     assert_eq!(claimed.operation, Some(cancel), "{}", H::NAME);
+    assert_eq!(claimed.operation_count, 2, "{}", H::NAME);
     let step = transition(
         &claimed,
         &Settlement::Canceled {

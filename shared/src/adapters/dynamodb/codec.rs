@@ -4,8 +4,8 @@ use super::attributes::{n, number, s, string, AttributeError, Item};
 use super::expr::put_item;
 use super::schema::{
     order_pk, payment_pk, refund_pk, CHECK_AT, DUPLICATE_REFUND, LEASE_TOKEN, LEASE_UNTIL_MS,
-    MAYBE_REACHED, OP_AMOUNT, OP_KIND, OP_RECORD, PK, REFUNDED, REFUND_COUNT, REFUND_PENDING,
-    REFUND_REQUIRED,
+    MAYBE_REACHED, OP_AMOUNT, OP_COUNT, OP_FROM, OP_KIND, OP_RECORD, OP_SEQ, PK, REFUNDED,
+    REFUND_COUNT, REFUND_PENDING, REFUND_REQUIRED,
 };
 use crate::domain::SenderLease;
 use crate::domain::{
@@ -190,6 +190,7 @@ pub(crate) fn payment_from_item(item: &Item) -> Result<Payment, StoreError> {
         return_url: optional_string(item, "return_url"),
         progress: progress_from_item(item).map_err(corrupt)?,
         operation: operation_from_item(item).map_err(corrupt)?,
+        operation_count: number(item, OP_COUNT).unwrap_or(0),
         idempotency_pk: string(item, "idempotency_pk").map_err(corrupt)?,
         psp_maybe_reached: matches!(item.get(MAYBE_REACHED), Some(AttributeValue::Bool(true))),
         amount_refunded: number(item, REFUNDED).unwrap_or(0),
@@ -213,6 +214,8 @@ pub(super) fn operation_attributes(
     let mut attributes = vec![
         (OP_KIND, s(operation.kind.as_str())),
         (OP_RECORD, s(&operation.record)),
+        (OP_SEQ, n(operation.seq)),
+        (OP_FROM, s(operation.from.as_str())),
     ];
     if let Some(amount) = operation.amount {
         attributes.push((OP_AMOUNT, n(amount)));
@@ -224,10 +227,13 @@ fn operation_from_item(item: &Item) -> Result<Option<PaymentOperation>, Attribut
     let Some(kind) = optional_string(item, OP_KIND) else {
         return Ok(None);
     };
+    let from = string(item, OP_FROM)?;
     Ok(Some(PaymentOperation {
         kind: OperationKind::parse(&kind).ok_or_else(|| AttributeError::unknown(OP_KIND, kind))?,
         amount: number(item, OP_AMOUNT).ok(),
         record: string(item, OP_RECORD)?,
+        seq: number(item, OP_SEQ)?,
+        from: PaymentStatus::parse(&from).ok_or_else(|| AttributeError::unknown(OP_FROM, from))?,
     }))
 }
 
@@ -263,6 +269,9 @@ pub(super) fn payment_to_item(payment: &Payment) -> Item {
     }
     for (name, value) in operation_attributes(payment.operation.as_ref()) {
         item.insert(name.into(), value);
+    }
+    if payment.operation_count > 0 {
+        item.insert(OP_COUNT.into(), n(payment.operation_count));
     }
     item.insert("idempotency_pk".into(), s(&payment.idempotency_pk));
     if payment.psp_maybe_reached {

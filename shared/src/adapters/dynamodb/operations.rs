@@ -9,7 +9,8 @@ use super::expr::{build_error, names, put_item, update_item, values};
 use super::idempotency::{item_from_record, record_from_item};
 use super::payments::{complete_record, DynamoPaymentStore, Op, OrderWrite, TxFailure};
 use super::schema::{
-    payment_pk, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS, OP_AMOUNT, OP_KIND, OP_RECORD, PK, STATUS,
+    payment_pk, EXPIRES_AT, LEASE_TOKEN, LEASE_UNTIL_MS, OP_AMOUNT, OP_COUNT, OP_FROM, OP_KIND,
+    OP_RECORD, OP_SEQ, PK, STATUS,
 };
 use crate::domain::{Payment, PaymentOperation, Transition};
 use crate::idempotency::{
@@ -78,17 +79,32 @@ impl OperationStore for DynamoPaymentStore {
     ) -> Result<BeginOperationOutcome, StoreError> {
         let now_ms = self.clock.now_ms();
         let record = claim.record(now_ms);
-        let mut set = Vec::new();
-        let mut vals = vec![(":read_status", s(payment.status.as_str()))];
+        let mut set = vec![format!("#{OP_COUNT} = :op_count")];
+        let mut vals = vec![
+            (":read_status", s(payment.status.as_str())),
+            (":op_count", n(operation.seq)),
+        ];
+        let mut names = vec!["status", OP_COUNT];
         for (name, value) in operation_attributes(Some(operation)) {
             let placeholder = match name {
                 OP_KIND => ":op_kind",
                 OP_AMOUNT => ":op_amount",
+                OP_SEQ => ":op_seq",
+                OP_FROM => ":op_from",
                 _ => ":op_record",
             };
             set.push(format!("#{name} = {placeholder}"));
             vals.push((placeholder, value));
+            names.push(name);
         }
+        // The count as read: a claim decided on a stale read would reuse a number, and with it
+        // the PSP key of a claim released before it.
+        let counted = if payment.operation_count == 0 {
+            format!("attribute_not_exists(#{OP_COUNT})")
+        } else {
+            vals.push((":read_count", n(payment.operation_count)));
+            format!("#{OP_COUNT} = :read_count")
+        };
         let items = vec![
             put_item(
                 &self.tables.idempotency,
@@ -101,12 +117,8 @@ impl OperationStore for DynamoPaymentStore {
                 &self.tables.payments,
                 &payment_pk(&payment.payment_id),
                 &format!("SET {}", set.join(", ")),
-                "#status = :read_status AND attribute_not_exists(#op_kind)",
-                &if operation.amount.is_some() {
-                    vec!["status", OP_KIND, OP_AMOUNT, OP_RECORD]
-                } else {
-                    vec!["status", OP_KIND, OP_RECORD]
-                },
+                &format!("#status = :read_status AND attribute_not_exists(#op_kind) AND {counted}"),
+                &names,
                 vals,
             )?,
         ];
@@ -211,9 +223,9 @@ impl OperationStore for DynamoPaymentStore {
             update_item(
                 &self.tables.payments,
                 &payment_pk(&payment.payment_id),
-                "REMOVE #op_kind, #op_amount, #op_record",
+                "REMOVE #op_kind, #op_amount, #op_record, #op_seq, #op_from",
                 "#status = :read_status AND #op_record = :record",
-                &["status", OP_KIND, OP_AMOUNT, OP_RECORD],
+                &["status", OP_KIND, OP_AMOUNT, OP_RECORD, OP_SEQ, OP_FROM],
                 vec![
                     (":read_status", s(payment.status.as_str())),
                     (":record", s(record.as_str())),

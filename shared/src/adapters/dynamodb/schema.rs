@@ -59,6 +59,19 @@ pub(super) const OP_AMOUNT: &str = "op_amount";
 #[cfg(feature = "payments")]
 pub(super) const OP_RECORD: &str = "op_record";
 
+/// The claimed operation's number (its PSP key's).
+#[cfg(feature = "payments")]
+pub(super) const OP_SEQ: &str = "op_seq";
+
+/// The payment's status when the operation was claimed.
+#[cfg(feature = "payments")]
+pub(super) const OP_FROM: &str = "op_from";
+
+/// How many operations were ever claimed on the payment (absent: none); kept when one is
+/// released.
+#[cfg(feature = "payments")]
+pub(super) const OP_COUNT: &str = "op_count";
+
 #[cfg(feature = "payments")]
 pub(super) fn order_pk(order_id: &str) -> String {
     format!("order#{order_id}")

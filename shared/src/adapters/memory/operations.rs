@@ -57,9 +57,11 @@ impl OperationStore for MemoryPaymentStore {
             .payments
             .get(&payment.payment_id)
             .map(|stored| stored.payment.clone());
-        let as_read = current
-            .as_ref()
-            .is_some_and(|now| now.status == payment.status && now.operation.is_none());
+        let as_read = current.as_ref().is_some_and(|now| {
+            now.status == payment.status
+                && now.operation.is_none()
+                && now.operation_count == payment.operation_count
+        });
         if !as_read {
             return Ok(BeginOperationOutcome::PaymentChanged(current.map(Box::new)));
         }
@@ -68,6 +70,7 @@ impl OperationStore for MemoryPaymentStore {
             .insert(claim.key.clone(), claim.record(now_ms));
         if let Some(stored) = tables.payments.payment_mut(&payment.payment_id) {
             stored.payment.operation = Some(operation.clone());
+            stored.payment.operation_count = operation.seq;
         }
         Ok(BeginOperationOutcome::Begun)
     }

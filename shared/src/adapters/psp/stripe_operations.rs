@@ -124,6 +124,11 @@ fn classify_operation(Sent { reply, retried }: Sent) -> OperationOutcome {
                 _ => OperationOutcome::Refused { code },
             }
         }
+        // The key was used with other parameters (an earlier claim's, whose refusal Stripe
+        // stored): this request was not run, and nothing moved.
+        (400, "idempotency_error") => OperationOutcome::Refused {
+            code: "idempotency_error".into(),
+        },
         // A capture the card network refused (`card_error`): for good.
         (402, _) => OperationOutcome::Refused {
             code: detail.code.unwrap_or_else(|| "card_error".into()),
@@ -144,5 +149,87 @@ fn classify_operation(Sent { reply, retried }: Sent) -> OperationOutcome {
             "PSP answered {status} {kind} {}",
             detail.code.unwrap_or_default()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::psp::transport::WireReply;
+    use serde_json::json;
+
+    fn answer(status: u16, body: serde_json::Value) -> OperationOutcome {
+        classify_operation(Sent {
+            reply: WireReply {
+                status,
+                body: body.to_string().into_bytes(),
+            },
+            retried: false,
+        })
+    }
+
+    #[test]
+    fn a_capture_or_cancel_answer_is_the_intent_it_leaves() {
+        assert_eq!(
+            answer(
+                200,
+                json!({"id": "pi_1", "status": "succeeded", "amount": 3000, "amount_received": 1800})
+            ),
+            OperationOutcome::Answered(Settlement::Captured {
+                provider_payment_id: "pi_1".into(),
+                amount_captured: 1800,
+            })
+        );
+        assert_eq!(
+            answer(
+                200,
+                json!({"id": "pi_1", "status": "canceled", "cancellation_reason": "requested_by_customer"})
+            ),
+            OperationOutcome::Answered(Settlement::Canceled {
+                provider_payment_id: Some("pi_1".into()),
+                reason: CancellationReason::Requested,
+            })
+        );
+        // Refused because the intent moved: what it moved to is the answer
+        assert_eq!(
+            answer(
+                400,
+                json!({"error": {"type": "invalid_request_error", "code": "payment_intent_unexpected_state",
+                    "payment_intent": {"id": "pi_1", "status": "canceled", "cancellation_reason": "automatic"}}})
+            ),
+            OperationOutcome::Answered(Settlement::Canceled {
+                provider_payment_id: Some("pi_1".into()),
+                reason: CancellationReason::Expired,
+            })
+        );
+        // Refused with the intent as it was: for good
+        assert_eq!(
+            answer(
+                400,
+                json!({"error": {"type": "invalid_request_error", "code": "payment_intent_unexpected_state",
+                    "payment_intent": {"id": "pi_1", "status": "processing"}}})
+            ),
+            OperationOutcome::Refused {
+                code: "payment_intent_unexpected_state".into()
+            }
+        );
+        // The key used with other parameters: not run, nothing moved
+        assert_eq!(
+            answer(
+                400,
+                json!({"error": {"type": "idempotency_error", "message": "Keys for idempotent requests can only be used with the same parameters"}})
+            ),
+            OperationOutcome::Refused {
+                code: "idempotency_error".into()
+            }
+        );
+        assert!(matches!(
+            answer(500, json!({"error": {"type": "api_error"}})),
+            OperationOutcome::Unknown { .. }
+        ));
+        assert!(matches!(
+            answer(401, json!({"error": {"type": "invalid_request_error"}})),
+            OperationOutcome::NotSent { .. }
+        ));
     }
 }

@@ -268,7 +268,7 @@ fn each_status_moves_on_exactly_the_word_it_can_take() {
     // order: P processing, A requires_action, Z authorized, S succeeded, F failed, C canceled,
     // - unchanged.
     let table = [
-        (S::Processing, "S S A - Z F F F F F C F"),
+        (S::Processing, "S S A - Z F F F F F F F"),
         (S::RequiresAction, "S S - A Z F F F F F C -"),
         (S::Authorized, "S S - - Z - - - - - C -"),
         (S::Succeeded, "- S - - - - - - - - - -"),
@@ -397,11 +397,19 @@ fn a_success_that_did_not_state_its_amount_is_filled_in_once_by_the_capture() {
 
 #[test]
 fn a_cancel_ends_an_open_or_authorized_payment_but_a_psp_success_beats_it() {
-    for status in [
-        PaymentStatus::Processing,
-        PaymentStatus::RequiresAction,
-        PaymentStatus::Authorized,
-    ] {
+    // A processing attempt whose intent is canceled never ran (the fence's own cancel of the
+    // intent it created): abandoned, as the lookup of that intent says.
+    let processing = manual(PaymentStatus::Processing);
+    let cancel = Settlement::Canceled {
+        provider_payment_id: Some("pi_1".into()),
+        reason: CancellationReason::Abandoned,
+    };
+    let abandoned = processing.after(&transition(&processing, &cancel), 1);
+    assert_eq!(
+        (abandoned.status, abandoned.failure.map(|f| f.kind)),
+        (PaymentStatus::Failed, Some(FailureKind::Abandoned))
+    );
+    for status in [PaymentStatus::RequiresAction, PaymentStatus::Authorized] {
         let p = manual(status);
         let cancel = Settlement::Canceled {
             provider_payment_id: Some("pi_1".into()),
