@@ -45,7 +45,7 @@ pub(crate) const CHECKOUT_ORIGIN: &str = "https://shop.example";
 /// page to come back to), or authorized now for staff to capture later. Only Stripe's flows ask
 /// for either.
 fn pick_flow(world: &World, psp: PspKind, request: &mut PayRequest) {
-    if psp != PspKind::Stripe {
+    if psp != PspKind::Stripe || !world.checkout_flows() {
         return;
     }
     let draw = world.u64(0..100);

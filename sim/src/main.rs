@@ -51,6 +51,9 @@ struct Args {
     /// Whether calls take time and invocations overlap.
     #[arg(long, value_name = "on|off", value_enum, default_value_t = Overlap::On)]
     overlap: Overlap,
+    /// Whether shoppers check out with 3-D Secure and pay later too, and staff capture.
+    #[arg(long, value_name = "on|off", value_enum, default_value_t = Overlap::On)]
+    checkout_flows: Overlap,
     /// Put a fixed hole back, for the mutation check (repeatable).
     #[arg(long = "mutation", value_name = "NAME", value_parser = mutation_names())]
     mutations: Vec<Mutation>,
@@ -134,6 +137,7 @@ fn schedule(args: &Args, psp: PspKind, seed: u64) -> Schedule {
         schedule.faults = faults.iter().copied().collect();
     }
     schedule.overlap = args.overlap == Overlap::On;
+    schedule.checkout_flows = args.checkout_flows == Overlap::On;
     schedule
 }
 

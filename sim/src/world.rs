@@ -176,6 +176,10 @@ pub struct Schedule {
     /// store and PSP call takes a heavy-tailed latency drawn per seed, and the
     /// [`FaultKind::OVERLAP`] kinds may strike. Off: the zero-latency model of before.
     pub overlap: bool,
+    /// Whether shoppers check out with 3-D Secure and "pay later" too (the default, Stripe
+    /// only), with staff capturing and canceling. Off: every payment charges at once, as
+    /// before these flows existed (the schedules pinned from then replay so).
+    pub checkout_flows: bool,
 }
 
 impl Schedule {
@@ -193,6 +197,7 @@ impl Schedule {
             clients: 5,
             faults: FaultKind::ALL.into_iter().collect(),
             overlap: true,
+            checkout_flows: true,
         }
     }
 
@@ -202,6 +207,9 @@ impl Schedule {
         let mut flags = format!("--psp {} --seed {}", self.psp.name(), self.seed);
         if !self.overlap {
             flags.push_str(" --overlap off");
+        }
+        if !self.checkout_flows {
+            flags.push_str(" --checkout-flows off");
         }
         if self.clients != Self::of_seed(self.seed).clients {
             flags.push_str(&format!(" --clients {}", self.clients));
@@ -226,6 +234,7 @@ impl fmt::Display for Schedule {
 #[derive(Debug)]
 pub struct World {
     rng: Mutex<fastrand::Rng>,
+    checkout_flows: bool,
     rates: Vec<(FaultKind, f64)>,
     latency: Latency,
     faults_on: AtomicBool,
@@ -287,6 +296,7 @@ impl World {
         };
         Arc::new(Self {
             rng: Mutex::new(rng),
+            checkout_flows: schedule.checkout_flows,
             rates,
             latency,
             faults_on: AtomicBool::new(true),
@@ -392,6 +402,11 @@ impl World {
     pub fn psp_leg(&self) -> Duration {
         let (scale_ms, alpha, cap_ms) = self.latency.psp;
         self.pareto(scale_ms, alpha, cap_ms)
+    }
+
+    /// Whether shoppers may take the 3-D Secure and pay-later flows.
+    pub fn checkout_flows(&self) -> bool {
+        self.checkout_flows
     }
 
     /// Whether calls take time in this run.

@@ -692,7 +692,10 @@ async fn an_owners_cancel_resent_after_the_payment_was_authorized_is_not_sent() 
     );
     assert_eq!(pending.status, 202, "{}", pending.body);
     // AND the customer then completed 3-D Secure: the payment is authorized
-    let page = waiting.json["next_action"]["url"].as_str().unwrap().to_owned();
+    let page = waiting.json["next_action"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let completed = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
