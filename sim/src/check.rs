@@ -918,9 +918,9 @@ async fn check_refunds(
     violations
 }
 
-/// 6. Captures and cancels: at the PSP, at most one capture per charge and never more than it
-/// authorized, each under the key derived from the payment (a cancel with a key, too); and every
-/// capture or cancel answered done is what the PSP holds.
+/// Invariant 6, captures and cancels: at the PSP, at most one capture per charge and never more
+/// than it authorized, each under the key derived from the payment (a cancel with a key, too);
+/// and every capture or cancel answered done is what the PSP holds.
 fn check_operations(observed: &Observed, ledger: &[FakeCharge]) -> Vec<String> {
     use payonce::domain::OperationKind;
     let mut violations = Vec::new();

@@ -446,7 +446,7 @@ impl PaymentStack {
             .await
     }
 
-    /// POST /payments/{payment_id}/<operation> (`capture`, `cancel`) as `sub` with `scopes`.
+    /// `POST /payments/{payment_id}/<operation>` (`capture`, `cancel`) as `sub` with `scopes`.
     pub async fn operate(
         &self,
         sub: &str,
