@@ -434,6 +434,55 @@ pub fn rfc3339_ms(ms: i64) -> String {
     )
 }
 
+/// The epoch milliseconds of an RFC 3339 UTC time (`2026-05-01T09:30:12Z`, with or without a
+/// fraction of a second), as PSPs write them; `None` for anything else (another offset
+/// included).
+pub fn epoch_ms_of_rfc3339(text: &str) -> Option<i64> {
+    let bytes = text.as_bytes();
+    let at = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = text.get(range)?;
+        part.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    if bytes.len() < 20 || bytes[4] != b'-' || bytes[7] != b'-' || bytes[10] != b'T' {
+        return None;
+    }
+    let (year, month, day) = (at(0..4)?, at(5..7)?, at(8..10)?);
+    let (hour, minute, second) = (at(11..13)?, at(14..16)?, at(17..19)?);
+    let rest = text.get(19..)?;
+    let (fraction, zone) = match rest.strip_prefix('.') {
+        Some(after) => {
+            let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+            (&after[..digits], &after[digits..])
+        }
+        None => ("", rest),
+    };
+    if zone != "Z"
+        || !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let milli = format!("{fraction:0<3}").get(..3)?.parse::<i64>().ok()?;
+    let days = days_from_civil(year, month, day);
+    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + milli)
+}
+
+/// The days from 1970-01-01 to the proleptic Gregorian date (H. Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// The proleptic Gregorian date `days` after 1970-01-01 (H. Hinnant's `civil_from_days`).
 fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
@@ -553,6 +602,25 @@ mod tests {
         context.request_id = request_id.to_owned();
         context.xray_trace_id = trace_id.map(str::to_owned);
         request_span(&context)
+    }
+
+    #[test]
+    fn rfc3339_utc_times_read_back_and_anything_else_is_refused() {
+        for ms in [0, 951_782_400_000, 1_796_354_244_123, -86_400_000] {
+            assert_eq!(super::epoch_ms_of_rfc3339(&rfc3339_ms(ms)), Some(ms));
+        }
+        assert_eq!(
+            super::epoch_ms_of_rfc3339("2026-12-11T05:00:00Z"),
+            Some(1_796_965_200_000)
+        );
+        for bad in [
+            "2026-12-11T05:00:00+07:00",
+            "2026-13-11T05:00:00Z",
+            "tomorrow",
+            "",
+        ] {
+            assert_eq!(super::epoch_ms_of_rfc3339(bad), None, "{bad}");
+        }
     }
 
     #[test]

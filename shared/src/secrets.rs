@@ -311,6 +311,10 @@ impl<P: Psp + 'static> Psp for RefreshingPsp<P> {
         self.cache.current().await.cancel(provider_payment_id).await
     }
 
+    fn captures_partially(&self) -> bool {
+        self.kind != PspKind::Omise
+    }
+
     async fn operate(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {
         self.cache.current().await.operate(request, timeout).await
     }

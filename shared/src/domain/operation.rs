@@ -93,6 +93,12 @@ pub enum CaptureRefusal {
         /// What may be captured.
         capturable: i64,
     },
+    /// Less than the whole authorization, where the PSP captures only all of it.
+    #[error("this payment provider captures the whole authorization: capture all {capturable} or leave amount out")]
+    WholeOnly {
+        /// What may be captured.
+        capturable: i64,
+    },
 }
 
 /// Why a payment cannot be canceled now.

@@ -101,6 +101,10 @@ impl From<OperationError> for Problem {
                 Problem::new(ProblemType::CaptureExceedsAuthorized, refusal.to_string())
                     .with("amount_capturable", capturable)
             }
+            OperationError::NotCapturable(refusal @ CaptureRefusal::WholeOnly { capturable }) => {
+                Problem::new(ProblemType::InvalidRequest, refusal.to_string())
+                    .with("amount_capturable", capturable)
+            }
             OperationError::NotCapturable(refusal @ CaptureRefusal::NotAuthorized(status)) => {
                 Problem::new(ProblemType::PaymentNotCapturable, refusal.to_string())
                     .with("payment_status", status)

@@ -353,6 +353,11 @@ pub trait Psp: Send + Sync {
     async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError>;
     /// Cancels an unconfirmed charge created by [`Psp::fence`].
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError>;
+    /// Whether a capture may take less than the whole authorization (Omise's ordinary
+    /// authorizations are captured whole).
+    fn captures_partially(&self) -> bool {
+        true
+    }
     /// Captures or cancels under `request.idempotency_key`, giving up after `timeout`. A PSP
     /// whose payments never wait for a customer or a capture refuses both.
     async fn operate(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {

@@ -269,6 +269,14 @@ impl<S: OperationStore + ChargeStore, P: Psp> OperationService<S, P> {
             let allowed = match command.kind {
                 OperationKind::Capture => read
                     .capture_amount(command.amount)
+                    .and_then(|amount| {
+                        let capturable = read.progress.amount_capturable;
+                        if amount < capturable && !self.psp.captures_partially() {
+                            Err(CaptureRefusal::WholeOnly { capturable })
+                        } else {
+                            Ok(amount)
+                        }
+                    })
                     .map(Some)
                     .map_err(OperationError::NotCapturable),
                 OperationKind::Cancel => read

@@ -69,6 +69,10 @@ impl<T: PspTransport> Psp for ConfiguredPsp<T> {
         delegate!(self, psp => psp.cancel(provider_payment_id).await)
     }
 
+    fn captures_partially(&self) -> bool {
+        delegate!(self, psp => psp.captures_partially())
+    }
+
     async fn operate(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {
         delegate!(self, psp => psp.operate(request, timeout).await)
     }

@@ -4,6 +4,7 @@ pub mod b64;
 pub mod configured;
 mod keyed;
 pub mod omise;
+mod omise_operations;
 pub mod omise_webhook;
 pub mod stripe;
 mod stripe_operations;

@@ -26,12 +26,12 @@
 
 use super::b64::{self, Alphabet};
 use super::keyed::{self, credentials_refused, NoAnswer, Sent};
-use super::omise_webhook::{charge_settlement, refund_settlement};
+use super::omise_webhook::{authorize_uri, charge_settlement, refund_settlement};
 use super::transport::{CallFailure, HttpTransport, PspTransport, WireBody, WireCall, WireReply};
 use crate::domain::{RefundSettlement, Settlement};
 use crate::ports::{
-    ChargeRequest, CheckedAmount, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome,
-    RefundRequest,
+    ChargeRequest, CheckedAmount, Fence, OperationOutcome, OperationRequest, Psp, PspError,
+    PspLookup, PspOutcome, RefundOutcome, RefundRequest,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -146,13 +146,13 @@ impl OmisePsp<HttpTransport> {
 
 /// Whether `id` can be an Omise object id (`chrg_…`, `chrg_test_…`) and so be put in a path as
 /// it is: nothing but ASCII letters, digits and `_`.
-fn is_object_id(id: &str) -> bool {
+pub(super) fn is_object_id(id: &str) -> bool {
     !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// Whether an error status is the caller's (4xx) and not a busy answer: only those can carry a
 /// definitive refusal.
-fn is_client_error(status: u16) -> bool {
+pub(super) fn is_client_error(status: u16) -> bool {
     (400..500).contains(&status) && !matches!(status, 401 | 403 | 409 | 429)
 }
 
@@ -184,7 +184,7 @@ impl<T: PspTransport> OmisePsp<T> {
 
     /// A call to Omise's API: authenticated, version pinned, under `idempotency_key` if given
     /// (creates only).
-    fn call(
+    pub(super) fn call(
         &self,
         method: &'static str,
         path: String,
@@ -215,20 +215,29 @@ impl<T: PspTransport> OmisePsp<T> {
     /// be created by accident), `description` = our payment id (a documented Search attribute,
     /// which [`Psp::lookup`] relies on; metadata searchability is UNCONFIRMED) and
     /// `metadata[payment_id]`. A pure function of the request, so every re-send is
-    /// byte-identical. No `return_uri`: payonce has no redirect flow, so a 3-D Secure charge
-    /// stays `pending` and ends `expired`/`failed`.
+    /// byte-identical. A manual capture sends `capture=false` (an authorization, captured or
+    /// reversed later); a request with a `return_url` sends it as `return_uri`, where Omise
+    /// brings the customer back after 3-D Secure (without one a 3-D Secure charge stays
+    /// `pending` and ends `expired`/`failed`).
     fn charge_call(&self, request: &ChargeRequest) -> WireCall {
-        let form = vec![
+        let capture = match request.capture {
+            crate::domain::CaptureMethod::Automatic => "true",
+            crate::domain::CaptureMethod::Manual => "false",
+        };
+        let mut form = vec![
             ("amount".to_owned(), request.amount.to_string()),
             ("currency".to_owned(), request.currency.as_str().to_owned()),
             ("card".to_owned(), request.payment_method.clone()),
-            ("capture".to_owned(), "true".to_owned()),
+            ("capture".to_owned(), capture.to_owned()),
             ("description".to_owned(), request.payment_id.clone()),
             (
                 "metadata[payment_id]".to_owned(),
                 request.payment_id.clone(),
             ),
         ];
+        if let Some(url) = &request.return_url {
+            form.push(("return_uri".to_owned(), url.clone()));
+        }
         self.call(
             "POST",
             "/charges".to_owned(),
@@ -259,7 +268,11 @@ impl<T: PspTransport> OmisePsp<T> {
     }
 
     /// A call that is not a create, within `timeout`: any failure is a [`PspError`].
-    async fn plain(&self, call: WireCall, timeout: Duration) -> Result<WireReply, PspError> {
+    pub(super) async fn plain(
+        &self,
+        call: WireCall,
+        timeout: Duration,
+    ) -> Result<WireReply, PspError> {
         self.transport
             .send(&call, timeout.min(self.request_timeout))
             .await
@@ -391,11 +404,47 @@ fn lookup_of(charge: &Value) -> Result<PspLookup, PspError> {
             reason: "a charge of ours has no id".into(),
         });
     };
+    if let Some(url) = authorize_uri(charge) {
+        return Ok(PspLookup::ActionRequired {
+            provider_payment_id: id.to_owned(),
+            redirect_url: url.to_owned(),
+        });
+    }
     Ok(match charge_settlement(charge, Some(id.to_owned())) {
         Some(Settlement::Succeeded {
             provider_payment_id,
         }) => PspLookup::Succeeded {
             provider_payment_id,
+            amount: CheckedAmount::of_object(charge),
+        },
+        Some(Settlement::Captured {
+            provider_payment_id,
+            amount_captured,
+        }) => PspLookup::Captured {
+            provider_payment_id,
+            amount_captured,
+            amount: CheckedAmount::of_object(charge),
+        },
+        Some(Settlement::Authorized {
+            provider_payment_id,
+            amount_capturable,
+            capture_before_ms,
+        }) => PspLookup::Authorized {
+            provider_payment_id,
+            amount_capturable,
+            capture_before_ms,
+        },
+        Some(Settlement::Canceled {
+            provider_payment_id,
+            ..
+        }) => PspLookup::Canceled {
+            provider_payment_id: provider_payment_id.unwrap_or_else(|| id.to_owned()),
+        },
+        Some(Settlement::AuthenticationFailed {
+            provider_payment_id,
+        }) => PspLookup::Declined {
+            provider_payment_id: provider_payment_id.unwrap_or_else(|| id.to_owned()),
+            decline_code: crate::ports::AUTHENTICATION_FAILED_CODE.to_owned(),
             amount: CheckedAmount::of_object(charge),
         },
         Some(Settlement::Declined {
@@ -421,7 +470,28 @@ fn lookup_of(charge: &Value) -> Result<PspLookup, PspError> {
 /// any other status → unknown, settled later by webhook or reconcile.
 fn classify_charge_object(charge: &Value) -> PspOutcome {
     let id = charge["id"].as_str().map(str::to_owned);
+    if let (Some(url), Some(id)) = (authorize_uri(charge), id.clone()) {
+        return PspOutcome::ActionRequired {
+            provider_payment_id: id,
+            redirect_url: url.to_owned(),
+        };
+    }
     match charge_settlement(charge, id.clone()) {
+        Some(Settlement::Authorized {
+            provider_payment_id,
+            amount_capturable,
+            capture_before_ms,
+        }) => PspOutcome::Authorized {
+            provider_payment_id,
+            amount_capturable,
+            capture_before_ms,
+        },
+        Some(Settlement::AuthenticationFailed {
+            provider_payment_id,
+        }) => PspOutcome::Declined {
+            provider_payment_id,
+            decline_code: crate::ports::AUTHENTICATION_FAILED_CODE.to_owned(),
+        },
         Some(Settlement::Succeeded {
             provider_payment_id,
         }) => PspOutcome::Approved {
@@ -725,6 +795,17 @@ impl<T: PspTransport> Psp for OmisePsp<T> {
         })
     }
 
+    /// A partial capture needs a `pre_auth` charge, which only merchants contracted with Omise
+    /// Thailand may create ("Capture": Single Partial Capture); payonce creates `final_auth`
+    /// ones, Omise's default, captured whole.
+    fn captures_partially(&self) -> bool {
+        false
+    }
+
+    async fn operate(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {
+        self.operate_charge(request, timeout).await
+    }
+
     /// `POST /charges/{id}/refunds` — after looking for our refund on the charge first. Omise
     /// documents no idempotency for refunds (UNCONFIRMED that `Idempotency-Key` does anything) and
     /// a refund has no single-use token, so a blind re-send after a lost answer could refund
@@ -865,6 +946,175 @@ mod tests {
             "card": {"object": "card", "id": "card_test_4yq6tuucl9h4erukfl0", "brand": "Visa", "last_digits": "4242"},
             "created_at": "2015-01-15T05:00:29Z",
         })
+    }
+
+    /// An authorise-only charge (`capture=false`) in `status`, held while `authorized`.
+    fn authorise_only(status: &str, authorized: bool) -> Value {
+        let mut charge = charge(CHARGE, status, None, PAY);
+        charge["capture"] = json!(false);
+        charge["authorized"] = json!(authorized);
+        charge["paid"] = json!(status == "successful");
+        charge["authorize_uri"] = Value::Null;
+        charge["expires_at"] = json!("2026-12-11T05:00:00Z");
+        charge
+    }
+
+    #[tokio::test]
+    async fn a_manual_charge_with_a_return_url_asks_for_both_and_reads_each_state() {
+        // GIVEN a request for a manual capture that may ask the customer to authenticate
+        let mut manual = request();
+        manual.capture = crate::domain::CaptureMethod::Manual;
+        manual.return_url = Some("https://shop.example/return".into());
+        let mut waiting = charge(CHARGE, "pending", None, PAY);
+        waiting["capture"] = json!(false);
+        waiting["authorized"] = json!(false);
+        waiting["return_uri"] = json!("https://shop.example/return");
+        let psp = scripted([reply(200, waiting)]);
+        // WHEN it is created THEN the form says capture=false and the return_uri, and the
+        // pending charge with its authorize_uri asks for the customer
+        let outcome = psp.create_charge(&manual, Duration::from_secs(5)).await;
+        assert_eq!(
+            outcome,
+            PspOutcome::ActionRequired {
+                provider_payment_id: CHARGE.into(),
+                redirect_url: "https://api.omise.co/payments/paym_test_1/authorize".into(),
+            }
+        );
+        let WireBody::Form(form) = &calls(&psp)[0].body else {
+            panic!("a form")
+        };
+        assert!(form.contains(&("capture".into(), "false".into())), "{form:?}");
+        assert!(
+            form.contains(&("return_uri".into(), "https://shop.example/return".into())),
+            "{form:?}"
+        );
+        // AND an authorized charge is an authorization, until when it is held
+        assert_eq!(
+            classify_charge_object(&authorise_only("pending", true)),
+            PspOutcome::Authorized {
+                provider_payment_id: CHARGE.into(),
+                amount_capturable: 100000,
+                capture_before_ms: Some(1_796_965_200_000),
+            }
+        );
+        // AND without a return_uri a pending charge is unknown, as it always was
+        assert!(matches!(
+            classify_charge_object(&charge(CHARGE, "pending", None, PAY)),
+            PspOutcome::Unknown { .. }
+        ));
+        // AND an authorise-only charge's later states: captured, reversed, expired
+        let id = Some(CHARGE.to_owned());
+        assert_eq!(
+            charge_settlement(&authorise_only("successful", true), id.clone()),
+            Some(Settlement::Captured {
+                provider_payment_id: CHARGE.into(),
+                amount_captured: 100000,
+            })
+        );
+        assert_eq!(
+            charge_settlement(&authorise_only("reversed", true), id.clone()),
+            Some(Settlement::Canceled {
+                provider_payment_id: id.clone(),
+                reason: crate::domain::CancellationReason::Requested,
+            })
+        );
+        assert_eq!(
+            charge_settlement(&authorise_only("expired", true), id.clone()),
+            Some(Settlement::Canceled {
+                provider_payment_id: id,
+                reason: crate::domain::CancellationReason::Expired,
+            })
+        );
+    }
+
+    fn operation(kind: crate::domain::OperationKind) -> OperationRequest {
+        OperationRequest {
+            kind,
+            payment_id: PAY.into(),
+            provider_payment_id: CHARGE.into(),
+            amount: Some(100000),
+            currency: Currency::Thb,
+            idempotency_key: format!("payonce-{}-{PAY}", kind.as_str()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_capture_looks_first_then_posts_and_reads_the_charge_it_leaves() {
+        use crate::domain::OperationKind::{Cancel, Capture};
+        // GIVEN an authorization: the look finds it held, the capture takes it
+        let psp = scripted([
+            reply(200, authorise_only("pending", true)),
+            reply(200, authorise_only("successful", true)),
+        ]);
+        let outcome = psp.operate(&operation(Capture), Duration::from_secs(5)).await;
+        assert_eq!(
+            outcome,
+            OperationOutcome::Answered(Settlement::Captured {
+                provider_payment_id: CHARGE.into(),
+                amount_captured: 100000,
+            })
+        );
+        let sent = calls(&psp);
+        assert_eq!(
+            sent.iter()
+                .map(|c| (c.method, c.path.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                ("GET", format!("/charges/{CHARGE}").as_str()),
+                ("POST", format!("/charges/{CHARGE}/capture").as_str())
+            ]
+        );
+        assert_eq!(
+            sent[1].header("Idempotency-Key"),
+            Some(format!("payonce-capture-{PAY}").as_str())
+        );
+
+        // GIVEN a charge already captured (an earlier call's answer was lost): answered from
+        // the look, nothing posted
+        let psp = scripted([reply(200, authorise_only("successful", true))]);
+        let outcome = psp.operate(&operation(Capture), Duration::from_secs(5)).await;
+        assert!(matches!(outcome, OperationOutcome::Answered(Settlement::Captured { .. })));
+        assert_eq!(calls(&psp).len(), 1);
+
+        // GIVEN a reverse refused because the charge was captured meanwhile: the charge answers
+        let psp = scripted([
+            reply(200, authorise_only("pending", true)),
+            omise_error(400, "failed_reverse"),
+            reply(200, authorise_only("successful", true)),
+        ]);
+        let outcome = psp.operate(&operation(Cancel), Duration::from_secs(5)).await;
+        assert!(
+            matches!(outcome, OperationOutcome::Answered(Settlement::Captured { .. })),
+            "{outcome:?}"
+        );
+        assert_eq!(calls(&psp)[1].path, format!("/charges/{CHARGE}/reverse"));
+
+        // GIVEN a refusal of a charge that did not move: refused for good
+        let psp = scripted([
+            reply(200, authorise_only("pending", true)),
+            omise_error(400, "failed_capture"),
+            reply(200, authorise_only("pending", true)),
+        ]);
+        assert_eq!(
+            psp.operate(&operation(Capture), Duration::from_secs(5)).await,
+            OperationOutcome::Refused {
+                code: "failed_capture".into()
+            }
+        );
+
+        // GIVEN a look that cannot be made: nothing posted
+        let psp = scripted([not_connected()]);
+        assert!(matches!(
+            psp.operate(&operation(Capture), Duration::from_secs(5)).await,
+            OperationOutcome::NotSent { .. }
+        ));
+        // AND a capture that connected and got no answer is unknown
+        let psp = scripted([reply(200, authorise_only("pending", true)), after_connect()]);
+        assert!(matches!(
+            psp.operate(&operation(Capture), Duration::from_secs(5)).await,
+            OperationOutcome::Unknown { .. }
+        ));
+        assert!(!psp.captures_partially());
     }
 
     fn ours(status: &str, failure_code: Option<&str>) -> Step {

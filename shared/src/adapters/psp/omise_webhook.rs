@@ -264,15 +264,60 @@ pub(crate) fn charge_settlement(charge: &Value, id: Option<String>) -> Option<Se
         provider_payment_id: id.clone(),
         decline_code: failure_code.unwrap_or(default).to_owned(),
     };
+    // An authorise-only charge (`capture: false`): held while `authorized`, then captured,
+    // reversed (voided) or expired (the authorization lapsed), none of them a decline.
+    let authorise_only = charge["capture"].as_bool() == Some(false);
+    let authorized = charge["authorized"].as_bool() == Some(true);
+    let amount = charge["amount"].as_i64();
+    let canceled = |reason| Settlement::Canceled {
+        provider_payment_id: id.clone(),
+        reason,
+    };
     match charge["status"].as_str()? {
+        "successful" if authorise_only => Some(Settlement::Captured {
+            provider_payment_id: id.clone()?,
+            amount_captured: charge["captured_amount"].as_i64().or(amount)?,
+        }),
         "successful" => Some(Settlement::Succeeded {
             provider_payment_id: id.clone()?,
         }),
+        "pending" if authorise_only && authorized => Some(Settlement::Authorized {
+            provider_payment_id: id.clone()?,
+            amount_capturable: charge["authorized_amount"].as_i64().or(amount)?,
+            capture_before_ms: charge["expires_at"]
+                .as_str()
+                .and_then(crate::logging::epoch_ms_of_rfc3339),
+        }),
+        "failed" if failure_code == Some(AUTHENTICATION_FAILED_CODE) => {
+            Some(Settlement::AuthenticationFailed {
+                provider_payment_id: id.clone(),
+            })
+        }
         "failed" => Some(declined("failed")),
+        "expired" if authorise_only && authorized => {
+            Some(canceled(crate::domain::CancellationReason::Expired))
+        }
         "expired" => Some(declined("expired")),
+        "reversed" if authorise_only => {
+            Some(canceled(crate::domain::CancellationReason::Requested))
+        }
         "reversed" => Some(declined("reversed")),
         _ => None,
     }
+}
+
+/// The `failure_code` of a charge whose customer failed 3-D Secure.
+pub(crate) const AUTHENTICATION_FAILED_CODE: &str = "failed_processing";
+
+/// The customer's page of a charge waiting for 3-D Secure, if it is one payonce asked for (a
+/// `return_uri` to come back to) and it is not yet authorized.
+pub(crate) fn authorize_uri(charge: &Value) -> Option<&str> {
+    let waiting = charge["status"].as_str() == Some("pending")
+        && charge["authorized"].as_bool() != Some(true)
+        && charge["return_uri"].as_str().is_some();
+    charge["authorize_uri"]
+        .as_str()
+        .filter(|url| waiting && (url.starts_with("https://") || url.starts_with("http://")))
 }
 
 /// Our refund a refund object names in its `metadata.refund_id`, with what the object says.
