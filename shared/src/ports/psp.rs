@@ -291,6 +291,8 @@ pub enum PspLookup {
     Canceled {
         /// The PSP's id.
         provider_payment_id: String,
+        /// Why, where the PSP says it.
+        reason: Option<crate::domain::CancellationReason>,
     },
 }
 

@@ -487,15 +487,18 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
         }
         let authorized = payment.status == PaymentStatus::Authorized;
         let settlement = match lookup {
+            // Why, as the PSP says it; where it does not, an authorization that lapsed or an
+            // action never taken.
             PspLookup::Canceled {
                 provider_payment_id,
+                reason,
             } => Some(Settlement::Canceled {
                 provider_payment_id: Some(provider_payment_id),
-                reason: if authorized {
+                reason: reason.unwrap_or(if authorized {
                     CancellationReason::Expired
                 } else {
                     CancellationReason::Abandoned
-                },
+                }),
             }),
             other => settlement_of(
                 other,

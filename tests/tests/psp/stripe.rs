@@ -320,7 +320,8 @@ async fn a_fence_on_an_unused_key_is_accepted_by_the_strict_fake_psp_and_cancell
     assert_eq!(
         stripe.lookup(&request.payment_id).await.unwrap(),
         PspLookup::Canceled {
-            provider_payment_id
+            provider_payment_id,
+            reason: Some(payonce::domain::CancellationReason::Abandoned),
         }
     );
     // AND the confirmed charge under that key can never run: the key is used

@@ -436,9 +436,10 @@ fn lookup_of(charge: &Value) -> Result<PspLookup, PspError> {
         },
         Some(Settlement::Canceled {
             provider_payment_id,
-            ..
+            reason,
         }) => PspLookup::Canceled {
             provider_payment_id: provider_payment_id.unwrap_or_else(|| id.to_owned()),
+            reason: Some(reason),
         },
         Some(Settlement::AuthenticationFailed {
             provider_payment_id,
@@ -983,7 +984,10 @@ mod tests {
         let WireBody::Form(form) = &calls(&psp)[0].body else {
             panic!("a form")
         };
-        assert!(form.contains(&("capture".into(), "false".into())), "{form:?}");
+        assert!(
+            form.contains(&("capture".into(), "false".into())),
+            "{form:?}"
+        );
         assert!(
             form.contains(&("return_uri".into(), "https://shop.example/return".into())),
             "{form:?}"
@@ -1046,7 +1050,9 @@ mod tests {
             reply(200, authorise_only("pending", true)),
             reply(200, authorise_only("successful", true)),
         ]);
-        let outcome = psp.operate(&operation(Capture), Duration::from_secs(5)).await;
+        let outcome = psp
+            .operate(&operation(Capture), Duration::from_secs(5))
+            .await;
         assert_eq!(
             outcome,
             OperationOutcome::Answered(Settlement::Captured {
@@ -1072,8 +1078,13 @@ mod tests {
         // GIVEN a charge already captured (an earlier call's answer was lost): answered from
         // the look, nothing posted
         let psp = scripted([reply(200, authorise_only("successful", true))]);
-        let outcome = psp.operate(&operation(Capture), Duration::from_secs(5)).await;
-        assert!(matches!(outcome, OperationOutcome::Answered(Settlement::Captured { .. })));
+        let outcome = psp
+            .operate(&operation(Capture), Duration::from_secs(5))
+            .await;
+        assert!(matches!(
+            outcome,
+            OperationOutcome::Answered(Settlement::Captured { .. })
+        ));
         assert_eq!(calls(&psp).len(), 1);
 
         // GIVEN a reverse refused because the charge was captured meanwhile: the charge answers
@@ -1082,9 +1093,14 @@ mod tests {
             omise_error(400, "failed_reverse"),
             reply(200, authorise_only("successful", true)),
         ]);
-        let outcome = psp.operate(&operation(Cancel), Duration::from_secs(5)).await;
+        let outcome = psp
+            .operate(&operation(Cancel), Duration::from_secs(5))
+            .await;
         assert!(
-            matches!(outcome, OperationOutcome::Answered(Settlement::Captured { .. })),
+            matches!(
+                outcome,
+                OperationOutcome::Answered(Settlement::Captured { .. })
+            ),
             "{outcome:?}"
         );
         assert_eq!(calls(&psp)[1].path, format!("/charges/{CHARGE}/reverse"));
@@ -1096,7 +1112,8 @@ mod tests {
             reply(200, authorise_only("pending", true)),
         ]);
         assert_eq!(
-            psp.operate(&operation(Capture), Duration::from_secs(5)).await,
+            psp.operate(&operation(Capture), Duration::from_secs(5))
+                .await,
             OperationOutcome::Refused {
                 code: "failed_capture".into()
             }
@@ -1105,13 +1122,15 @@ mod tests {
         // GIVEN a look that cannot be made: nothing posted
         let psp = scripted([not_connected()]);
         assert!(matches!(
-            psp.operate(&operation(Capture), Duration::from_secs(5)).await,
+            psp.operate(&operation(Capture), Duration::from_secs(5))
+                .await,
             OperationOutcome::NotSent { .. }
         ));
         // AND a capture that connected and got no answer is unknown
         let psp = scripted([reply(200, authorise_only("pending", true)), after_connect()]);
         assert!(matches!(
-            psp.operate(&operation(Capture), Duration::from_secs(5)).await,
+            psp.operate(&operation(Capture), Duration::from_secs(5))
+                .await,
             OperationOutcome::Unknown { .. }
         ));
         assert!(!psp.captures_partially());

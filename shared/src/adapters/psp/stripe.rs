@@ -542,6 +542,10 @@ fn lookup_of(intent: PaymentIntent) -> PspLookup {
             amount,
         },
         "canceled" => PspLookup::Canceled {
+            reason: intent
+                .cancellation_reason
+                .as_deref()
+                .map(|reason| super::stripe_operations::cancellation_reason(Some(reason))),
             provider_payment_id: intent.id,
         },
         // Waiting for the customer, or authorized: what a create's answer would have said, for

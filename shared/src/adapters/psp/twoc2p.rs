@@ -771,6 +771,7 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
             }),
             ResponseClass::Canceled => Ok(PspLookup::Canceled {
                 provider_payment_id,
+                reason: None,
             }),
             ResponseClass::Pending => Ok(PspLookup::Pending {
                 provider_payment_id,
@@ -1566,7 +1567,8 @@ mod tests {
         assert_eq!(
             lookup_with(inquiry("0003")).await.unwrap(),
             PspLookup::Canceled {
-                provider_payment_id: id()
+                provider_payment_id: id(),
+                reason: None,
             }
         );
         // Not found, signed (no transaction fields at all) or unsigned.
