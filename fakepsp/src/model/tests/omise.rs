@@ -446,7 +446,18 @@ fn validation_errors_are_answered_before_the_key_and_store_nothing() {
         (base.to_owned(), "invalid_charge"),
         ("amount=3000&currency=jpy".to_owned(), "missing_card"),
         ("amount=3000&currency=jpy&card=".to_owned(), "missing_card"),
-        (format!("amount=3000&{base}&capture=false"), "bad_request"),
+        (
+            format!("amount=3000&{base}&authorization_type=final_auth"),
+            "bad_request",
+        ),
+        (
+            format!("amount=3000&{base}&capture=false&authorization_type=pre_auth"),
+            "bad_request",
+        ),
+        (
+            format!("amount=3000&{base}&capture=false&authorization_type=other"),
+            "bad_request",
+        ),
         (format!("amount=3000&{base}&capture=yes"), "bad_request"),
         (
             format!("amount=3000&{base}&metadata[a][b]=x"),
@@ -1115,20 +1126,4 @@ fn unknown_routes_are_404_not_found() {
             "{method} {path}"
         );
     }
-}
-
-#[test]
-fn the_three_ds_test_cards_are_unknown_until_the_face_has_an_authentication_page() {
-    // The Stripe face's 3-D Secure cards wait on a page the Omise face does not serve yet.
-    let model = model();
-    for token in [
-        "pm_card_threeDSecure2Required",
-        "pm_card_authenticationRequired",
-    ] {
-        let answer = post(&model, "/charges", &charge(token, "p"), None, T0);
-        assert_eq!(answer.status, 404, "{token}");
-        assert_eq!(code(&answer), "not_found");
-    }
-    assert!(model.charges().is_empty());
-    assert_eq!(model.action_page("chrg_test_x", None, T0).status, 404);
 }
