@@ -546,7 +546,8 @@ impl OmiseFace {
             params: params.clone(),
         };
         let validate = || capture_params(&params);
-        let run = |ledger: &mut Ledger, amount| self.run_capture(ledger, id, amount, recorded, now_ms);
+        let run =
+            |ledger: &mut Ledger, amount| self.run_capture(ledger, id, amount, recorded, now_ms);
         ledger.validated(KEY_REFUSALS, key, fingerprint, now_ms, validate, run)
     }
 
@@ -1015,7 +1016,10 @@ fn capture_params(params: &Params) -> Result<Option<i64>, Reply> {
             "unknown parameter: {unknown} (the fake PSP refuses what it does not model)"
         )));
     }
-    match params.get("capture_amount").map(|amount| amount.parse::<i64>()) {
+    match params
+        .get("capture_amount")
+        .map(|amount| amount.parse::<i64>())
+    {
         None => Ok(None),
         Some(Ok(amount)) if amount >= 1 => Ok(Some(amount)),
         Some(_) => Err(error(
