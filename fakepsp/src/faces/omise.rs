@@ -18,21 +18,78 @@
 //!   writes the 2019-05-29 shapes (`created_at`, `refunded_amount`) whatever it says.
 //! - **Charge create** ("Charges API", www.omise.co/charges-api): `POST /charges`, form-encoded
 //!   `amount` (smallest unit), `currency`, `card` (the test token), `capture` (`true`, Omise's
-//!   default), `description`, `metadata[...]`, `return_uri` (accepted, unused: the fake has no
-//!   redirect flow). A declined card is not an HTTP error: the charge is created and answered 200
+//!   default, or `false`: below), `authorization_type` (below), `description`, `metadata[...]`,
+//!   `return_uri` (used only by the 3-D Secure cards, below; others ignore it and answer
+//!   `return_uri: null` as before). A declined card is not an HTTP error: the charge is created and answered 200
 //!   with `status` `failed` and a `failure_code` (notes §1: Omise's WooCommerce plugin; a failed
 //!   test charge in omise-php's fixtures). Tokens behave as on the Stripe face (`behaviour`):
 //!   approvals `successful`; `pm_card_visa_chargeDeclined` `failed` with `payment_rejected` and
 //!   `pm_card_chargeDeclinedInsufficientFunds` with `insufficient_fund` (the failure codes of
 //!   Omise's test cards, docs.omise.co/api-testing); `pm_fake_processing` and
-//!   `pm_fake_requires_action` `pending` (the latter with an `authorize_uri`, like a 3-D Secure
-//!   charge); the lost-response, slow and error-before-charge tokens as on the Stripe face.
+//!   `pm_fake_requires_action` `pending` (the latter with an `authorize_uri` on no host, like a
+//!   3-D Secure charge nobody can answer); the lost-response, slow and error-before-charge tokens
+//!   as on the Stripe face.
+//! - **3-D Secure** ("How to implement 3-D Secure", docs.omise.co/how-to-implement-3-D-Secure:
+//!   "Make a charge … and provide a return_uri", "The response Charge object will contain …
+//!   authorize_uri, you must redirect your user to this URL", the cardholder "will be redirected
+//!   back to the URL provided in the return_uri"; the charge is then read again; omise-woocommerce:
+//!   3-D Secure is `status == pending && !authorized && !paid && authorize_uri`): the Stripe
+//!   face's 3-D Secure cards `pm_card_threeDSecure2Required` and `pm_card_authenticationRequired`
+//!   ask for it on every charge. With a (non-empty) `return_uri` the charge is `pending`,
+//!   `authorized: false`, `paid: false`, `authorize_uri` the fake's own page
+//!   `<base_url>/_fake/authenticate/<chrg id>` (kept once answered) and `return_uri` as given.
+//!   The page (`FakeModel::action_page`, the same page and HTML as the Stripe face's) answers
+//!   *Complete* with a charge `successful` (or authorized, with `capture=false`) and *Fail* with a
+//!   charge `failed`, `failure_code` `failed_processing` (UNCONFIRMED: no Omise page seen names a
+//!   3-D Secure failure code; this is the general failure of Omise's failure-code list), each with
+//!   `charge.complete` ("When completing 3DS payment, Omise will send a 'charge.complete' event",
+//!   omise-woocommerce) and 303 to the `return_uri` exactly as given (Omise documents no query
+//!   parameters added); a second answer is 409 and moves nothing. A page never answered leaves
+//!   the charge `pending` for good (UNCONFIRMED: Omise's own expiry of an abandoned 3-D Secure
+//!   charge is not modelled; `pm_fake_requires_action` models that one). Without a `return_uri`
+//!   the charge is refused, 400 `invalid_charge`, nothing created (UNCONFIRMED: Omise documents
+//!   `return_uri` as the step that makes 3-D Secure work and its support advises always sending
+//!   one, omise/omise-php#52, but not the answer without it; a refusal keeps a 3-D Secure card
+//!   from ever being charged unauthenticated). It is answered after the key, so it is stored.
+//! - **Manual capture** ("Does Omise support Authorize and Hold only?": "set the parameter capture
+//!   as false. This will authorize the charge but leave it pending", "An authorized charge will
+//!   expire after 7 days", "If the authorization expires the capture will fail"; "Capture",
+//!   docs.omise.co/capture: Full Manual Capture `authorization_type=final_auth`, the default, is a
+//!   single full-amount capture; Single Partial Capture `pre_auth` only for merchants contracted
+//!   with Omise Thailand; multiple partial captures are not supported): `capture=false`
+//!   authorizes: `status` `pending`, `authorized: true`, `captured`/`paid: false`, `capturable`
+//!   and `reversible` `true`, `expires_at` `authorization_expires_after` (7 days) ahead, plus
+//!   `authorization_type`, `authorized_amount`, `captured_amount` (omise-go's `Charge` fields;
+//!   they appear only on `capture=false` charges so that every other answer stays byte for byte
+//!   what it was). `authorization_type` with `capture=true`, `pre_auth` in another currency than
+//!   thb (the fake's Thai account), or another value → 400 `bad_request` (the fake's choice of
+//!   code). `POST /charges/{id}/capture` takes only `capture_amount` (a positive integer, else
+//!   400 `invalid_amount` before the key): without it the whole amount is captured; with it, only
+//!   on a `pre_auth` charge and at most the authorized amount (else 400 `failed_capture`; the
+//!   code for these two is UNCONFIRMED), the rest released. Captured, the charge is `successful`,
+//!   `paid`, `captured_amount` the amount, `refundable` up to it, with `charge.capture` ([3P]
+//!   mage2.pro; notes §4). A charge that is not an authorization (captured, reversed, failed,
+//!   pending on 3-D Secure, automatic) → 400 `failed_capture` ("Failed Capture": "the charge may
+//!   not be authorized or already captured", api-errors); a lapsed one → 400 `expired_charge`
+//!   ("Expired Charge": capturing a charge whose authorization expired). `POST
+//!   /charges/{id}/reverse` takes no parameters (any → 400 `bad_request`) and voids an
+//!   authorization: `status` `reversed`, `reversed: true`, with `charge.reverse` (UNCONFIRMED
+//!   event key); anything else → 400 `failed_reverse` (UNCONFIRMED: the code appears only on an
+//!   unreliable third-party copy of Omise's pages, notes §2; the official list shows
+//!   `failed_void` for refund voids). Both run under `Idempotency-Key` exactly as a create (and
+//!   are ignored with it when `omise_honours_idempotency_key = false`), route `POST
+//!   /charges/{id}/capture` or `/reverse`: replay, other parameters or endpoint → 400, in flight →
+//!   409. An authorization not captured within `authorization_expires_after` is released: status
+//!   `reversed` ("Capture", Japan page: uncaptured within the authorization period, "the amount is
+//!   released automatically and the charge's status changes to reversed") with `expired: true`,
+//!   and `charge.expire` (UNCONFIRMED event key). Omise Japan's period is 29 days ("Capture",
+//!   Japan; notes §3 say 30); the fake uses the one knob every face shares.
 //! - **Charge statuses** (notes §3: `successful`, `failed`, `pending`, `reversed`, `expired`, from
 //!   omise-go-v2 and omise-java): a pending charge completes with a `charge.complete` event —
 //!   `pm_fake_processing` → `successful` after `processing_for`; `pm_fake_requires_action` →
 //!   `expired` with `failure_code` `timeout` after `requires_action_for` (3-D Secure never done:
 //!   "payer did not act before charge expiration", Omise's Magento plugin error mapping).
-//!   `reversed` is how a cancelled charge would read; this face offers no way to cancel one.
+//!   `reversed` is a reversed (voided) or lapsed authorization (below).
 //! - **Tokens are reusable here.** Omise's tokens are single use ("Any attempt to re-use a token
 //!   will result in a `used_token` error", api-errors); the Stripe face has no notion of a used
 //!   payment method, and both faces share the tokens, so the fake never answers `used_token`:
@@ -48,9 +105,11 @@
 //! - **Validation before the key**, as on the Stripe face: a refused request stores nothing under
 //!   its key. Unknown parameters → 400 `bad_request` (Omise: "several types of invalid requests
 //!   return `bad_request`"; refusing what the fake does not model is the fake's choice, as on the
-//!   Stripe face), so are `capture=false` (authorise-only charges are not modelled) and malformed
-//!   `metadata`; no `card` → 400 `missing_card`; a malformed `amount` → 400 `invalid_charge`.
-//! - **Idempotency** (`Idempotency-Key` on `POST /charges` and `POST /charges/{id}/refunds`):
+//!   Stripe face), so are a `capture` that is not a boolean, a refused `authorization_type`
+//!   (above) and malformed `metadata`; no `card` → 400 `missing_card`; a malformed `amount` → 400
+//!   `invalid_charge`.
+//! - **Idempotency** (`Idempotency-Key` on `POST /charges`, `POST /charges/{id}/refunds`,
+//!   `/capture` and `/reverse`):
 //!   **Omise's documentation does not confirm it** (notes §2; only an unreliable third-party page
 //!   does). The fake implements the Stripe face's semantics anyway — the first answer replayed
 //!   for the same endpoint and parameters (with the fake's `Idempotent-Replayed: true` header),
@@ -84,8 +143,9 @@
 //!   /charges/{id}/refunds/{rfnd_id}` retrieves one.
 //! - **Events** ("Webhooks", docs.omise.co/api-webhooks; "Events API"): `{"object":"event","id":
 //!   "evnt_test_…","key":…,"livemode":false,"created_at":…,"data":{…}}`: `charge.create` for
-//!   every created charge, `charge.complete` when a pending charge completes, `refund.create`
-//!   for every refund. Omise documents no event for a refund's later change; none is sent. The
+//!   every created charge, `charge.complete` when a pending charge completes (by itself or on the
+//!   authentication page), `charge.capture`, `charge.reverse` and `charge.expire` (above),
+//!   `refund.create` for every refund. Omise documents no event for a refund's later change; none is sent. The
 //!   server signs them (`webhooks`): `Omise-Signature` = hex HMAC-SHA256 of
 //!   `<Omise-Signature-Timestamp>.<body>` keyed with the base64-decoded secret.
 //! - **Errors** ("The error object", api-errors): `{"object":"error","location":…,"code":…,
