@@ -2,11 +2,12 @@
 //! A face implements [`Face`](crate::ledger::Face): it reads its PSP's requests, validates them in
 //! that PSP's terms, calls the ledger's neutral operations, and writes its PSP's objects, errors
 //! and webhook events. Faces depend on the ledger and on the shared helpers here (`form`,
-//! `dates`), never on one another; the model (`crate::model`) picks one.
+//! `dates`, `page`), never on one another; the model (`crate::model`) picks one.
 
 mod dates;
 mod form;
 mod omise;
+mod page;
 mod stripe;
 // pub(crate): the model's tests of the 2C2P face's rules use its helpers.
 pub(crate) mod twoc2p;

@@ -18,21 +18,78 @@
 //!   writes the 2019-05-29 shapes (`created_at`, `refunded_amount`) whatever it says.
 //! - **Charge create** ("Charges API", www.omise.co/charges-api): `POST /charges`, form-encoded
 //!   `amount` (smallest unit), `currency`, `card` (the test token), `capture` (`true`, Omise's
-//!   default), `description`, `metadata[...]`, `return_uri` (accepted, unused: the fake has no
-//!   redirect flow). A declined card is not an HTTP error: the charge is created and answered 200
+//!   default, or `false`: below), `authorization_type` (below), `description`, `metadata[...]`,
+//!   `return_uri` (used only by the 3-D Secure cards, below; others ignore it and answer
+//!   `return_uri: null` as before). A declined card is not an HTTP error: the charge is created and answered 200
 //!   with `status` `failed` and a `failure_code` (notes §1: Omise's WooCommerce plugin; a failed
 //!   test charge in omise-php's fixtures). Tokens behave as on the Stripe face (`behaviour`):
 //!   approvals `successful`; `pm_card_visa_chargeDeclined` `failed` with `payment_rejected` and
 //!   `pm_card_chargeDeclinedInsufficientFunds` with `insufficient_fund` (the failure codes of
 //!   Omise's test cards, docs.omise.co/api-testing); `pm_fake_processing` and
-//!   `pm_fake_requires_action` `pending` (the latter with an `authorize_uri`, like a 3-D Secure
-//!   charge); the lost-response, slow and error-before-charge tokens as on the Stripe face.
+//!   `pm_fake_requires_action` `pending` (the latter with an `authorize_uri` on no host, like a
+//!   3-D Secure charge nobody can answer); the lost-response, slow and error-before-charge tokens
+//!   as on the Stripe face.
+//! - **3-D Secure** ("How to implement 3-D Secure", docs.omise.co/how-to-implement-3-D-Secure:
+//!   "Make a charge … and provide a return_uri", "The response Charge object will contain …
+//!   authorize_uri, you must redirect your user to this URL", the cardholder "will be redirected
+//!   back to the URL provided in the return_uri"; the charge is then read again; omise-woocommerce:
+//!   3-D Secure is `status == pending && !authorized && !paid && authorize_uri`): the Stripe
+//!   face's 3-D Secure cards `pm_card_threeDSecure2Required` and `pm_card_authenticationRequired`
+//!   ask for it on every charge. With a (non-empty) `return_uri` the charge is `pending`,
+//!   `authorized: false`, `paid: false`, `authorize_uri` the fake's own page
+//!   `<base_url>/_fake/authenticate/<chrg id>` (kept once answered) and `return_uri` as given.
+//!   The page (`FakeModel::action_page`, the same page and HTML as the Stripe face's) answers
+//!   *Complete* with a charge `successful` (or authorized, with `capture=false`) and *Fail* with a
+//!   charge `failed`, `failure_code` `failed_processing` (UNCONFIRMED: no Omise page seen names a
+//!   3-D Secure failure code; this is the general failure of Omise's failure-code list), each with
+//!   `charge.complete` ("When completing 3DS payment, Omise will send a 'charge.complete' event",
+//!   omise-woocommerce) and 303 to the `return_uri` exactly as given (Omise documents no query
+//!   parameters added); a second answer is 409 and moves nothing. A page never answered leaves
+//!   the charge `pending` for good (UNCONFIRMED: Omise's own expiry of an abandoned 3-D Secure
+//!   charge is not modelled; `pm_fake_requires_action` models that one). Without a `return_uri`
+//!   the charge is refused, 400 `invalid_charge`, nothing created (UNCONFIRMED: Omise documents
+//!   `return_uri` as the step that makes 3-D Secure work and its support advises always sending
+//!   one, omise/omise-php#52, but not the answer without it; a refusal keeps a 3-D Secure card
+//!   from ever being charged unauthenticated). It is answered after the key, so it is stored.
+//! - **Manual capture** ("Does Omise support Authorize and Hold only?": "set the parameter capture
+//!   as false. This will authorize the charge but leave it pending", "An authorized charge will
+//!   expire after 7 days", "If the authorization expires the capture will fail"; "Capture",
+//!   docs.omise.co/capture: Full Manual Capture `authorization_type=final_auth`, the default, is a
+//!   single full-amount capture; Single Partial Capture `pre_auth` only for merchants contracted
+//!   with Omise Thailand; multiple partial captures are not supported): `capture=false`
+//!   authorizes: `status` `pending`, `authorized: true`, `captured`/`paid: false`, `capturable`
+//!   and `reversible` `true`, `expires_at` `authorization_expires_after` (7 days) ahead, plus
+//!   `authorization_type`, `authorized_amount`, `captured_amount` (omise-go's `Charge` fields;
+//!   they appear only on `capture=false` charges so that every other answer stays byte for byte
+//!   what it was). `authorization_type` with `capture=true`, `pre_auth` in another currency than
+//!   thb (the fake's Thai account), or another value → 400 `bad_request` (the fake's choice of
+//!   code). `POST /charges/{id}/capture` takes only `capture_amount` (a positive integer, else
+//!   400 `invalid_amount` before the key): without it the whole amount is captured; with it, only
+//!   on a `pre_auth` charge and at most the authorized amount (else 400 `failed_capture`; the
+//!   code for these two is UNCONFIRMED), the rest released. Captured, the charge is `successful`,
+//!   `paid`, `captured_amount` the amount, `refundable` up to it, with `charge.capture` ([3P]
+//!   mage2.pro; notes §4). A charge that is not an authorization (captured, reversed, failed,
+//!   pending on 3-D Secure, automatic) → 400 `failed_capture` ("Failed Capture": "the charge may
+//!   not be authorized or already captured", api-errors); a lapsed one → 400 `expired_charge`
+//!   ("Expired Charge": capturing a charge whose authorization expired). `POST
+//!   /charges/{id}/reverse` takes no parameters (any → 400 `bad_request`) and voids an
+//!   authorization: `status` `reversed`, `reversed: true`, with `charge.reverse` (UNCONFIRMED
+//!   event key); anything else → 400 `failed_reverse` (UNCONFIRMED: the code appears only on an
+//!   unreliable third-party copy of Omise's pages, notes §2; the official list shows
+//!   `failed_void` for refund voids). Both run under `Idempotency-Key` exactly as a create (and
+//!   are ignored with it when `omise_honours_idempotency_key = false`), route `POST
+//!   /charges/{id}/capture` or `/reverse`: replay, other parameters or endpoint → 400, in flight →
+//!   409. An authorization not captured within `authorization_expires_after` is released: status
+//!   `reversed` ("Capture", Japan page: uncaptured within the authorization period, "the amount is
+//!   released automatically and the charge's status changes to reversed") with `expired: true`,
+//!   and `charge.expire` (UNCONFIRMED event key). Omise Japan's period is 29 days ("Capture",
+//!   Japan; notes §3 say 30); the fake uses the one knob every face shares.
 //! - **Charge statuses** (notes §3: `successful`, `failed`, `pending`, `reversed`, `expired`, from
 //!   omise-go-v2 and omise-java): a pending charge completes with a `charge.complete` event —
 //!   `pm_fake_processing` → `successful` after `processing_for`; `pm_fake_requires_action` →
 //!   `expired` with `failure_code` `timeout` after `requires_action_for` (3-D Secure never done:
 //!   "payer did not act before charge expiration", Omise's Magento plugin error mapping).
-//!   `reversed` is how a cancelled charge would read; this face offers no way to cancel one.
+//!   `reversed` is a reversed (voided) or lapsed authorization (below).
 //! - **Tokens are reusable here.** Omise's tokens are single use ("Any attempt to re-use a token
 //!   will result in a `used_token` error", api-errors); the Stripe face has no notion of a used
 //!   payment method, and both faces share the tokens, so the fake never answers `used_token`:
@@ -48,9 +105,11 @@
 //! - **Validation before the key**, as on the Stripe face: a refused request stores nothing under
 //!   its key. Unknown parameters → 400 `bad_request` (Omise: "several types of invalid requests
 //!   return `bad_request`"; refusing what the fake does not model is the fake's choice, as on the
-//!   Stripe face), so are `capture=false` (authorise-only charges are not modelled) and malformed
-//!   `metadata`; no `card` → 400 `missing_card`; a malformed `amount` → 400 `invalid_charge`.
-//! - **Idempotency** (`Idempotency-Key` on `POST /charges` and `POST /charges/{id}/refunds`):
+//!   Stripe face), so are a `capture` that is not a boolean, a refused `authorization_type`
+//!   (above) and malformed `metadata`; no `card` → 400 `missing_card`; a malformed `amount` → 400
+//!   `invalid_charge`.
+//! - **Idempotency** (`Idempotency-Key` on `POST /charges`, `POST /charges/{id}/refunds`,
+//!   `/capture` and `/reverse`):
 //!   **Omise's documentation does not confirm it** (notes §2; only an unreliable third-party page
 //!   does). The fake implements the Stripe face's semantics anyway — the first answer replayed
 //!   for the same endpoint and parameters (with the fake's `Idempotent-Replayed: true` header),
@@ -84,8 +143,9 @@
 //!   /charges/{id}/refunds/{rfnd_id}` retrieves one.
 //! - **Events** ("Webhooks", docs.omise.co/api-webhooks; "Events API"): `{"object":"event","id":
 //!   "evnt_test_…","key":…,"livemode":false,"created_at":…,"data":{…}}`: `charge.create` for
-//!   every created charge, `charge.complete` when a pending charge completes, `refund.create`
-//!   for every refund. Omise documents no event for a refund's later change; none is sent. The
+//!   every created charge, `charge.complete` when a pending charge completes (by itself or on the
+//!   authentication page), `charge.capture`, `charge.reverse` and `charge.expire` (above),
+//!   `refund.create` for every refund. Omise documents no event for a refund's later change; none is sent. The
 //!   server signs them (`webhooks`): `Omise-Signature` = hex HMAC-SHA256 of
 //!   `<Omise-Signature-Timestamp>.<body>` keyed with the base64-decoded secret.
 //! - **Errors** ("The error object", api-errors): `{"object":"error","location":…,"code":…,
@@ -94,17 +154,20 @@
 //!
 //! [ledger]: crate::ledger
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine as _;
 use serde_json::{json, Value};
 
 use crate::faces::dates::iso8601;
 use crate::faces::form::{collect_metadata, parse_form, Params};
+use crate::faces::page::{authentication_form, page, AUTHENTICATE_PATH};
 use crate::ledger::{
-    is_valid_idempotency_key, Attempt, CaptureMethod, Decline, Face, Failure, Fingerprint, Handled,
-    Intent, KeyRefusals, Ledger, ModelEvent, NewCharge, OnAction, Refund, RefundAttempt,
-    RefundStatus, Reply, Status, WireRequest, MAX_IDEMPOTENCY_KEY_LEN,
+    escape_html, is_valid_idempotency_key, ActionAttempt, Attempt, CancelAttempt, CaptureAttempt,
+    CaptureMethod, Decline, Face, Failure, Fingerprint, Handled, Intent, KeyRefusals, Ledger,
+    ModelEvent, NewCharge, OnAction, PageAnswer, Refund, RefundAttempt, RefundStatus, Reply,
+    Status, WireRequest, MAX_IDEMPOTENCY_KEY_LEN,
 };
 
 /// Where Omise's error objects point (`location`), followed by `#<code with hyphens>`.
@@ -131,9 +194,26 @@ const TIMEOUT_CODE: &str = "timeout";
 /// Its `failure_message`, in the fake's words.
 const TIMEOUT_MESSAGE: &str = "the payer did not authenticate before the charge expired";
 
+/// The `failure_code` of a charge whose 3-D Secure the customer failed on the fake's page:
+/// UNCONFIRMED (Omise's pages seen list no 3-D Secure failure code; this is the general "processing
+/// failed" code of Omise's failure-code list, omise-magento `omise_error_mapping.xml`).
+const AUTHENTICATION_FAILED_CODE: &str = "failed_processing";
+
+/// Its `failure_message`, in the fake's words.
+const AUTHENTICATION_FAILED_MESSAGE: &str = "3-D Secure authentication failed";
+
+/// `authorization_type` of a manual capture that may capture less than authorized ("Capture":
+/// Single Partial Capture, Omise Thailand merchants only).
+const PRE_AUTH: &str = "pre_auth";
+
+/// `authorization_type` of a manual capture captured in full only ("Capture": Full Manual
+/// Capture, the default).
+const FINAL_AUTH: &str = "final_auth";
+
 /// The charge parameters the face understands besides `metadata[...]`.
 const CHARGE_PARAMETERS: &[&str] = &[
     "amount",
+    "authorization_type",
     "capture",
     "card",
     "currency",
@@ -143,6 +223,9 @@ const CHARGE_PARAMETERS: &[&str] = &[
 
 /// The refund parameters the face understands besides `metadata[...]`.
 const REFUND_PARAMETERS: &[&str] = &["amount", "void"];
+
+/// The capture parameters the face understands.
+const CAPTURE_PARAMETERS: &[&str] = &["capture_amount"];
 
 /// The Omise face's idempotency refusals (Omise documents none; see the module docs).
 const KEY_REFUSALS: KeyRefusals = KeyRefusals {
@@ -162,23 +245,37 @@ pub(crate) struct OmiseFace {
     honours_idempotency_key: bool,
     /// Whether `Idempotency-Key` works on refund creates (when keys work at all).
     honours_refund_keys: bool,
+    /// The fake's own base URL, where `authorize_uri` sends the customer.
+    base_url: String,
+    /// The charges created with `authorization_type=pre_auth` (the only ones a partial capture
+    /// is allowed on). Omise's own word about a charge, so the face keeps it, not the ledger;
+    /// a cell because the ledger asks for snapshots through `&self`.
+    pre_auth: RefCell<BTreeSet<String>>,
 }
 
 impl OmiseFace {
     /// A face accepting `api_key`, enforcing `minimum_overrides` over Omise's limits, honouring
-    /// keys as the two switches say.
+    /// keys as the two switches say, serving its authentication pages under `base_url`.
     pub(crate) fn new(
         api_key: String,
         minimum_overrides: BTreeMap<String, i64>,
         honours_idempotency_key: bool,
         honours_refund_keys: bool,
+        base_url: String,
     ) -> Self {
         Self {
             api_key,
             minimum_overrides,
             honours_idempotency_key,
             honours_refund_keys,
+            base_url,
+            pre_auth: RefCell::new(BTreeSet::new()),
         }
+    }
+
+    /// Whether the charge `id` was created with `authorization_type=pre_auth`.
+    fn is_pre_auth(&self, id: &str) -> bool {
+        self.pre_auth.borrow().contains(id)
     }
 }
 
@@ -203,7 +300,13 @@ impl Face for OmiseFace {
         match (request.method, segments.as_slice()) {
             ("POST", ["charges"]) => self.create_charge(ledger, request, now_ms),
             ("GET", ["charges", id]) if !id.is_empty() => {
-                Handled::plain(retrieve_charge(ledger, id))
+                Handled::plain(retrieve_charge(self, ledger, id))
+            }
+            ("POST", ["charges", id, "capture"]) if !id.is_empty() => {
+                self.capture_charge(ledger, id, request, now_ms)
+            }
+            ("POST", ["charges", id, "reverse"]) if !id.is_empty() => {
+                self.reverse_charge(ledger, id, request, now_ms)
             }
             ("GET", ["search"]) => Handled::plain(search(ledger, request.query, now_ms)),
             ("POST", ["charges", id, "refunds"]) if !id.is_empty() => {
@@ -237,12 +340,89 @@ impl Face for OmiseFace {
     }
 
     fn search_snapshot(&self, ledger: &Ledger, index: usize) -> Value {
-        charge_json_at(ledger, index)
+        charge_json_at(self, ledger, index)
     }
 
-    /// `charge.complete`. A refund's later change sends nothing: Omise documents no event for it.
+    /// `charge.complete` when a pending charge completes (by itself, or on the authentication
+    /// page), `charge.expire` when an authorization lapsed uncaptured. A refund's later change
+    /// sends nothing: Omise documents no event for it.
     fn charge_moved_on(&self, ledger: &mut Ledger, index: usize, at_ms: i64) -> Vec<ModelEvent> {
-        vec![charge_complete(ledger, index, at_ms)]
+        let key = if ledger.intents[index].authorization_lapsed() {
+            "charge.expire"
+        } else {
+            "charge.complete"
+        };
+        let object = charge_json_at(self, ledger, index);
+        vec![event(ledger, key, object, at_ms)]
+    }
+
+    /// The authentication page of a 3-D Secure charge waiting in `pending`: `GET` shows the
+    /// amount and two buttons, `POST result=complete|fail` answers it once and sends the customer
+    /// back to the `return_uri` as given (Omise: "redirected back to the URL provided in the
+    /// return_uri"). Unknown → 404; not waiting (any more) → 409, nothing changes.
+    fn action_page(
+        &self,
+        ledger: &mut Ledger,
+        charge_id: &str,
+        form: Option<&[u8]>,
+        now_ms: i64,
+    ) -> PageAnswer {
+        let Some(&index) = ledger.by_id.get(charge_id) else {
+            return unknown_page(charge_id);
+        };
+        let Some(form) = form else {
+            let intent = &ledger.intents[index];
+            if intent.status != Status::RequiresAction {
+                return not_waiting(intent);
+            }
+            return PageAnswer::html(200, authentication_form(intent));
+        };
+        let completed = match parse_form(form).get("result").map(String::as_str) {
+            Some("complete") => true,
+            Some("fail") => false,
+            _ => {
+                return PageAnswer::html(
+                    400,
+                    page(
+                        "Bad request",
+                        "The form must post result=complete or result=fail.",
+                    ),
+                )
+            }
+        };
+        match ledger.complete_action(self, charge_id, completed, now_ms) {
+            ActionAttempt::NoSuchCharge => unknown_page(charge_id),
+            ActionAttempt::NotWaiting(index) => not_waiting(&ledger.intents[index]),
+            ActionAttempt::Done { index, events } => {
+                let intent = &ledger.intents[index];
+                let outcome = format!(
+                    "Authentication {}: the charge is now {}.",
+                    if completed { "completed" } else { "failed" },
+                    charge_status(intent)
+                );
+                match &intent.return_url {
+                    Some(return_uri) => PageAnswer {
+                        status: 303,
+                        location: Some(return_uri.clone()),
+                        html: page(
+                            "Redirecting",
+                            &format!(
+                                "{outcome} <a href=\"{}\">Continue</a>",
+                                escape_html(return_uri)
+                            ),
+                        ),
+                        events,
+                    },
+                    // Every 3-D Secure charge here has a return_uri; kept total.
+                    None => PageAnswer {
+                        status: 200,
+                        location: None,
+                        html: page("Done", &outcome),
+                        events,
+                    },
+                }
+            }
+        }
     }
 
     fn charge_status(&self, intent: &Intent) -> &'static str {
@@ -280,7 +460,7 @@ impl OmiseFace {
     fn run_charge(
         &self,
         ledger: &mut Ledger,
-        charge: NewCharge,
+        (charge, pre_auth): (NewCharge, bool),
         key: Option<String>,
         now_ms: i64,
     ) -> Handled {
@@ -297,8 +477,28 @@ impl OmiseFace {
                 "an unexpected error occurred before the charge was attempted (fake PSP: \
                  pm_fake_error_before_charge); nothing was charged, the request can be retried",
             )),
-            Attempt::Made { intent, delivery } => {
-                let object = charge_json(&intent, &[]);
+            Attempt::Made {
+                mut intent,
+                delivery,
+            } => {
+                // A card that needs 3-D Secure, and no return_uri to send the customer back to.
+                if intent.status == Status::RequiresPaymentMethod
+                    && intent.failure == Some(Failure::AuthenticationRequired)
+                {
+                    return Handled::plain(invalid_charge(
+                        "return_uri is required: the card needs 3-D Secure authentication",
+                    ));
+                }
+                if intent.status == Status::RequiresAction && intent.return_url.is_some() {
+                    intent.action_url = Some(format!(
+                        "{}{AUTHENTICATE_PATH}/{}",
+                        self.base_url, intent.id
+                    ));
+                }
+                if pre_auth {
+                    self.pre_auth.borrow_mut().insert(intent.id.clone());
+                }
+                let object = charge_json(&intent, &[], pre_auth);
                 let event = event(ledger, "charge.create", object.clone(), now_ms);
                 ledger.insert(self, *intent, now_ms);
                 Handled {
@@ -386,20 +586,184 @@ impl OmiseFace {
         }
         Handled::now(Reply::json(200, &object), vec![event])
     }
+
+    /// `POST /charges/{id}/capture` (`capture_amount`): validated before the key, then run
+    /// under it like a create.
+    fn capture_charge(
+        &self,
+        ledger: &mut Ledger,
+        id: &str,
+        request: &WireRequest<'_>,
+        now_ms: i64,
+    ) -> Handled {
+        let params = parse_form(request.body);
+        let (key, recorded) = match request_key(self, request.idempotency_key) {
+            Ok(keys) => keys,
+            Err(reply) => return Handled::plain(reply),
+        };
+        let fingerprint = Fingerprint {
+            route: format!("POST /charges/{id}/capture"),
+            params: params.clone(),
+        };
+        let validate = || capture_params(&params);
+        let run =
+            |ledger: &mut Ledger, amount| self.run_capture(ledger, id, amount, recorded, now_ms);
+        ledger.validated(KEY_REFUSALS, key, fingerprint, now_ms, validate, run)
+    }
+
+    /// Captures an authorized charge: in full, or (`pre_auth` only) `capture_amount` of it.
+    fn run_capture(
+        &self,
+        ledger: &mut Ledger,
+        id: &str,
+        amount: Option<i64>,
+        key: Option<String>,
+        now_ms: i64,
+    ) -> Handled {
+        let Some(&index) = ledger.by_id.get(id) else {
+            return Handled::plain(no_such_charge(id));
+        };
+        let intent = &ledger.intents[index];
+        if intent.authorization_lapsed() {
+            return Handled::plain(error(
+                400,
+                "expired_charge",
+                &format!("charge {id} expired: its authorization lapsed uncaptured"),
+            ));
+        }
+        if intent.status != Status::RequiresCapture {
+            return Handled::plain(failed_capture(&format!(
+                "charge {id} is {}: only an authorized, uncaptured charge can be captured",
+                charge_status(intent)
+            )));
+        }
+        if let Some(amount) = amount {
+            if !self.is_pre_auth(id) {
+                return Handled::plain(failed_capture(&format!(
+                    "capture_amount is only allowed on a charge with authorization_type=pre_auth;                      charge {id} is captured in full"
+                )));
+            }
+            if amount > intent.amount {
+                return Handled::plain(failed_capture(&format!(
+                    "capture_amount {amount} exceeds the {} authorized on charge {id}",
+                    intent.amount
+                )));
+            }
+        }
+        match ledger.capture(self, id, amount, key, now_ms) {
+            CaptureAttempt::NoSuchCharge => Handled::plain(no_such_charge(id)),
+            // Both answered above; kept total.
+            CaptureAttempt::UnexpectedState(_) | CaptureAttempt::Exceeds => {
+                Handled::plain(failed_capture(&format!("charge {id} cannot be captured")))
+            }
+            CaptureAttempt::Made(index) => {
+                let object = charge_json_at(self, ledger, index);
+                let event = event(ledger, "charge.capture", object.clone(), now_ms);
+                Handled::now(Reply::json(200, &object), vec![event])
+            }
+        }
+    }
+
+    /// `POST /charges/{id}/reverse` (no parameters): validated before the key, then run under
+    /// it like a create.
+    fn reverse_charge(
+        &self,
+        ledger: &mut Ledger,
+        id: &str,
+        request: &WireRequest<'_>,
+        now_ms: i64,
+    ) -> Handled {
+        let params = parse_form(request.body);
+        let (key, recorded) = match request_key(self, request.idempotency_key) {
+            Ok(keys) => keys,
+            Err(reply) => return Handled::plain(reply),
+        };
+        let fingerprint = Fingerprint {
+            route: format!("POST /charges/{id}/reverse"),
+            params: params.clone(),
+        };
+        let validate = || match params.keys().next() {
+            Some(unknown) => Err(bad_request(&format!(
+                "unknown parameter: {unknown} (the fake PSP refuses what it does not model)"
+            ))),
+            None => Ok(()),
+        };
+        let run = |ledger: &mut Ledger, ()| self.run_reverse(ledger, id, recorded, now_ms);
+        ledger.validated(KEY_REFUSALS, key, fingerprint, now_ms, validate, run)
+    }
+
+    /// Reverses (voids) an authorized, uncaptured charge; the hold is released.
+    fn run_reverse(
+        &self,
+        ledger: &mut Ledger,
+        id: &str,
+        key: Option<String>,
+        now_ms: i64,
+    ) -> Handled {
+        let Some(&index) = ledger.by_id.get(id) else {
+            return Handled::plain(no_such_charge(id));
+        };
+        let intent = &ledger.intents[index];
+        if intent.status != Status::RequiresCapture {
+            return Handled::plain(failed_reverse(&format!(
+                "charge {id} is {}: only an authorized, uncaptured charge can be reversed",
+                charge_status(intent)
+            )));
+        }
+        match ledger.cancel(self, id, None, key, now_ms) {
+            CancelAttempt::NoSuchCharge => Handled::plain(no_such_charge(id)),
+            // Answered above; kept total.
+            CancelAttempt::NotCancelable(_) => {
+                Handled::plain(failed_reverse(&format!("charge {id} cannot be reversed")))
+            }
+            CancelAttempt::Canceled(index) => {
+                let object = charge_json_at(self, ledger, index);
+                let event = event(ledger, "charge.reverse", object.clone(), now_ms);
+                Handled::now(Reply::json(200, &object), vec![event])
+            }
+        }
+    }
 }
 
 /// `GET /charges/{id}`: read-after-write.
-fn retrieve_charge(ledger: &Ledger, id: &str) -> Reply {
+fn retrieve_charge(face: &OmiseFace, ledger: &Ledger, id: &str) -> Reply {
     match ledger.by_id.get(id) {
-        Some(&index) => Reply::json(200, &charge_json_at(ledger, index)),
+        Some(&index) => Reply::json(200, &charge_json_at(face, ledger, index)),
         None => no_such_charge(id),
     }
 }
 
 /// The charge at `index` as Omise serialises it, with its refunds as they are now.
-fn charge_json_at(ledger: &Ledger, index: usize) -> Value {
+fn charge_json_at(face: &OmiseFace, ledger: &Ledger, index: usize) -> Value {
     let intent = &ledger.intents[index];
-    charge_json(intent, &refunds_of_charge(ledger, &intent.id))
+    let pre_auth = face.is_pre_auth(&intent.id);
+    charge_json(intent, &refunds_of_charge(ledger, &intent.id), pre_auth)
+}
+
+/// The authentication page's answer for an unknown charge.
+fn unknown_page(charge_id: &str) -> PageAnswer {
+    PageAnswer::html(
+        404,
+        page(
+            "Unknown charge",
+            &format!("charge {} was not found.", escape_html(charge_id)),
+        ),
+    )
+}
+
+/// 409: the charge is no longer waiting for an authentication; nothing changed.
+fn not_waiting(intent: &Intent) -> PageAnswer {
+    PageAnswer::html(
+        409,
+        page(
+            "Nothing to authenticate",
+            &format!(
+                "The charge <code>{}</code> is {}: it is not waiting for authentication.",
+                escape_html(&intent.id),
+                charge_status(intent)
+            ),
+        ),
+    )
 }
 
 /// The refunds of a charge, oldest first.
@@ -409,12 +773,6 @@ fn refunds_of_charge<'l>(ledger: &'l Ledger, charge: &str) -> Vec<&'l Refund> {
         .get(charge)
         .map(|positions| positions.iter().map(|&p| &ledger.refunds[p]).collect())
         .unwrap_or_default()
-}
-
-/// The `charge.complete` event of the charge at `index`, which just left `pending`.
-fn charge_complete(ledger: &mut Ledger, index: usize, at_ms: i64) -> ModelEvent {
-    let object = charge_json_at(ledger, index);
-    event(ledger, "charge.complete", object, at_ms)
 }
 
 /// `GET /search?scope=charge&query=…[&page=N][&per_page=N][&order=…]`: what the search
@@ -618,8 +976,9 @@ fn request_key(
     }
 }
 
-/// Validates a charge create in Omise's terms (see the module docs for each refusal).
-fn charge_params(config: &OmiseFace, params: &Params) -> Result<NewCharge, Reply> {
+/// Validates a charge create in Omise's terms (see the module docs for each refusal); with it,
+/// whether the charge is a `pre_auth` authorization.
+fn charge_params(config: &OmiseFace, params: &Params) -> Result<(NewCharge, bool), Reply> {
     if let Some(unknown) = params
         .keys()
         .find(|name| !CHARGE_PARAMETERS.contains(&name.as_str()) && !name.starts_with("metadata"))
@@ -643,15 +1002,40 @@ fn charge_params(config: &OmiseFace, params: &Params) -> Result<NewCharge, Reply
     let Some(card) = params.get("card").filter(|card| !card.is_empty()) else {
         return Err(error(400, "missing_card", "request contains no card"));
     };
-    match params.get("capture").map(String::as_str) {
-        None | Some("true") => {}
-        Some("false") => {
+    let capture_method = match params.get("capture").map(String::as_str) {
+        None | Some("true") => CaptureMethod::Automatic,
+        Some("false") => CaptureMethod::Manual,
+        Some(other) => return Err(bad_request(&format!("capture must be a boolean: {other}"))),
+    };
+    let pre_auth = match params.get("authorization_type").map(String::as_str) {
+        None => false,
+        Some(_) if capture_method == CaptureMethod::Automatic => {
             return Err(bad_request(
-                "capture=false (an authorise-only charge) is not modelled by the fake PSP",
+                "authorization_type is only allowed with capture=false (a manual capture)",
             ))
         }
-        Some(other) => return Err(bad_request(&format!("capture must be a boolean: {other}"))),
-    }
+        Some(FINAL_AUTH) => false,
+        Some(PRE_AUTH) if currency == "thb" => true,
+        Some(PRE_AUTH) => {
+            return Err(bad_request(
+                "authorization_type=pre_auth (single partial capture) is only available to \
+                 merchants contracted with Omise Thailand (currency thb)",
+            ))
+        }
+        Some(other) => {
+            return Err(bad_request(&format!(
+                "authorization_type must be {FINAL_AUTH} or {PRE_AUTH}: {other}"
+            )))
+        }
+    };
+    // A card that needs 3-D Secure waits for the customer only if there is somewhere to send
+    // them back to; without a return_uri the charge is refused (see the module docs).
+    let on_action = match params.get("return_uri").filter(|uri| !uri.is_empty()) {
+        Some(return_uri) => OnAction::Wait {
+            return_url: Some(return_uri.clone()),
+        },
+        None => OnAction::Fail,
+    };
     let metadata = collect_metadata(params)
         .map_err(|name| bad_request(&format!("invalid metadata parameter: {name}")))?;
     let minimum = config
@@ -668,7 +1052,7 @@ fn charge_params(config: &OmiseFace, params: &Params) -> Result<NewCharge, Reply
             "amount must be at most {maximum} (in the smallest unit of {currency})"
         )));
     }
-    Ok(NewCharge {
+    let charge = NewCharge {
         amount,
         currency,
         payment_method: card.clone(),
@@ -676,11 +1060,34 @@ fn charge_params(config: &OmiseFace, params: &Params) -> Result<NewCharge, Reply
         metadata,
         // Omise charges a card when it is created; there is no unconfirmed charge.
         confirm: true,
-        // `capture=false` is refused above; authorise-only charges are not modelled here yet.
-        capture_method: CaptureMethod::Automatic,
-        // The face has no authentication page yet: the tokens that need one are unknown to it.
-        on_action: OnAction::Unsupported,
-    })
+        capture_method,
+        on_action,
+    };
+    Ok((charge, pre_auth))
+}
+
+/// Validates a capture in Omise's terms: only `capture_amount`, a positive integer, if given.
+fn capture_params(params: &Params) -> Result<Option<i64>, Reply> {
+    if let Some(unknown) = params
+        .keys()
+        .find(|name| !CAPTURE_PARAMETERS.contains(&name.as_str()))
+    {
+        return Err(bad_request(&format!(
+            "unknown parameter: {unknown} (the fake PSP refuses what it does not model)"
+        )));
+    }
+    match params
+        .get("capture_amount")
+        .map(|amount| amount.parse::<i64>())
+    {
+        None => Ok(None),
+        Some(Ok(amount)) if amount >= 1 => Ok(Some(amount)),
+        Some(_) => Err(error(
+            400,
+            "invalid_amount",
+            "capture_amount must be a positive integer",
+        )),
+    }
 }
 
 /// Validates a refund create in Omise's terms: its amount and metadata.
@@ -759,7 +1166,7 @@ fn search_matches(snapshot: &Value, text: &str) -> bool {
 fn charge_status(intent: &Intent) -> &'static str {
     match intent.status {
         Status::Succeeded => "successful",
-        // The face never authorises only, so `requires_capture` is not reached; kept total.
+        // An authorization not yet captured is `pending` too (with `authorized: true`).
         Status::RequiresConfirmation
         | Status::RequiresAction
         | Status::Processing
@@ -783,10 +1190,18 @@ fn refund_status(status: RefundStatus) -> &'static str {
 }
 
 /// A charge as Omise serialises it (shape of omise-go's `charges-post` fixture, API version
-/// 2019-05-29), with `refunds` its refunds oldest first.
-fn charge_json(intent: &Intent, refunds: &[&Refund]) -> Value {
+/// 2019-05-29), with `refunds` its refunds oldest first; `pre_auth` for a charge created with
+/// `authorization_type=pre_auth`. A manual capture (`capture=false`) also carries
+/// `authorization_type`, `authorized_amount`, `captured_amount`, `capturable`, `reversible`
+/// and `expires_at` (omise-go's `Charge`); automatic captures leave them out, so that their
+/// answers stay byte for byte what they were.
+fn charge_json(intent: &Intent, refunds: &[&Refund], pre_auth: bool) -> Value {
     let status = charge_status(intent);
     let successful = status == "successful";
+    let manual = intent.capture_method == CaptureMethod::Manual;
+    // Held and not captured: what a capture or a reverse may act on.
+    let held = intent.status == Status::RequiresCapture;
+    let lapsed = intent.authorization_lapsed();
     let refunded_amount: i64 = refunds
         .iter()
         .filter(|refund| refund.status.holds_amount())
@@ -797,23 +1212,27 @@ fn charge_json(intent: &Intent, refunds: &[&Refund]) -> Value {
             let (code, message) = decline_failure(decline);
             (Some(code), Some(message))
         }
-        // Only the Stripe face's authentication page fails an authentication; kept total.
-        Some(Failure::AuthenticationRequired | Failure::AuthenticationFailed) => {
-            (Some(TIMEOUT_CODE), Some(TIMEOUT_MESSAGE))
-        }
+        Some(Failure::AuthenticationRequired) => (Some(TIMEOUT_CODE), Some(TIMEOUT_MESSAGE)),
+        Some(Failure::AuthenticationFailed) => (
+            Some(AUTHENTICATION_FAILED_CODE),
+            Some(AUTHENTICATION_FAILED_MESSAGE),
+        ),
         None => (None, None),
     };
     let location = format!("/charges/{}", intent.id);
-    // A 3-D Secure charge waits for the customer at its authorize URI (no host: the fake has
-    // no page to send anyone to).
-    let authorize_uri = (intent.status == Status::RequiresAction)
-        .then(|| format!("https://fake-psp.invalid/payments/{}/authorize", intent.id));
+    // A 3-D Secure charge sends the customer to the fake's own page, and keeps the URI once
+    // answered; `pm_fake_requires_action` waits at a URI with no host (no page to send anyone
+    // to) while it waits.
+    let authorize_uri = intent.action_url.clone().or_else(|| {
+        (intent.status == Status::RequiresAction)
+            .then(|| format!("https://fake-psp.invalid/payments/{}/authorize", intent.id))
+    });
     let data: Vec<Value> = refunds
         .iter()
         .take(LIST_LIMIT_DEFAULT)
         .map(|refund| refund_json(refund))
         .collect();
-    json!({
+    let mut object = json!({
         "object": "charge",
         "id": intent.id,
         "location": location,
@@ -823,17 +1242,18 @@ fn charge_json(intent: &Intent, refunds: &[&Refund]) -> Value {
         "description": intent.description,
         "metadata": intent.metadata,
         "status": status,
-        "capture": true,
-        "authorized": successful,
+        "capture": !manual,
+        // Reversed charges were all authorizations first (only those can be reversed here).
+        "authorized": successful || held || status == "reversed",
         "captured": successful,
         "paid": successful,
         "reversed": status == "reversed",
-        "expired": status == "expired",
-        "refundable": successful && refunded_amount < intent.amount,
+        "expired": status == "expired" || lapsed,
+        "refundable": successful && refunded_amount < intent.amount_received(),
         "failure_code": failure_code,
         "failure_message": failure_message,
         "authorize_uri": authorize_uri,
-        "return_uri": null,
+        "return_uri": intent.return_url,
         "refunded_amount": refunded_amount,
         "refunds": {
             "object": "list",
@@ -845,7 +1265,19 @@ fn charge_json(intent: &Intent, refunds: &[&Refund]) -> Value {
             "data": data,
         },
         "created_at": iso8601(intent.created),
-    })
+    });
+    if manual {
+        let authorized = successful || held || status == "reversed";
+        object["authorization_type"] = json!(if pre_auth { PRE_AUTH } else { FINAL_AUTH });
+        object["authorized_amount"] = json!(if authorized { intent.amount } else { 0 });
+        object["captured_amount"] = json!(intent.amount_received());
+        object["capturable"] = json!(held);
+        object["reversible"] = json!(held);
+        object["expires_at"] = json!(intent
+            .capture_before_ms
+            .map(|ms| iso8601(ms.div_euclid(1000))));
+    }
+    object
 }
 
 /// Omise's `failure_code` for a decline, one its test cards produce ("Testing" page,
@@ -902,6 +1334,18 @@ fn bad_request(message: &str) -> Reply {
 /// 400 `invalid_charge`: the charge request is invalid (amount, currency).
 fn invalid_charge(message: &str) -> Reply {
     error(400, "invalid_charge", message)
+}
+
+/// 400 `failed_capture` ("Failed Capture": the charge could not be captured, e.g. it is not
+/// authorized or already captured).
+fn failed_capture(message: &str) -> Reply {
+    error(400, "failed_capture", message)
+}
+
+/// 400 `failed_reverse`: the charge cannot be reversed (the code is UNCONFIRMED; see the module
+/// docs).
+fn failed_reverse(message: &str) -> Reply {
+    error(400, "failed_reverse", message)
 }
 
 /// 400 `failed_refund`: the charge cannot be refunded that much.

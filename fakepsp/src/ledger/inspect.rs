@@ -42,7 +42,8 @@ pub struct FakeCharge {
     pub idempotency_key: Option<String>,
     /// Creation time, epoch seconds.
     pub created: i64,
-    /// `automatic` or `manual` (Stripe's `capture_method`; `automatic` on the other faces).
+    /// `automatic` or `manual` (Stripe's `capture_method`; on the Omise face `manual` for
+    /// `capture=false`; `automatic` on the 2C2P face).
     #[serde(default)]
     pub capture_method: String,
     /// What was captured, once it succeeded: the amount for an automatic capture, the captured

@@ -845,6 +845,13 @@ impl Ledger {
 const AUTHORIZATION_LAPSED: &str = "automatic";
 
 impl Intent {
+    /// Whether the charge is cancelled because its authorization lapsed uncaptured (the PSP's
+    /// own cancel, `cancellation_reason: automatic`), not by the merchant.
+    pub(crate) fn authorization_lapsed(&self) -> bool {
+        self.status == Status::Canceled
+            && self.cancellation_reason.as_deref() == Some(AUTHORIZATION_LAPSED)
+    }
+
     /// Authorized at `at_ms` for a manual capture: `requires_capture` until captured, cancelled,
     /// or `expires_after_ms` has passed.
     fn authorize(&mut self, at_ms: i64, expires_after_ms: i64) {

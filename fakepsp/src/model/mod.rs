@@ -77,8 +77,8 @@ pub struct ModelConfig {
     /// on a payment method").
     pub authorization_expires_after: Duration,
     /// The fake's own base URL (`http://127.0.0.1:PORT`, no trailing slash), where it sends
-    /// customers to act: `next_action.redirect_to_url.url` is
-    /// `<base_url>/_fake/authenticate/<id>`. The server sets it to the address it listens on.
+    /// customers to act: `next_action.redirect_to_url.url` (Stripe) or `authorize_uri` (Omise)
+    /// is `<base_url>/_fake/authenticate/<id>`. The server sets it to the address it listens on.
     pub base_url: String,
 }
 
@@ -159,6 +159,7 @@ impl FakeModel {
                 minimum_overrides,
                 omise_honours_idempotency_key,
                 omise_honours_refund_keys,
+                base_url,
             )),
             Provider::TwoC2p => Box::new(TwoC2pFace::new(
                 api_key,

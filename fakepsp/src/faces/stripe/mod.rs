@@ -111,6 +111,7 @@ use self::params::{
     expand_latest_charge, optional_enum, CaptureParams, CreateParams, RefundParams,
 };
 use crate::faces::form::parse_form;
+use crate::faces::page::{authentication_form, page, AUTHENTICATE_PATH};
 use crate::ledger::{
     escape_html, is_valid_idempotency_key, ActionAttempt, Attempt, CancelAttempt, CaptureAttempt,
     Face, Failure, Fingerprint, Handled, Intent, KeyRefusals, Ledger, ModelEvent, NewCharge,
@@ -133,9 +134,6 @@ const LIST_LIMIT_DEFAULT: usize = 10;
 
 /// The largest `limit` a list accepts ("List all refunds": between 1 and 100).
 const LIST_LIMIT_MAX: usize = 100;
-
-/// Where the fake serves a PaymentIntent's authentication page, under its base URL.
-const AUTHENTICATE_PATH: &str = "/_fake/authenticate";
 
 /// The prefix of the `page` cursors search hands out.
 const PAGE_CURSOR_PREFIX: &str = "fakepage_";
@@ -803,26 +801,6 @@ fn redirect_location(return_url: &str, payment_intent: &str, redirect_status: &s
     location
 }
 
-/// The authentication page of a PaymentIntent waiting for it: amount, currency and two
-/// buttons, each a form posting `result` back to the page's own URL.
-fn authentication_form(intent: &Intent) -> String {
-    let action = format!("{AUTHENTICATE_PATH}/{}", escape_html(&intent.id));
-    let body = format!(
-        "<p>Authenticate the payment of <strong>{amount} {currency}</strong> \
-         (<code>{id}</code>).</p>\n\
-         <form method=\"post\" action=\"{action}\">\
-         <input type=\"hidden\" name=\"result\" value=\"complete\">\
-         <button type=\"submit\">Complete</button></form>\n\
-         <form method=\"post\" action=\"{action}\">\
-         <input type=\"hidden\" name=\"result\" value=\"fail\">\
-         <button type=\"submit\">Fail</button></form>",
-        amount = intent.amount,
-        currency = escape_html(&intent.currency.to_ascii_uppercase()),
-        id = escape_html(&intent.id),
-    );
-    page("3-D Secure authentication (fake PSP)", &body)
-}
-
 /// 409: the PaymentIntent is no longer waiting for an authentication; nothing changed.
 fn not_waiting(intent: &Intent) -> PageAnswer {
     PageAnswer::html(
@@ -835,14 +813,6 @@ fn not_waiting(intent: &Intent) -> PageAnswer {
                 intent.status.as_str()
             ),
         ),
-    )
-}
-
-/// A minimal HTML page; `body` is HTML already.
-fn page(title: &str, body: &str) -> String {
-    format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n\
-         <body><h1>{title}</h1>\n{body}\n</body></html>\n"
     )
 }
 

@@ -446,7 +446,18 @@ fn validation_errors_are_answered_before_the_key_and_store_nothing() {
         (base.to_owned(), "invalid_charge"),
         ("amount=3000&currency=jpy".to_owned(), "missing_card"),
         ("amount=3000&currency=jpy&card=".to_owned(), "missing_card"),
-        (format!("amount=3000&{base}&capture=false"), "bad_request"),
+        (
+            format!("amount=3000&{base}&authorization_type=final_auth"),
+            "bad_request",
+        ),
+        (
+            format!("amount=3000&{base}&capture=false&authorization_type=pre_auth"),
+            "bad_request",
+        ),
+        (
+            format!("amount=3000&{base}&capture=false&authorization_type=other"),
+            "bad_request",
+        ),
         (format!("amount=3000&{base}&capture=yes"), "bad_request"),
         (
             format!("amount=3000&{base}&metadata[a][b]=x"),
@@ -1117,18 +1128,560 @@ fn unknown_routes_are_404_not_found() {
     }
 }
 
+// 3-D Secure ("How to implement 3-D Secure": `return_uri`, `authorize_uri`, `charge.complete`).
+
+const RETURN_URI: &str = "https://shop.example/orders/1/complete?x=1";
+
+/// A 3-D Secure charge create with a `return_uri`, `extra` appended.
+fn three_ds(token: &str, extra: &str) -> String {
+    format!(
+        "amount=3000&currency=jpy&card={token}&description=p&metadata[payment_id]=p\
+         &return_uri=https%3A%2F%2Fshop.example%2Forders%2F1%2Fcomplete%3Fx%3D1{extra}"
+    )
+}
+
+/// The charge object carried by the only event of `events`, after checking its key.
+fn only_event(events: &[crate::model::ModelEvent], key: &str) -> Value {
+    assert_eq!(kinds(events), vec![key]);
+    serde_json::from_str::<Value>(&events[0].body).unwrap_or(Value::Null)["data"].clone()
+}
+
+/// Creates a pending 3-D Secure charge and returns its id.
+fn pending_three_ds(model: &FakeModel, extra: &str) -> String {
+    let answer = post(
+        model,
+        "/charges",
+        &three_ds("pm_card_threeDSecure2Required", extra),
+        None,
+        T0,
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    json(&answer)["id"].as_str().unwrap_or_default().to_owned()
+}
+
 #[test]
-fn the_three_ds_test_cards_are_unknown_until_the_face_has_an_authentication_page() {
-    // The Stripe face's 3-D Secure cards wait on a page the Omise face does not serve yet.
+fn a_three_ds_card_with_a_return_uri_waits_pending_on_the_fakes_page_and_completes() {
     let model = model();
     for token in [
         "pm_card_threeDSecure2Required",
         "pm_card_authenticationRequired",
     ] {
-        let answer = post(&model, "/charges", &charge(token, "p"), None, T0);
-        assert_eq!(answer.status, 404, "{token}");
-        assert_eq!(code(&answer), "not_found");
+        // WHEN a 3-D Secure card is charged with a return_uri
+        let answer = post(&model, "/charges", &three_ds(token, ""), None, T0);
+        let object = json(&answer);
+        let id = object["id"].as_str().unwrap_or_default().to_owned();
+        // THEN the charge waits: pending, not authorized, not paid, at the fake's own page
+        assert_eq!(answer.status, 200);
+        assert_eq!(object["status"], "pending");
+        assert_eq!(object["authorized"], false);
+        assert_eq!(object["paid"], false);
+        assert_eq!(object["capture"], true);
+        assert_eq!(
+            object["authorize_uri"],
+            format!("http://fake-psp.invalid/_fake/authenticate/{id}")
+        );
+        assert_eq!(object["return_uri"], RETURN_URI);
+        assert_eq!(kinds(&answer.events), vec!["charge.create"]);
+        let row = model.charges().pop().expect("a charge");
+        assert_eq!(
+            (row.outcome.as_str(), row.status.as_str()),
+            ("pending", "pending")
+        );
+        // AND the page shows the two buttons
+        let shown = model.action_page(&id, None, T0 + 1_000);
+        assert_eq!(shown.status, 200);
+        assert!(shown.html.contains("Complete") && shown.html.contains("Fail"));
+        // WHEN the customer completes it
+        let done = model.action_page(&id, Some(b"result=complete"), T0 + 2_000);
+        // THEN 303 to the return_uri as given, and charge.complete with a successful charge
+        assert_eq!(done.status, 303);
+        assert_eq!(done.location.as_deref(), Some(RETURN_URI));
+        let data = only_event(&done.events, "charge.complete");
+        assert_eq!(data["status"], "successful");
+        assert_eq!(
+            (data["authorized"].clone(), data["paid"].clone()),
+            (json!(true), json!(true))
+        );
+        let charge = json(&get(&model, &format!("/charges/{id}"), None, T0 + 3_000));
+        assert_eq!(charge, data);
+        let row = model.charges().pop().expect("a charge");
+        assert_eq!(row.outcome, "succeeded");
+        assert_eq!(row.amount_captured, Some(3000));
+        // AND a second answer changes nothing
+        let again = model.action_page(&id, Some(b"result=fail"), T0 + 4_000);
+        assert_eq!(again.status, 409);
+        assert!(again.events.is_empty());
+        assert_eq!(
+            model.charges().pop().map(|c| c.outcome),
+            Some("succeeded".into())
+        );
+    }
+}
+
+#[test]
+fn a_failed_authentication_fails_the_charge_and_an_abandoned_one_stays_pending() {
+    let model = model();
+    let failed = pending_three_ds(&model, "");
+    let abandoned = pending_three_ds(&model, "");
+    // WHEN the customer fails the authentication
+    let page = model.action_page(&failed, Some(b"result=fail"), T0 + 1_000);
+    // THEN 303 back, charge.complete with a failed charge and Omise's failure code
+    assert_eq!(page.status, 303);
+    assert_eq!(page.location.as_deref(), Some(RETURN_URI));
+    let data = only_event(&page.events, "charge.complete");
+    assert_eq!(data["status"], "failed");
+    assert_eq!(data["failure_code"], "failed_processing");
+    assert_eq!(data["failure_message"], "3-D Secure authentication failed");
+    assert_eq!(
+        (data["authorized"].clone(), data["paid"].clone()),
+        (json!(false), json!(false))
+    );
+    // AND a page nobody posts leaves its charge pending, whatever the time, with no event
+    assert!(model.tick(T0 + 30 * 24 * HOUR_MS).is_empty());
+    let rows = model.charges();
+    assert_eq!(rows[0].outcome, "failed");
+    assert_eq!(
+        (rows[1].id.as_str(), rows[1].outcome.as_str()),
+        (abandoned.as_str(), "pending")
+    );
+    let still = json(&get(
+        &model,
+        &format!("/charges/{abandoned}"),
+        None,
+        T0 + 31 * 24 * HOUR_MS,
+    ));
+    assert_eq!(still["status"], "pending");
+    // AND the page of an unknown charge is 404, a bad form 400
+    assert_eq!(model.action_page("chrg_test_nope", None, T0).status, 404);
+    assert_eq!(
+        model
+            .action_page(&abandoned, Some(b"result=maybe"), T0)
+            .status,
+        400
+    );
+}
+
+#[test]
+fn a_three_ds_card_without_a_return_uri_is_invalid_charge_and_creates_nothing() {
+    let model = model();
+    for (key, body) in [
+        ("k1", charge("pm_card_threeDSecure2Required", "p")),
+        ("k2", charge("pm_card_authenticationRequired", "p")),
+        (
+            "k3",
+            format!(
+                "{}&return_uri=",
+                charge("pm_card_threeDSecure2Required", "p")
+            ),
+        ),
+    ] {
+        let answer = post(&model, "/charges", &body, Some(key), T0);
+        assert_eq!(
+            (answer.status, code(&answer)),
+            (400, json!("invalid_charge")),
+            "{body}"
+        );
+        assert!(answer.events.is_empty());
+        // AND a replay under the key answers the same
+        let replay = post(&model, "/charges", &body, Some(key), T0 + 1);
+        assert!(replay.replayed);
+        assert_eq!(replay.body, answer.body);
     }
     assert!(model.charges().is_empty());
-    assert_eq!(model.action_page("chrg_test_x", None, T0).status, 404);
+    // AND a card that needs no authentication ignores the return_uri, as before
+    let answer = post(&model, "/charges", &three_ds("pm_card_visa", ""), None, T0);
+    assert_eq!(json(&answer)["status"], "successful");
+    assert_eq!(json(&answer)["return_uri"], Value::Null);
+    assert_eq!(json(&answer)["authorize_uri"], Value::Null);
+}
+
+#[test]
+fn a_completed_three_ds_charge_with_capture_false_is_authorized() {
+    let model = model();
+    let id = pending_three_ds(&model, "&capture=false");
+    let created = json(&get(&model, &format!("/charges/{id}"), None, T0));
+    assert_eq!(created["capture"], false);
+    assert_eq!(created["capturable"], false);
+    assert_eq!(created["expires_at"], Value::Null);
+    let page = model.action_page(&id, Some(b"result=complete"), T0 + 1_000);
+    let data = only_event(&page.events, "charge.complete");
+    assert_eq!(data["status"], "pending");
+    assert_eq!(data["authorized"], true);
+    assert_eq!(data["paid"], false);
+    assert_eq!(data["capturable"], true);
+    assert_eq!(
+        model.charges().pop().map(|c| c.outcome),
+        Some("authorized".into())
+    );
+}
+
+// Manual capture ("Capture", "Does Omise support Authorize and Hold only?", "Errors").
+
+/// An authorization's id (`capture=false`), in yen unless `body` says otherwise.
+fn authorized(model: &FakeModel, body: &str, now_ms: i64) -> String {
+    let answer = post(model, "/charges", body, None, now_ms);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(json(&answer)["authorized"], true, "{}", answer.body);
+    json(&answer)["id"].as_str().unwrap_or_default().to_owned()
+}
+
+const MANUAL: &str =
+    "amount=3000&currency=jpy&card=pm_card_visa&capture=false&metadata[payment_id]=p";
+
+#[test]
+fn capture_false_authorizes_and_a_capture_under_a_key_takes_it_all() {
+    let model = model();
+    let answer = post(&model, "/charges", MANUAL, None, T0);
+    let object = json(&answer);
+    let id = object["id"].as_str().unwrap_or_default().to_owned();
+    // THEN an authorization: pending, authorized, not captured, capturable and reversible
+    assert_eq!(object["status"], "pending");
+    assert_eq!(object["capture"], false);
+    assert_eq!(object["authorized"], true);
+    assert_eq!(
+        (object["captured"].clone(), object["paid"].clone()),
+        (json!(false), json!(false))
+    );
+    assert_eq!(
+        (object["capturable"].clone(), object["reversible"].clone()),
+        (json!(true), json!(true))
+    );
+    assert_eq!(object["refundable"], false);
+    assert_eq!(object["authorization_type"], "final_auth");
+    assert_eq!(object["authorized_amount"], 3000);
+    assert_eq!(object["captured_amount"], 0);
+    // T0 is 2027-01-15T08:00:00Z; authorizations lapse 7 days later (the default).
+    assert_eq!(object["expires_at"], "2027-01-22T08:00:00Z");
+    assert_eq!(kinds(&answer.events), vec!["charge.create"]);
+    let row = model.charges().pop().expect("a charge");
+    assert_eq!(
+        (row.outcome.as_str(), row.capture_method.as_str()),
+        ("authorized", "manual")
+    );
+    assert_eq!(row.amount_captured, None);
+    // AND it cannot be refunded yet
+    let refund_early = post(
+        &model,
+        &format!("/charges/{id}/refunds"),
+        "amount=100",
+        None,
+        T0,
+    );
+    assert_eq!(code(&refund_early), "failed_refund");
+    // WHEN it is captured under a key
+    let path = format!("/charges/{id}/capture");
+    let captured = post(&model, &path, "", Some("cap-1"), T0 + HOUR_MS);
+    let object = json(&captured);
+    // THEN successful, paid, captured in full, with charge.capture
+    assert_eq!(captured.status, 200);
+    assert_eq!(object["status"], "successful");
+    assert_eq!(
+        (object["captured"].clone(), object["paid"].clone()),
+        (json!(true), json!(true))
+    );
+    assert_eq!(
+        (object["capturable"].clone(), object["reversible"].clone()),
+        (json!(false), json!(false))
+    );
+    assert_eq!(object["captured_amount"], 3000);
+    assert_eq!(object["refundable"], true);
+    assert_eq!(only_event(&captured.events, "charge.capture"), object);
+    let row = model.charges().pop().expect("a charge");
+    assert_eq!(row.outcome, "succeeded");
+    assert_eq!(row.amount_captured, Some(3000));
+    assert_eq!(
+        row.captures,
+        vec![crate::model::FakeCapture {
+            amount: 3000,
+            idempotency_key: Some("cap-1".into())
+        }]
+    );
+    // AND a replay answers the same, changes nothing and sends nothing
+    let replay = post(&model, &path, "", Some("cap-1"), T0 + 2 * HOUR_MS);
+    assert!(replay.replayed);
+    assert_eq!(replay.body, captured.body);
+    assert!(replay.events.is_empty());
+    // AND the key with other parameters, or on another endpoint, is 400 bad_request
+    let other = post(
+        &model,
+        &path,
+        "capture_amount=3000",
+        Some("cap-1"),
+        T0 + 2 * HOUR_MS,
+    );
+    assert_eq!((other.status, code(&other)), (400, json!("bad_request")));
+    let elsewhere = post(
+        &model,
+        &format!("/charges/{id}/reverse"),
+        "",
+        Some("cap-1"),
+        T0,
+    );
+    assert_eq!(
+        (elsewhere.status, code(&elsewhere)),
+        (400, json!("bad_request"))
+    );
+    // AND a second capture under another key is failed_capture, as is a reverse failed_reverse
+    let twice = post(&model, &path, "", Some("cap-2"), T0 + 3 * HOUR_MS);
+    assert_eq!((twice.status, code(&twice)), (400, json!("failed_capture")));
+    let reverse = post(
+        &model,
+        &format!("/charges/{id}/reverse"),
+        "",
+        Some("rev-1"),
+        T0,
+    );
+    assert_eq!(
+        (reverse.status, code(&reverse)),
+        (400, json!("failed_reverse"))
+    );
+    assert_eq!(model.charges().pop().map(|c| c.captures.len()), Some(1));
+    // AND the captured charge refunds like any other
+    let refund = post(
+        &model,
+        &format!("/charges/{id}/refunds"),
+        "amount=3000",
+        None,
+        T0,
+    );
+    assert_eq!(refund.status, 200, "{}", refund.body);
+}
+
+#[test]
+fn a_partial_capture_needs_pre_auth_which_only_thai_merchants_have() {
+    let model = model();
+    // GIVEN a final_auth authorization (the default)
+    let final_auth = authorized(&model, MANUAL, T0);
+    // WHEN a capture_amount is sent, even the whole amount, THEN failed_capture, nothing moves
+    for amount in ["1000", "3000"] {
+        let refused = post(
+            &model,
+            &format!("/charges/{final_auth}/capture"),
+            &format!("capture_amount={amount}"),
+            None,
+            T0,
+        );
+        assert_eq!(
+            (refused.status, code(&refused)),
+            (400, json!("failed_capture"))
+        );
+    }
+    assert_eq!(model.charges()[0].outcome, "authorized");
+    // GIVEN a pre_auth authorization in baht
+    let body =
+        "amount=5000&currency=thb&card=pm_card_visa&capture=false&authorization_type=pre_auth";
+    let pre_auth = authorized(&model, body, T0);
+    let path = format!("/charges/{pre_auth}/capture");
+    let shown = json(&get(&model, &format!("/charges/{pre_auth}"), None, T0));
+    assert_eq!(shown["authorization_type"], "pre_auth");
+    // WHEN more than authorized is asked for THEN failed_capture; malformed → invalid_amount
+    let more = post(&model, &path, "capture_amount=5001", Some("pa-1"), T0);
+    assert_eq!((more.status, code(&more)), (400, json!("failed_capture")));
+    for bad in ["capture_amount=0", "capture_amount=abc"] {
+        let refused = post(&model, &path, bad, Some("pa-bad"), T0);
+        assert_eq!(
+            (refused.status, code(&refused)),
+            (400, json!("invalid_amount")),
+            "{bad}"
+        );
+    }
+    let unknown = post(&model, &path, "amount=10", Some("pa-bad"), T0);
+    assert_eq!(code(&unknown), "bad_request");
+    // WHEN 3000 of the 5000 is captured
+    let captured = post(&model, &path, "capture_amount=3000", Some("pa-2"), T0);
+    let object = json(&captured);
+    assert_eq!(object["status"], "successful", "{}", captured.body);
+    assert_eq!(object["captured_amount"], 3000);
+    assert_eq!(object["authorized_amount"], 5000);
+    let row = model.charges().pop().expect("a charge");
+    assert_eq!(row.amount_captured, Some(3000));
+    assert_eq!(row.captures[0].idempotency_key.as_deref(), Some("pa-2"));
+    // THEN refunds are bounded by what was captured
+    let refunds = format!("/charges/{pre_auth}/refunds");
+    let too_much = post(&model, &refunds, "amount=3001", None, T0);
+    assert_eq!(code(&too_much), "failed_refund");
+    assert_eq!(post(&model, &refunds, "amount=3000", None, T0).status, 200);
+}
+
+#[test]
+fn a_reverse_voids_an_authorization_under_a_key_and_nothing_else() {
+    let model = model();
+    let id = authorized(&model, MANUAL, T0);
+    let path = format!("/charges/{id}/reverse");
+    // WHEN it is reversed under a key
+    let reversed = post(&model, &path, "", Some("rev-1"), T0 + HOUR_MS);
+    let object = json(&reversed);
+    // THEN reversed, with charge.reverse; nothing is capturable any more
+    assert_eq!(reversed.status, 200);
+    assert_eq!(object["status"], "reversed");
+    assert_eq!(object["reversed"], true);
+    assert_eq!(object["expired"], false);
+    assert_eq!(
+        (object["capturable"].clone(), object["paid"].clone()),
+        (json!(false), json!(false))
+    );
+    assert_eq!(only_event(&reversed.events, "charge.reverse"), object);
+    let row = model.charges().pop().expect("a charge");
+    assert_eq!(row.outcome, "canceled");
+    assert_eq!(
+        row.cancels,
+        vec![crate::model::FakeCancel {
+            idempotency_key: Some("rev-1".into()),
+            cancellation_reason: None
+        }]
+    );
+    // AND a replay is the same answer; other parameters under the key are 400 bad_request
+    let replay = post(&model, &path, "", Some("rev-1"), T0 + 2 * HOUR_MS);
+    assert!(replay.replayed);
+    assert_eq!(replay.body, reversed.body);
+    let other = post(&model, &path, "reason=x", Some("rev-1"), T0);
+    assert_eq!((other.status, code(&other)), (400, json!("bad_request")));
+    // AND reverse has no parameters: one is refused before the key, storing nothing
+    let param = post(&model, &path, "reason=x", Some("rev-2"), T0);
+    assert_eq!(code(&param), "bad_request");
+    // AND a second reverse is failed_reverse, a capture failed_capture
+    let again = post(&model, &path, "", Some("rev-2"), T0);
+    assert_eq!((again.status, code(&again)), (400, json!("failed_reverse")));
+    let capture = post(
+        &model,
+        &format!("/charges/{id}/capture"),
+        "",
+        Some("cap"),
+        T0,
+    );
+    assert_eq!(
+        (capture.status, code(&capture)),
+        (400, json!("failed_capture"))
+    );
+    // AND an automatic capture, a pending 3-D Secure charge and an unknown charge refuse too
+    let paid = paid(&model, "pm_card_visa", "p2", T0);
+    let pending = pending_three_ds(&model, "&capture=false");
+    for id in [paid.as_str(), pending.as_str()] {
+        let answer = post(&model, &format!("/charges/{id}/reverse"), "", None, T0);
+        assert_eq!(
+            (answer.status, code(&answer)),
+            (400, json!("failed_reverse")),
+            "{id}"
+        );
+        let answer = post(&model, &format!("/charges/{id}/capture"), "", None, T0);
+        assert_eq!(
+            (answer.status, code(&answer)),
+            (400, json!("failed_capture")),
+            "{id}"
+        );
+    }
+    for route in ["reverse", "capture"] {
+        let answer = post(
+            &model,
+            &format!("/charges/chrg_test_x/{route}"),
+            "",
+            None,
+            T0,
+        );
+        assert_eq!(
+            (answer.status, code(&answer)),
+            (404, json!("not_found")),
+            "{route}"
+        );
+    }
+}
+
+#[test]
+fn an_authorization_not_captured_in_time_expires_reversed_with_charge_expire() {
+    let model = model();
+    let id = authorized(&model, MANUAL, T0);
+    let lapse_ms = T0 + 7 * 24 * HOUR_MS;
+    // WHEN just before the lapse nothing has happened
+    assert!(model.tick(lapse_ms - 1).is_empty());
+    assert_eq!(model.next_transition_ms(), Some(lapse_ms));
+    // THEN at the lapse: reversed and expired, with charge.expire
+    let data = only_event(&model.tick(lapse_ms), "charge.expire");
+    assert_eq!(data["status"], "reversed");
+    assert_eq!(
+        (data["reversed"].clone(), data["expired"].clone()),
+        (json!(true), json!(true))
+    );
+    assert_eq!(data["capturable"], false);
+    let row = model.charges().pop().expect("a charge");
+    assert_eq!(row.outcome, "canceled");
+    assert_eq!(
+        row.cancels,
+        vec![crate::model::FakeCancel {
+            idempotency_key: None,
+            cancellation_reason: Some("automatic".into())
+        }]
+    );
+    // AND a late capture is expired_charge, a late reverse failed_reverse
+    let capture = post(
+        &model,
+        &format!("/charges/{id}/capture"),
+        "",
+        Some("late"),
+        lapse_ms,
+    );
+    assert_eq!(
+        (capture.status, code(&capture)),
+        (400, json!("expired_charge"))
+    );
+    let reverse = post(
+        &model,
+        &format!("/charges/{id}/reverse"),
+        "",
+        None,
+        lapse_ms,
+    );
+    assert_eq!(code(&reverse), "failed_reverse");
+}
+
+#[test]
+fn capture_and_reverse_keys_in_flight_are_409_and_can_be_ignored() {
+    let model = model();
+    let id = authorized(&model, MANUAL, T0);
+    for route in ["capture", "reverse"] {
+        assert!(model.begin_in_flight("busy"));
+        let busy = post(
+            &model,
+            &format!("/charges/{id}/{route}"),
+            "",
+            Some("busy"),
+            T0,
+        );
+        assert_eq!(
+            (busy.status, code(&busy)),
+            (409, json!("conflict")),
+            "{route}"
+        );
+        assert!(model.end_in_flight("busy"));
+    }
+    assert_eq!(model.charges()[0].outcome, "authorized");
+    // GIVEN keys are ignored, a re-sent capture is a second capture: failed_capture, one capture
+    let ignoring = model_with(ModelConfig {
+        omise_honours_idempotency_key: false,
+        ..config()
+    });
+    let id = authorized(&ignoring, MANUAL, T0);
+    let path = format!("/charges/{id}/capture");
+    let first = post(&ignoring, &path, "", Some("k"), T0);
+    assert_eq!(json(&first)["status"], "successful");
+    let again = post(&ignoring, &path, "", Some("k"), T0);
+    assert!(!again.replayed);
+    assert_eq!(code(&again), "failed_capture");
+    let row = ignoring.charges().pop().expect("a charge");
+    assert_eq!(row.captures.len(), 1);
+    assert_eq!(row.captures[0].idempotency_key.as_deref(), Some("k"));
+}
+
+#[test]
+fn a_processing_authorization_completes_authorized() {
+    let model = model();
+    let body = "amount=3000&currency=jpy&card=pm_fake_processing&capture=false";
+    let answer = post(&model, "/charges", body, None, T0);
+    assert_eq!(json(&answer)["authorized"], false);
+    let events = model.tick(T0 + 5 * 60 * 1000);
+    let data = only_event(&events, "charge.complete");
+    assert_eq!(
+        (data["status"].clone(), data["authorized"].clone()),
+        (json!("pending"), json!(true))
+    );
+    assert_eq!(data["capturable"], true);
 }
