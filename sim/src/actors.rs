@@ -42,14 +42,15 @@ const TOKENS: &[(&str, u32)] = &[
 pub(crate) const CHECKOUT_ORIGIN: &str = "https://shop.example";
 
 /// How a shopper checks out: at once, with a card that asks for 3-D Secure (with or without a
-/// page to come back to), or authorized now for staff to capture later. Only Stripe's flows ask
-/// for either.
+/// page to come back to; Stripe), or authorized now for staff to capture later (Stripe, Omise).
+/// The Omise model does not let an abandoned 3-D Secure charge expire, so its shoppers never
+/// take that flow.
 fn pick_flow(world: &World, psp: PspKind, request: &mut PayRequest) {
-    if psp != PspKind::Stripe || !world.checkout_flows() {
+    if !psp.captures_later() || !world.checkout_flows() {
         return;
     }
     let draw = world.u64(0..100);
-    if draw < 10 {
+    if draw < 10 && psp == PspKind::Stripe {
         request.payment_method = "pm_card_threeDSecure2Required".to_owned();
         if world.chance(0.85) {
             request.return_url = Some(format!("{CHECKOUT_ORIGIN}/checkout/return"));
@@ -354,13 +355,14 @@ async fn customer_action(
 /// then refunded now and then.
 async fn staff_operations(system: &System, world: &World, staff: &str, payment_id: &str) {
     tokio::time::sleep(world.millis(0, 1_800_000)).await;
+    // Omise captures authorizations whole: its staff never ask for part.
+    let partial = system.psp == PspKind::Stripe;
     let capture = |who: &str, n: u32, world: &World| OperationAsked {
         kind: OperationKind::Capture,
         who: who.to_owned(),
         key: format!("capture-{payment_id}-{n}"),
         payment_id: payment_id.to_owned(),
-        amount: world
-            .chance(0.4)
+        amount: (partial && world.chance(0.4))
             .then(|| 1 + i64::try_from(world.u64(0..2_000)).unwrap_or(0)),
     };
     let cancel = |who: &str| OperationAsked {

@@ -27,12 +27,12 @@ impl PspKind {
         self != Self::TwoC2p
     }
 
-    /// Whether payonce can authorize now and capture later through this PSP: Stripe only so far
-    /// (the Omise adapter creates every charge with `capture=true`; 2C2P's captures and voids
-    /// need its Payment Maintenance API). Without it `capture: "manual"` is answered 409
-    /// `capture-not-supported` before anything is claimed.
+    /// Whether payonce can authorize now and capture later through this PSP: Stripe
+    /// (`capture_method=manual`) and Omise (`capture=false`, captured whole); not 2C2P, whose
+    /// captures and voids need its Payment Maintenance API. Without it `capture: "manual"` is
+    /// answered 409 `capture-not-supported` before anything is claimed.
     pub fn captures_later(self) -> bool {
-        self == Self::Stripe
+        matches!(self, Self::Stripe | Self::Omise)
     }
 
     /// The smallest total this PSP charges in `currency`, in minor units; `None` if it does not

@@ -742,3 +742,145 @@ async fn an_owners_cancel_resent_after_the_payment_was_authorized_is_not_sent() 
     let captured = stack.capture(&id, "cap-after-owner", json!({})).await;
     assert_eq!(captured.status, 201, "{}", captured.body);
 }
+
+/// Posts `result` on the fake PSP's authentication page at `url`, as the customer's browser.
+async fn authenticate(url: &str, result: &str) -> u16 {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(url)
+        .form(&[("result", result)])
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn omise_authorizes_captures_whole_and_reverses() {
+    // GIVEN an Omise deployment and two authorizations of 5000 THB
+    let stack = PaymentStack::start_with(FakePspConfig::omise(), Default::default()).await;
+    let mut authorized = Vec::new();
+    for key in ["omise-auth-1", "omise-auth-2"] {
+        let order = stack
+            .create_order_of("alice", payonce::domain::Currency::Thb, 1, 5000)
+            .await;
+        let reply = stack
+            .pay(
+                "alice",
+                key,
+                json!({"order_id": order, "order_version": 1,
+                       "payment_method": "pm_card_visa", "capture": "manual"}),
+            )
+            .await;
+        assert_eq!(
+            (reply.status, reply.json["status"].as_str()),
+            (201, Some("authorized")),
+            "{}",
+            reply.body
+        );
+        assert_eq!(reply.json["amount_capturable"], 5000);
+        assert!(reply.json["capture_before"].is_i64(), "{}", reply.body);
+        authorized.push(reply.json["payment_id"].as_str().unwrap().to_owned());
+    }
+    let (first, second) = (&authorized[0], &authorized[1]);
+    assert_eq!(charge_of(&stack, first).outcome, "authorized");
+
+    // WHEN staff capture part of one THEN 400: Omise captures authorizations whole; nothing
+    // written, nothing sent
+    let before = stack.snapshot().await;
+    let seen = stack.psp.requests_seen();
+    let part = stack
+        .capture(first, "omise-cap-part", json!({"amount": 1000}))
+        .await;
+    assert_eq!(
+        (part.status, part.problem_type()),
+        (400, "/problems/invalid-request"),
+        "{}",
+        part.body
+    );
+    assert_eq!(stack.snapshot().await, before);
+    assert_eq!(stack.psp.requests_seen(), seen);
+
+    // WHEN they capture all of it THEN 201, one capture under the payment's key, order paid
+    let captured = stack.capture(first, "omise-cap", json!({})).await;
+    assert_eq!(captured.status, 201, "{}", captured.body);
+    assert_eq!(captured.json["amount_captured"], 5000);
+    let charge = charge_of(&stack, first);
+    assert_eq!(
+        (charge.outcome.as_str(), charge.amount_captured),
+        ("succeeded", Some(5000))
+    );
+    assert_eq!(
+        charge.captures[0].idempotency_key.as_deref(),
+        Some(format!("payonce-capture-{first}").as_str())
+    );
+    assert_eq!(order_state(&stack, first).await, "paid");
+    // AND the replay answers from the store
+    let seen = stack.psp.requests_seen();
+    let replay = stack.capture(first, "omise-cap", json!({})).await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(stack.psp.requests_seen(), seen);
+
+    // WHEN staff cancel the other THEN Omise reverses it and its order is free again
+    let canceled = stack
+        .cancel(
+            STAFF,
+            payonce_tests::stack::STAFF_SCOPES,
+            second,
+            "omise-cancel",
+        )
+        .await;
+    assert_eq!(canceled.status, 200, "{}", canceled.body);
+    assert_eq!(canceled.json["status"], "canceled");
+    let charge = charge_of(&stack, second);
+    assert_eq!(charge.outcome, "canceled");
+    assert_eq!(
+        charge.cancels[0].idempotency_key.as_deref(),
+        Some(format!("payonce-cancel-{second}").as_str())
+    );
+    assert_eq!(order_state(&stack, second).await, "unpaid");
+}
+
+#[tokio::test]
+async fn omise_3ds_waits_for_the_customer_then_pays_once() {
+    // GIVEN an Omise deployment and a card that asks for 3-D Secure
+    let stack = PaymentStack::start_with(FakePspConfig::omise(), Default::default()).await;
+    let order = stack
+        .create_order_of("alice", payonce::domain::Currency::Thb, 1, 5000)
+        .await;
+    let request = json!({"order_id": order, "order_version": 1,
+        "payment_method": "pm_card_threeDSecure2Required",
+        "return_url": format!("{CHECKOUT_ORIGIN}/checkout/return")});
+
+    // WHEN it is paid THEN 202 requires_action, the redirect the fake's page
+    let first = stack.pay("alice", "omise-3ds", request.clone()).await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    assert_eq!(first.json["status"], "requires_action");
+    let url = first.json["next_action"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(url.contains("/_fake/authenticate/chrg_"), "{url}");
+    let id = first.json["payment_id"].as_str().unwrap().to_owned();
+    assert_eq!(charge_of(&stack, &id).outcome, "pending");
+
+    // WHEN the customer completes it and reconcile looks (the webhook may be lost)
+    assert_eq!(authenticate(&url, "complete").await, 303);
+    stack.clock.advance(Duration::from_secs(10 * 60));
+    let report = stack.reconcile().await;
+
+    // THEN the payment succeeded, once, and the return page's replay shows it
+    assert_eq!(report.succeeded, 1, "{report:?}");
+    let paid = stack.pay("alice", "omise-3ds", request).await;
+    assert_eq!(
+        (paid.status, paid.json["status"].as_str()),
+        (201, Some("succeeded")),
+        "{}",
+        paid.body
+    );
+    assert_eq!(stack.psp.succeeded_charges_for(&id), 1);
+    assert_eq!(order_state(&stack, &id).await, "paid");
+}

@@ -298,6 +298,11 @@ pub(crate) fn charge_settlement(charge: &Value, id: Option<String>) -> Option<Se
             Some(canceled(crate::domain::CancellationReason::Expired))
         }
         "expired" => Some(declined("expired")),
+        // Omise releases an authorization not captured in time as `reversed` with `expired`
+        // set (its "Capture" page); one reversed on request has it unset.
+        "reversed" if authorise_only && charge["expired"].as_bool() == Some(true) => {
+            Some(canceled(crate::domain::CancellationReason::Expired))
+        }
         "reversed" if authorise_only => {
             Some(canceled(crate::domain::CancellationReason::Requested))
         }
