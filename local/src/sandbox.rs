@@ -182,8 +182,9 @@ fn sandbox_endpoint<S, I, Q>(
                 "pm_fake_lost_response",
                 "pm_fake_slow",
             ];
-            // The fake's Stripe face asks for 3-D Secure on this card (its page on the fake).
-            if sandbox.psp_name == "stripe" {
+            // The fake's Stripe and Omise faces ask for 3-D Secure on this card (their page on
+            // the fake).
+            if matches!(sandbox.psp_name, "stripe" | "omise") {
                 methods.push("pm_card_threeDSecure2Required");
             }
             axum::Json(serde_json::json!({
@@ -191,7 +192,7 @@ fn sandbox_endpoint<S, I, Q>(
                 "psp_url": sandbox.psp_url,
                 "payment_methods": methods,
                 // Whether `capture: "manual"` can be offered (authorize now, capture later).
-                "manual_capture": sandbox.psp_name == "stripe",
+                "manual_capture": matches!(sandbox.psp_name, "stripe" | "omise"),
             }))
             .into_response()
         }
