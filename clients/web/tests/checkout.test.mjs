@@ -35,7 +35,7 @@ test("double click on pay: one request in flight, one charge", T, (t) =>
       order_id: orderId,
       order_version: 1,
       payment_method: "pm_card_visa",
-      return_url: `${sandbox.url}/?user=demo-user&order=${orderId}`,
+      return_url: `${sandbox.url}/?user=demo-user&order=${orderId}&from=psp`,
     });
     assert.deepEqual((await states()).slice(-2), ["processing", "paid"]);
     await assertSucceededCharges(sandbox, 1);
@@ -234,7 +234,7 @@ test("changing the order after a decline: a new version, a new key, the old key 
       order_id: orderId,
       order_version: 2,
       payment_method: "pm_card_visa",
-      return_url: `${sandbox.url}/?user=demo-user&order=${orderId}`,
+      return_url: `${sandbox.url}/?user=demo-user&order=${orderId}&from=psp`,
     });
     assert.notEqual(paid.key, oldKey);
     assert.deepEqual(storedWhenSent.map((e) => e.key), [paid.key], "only the new key is stored");
