@@ -311,6 +311,11 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
         }
         Settlement::Rejected => failed(FailureKind::Rejected, None),
         Settlement::Refused => failed(FailureKind::Refused, None),
+        // A payment with somewhere to bring the customer back asked for 3-D Secure: if the PSP
+        // still says authentication is required (2C2P's `0004` answers both), it failed.
+        Settlement::AuthenticationRequired { .. } if current.return_url.is_some() => {
+            failed(FailureKind::AuthenticationFailed, None)
+        }
         Settlement::AuthenticationRequired { .. } => {
             failed(FailureKind::AuthenticationRequired, None)
         }

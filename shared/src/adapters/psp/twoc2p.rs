@@ -60,6 +60,7 @@ use super::twoc2p_webhook::{
 use crate::domain::RefundSettlement;
 use crate::ports::{
     ChargeRequest, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome, RefundRequest,
+    AUTHENTICATION_REQUIRED_CODE,
 };
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -99,6 +100,9 @@ const REFUSED_CODES: [&str; 15] = [
 /// Our merchant credentials refused: `9007` invalid merchant, `9037` merchant configuration
 /// missing, `9042` hash value mismatch (our JWT's signature, i.e. the secret key).
 const CREDENTIAL_CODES: [&str; 3] = ["9007", "9037", "9042"];
+/// Do Payment answers sending the customer to authenticate ("Payment flow response code"):
+/// `1000` in an iframe or web view, `1001` by a full redirect; payonce redirects for both.
+const REDIRECT_CODES: [&str; 2] = ["1000", "1001"];
 /// Do Payment answers refusing the request's values (the payment data, in practice).
 const DO_PAYMENT_REFUSALS: [&str; 3] = ["9004", "9005", "9006"];
 
@@ -263,6 +267,10 @@ enum Paid {
     /// It was answered with this `respCode` (none if the body has none), or cut after
     /// connecting (none): the inquiry is next.
     Reached(Option<String>),
+    /// It was answered `1000` or `1001` ("Redirect to authenticate ACS bank page.") with this
+    /// http(s) URL in `data`: where the customer authenticates. The inquiry is still next (the
+    /// answer is unsigned), and says whether the payment waits.
+    Redirect(String),
     /// No call connected (the token is unused and expires).
     NeverConnected(String),
 }
@@ -378,13 +386,22 @@ impl<T: PspTransport> TwoC2pPsp<T> {
     /// The Payment Token request's claims, as text in a fixed order: a pure function of the
     /// attempt. `amount` is a JSON number in major units with exactly the currency's exponent,
     /// written from the minor units (never a float); `currencyCode` ISO 4217 alphabetic.
-    /// `request3DS: "N"`: payonce has no redirect flow (Stripe's `error_on_requires_action`
-    /// analogue), so a card needing 3-D Secure is soft-declined (`0004`) instead of waiting.
+    /// With a `return_url`, `request3DS: "Y"` and the URL as `frontendReturnUrl` (where 2C2P
+    /// sends the customer back after 3-D Secure); without one, `request3DS: "N"` (Stripe's
+    /// `error_on_requires_action` analogue): a card needing 3-D Secure is soft-declined (`0004`)
+    /// instead of waiting for a customer who cannot be sent anywhere.
     fn token_claims(&self, request: &ChargeRequest, invoice_no: &str) -> String {
+        let three_ds = match &request.return_url {
+            Some(url) => format!(
+                r#""request3DS":"Y","frontendReturnUrl":{}"#,
+                json_string(url)
+            ),
+            None => r#""request3DS":"N""#.to_owned(),
+        };
         format!(
             concat!(
                 r#"{{"merchantID":{},"invoiceNo":{},"description":{},"amount":{},"#,
-                r#""currencyCode":{},"paymentChannel":[{}],"request3DS":"N"}}"#
+                r#""currencyCode":{},"paymentChannel":[{}],{}}}"#
             ),
             json_string(&self.merchant_id),
             json_string(invoice_no),
@@ -392,6 +409,7 @@ impl<T: PspTransport> TwoC2pPsp<T> {
             request.currency.decimal_from_minor(request.amount),
             json_string(&request.currency.as_str().to_ascii_uppercase()),
             json_string(CHANNEL),
+            three_ds,
         )
     }
 
@@ -515,10 +533,17 @@ impl<T: PspTransport> TwoC2pPsp<T> {
             let left = timeout.saturating_sub(started.elapsed());
             match self.send(&call, left).await {
                 Ok(reply) => {
-                    let code = serde_json::from_slice::<Map<String, Value>>(&reply.body)
-                        .ok()
-                        .and_then(|body| text(body.get("respCode")));
-                    return Paid::Reached(code);
+                    let body = serde_json::from_slice::<Map<String, Value>>(&reply.body)
+                        .unwrap_or_default();
+                    let code = text(body.get("respCode"));
+                    let redirect = text(body.get("data"))
+                        .filter(|url| url.starts_with("https://") || url.starts_with("http://"));
+                    return match (code, redirect) {
+                        (Some(code), Some(url)) if REDIRECT_CODES.contains(&code.as_str()) => {
+                            Paid::Redirect(url)
+                        }
+                        (code, _) => Paid::Reached(code),
+                    };
                 }
                 Err(CallFailure::AfterConnect(reason)) => {
                     tracing::warn!(reason, "the 2C2P Do Payment answer was lost; inquiring");
@@ -649,6 +674,9 @@ fn charge_outcome(
             provider_payment_id: Some(provider_id(&claims, invoice_no)),
             decline_code: code,
         },
+        ResponseClass::AuthenticationRequired => PspOutcome::AuthenticationRequired {
+            provider_payment_id: Some(provider_id(&claims, invoice_no)),
+        },
         // Do Payment carries nothing of ours but the payment token 2C2P issued: what it refuses
         // is the payment data (the `securePayToken`), so the payment method is rejected, as
         // Stripe and Omise answer an unusable card token.
@@ -710,6 +738,7 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
             Err(CallFailure::NotConnected(reason)) => return PspOutcome::NotSent { reason },
             Err(CallFailure::AfterConnect(reason)) => return PspOutcome::Unknown { reason },
         };
+        let mut redirect = None;
         let refusal = match self.token_answer(&reply) {
             TokenAnswer::Token(token) => {
                 match self
@@ -718,6 +747,10 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
                 {
                     Paid::Reached(code) => {
                         code.filter(|code| DO_PAYMENT_REFUSALS.contains(&code.as_str()))
+                    }
+                    Paid::Redirect(url) => {
+                        redirect = Some(url);
+                        None
                     }
                     // A token was issued: 2C2P knows the invoice, so this is never "not sent".
                     Paid::NeverConnected(reason) => {
@@ -736,6 +769,21 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
             TokenAnswer::Unknown(reason) => return PspOutcome::Unknown { reason },
         };
         match self.inquire(&invoice_no, left()).await {
+            // The customer is to authenticate, and 2C2P says the payment waits for them: only a
+            // request with somewhere to bring them back asked for 3-D Secure.
+            Ok(inquiry)
+                if request.return_url.is_some()
+                    && matches!(
+                        inquiry.class,
+                        ResponseClass::Pending | ResponseClass::NotFound
+                    )
+                    && redirect.is_some() =>
+            {
+                PspOutcome::ActionRequired {
+                    provider_payment_id: provider_id(&inquiry.claims, &invoice_no),
+                    redirect_url: redirect.unwrap_or_default(),
+                }
+            }
             Ok(inquiry) => charge_outcome(inquiry, request, &invoice_no, refusal),
             Err(error) => PspOutcome::Unknown {
                 reason: error.to_string(),
@@ -767,6 +815,11 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
             ResponseClass::Declined => Ok(PspLookup::Declined {
                 provider_payment_id,
                 decline_code: inquiry.code,
+                amount: Some(checked_amount(&inquiry.claims)),
+            }),
+            ResponseClass::AuthenticationRequired => Ok(PspLookup::Declined {
+                provider_payment_id,
+                decline_code: AUTHENTICATION_REQUIRED_CODE.to_owned(),
                 amount: Some(checked_amount(&inquiry.claims)),
             }),
             ResponseClass::Canceled => Ok(PspLookup::Canceled {
@@ -1120,9 +1173,110 @@ mod tests {
         );
     }
 
+    const RETURN: &str = "https://shop.example/checkout/return?from=psp";
+    const ACS: &str = "https://sandbox-pgw.2c2p.com/pgw/authenticate/e5d8";
+
+    fn with_return_url() -> ChargeRequest {
+        ChargeRequest {
+            return_url: Some(RETURN.into()),
+            ..charge()
+        }
+    }
+
+    fn redirect(code: &str, data: &str) -> Step {
+        reply(
+            200,
+            json!({"channelCode": "CC", "data": data, "respCode": code, "respDesc": "Redirect to authenticate ACS bank page."}),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_return_url_asks_for_3ds_and_a_redirect_the_inquiry_calls_pending_waits_for_the_customer(
+    ) {
+        for code in ["1001", "1000"] {
+            let (outcome, calls) = charge_request_with(
+                with_return_url(),
+                vec![token_issued(), redirect(code, ACS), inquiry("0001")],
+            )
+            .await;
+            assert_eq!(
+                outcome,
+                PspOutcome::ActionRequired {
+                    provider_payment_id: "2868821".into(),
+                    redirect_url: ACS.into()
+                },
+                "{code}"
+            );
+            assert_eq!(calls.len(), 3);
+            let claims = claims_text(&calls[0]);
+            assert!(
+                claims.ends_with(&format!(
+                    r#""paymentChannel":["CC"],"request3DS":"Y","frontendReturnUrl":"{RETURN}"}}"#
+                )),
+                "{claims}"
+            );
+        }
+        // A "not found" inquiry (the payment not registered yet) waits alike.
+        let (outcome, _) = charge_request_with(
+            with_return_url(),
+            vec![token_issued(), redirect("1001", ACS), unsigned("2002")],
+        )
+        .await;
+        assert!(matches!(outcome, PspOutcome::ActionRequired { .. }));
+        // The same request is the same JWT: a fence re-sends it byte for byte.
+        let first = charge_request_with(with_return_url(), vec![token_refused("9004")]).await;
+        let again = charge_request_with(with_return_url(), vec![token_refused("9004")]).await;
+        assert_eq!(body_json(&first.1[0]), body_json(&again.1[0]));
+    }
+
+    #[tokio::test]
+    async fn a_redirect_is_believed_only_with_a_return_url_an_http_url_and_an_open_inquiry() {
+        // The inquiry is the word: a redirect answer over a settled payment is that settlement.
+        let (outcome, _) = charge_request_with(
+            with_return_url(),
+            vec![token_issued(), redirect("1001", ACS), inquiry("0000")],
+        )
+        .await;
+        assert_eq!(outcome, approved());
+        let (outcome, _) = charge_request_with(
+            with_return_url(),
+            vec![token_issued(), redirect("1001", ACS), inquiry("0004")],
+        )
+        .await;
+        assert_eq!(
+            outcome,
+            PspOutcome::AuthenticationRequired {
+                provider_payment_id: Some("2868821".into())
+            }
+        );
+        // No return URL (nobody to send), a URL that is not http(s), no URL: nothing waits.
+        for (request, data) in [
+            (charge(), ACS),
+            (with_return_url(), "javascript:alert(1)"),
+            (with_return_url(), ""),
+        ] {
+            let (outcome, _) = charge_request_with(
+                request,
+                vec![token_issued(), redirect("1001", data), inquiry("0001")],
+            )
+            .await;
+            assert!(unknown(&outcome), "{data}: {outcome:?}");
+        }
+        // Without a return URL, 3-D Secure is declined at 2C2P.
+        let (_, calls) = charge_request_with(charge(), vec![token_refused("9004")]).await;
+        assert!(claims_text(&calls[0]).ends_with(r#""request3DS":"N"}"#));
+    }
+
     #[tokio::test]
     async fn declines_and_cancellations_are_declined_with_their_code() {
-        for code in ["4051", "4005", "0004", "4054", "0003"] {
+        let (outcome, _) = charge_with(vec![token_issued(), paid("2000"), inquiry("0004")]).await;
+        assert_eq!(
+            outcome,
+            PspOutcome::AuthenticationRequired {
+                provider_payment_id: Some("2868821".into())
+            }
+        );
+        for code in ["4051", "4005", "4054", "0003"] {
             let (outcome, _) = charge_with(vec![token_issued(), paid("2000"), inquiry(code)]).await;
             assert_eq!(
                 outcome,
@@ -1552,7 +1706,7 @@ mod tests {
                     currency: "thb".into()
                 }),
                 provider_payment_id: id(),
-                decline_code: "0004".into()
+                decline_code: AUTHENTICATION_REQUIRED_CODE.into()
             }
         );
         for code in ["0001", "2001", "4009", "1001"] {

@@ -192,9 +192,14 @@ pub enum ResponseClass {
     /// `0001` pending, `2001` in progress, `4009` request in progress, `1000`–`1005` a customer
     /// action (3-D Secure, redirect, QR) payonce cannot provide: not final.
     Pending,
-    /// `0004` (soft decline: 3-D Secure required) and the issuer refusals `4001 4002 4004 4005
-    /// 4007 4012 4013 4014 4015 4033 4034 4035 4036 4037 4038 4039 4041 4043 4051 4054`: final.
+    /// The issuer refusals `4001 4002 4004 4005 4007 4012 4013 4014 4015 4033 4034 4035 4036
+    /// 4037 4038 4039 4041 4043 4051 4054`: final.
     Declined,
+    /// `0004` (soft decline, "resubmit after 3DS authentication"): final, nothing paid. 2C2P
+    /// answers it both for a card that needed 3-D Secure under `request3DS: "N"` and for an
+    /// authentication that failed; which one it was, the payment knows (it asked for 3-D Secure
+    /// only with a `return_url`).
+    AuthenticationRequired,
     /// `0003`: cancelled, nothing paid: final.
     Canceled,
     /// `2002`: transaction not found (an inquiry's answer).
@@ -212,9 +217,10 @@ pub fn classify(resp_code: &str) -> ResponseClass {
         "0001" | "2001" | "4009" | "1000" | "1001" | "1002" | "1003" | "1004" | "1005" => {
             ResponseClass::Pending
         }
-        "0004" | "4001" | "4002" | "4004" | "4005" | "4007" | "4012" | "4013" | "4014" | "4015"
-        | "4033" | "4034" | "4035" | "4036" | "4037" | "4038" | "4039" | "4041" | "4043"
-        | "4051" | "4054" => ResponseClass::Declined,
+        "0004" => ResponseClass::AuthenticationRequired,
+        "4001" | "4002" | "4004" | "4005" | "4007" | "4012" | "4013" | "4014" | "4015" | "4033"
+        | "4034" | "4035" | "4036" | "4037" | "4038" | "4039" | "4041" | "4043" | "4051"
+        | "4054" => ResponseClass::Declined,
         "0003" => ResponseClass::Canceled,
         "2002" => ResponseClass::NotFound,
         _ => ResponseClass::Unknown,
@@ -326,6 +332,9 @@ impl TwoC2pNotifications {
             ResponseClass::Declined | ResponseClass::Canceled => Some(Settlement::Declined {
                 provider_payment_id: tran_ref,
                 decline_code: code,
+            }),
+            ResponseClass::AuthenticationRequired => Some(Settlement::AuthenticationRequired {
+                provider_payment_id: tran_ref,
             }),
             ResponseClass::Pending | ResponseClass::NotFound => None,
             ResponseClass::Unknown => {
@@ -637,10 +646,18 @@ mod tests {
                 decline_code: code.into(),
             })
         };
-        for code in ["0004", "4005", "4051", "4054", "4014", "4041", "4043"] {
+        for code in ["4005", "4051", "4054", "4014", "4041", "4043"] {
             assert_eq!(classify(code), ResponseClass::Declined, "{code}");
             assert_eq!(parsed(&claims(code)).settlement, declined(code), "{code}");
         }
+        // The soft decline is not the card's fault: authentication was required (or failed).
+        assert_eq!(classify("0004"), ResponseClass::AuthenticationRequired);
+        assert_eq!(
+            parsed(&claims("0004")).settlement,
+            Some(Settlement::AuthenticationRequired {
+                provider_payment_id: Some("2868821".into())
+            })
+        );
         assert_eq!(classify("0003"), ResponseClass::Canceled);
         assert_eq!(parsed(&claims("0003")).settlement, declined("0003"));
         for code in ["0001", "2001", "4009", "1000", "1001", "1005"] {

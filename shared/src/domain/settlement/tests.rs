@@ -459,6 +459,34 @@ fn authentication_failures_end_the_attempt_before_anything_is_authorized() {
 }
 
 #[test]
+fn authentication_required_for_a_payment_that_asked_for_it_is_a_failed_authentication() {
+    let required = Settlement::AuthenticationRequired {
+        provider_payment_id: Some("pi_1".into()),
+    };
+    let kind = |p: &Payment| match transition(p, &required) {
+        Transition::Apply {
+            status: PaymentStatus::Failed,
+            failure: Some(f),
+            ..
+        } => f.kind,
+        other => panic!("{other:?}"),
+    };
+    // Without a return URL the PSP could send the customer nowhere: the client must add one.
+    let mut plain = payment(PaymentStatus::Processing, None);
+    plain.return_url = None;
+    assert_eq!(kind(&plain), FailureKind::AuthenticationRequired);
+    // With one, 3-D Secure was asked for (2C2P answers `0004` for a failed challenge too),
+    // whether the customer was already sent or the PSP refused before sending them.
+    assert_eq!(
+        kind(&manual(PaymentStatus::RequiresAction)),
+        FailureKind::AuthenticationFailed
+    );
+    let mut asked = manual(PaymentStatus::Processing);
+    asked.provider_payment_id = None;
+    assert_eq!(kind(&asked), FailureKind::AuthenticationFailed);
+}
+
+#[test]
 fn word_about_another_psp_payment_moves_none_of_the_new_states() {
     for status in PaymentStatus::ALL {
         let p = manual(status);
