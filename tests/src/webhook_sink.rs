@@ -21,6 +21,20 @@ impl WebhookSink {
     /// Listens on a free loopback port; every delivery is verified with the Stripe scheme and
     /// the fake's secret (a body that does not verify is answered 400 and not kept).
     pub async fn start() -> Self {
+        Self::listen(Some(StripeWebhooks::new(
+            "fake",
+            vec![DEFAULT_WEBHOOK_SECRET.into()],
+        )))
+        .await
+    }
+
+    /// Listens on a free loopback port and keeps every body as it came: for a face whose body
+    /// carries its own signature (2C2P's notification JWT), which the processor verifies.
+    pub async fn start_keeping_all() -> Self {
+        Self::listen(None).await
+    }
+
+    async fn listen(scheme: Option<StripeWebhooks>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind loopback");
@@ -30,10 +44,7 @@ impl WebhookSink {
         );
         let bodies = Arc::new(Mutex::new(Vec::new()));
         let kept = bodies.clone();
-        let scheme = Arc::new(StripeWebhooks::new(
-            "fake",
-            vec![DEFAULT_WEBHOOK_SECRET.into()],
-        ));
+        let scheme = Arc::new(scheme);
         let app = axum::Router::new().route(
             "/webhooks/fake",
             axum::routing::post(
@@ -48,7 +59,9 @@ impl WebhookSink {
                         {
                             map.insert("stripe-signature", signature);
                         }
-                        if scheme.verify(&map, &body, SystemClock.now_s()).is_err() {
+                        if scheme.as_ref().as_ref().is_some_and(|scheme| {
+                            scheme.verify(&map, &body, SystemClock.now_s()).is_err()
+                        }) {
                             return axum::http::StatusCode::BAD_REQUEST;
                         }
                         kept.lock()

@@ -4,6 +4,7 @@
 mod bad_input;
 mod charge;
 mod checkout;
+mod checkout_2c2p;
 mod concurrency;
 mod limits;
 mod operations;

@@ -329,9 +329,15 @@ impl TwoC2pNotifications {
                         provider_payment_id,
                     })
             }
-            ResponseClass::Declined | ResponseClass::Canceled => Some(Settlement::Declined {
+            ResponseClass::Declined => Some(Settlement::Declined {
                 provider_payment_id: tran_ref,
                 decline_code: code,
+            }),
+            // Cancelled, nothing paid: what the inquiry's lookup says too (a 3-D Secure payment
+            // the customer left ends here).
+            ResponseClass::Canceled => Some(Settlement::Canceled {
+                provider_payment_id: tran_ref,
+                reason: crate::domain::CancellationReason::Abandoned,
             }),
             ResponseClass::AuthenticationRequired => Some(Settlement::AuthenticationRequired {
                 provider_payment_id: tran_ref,
@@ -659,7 +665,13 @@ mod tests {
             })
         );
         assert_eq!(classify("0003"), ResponseClass::Canceled);
-        assert_eq!(parsed(&claims("0003")).settlement, declined("0003"));
+        assert_eq!(
+            parsed(&claims("0003")).settlement,
+            Some(Settlement::Canceled {
+                provider_payment_id: Some("2868821".into()),
+                reason: crate::domain::CancellationReason::Abandoned
+            })
+        );
         for code in ["0001", "2001", "4009", "1000", "1001", "1005"] {
             assert_eq!(classify(code), ResponseClass::Pending, "{code}");
             assert_eq!(parsed(&claims(code)).settlement, None, "{code}");
