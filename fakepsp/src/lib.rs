@@ -43,7 +43,9 @@
 //! `GET /_fake/authenticate/{id}` (no auth, not counted) is the page a 3-D Secure PaymentIntent
 //! sends its customer to: the amount and two buttons posting `result=complete` or `result=fail`
 //! back to it, answered with `303 See Other` to the `return_url` (with `payment_intent` and
-//! `redirect_status`); 404 for an unknown id, 409 once the PaymentIntent no longer waits.
+//! `redirect_status`); 404 for an unknown id, 409 once the PaymentIntent no longer waits. The
+//! Omise and 2C2P faces send their 3-D Secure charges to the same page, which answers 303 to
+//! their return URL as given (`return_uri`, `frontendReturnUrl`).
 //!
 //! With `confirm=false` any known token is accepted and the PaymentIntent waits in
 //! `requires_confirmation` (payonce uses this to fence a key); the confirm-only parameters

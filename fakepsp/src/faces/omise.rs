@@ -162,12 +162,12 @@ use serde_json::{json, Value};
 
 use crate::faces::dates::iso8601;
 use crate::faces::form::{collect_metadata, parse_form, Params};
-use crate::faces::page::{authentication_form, page, AUTHENTICATE_PATH};
+use crate::faces::page::{answer_page, AUTHENTICATE_PATH};
 use crate::ledger::{
-    escape_html, is_valid_idempotency_key, ActionAttempt, Attempt, CancelAttempt, CaptureAttempt,
-    CaptureMethod, Decline, Face, Failure, Fingerprint, Handled, Intent, KeyRefusals, Ledger,
-    ModelEvent, NewCharge, OnAction, PageAnswer, Refund, RefundAttempt, RefundStatus, Reply,
-    Status, WireRequest, MAX_IDEMPOTENCY_KEY_LEN,
+    is_valid_idempotency_key, Attempt, CancelAttempt, CaptureAttempt, CaptureMethod, Decline, Face,
+    Failure, Fingerprint, Handled, Intent, KeyRefusals, Ledger, ModelEvent, NewCharge, OnAction,
+    PageAnswer, Refund, RefundAttempt, RefundStatus, Reply, Status, WireRequest,
+    MAX_IDEMPOTENCY_KEY_LEN,
 };
 
 /// Where Omise's error objects point (`location`), followed by `#<code with hyphens>`.
@@ -367,62 +367,7 @@ impl Face for OmiseFace {
         form: Option<&[u8]>,
         now_ms: i64,
     ) -> PageAnswer {
-        let Some(&index) = ledger.by_id.get(charge_id) else {
-            return unknown_page(charge_id);
-        };
-        let Some(form) = form else {
-            let intent = &ledger.intents[index];
-            if intent.status != Status::RequiresAction {
-                return not_waiting(intent);
-            }
-            return PageAnswer::html(200, authentication_form(intent));
-        };
-        let completed = match parse_form(form).get("result").map(String::as_str) {
-            Some("complete") => true,
-            Some("fail") => false,
-            _ => {
-                return PageAnswer::html(
-                    400,
-                    page(
-                        "Bad request",
-                        "The form must post result=complete or result=fail.",
-                    ),
-                )
-            }
-        };
-        match ledger.complete_action(self, charge_id, completed, now_ms) {
-            ActionAttempt::NoSuchCharge => unknown_page(charge_id),
-            ActionAttempt::NotWaiting(index) => not_waiting(&ledger.intents[index]),
-            ActionAttempt::Done { index, events } => {
-                let intent = &ledger.intents[index];
-                let outcome = format!(
-                    "Authentication {}: the charge is now {}.",
-                    if completed { "completed" } else { "failed" },
-                    charge_status(intent)
-                );
-                match &intent.return_url {
-                    Some(return_uri) => PageAnswer {
-                        status: 303,
-                        location: Some(return_uri.clone()),
-                        html: page(
-                            "Redirecting",
-                            &format!(
-                                "{outcome} <a href=\"{}\">Continue</a>",
-                                escape_html(return_uri)
-                            ),
-                        ),
-                        events,
-                    },
-                    // Every 3-D Secure charge here has a return_uri; kept total.
-                    None => PageAnswer {
-                        status: 200,
-                        location: None,
-                        html: page("Done", &outcome),
-                        events,
-                    },
-                }
-            }
-        }
+        answer_page(self, ledger, charge_id, form, now_ms)
     }
 
     fn charge_status(&self, intent: &Intent) -> &'static str {
@@ -738,32 +683,6 @@ fn charge_json_at(face: &OmiseFace, ledger: &Ledger, index: usize) -> Value {
     let intent = &ledger.intents[index];
     let pre_auth = face.is_pre_auth(&intent.id);
     charge_json(intent, &refunds_of_charge(ledger, &intent.id), pre_auth)
-}
-
-/// The authentication page's answer for an unknown charge.
-fn unknown_page(charge_id: &str) -> PageAnswer {
-    PageAnswer::html(
-        404,
-        page(
-            "Unknown charge",
-            &format!("charge {} was not found.", escape_html(charge_id)),
-        ),
-    )
-}
-
-/// 409: the charge is no longer waiting for an authentication; nothing changed.
-fn not_waiting(intent: &Intent) -> PageAnswer {
-    PageAnswer::html(
-        409,
-        page(
-            "Nothing to authenticate",
-            &format!(
-                "The charge <code>{}</code> is {}: it is not waiting for authentication.",
-                escape_html(&intent.id),
-                charge_status(intent)
-            ),
-        ),
-    )
 }
 
 /// The refunds of a charge, oldest first.

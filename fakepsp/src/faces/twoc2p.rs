@@ -30,7 +30,8 @@
 //! - **Payment Token** (`POST /payment/4.3/paymentToken`, "Payment Token API" request and
 //!   response parameters): claims `merchantID`, `invoiceNo` (M, AN 50), `description` (M, C 250),
 //!   `amount` (M, D(12,5): decimal major units, a JSON number or a string), `currencyCode` (M,
-//!   A 3), `paymentChannel` (O), `request3DS` (O: `Y`, `F`, `N`). Validation comes before the
+//!   A 3), `paymentChannel` (O), `request3DS` (O: `Y` enable, the default, `F` force, `N`
+//!   disable), `frontendReturnUrl` (O: an absolute http(s) URL, else `9004`). Validation comes before the
 //!   invoice is looked at and stores nothing: a missing or empty mandatory claim → `9005`; an
 //!   `invoiceNo` with other than ASCII letters and digits → `9004` (the fake's reading of "AN");
 //!   `invoiceNo` over 50 or `description` over 250 characters → `9006`; an `amount` that is not a
@@ -45,8 +46,8 @@
 //!   from the seed and a `webPaymentUrl` (on a host that does not exist: the fake has no hosted
 //!   page), signed; an `invoiceNo` the merchant used before — with a paid, declined, pending or
 //!   never used token alike — → `9015` "Existing Invoice Number" (notes §11; that it fires for an
-//!   unused token too is UNCONFIRMED, and it is what payonce's fence relies on). `request3DS` is
-//!   recorded nowhere: tokens behave as on the other faces.
+//!   unused token too is UNCONFIRMED, and it is what payonce's fence relies on). The invoice
+//!   keeps `request3DS` and `frontendReturnUrl` for its Do Payment (3-D Secure, below).
 //! - **Do Payment** (`POST /payment/4.3/payment`, plain JSON, "Do Payment API"): `paymentToken`,
 //!   `payment.code.channelCode` (`CC` only, else `9057`) and `payment.data.securePayToken` (the
 //!   test token: the same tokens as the other faces); other fields are accepted and ignored. Not
@@ -60,10 +61,23 @@
 //!   is answered `2000` "Transaction is completed, please do payment inquiry request for full
 //!   payment information." (approvals, declines, and the lost-response and slow tokens, whose
 //!   answer is cut or held back as on the other faces), except a charge still in progress:
-//!   `pm_fake_processing` → `2001` "Transaction in progress", `pm_fake_requires_action` → `1001`
-//!   with a redirect URL in `data` ("Payment flow response code": full redirect for 3-D Secure;
-//!   the fake keeps the token's behaviour even under `request3DS: "N"`, where 2C2P would
-//!   presumably soft-decline `0004` at once: UNCONFIRMED).
+//!   `pm_fake_processing` → `2001` "Transaction in progress", and a charge waiting for 3-D
+//!   Secure → `1001` "Redirect to authenticate ACS bank page." with the redirect URL in `data`
+//!   ("Payment flow response code": full redirect).
+//! - **3-D Secure**: a card that needs it (`pm_card_threeDSecure2Required`,
+//!   `pm_card_authenticationRequired`) under a token that asked for it (`request3DS` `Y` or `F`)
+//!   and named a `frontendReturnUrl` waits for the customer: `1001` with `data` the fake's page
+//!   `<base_url>/_fake/authenticate/<tranRef>`, inquiry `0001` pending, `_fake/charges` outcome
+//!   `pending`. The page (shared with the Omise face): `GET` the form, `POST result=complete` →
+//!   `0000`, `result=fail` → `0004` (2C2P's soft decline answers a failed challenge too:
+//!   UNCONFIRMED), each with its backend notification and a 303 to the `frontendReturnUrl`; a
+//!   charge no longer waiting → 409, unknown → 404. A page never answered lapses after
+//!   `requires_action_for` into `0004` with its notification (2C2P's own timeout and code for an
+//!   abandoned challenge are UNCONFIRMED). Under `request3DS: "N"`, or without a
+//!   `frontendReturnUrl` (2C2P would fall back to the merchant profile's URL: UNCONFIRMED), the
+//!   card is soft-declined at once: Do Payment `2000`, inquiry and notification `0004`.
+//!   `pm_fake_requires_action` waits alike (with no return URL) and fails `0004` after
+//!   `requires_action_for`.
 //! - **Payment Inquiry** (`POST /payment/4.3/paymentInquiry`, "Payment Inquiry API"): claims
 //!   `merchantID` and either `invoiceNo` or `paymentToken` (neither → `9005`), `locale`
 //!   (optional); others → `9004`. Answered signed: an invoice the merchant never used, or one
@@ -105,9 +119,10 @@ use sha2::{Digest, Sha256};
 
 use crate::currency::{is_zero_decimal, minimum_charge_minor, MAXIMUM_CHARGE_MINOR};
 use crate::faces::dates::iso8601;
+use crate::faces::page::{answer_page, AUTHENTICATE_PATH};
 use crate::ledger::{
-    Attempt, CaptureMethod, Decline, Face, Failure, FakeCharge, Handled, Intent, Ledger,
-    ModelEvent, NewCharge, OnAction, Reply, Status, WireRequest,
+    millis, Attempt, CaptureMethod, Decline, Face, Failure, FakeCharge, Handled, Intent, Ledger,
+    ModelEvent, NewCharge, OnAction, PageAnswer, Reply, Status, WireRequest,
 };
 
 /// `POST` Payment Token.
@@ -145,6 +160,7 @@ const TOKEN_CLAIMS: &[&str] = &[
     "currencyCode",
     "paymentChannel",
     "request3DS",
+    "frontendReturnUrl",
 ];
 
 /// The Payment Inquiry claims the face models.
@@ -170,6 +186,10 @@ struct Invoice {
     currency: String,
     description: String,
     issued_ms: i64,
+    /// Whether the token asks for 3-D Secure: `request3DS` `Y` (the default) or `F`, not `N`.
+    three_ds: bool,
+    /// `frontendReturnUrl`: where the customer goes back to after 3-D Secure.
+    return_url: Option<String>,
     /// Position in `intents` of the charge its token paid (or tried to), once it reached the
     /// charge step: the token is used.
     charge: Option<usize>,
@@ -330,7 +350,10 @@ fn resp_code(intent: &Intent) -> (&'static str, &'static str) {
             Decline::InsufficientFunds => ("4051", "Insufficient Funds"),
             Decline::Generic => ("4005", "Do not honor"),
         },
-        (Status::RequiresPaymentMethod, Some(Failure::AuthenticationRequired)) => (
+        (
+            Status::RequiresPaymentMethod,
+            Some(Failure::AuthenticationRequired | Failure::AuthenticationFailed),
+        ) => (
             "0004",
             "Transaction is soft-declined, please resubmit after 3DS authentication.",
         ),
@@ -372,21 +395,25 @@ pub(crate) struct TwoC2pFace {
     minimum_overrides: BTreeMap<String, i64>,
     /// The invoices and payment tokens issued so far.
     invoices: Invoices,
+    /// The fake's own URL: the authentication page is served under it.
+    base_url: String,
 }
 
 impl TwoC2pFace {
     /// A face for merchant `merchant_id` with secret key `api_key`, enforcing
-    /// `minimum_overrides`.
+    /// `minimum_overrides`, serving its authentication pages under `base_url`.
     pub(crate) fn new(
         api_key: String,
         merchant_id: String,
         minimum_overrides: BTreeMap<String, i64>,
+        base_url: String,
     ) -> Self {
         Self {
             api_key,
             merchant_id,
             minimum_overrides,
             invoices: Invoices::default(),
+            base_url,
         }
     }
 }
@@ -433,6 +460,18 @@ impl Face for TwoC2pFace {
         self.notification(&ledger.intents[index])
             .into_iter()
             .collect()
+    }
+
+    /// The page of a charge waiting for 3-D Secure (see the module docs): 303 back to the
+    /// `frontendReturnUrl` once answered.
+    fn action_page(
+        &self,
+        ledger: &mut Ledger,
+        charge_id: &str,
+        form: Option<&[u8]>,
+        now_ms: i64,
+    ) -> PageAnswer {
+        answer_page(self, ledger, charge_id, form, now_ms)
     }
 
     /// The inquiry's `respCode`.
@@ -533,9 +572,16 @@ impl TwoC2pFace {
             metadata: BTreeMap::new(),
             confirm: true,
             capture_method: CaptureMethod::Automatic,
-            // The face has no authentication page yet: the tokens that need one are unknown to it.
-            on_action: OnAction::Unsupported,
+            // A card that needs 3-D Secure waits for the customer if the token asked for it and
+            // named where to send them back; otherwise it is soft-declined (`0004`).
+            on_action: match (&invoice.return_url, invoice.three_ds) {
+                (Some(return_url), true) => OnAction::Wait {
+                    return_url: Some(return_url.clone()),
+                },
+                _ => OnAction::Fail,
+            },
         };
+        let action_lapses_ms = now_ms.saturating_add(millis(ledger.timings().requires_action_for));
         match ledger.attempt_charge(self, charge, Some(invoice_no.clone()), now_ms) {
             Attempt::UnknownMethod => {
                 Handled::plain(plain("9004", "Invalid value: securePayToken."))
@@ -543,14 +589,19 @@ impl TwoC2pFace {
             Attempt::FailedBeforeCharge => {
                 Handled::plain(plain("9993", "An unknown error has occurred."))
             }
-            Attempt::Made { intent, delivery } => {
+            Attempt::Made {
+                mut intent,
+                delivery,
+            } => {
                 let mut answer = json!({"channelCode": CHANNEL, "invoiceNo": invoice_no});
                 let (code, desc) = match intent.status {
                     Status::Processing => ("2001", "Transaction in progress."),
                     Status::RequiresAction => {
+                        // An action never answered lapses (UNCONFIRMED: 2C2P's own timeout).
+                        intent.due_ms.get_or_insert(action_lapses_ms);
                         answer["data"] = json!(format!(
-                            "https://pgw-ui.fake-psp.invalid/authenticate/{}",
-                            intent.id
+                            "{}{AUTHENTICATE_PATH}/{}",
+                            self.base_url, intent.id
                         ));
                         ("1001", "Redirect to authenticate ACS bank page.")
                     }
@@ -725,11 +776,24 @@ fn token_request(
                     return Err(plain("9057", "Payment option is invalid."));
                 }
             }
-            if let Some(three_ds) = claims.get("request3DS") {
-                if !["Y", "F", "N"].contains(&three_ds.as_str().unwrap_or_default()) {
-                    return Err(plain("9004", "Invalid value: request3DS."));
+            let three_ds = match claims.get("request3DS") {
+                None => true,
+                Some(value) => match value.as_str() {
+                    Some("Y" | "F") => true,
+                    Some("N") => false,
+                    _ => return Err(plain("9004", "Invalid value: request3DS.")),
+                },
+            };
+            let return_url = match claims.get("frontendReturnUrl") {
+                None => None,
+                Some(Value::String(url))
+                    if (url.starts_with("https://") || url.starts_with("http://"))
+                        && !url.chars().any(char::is_whitespace) =>
+                {
+                    Some(url.clone())
                 }
-            }
+                Some(_) => return Err(plain("9004", "Invalid value: frontendReturnUrl.")),
+            };
             Ok((
                 invoice_no,
                 Invoice {
@@ -737,6 +801,8 @@ fn token_request(
                     currency,
                     description,
                     issued_ms: now_ms,
+                    three_ds,
+                    return_url,
                     charge: None,
                 },
             ))

@@ -285,6 +285,11 @@ pub(crate) enum CancelAttempt {
 }
 
 impl Ledger {
+    /// The time-driven transitions' settings.
+    pub(crate) fn timings(&self) -> &Timings {
+        &self.timings
+    }
+
     /// A ledger with no charges, drawing all its randomness from `seed`.
     pub(crate) fn new(timings: Timings, seed: u64) -> Self {
         Self {

@@ -165,6 +165,7 @@ impl FakeModel {
                 api_key,
                 twoc2p_merchant_id,
                 minimum_overrides,
+                base_url,
             )),
         };
         Self {

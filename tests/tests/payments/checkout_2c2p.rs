@@ -9,8 +9,8 @@ use payonce::adapters::psp::twoc2p_webhook::TwoC2pNotifications;
 use payonce::domain::{Currency, FailureKind, PaymentStatus};
 use payonce::service::settle::EventApplied;
 use payonce::service::webhooks::Processed;
-use payonce_fake_psp::{FakePspConfig, DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY};
-use payonce_tests::stack::{PaymentStack, CHECKOUT_ORIGIN};
+use payonce_fake_psp::{FakePspConfig, DEFAULT_TWOC2P_MERCHANT_ID};
+use payonce_tests::stack::{PaymentStack, CHECKOUT_ORIGIN, FAKE_API_KEY};
 use payonce_tests::webhook_sink::WebhookSink;
 use serde_json::{json, Value};
 
@@ -54,14 +54,18 @@ async fn authenticate(url: &str, result: &str) -> (u16, Option<String>) {
     (reply.status().as_u16(), location)
 }
 
-/// The verified claims of a 2C2P backend notification body (`{"payload":"<JWT>"}`).
+/// The verified claims of a 2C2P backend notification body (`{"payload":"<JWT>"}`), signed with
+/// the merchant's secret key (the stack's fake API key).
 fn notification_claims(body: &str) -> Value {
-    let verifier =
-        TwoC2pNotifications::new(DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY).unwrap();
+    let verifier = TwoC2pNotifications::new(DEFAULT_TWOC2P_MERCHANT_ID, FAKE_API_KEY).unwrap();
     let envelope: Value = serde_json::from_str(body).expect("a JSON notification");
     let token = envelope["payload"].as_str().expect("a payload");
-    serde_json::from_slice(&verifier.verify_token(token).expect("signed by the merchant key"))
-        .unwrap()
+    serde_json::from_slice(
+        &verifier
+            .verify_token(token)
+            .expect("signed by the merchant key"),
+    )
+    .unwrap()
 }
 
 /// Waits for the notification that says `resp_code`; its body.
@@ -86,7 +90,11 @@ async fn order_state(stack: &PaymentStack, order: &str) -> String {
 async fn start_3ds(stack: &PaymentStack, order: &str, key: &str) -> (String, String) {
     let seen = stack.psp.requests_seen();
     let first = stack
-        .pay("alice", key, body(order, "pm_card_threeDSecure2Required", true))
+        .pay(
+            "alice",
+            key,
+            body(order, "pm_card_threeDSecure2Required", true),
+        )
         .await;
     assert_eq!(
         (first.status, first.json["status"].as_str()),
@@ -94,8 +102,15 @@ async fn start_3ds(stack: &PaymentStack, order: &str, key: &str) -> (String, Str
         "{}",
         first.body
     );
-    assert_eq!(stack.psp.requests_seen() - seen, 3, "token, payment, inquiry");
-    let url = first.json["next_action"]["url"].as_str().unwrap().to_owned();
+    assert_eq!(
+        stack.psp.requests_seen() - seen,
+        3,
+        "token, payment, inquiry"
+    );
+    let url = first.json["next_action"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(
         url.starts_with(&stack.psp.base_url()) && url.contains("/_fake/authenticate/"),
         "{url}"
@@ -119,10 +134,7 @@ async fn a_2c2p_3ds_card_waits_for_the_customer_then_the_notification_pays_it_on
     // WHEN it is paid with a return URL THEN it waits for the customer, the charge pending
     let (id, url) = start_3ds(&stack, &order, "2c2p-3ds").await;
     let charges = stack.psp.charges();
-    assert_eq!(
-        (charges.len(), charges[0].outcome.as_str()),
-        (1, "pending")
-    );
+    assert_eq!((charges.len(), charges[0].outcome.as_str()), (1, "pending"));
     // AND the order is held: another attempt is refused, nothing sent
     let seen = stack.psp.requests_seen();
     let blocked = stack
@@ -131,7 +143,11 @@ async fn a_2c2p_3ds_card_waits_for_the_customer_then_the_notification_pays_it_on
     assert_eq!(blocked.status, 409, "{}", blocked.body);
     // AND the return page's replay answers from the store
     let replay = stack
-        .pay("alice", "2c2p-3ds", body(&order, "pm_card_threeDSecure2Required", true))
+        .pay(
+            "alice",
+            "2c2p-3ds",
+            body(&order, "pm_card_threeDSecure2Required", true),
+        )
         .await;
     assert_eq!(
         (replay.status, replay.header("idempotent-replayed")),
@@ -151,7 +167,11 @@ async fn a_2c2p_3ds_card_waits_for_the_customer_then_the_notification_pays_it_on
 
     // THEN the payment succeeded once, the order is paid, and the replay shows it
     let replay = stack
-        .pay("alice", "2c2p-3ds", body(&order, "pm_card_threeDSecure2Required", true))
+        .pay(
+            "alice",
+            "2c2p-3ds",
+            body(&order, "pm_card_threeDSecure2Required", true),
+        )
         .await;
     assert_eq!(
         (replay.status, replay.json["status"].as_str()),
@@ -275,10 +295,7 @@ async fn a_2c2p_card_that_needs_3ds_without_a_return_url_is_authentication_requi
     );
     assert_eq!(order_state(&stack, &order).await, "unpaid");
     let charges = stack.psp.charges();
-    assert_eq!(
-        (charges.len(), charges[0].outcome.as_str()),
-        (1, "failed")
-    );
+    assert_eq!((charges.len(), charges[0].outcome.as_str()), (1, "failed"));
     // AND the replay answers the same from the store
     let seen = stack.psp.requests_seen();
     let replay = stack.pay("alice", "2c2p-no-return", request).await;
@@ -287,4 +304,30 @@ async fn a_2c2p_card_that_needs_3ds_without_a_return_url_is_authentication_requi
         (402, "/problems/authentication-required")
     );
     assert_eq!(stack.psp.requests_seen(), seen);
+}
+
+#[tokio::test]
+async fn an_abandoned_2c2p_action_holds_the_order_until_2c2p_ends_it() {
+    // GIVEN a 2C2P payment the customer left at the 3-D Secure page (the fake's lapse into
+    // 0004 is covered by its model tests)
+    let (stack, order) = stack_of(FakePspConfig::twoc2p()).await;
+    let (id, _url) = start_3ds(&stack, &order, "2c2p-3ds-left").await;
+
+    // WHEN reconcile runs past the action's hour while 2C2P still waits
+    stack.clock.advance(Duration::from_secs(2 * 3600));
+    let seen = stack.psp.requests_seen();
+    let report = stack.reconcile().await;
+
+    // THEN nothing is canceled on payonce's own say (2C2P has no cancel for it): one inquiry,
+    // the payment still waiting, the order held
+    assert_eq!((report.pending, report.errors), (1, 0), "{report:?}");
+    assert_eq!(stack.psp.requests_seen() - seen, 1, "one inquiry");
+    assert_eq!(
+        stack.payment(&id).await.status,
+        PaymentStatus::RequiresAction
+    );
+    let blocked = stack
+        .pay("alice", "2c2p-next", body(&order, "pm_card_visa", false))
+        .await;
+    assert_eq!(blocked.status, 409, "{}", blocked.body);
 }

@@ -210,6 +210,7 @@ fn the_vectors_verify_as_2c2p_signs_them() {
             config.api_key.clone(),
             config.twoc2p_merchant_id.clone(),
             config.minimum_overrides.clone(),
+            "http://127.0.0.1:1".to_owned(),
         );
         let result = verified(&face, body.as_bytes());
         assert_eq!(result.is_ok(), case["valid"] == true, "{}", case["name"]);
@@ -567,15 +568,135 @@ fn one_seed_and_one_call_sequence_give_byte_identical_answers() {
     );
 }
 
+const RETURN: &str = "https://shop.example/checkout/return?from=psp";
+
+/// A Payment Token for `invoice` asking for 3-D Secure (`request3DS`, `frontendReturnUrl`).
+fn three_ds_token(model: &FakeModel, invoice: &str, three_ds: &str, url: Option<&str>) -> String {
+    let mut claims = token_claims(invoice);
+    claims["request3DS"] = json!(three_ds);
+    if let Some(url) = url {
+        claims["frontendReturnUrl"] = json!(url);
+    }
+    let answer = post(model, PAYMENT_TOKEN_PATH, &envelope(KEY, &claims), T0);
+    let claims = self::claims(&answer);
+    assert_eq!(claims["respCode"], "0000", "{}", answer.body);
+    claims["paymentToken"].as_str().unwrap().to_owned()
+}
+
+/// Posts `result` on the page of `charge_id`.
+fn answer(
+    model: &FakeModel,
+    charge_id: &str,
+    result: &str,
+    now_ms: i64,
+) -> crate::ledger::PageAnswer {
+    let form = format!("result={result}");
+    model.action_page(charge_id, Some(form.as_bytes()), now_ms)
+}
+
 #[test]
-fn the_three_ds_test_cards_are_unknown_until_the_face_has_an_authentication_page() {
-    let model = model();
-    let token = payment_token(&model, "u3ds", T0);
+fn a_3ds_card_with_a_return_url_waits_on_the_fakes_page_then_completes_once() {
     for method in [
         "pm_card_threeDSecure2Required",
         "pm_card_authenticationRequired",
     ] {
-        assert_eq!(resp(&pay(&model, &token, method, T0)), "9004", "{method}");
+        let model = model();
+        let token = three_ds_token(&model, INVOICE, "Y", Some(RETURN));
+        let paid = pay(&model, &token, method, T0 + 1);
+        assert_eq!(resp(&paid), "1001", "{method}: {}", paid.body);
+        assert!(paid.events.is_empty());
+        let charge = model.charges()[0].clone();
+        let data = json(&paid)["data"].as_str().unwrap().to_owned();
+        assert!(
+            data.ends_with(&format!("/_fake/authenticate/{}", charge.id)),
+            "{data}"
+        );
+        assert_eq!(charge.outcome, "pending");
+        assert_eq!(resp(&inquire(&model, INVOICE, T0 + 2)), "0001");
+        // The page: the form, then Complete → 303 to the frontendReturnUrl, 0000, notified.
+        assert_eq!(model.action_page(&charge.id, None, T0 + 3).status, 200);
+        let done = answer(&model, &charge.id, "complete", T0 + 4);
+        assert_eq!((done.status, done.location.as_deref()), (303, Some(RETURN)));
+        assert_eq!(done.events.len(), 1);
+        assert_eq!(answer_claims(KEY, &done.events[0].body)["respCode"], "0000");
+        assert_eq!(resp(&inquire(&model, INVOICE, T0 + 5)), "0000");
+        assert_eq!(model.charges()[0].outcome, "succeeded");
+        // Answered once: the page refuses a second answer, nothing moves.
+        let again = answer(&model, &charge.id, "fail", T0 + 6);
+        assert_eq!((again.status, again.events.len()), (409, 0));
+        assert_eq!(resp(&inquire(&model, INVOICE, T0 + 7)), "0000");
+        assert_eq!(model.action_page("9999999", None, T0).status, 404);
     }
-    assert!(model.charges().is_empty());
+}
+
+#[test]
+fn a_failed_or_abandoned_challenge_is_a_soft_decline_with_its_notification() {
+    let model = FakeModel::new(
+        ModelConfig {
+            requires_action_for: Duration::from_secs(120),
+            ..config()
+        },
+        7,
+    );
+    let failed = three_ds_token(&model, "f1", "F", Some(RETURN));
+    assert_eq!(
+        resp(&pay(&model, &failed, "pm_card_threeDSecure2Required", T0)),
+        "1001"
+    );
+    let left = three_ds_token(&model, "a1", "Y", Some(RETURN));
+    assert_eq!(
+        resp(&pay(&model, &left, "pm_card_threeDSecure2Required", T0)),
+        "1001"
+    );
+    let charges = model.charges();
+    let done = answer(&model, &charges[0].id, "fail", T0 + 10);
+    assert_eq!((done.status, done.location.as_deref()), (303, Some(RETURN)));
+    assert_eq!(answer_claims(KEY, &done.events[0].body)["respCode"], "0004");
+    assert_eq!(resp(&inquire(&model, "f1", T0 + 11)), "0004");
+    // The one never answered lapses after requires_action_for: 0004, notified.
+    assert_eq!(resp(&inquire(&model, "a1", T0 + 60_000)), "0001");
+    let events = model.tick(T0 + 121_000);
+    assert_eq!(events.len(), 1);
+    let claims = answer_claims(KEY, &events[0].body);
+    assert_eq!(
+        (claims["invoiceNo"].as_str(), claims["respCode"].as_str()),
+        (Some("a1"), Some("0004"))
+    );
+    assert_eq!(
+        answer(&model, &charges[1].id, "complete", T0 + 122_000).status,
+        409
+    );
+    assert_eq!(resp(&inquire(&model, "a1", T0 + 123_000)), "0004");
+}
+
+#[test]
+fn without_3ds_or_a_return_url_a_card_that_needs_it_is_soft_declined_at_once() {
+    let model = model();
+    for (invoice, three_ds, url) in [("n1", "N", Some(RETURN)), ("n2", "Y", None)] {
+        let token = three_ds_token(&model, invoice, three_ds, url);
+        let paid = pay(&model, &token, "pm_card_threeDSecure2Required", T0);
+        assert_eq!(resp(&paid), "2000", "{invoice}");
+        assert!(json(&paid)["data"].is_null());
+        assert_eq!(paid.events.len(), 1, "{invoice}: notified");
+        assert_eq!(resp(&inquire(&model, invoice, T0 + 1)), "0004", "{invoice}");
+    }
+    assert!(model.charges().iter().all(|c| c.outcome == "failed"));
+}
+
+#[test]
+fn a_bad_frontend_return_url_or_request3ds_is_9004_and_stores_nothing() {
+    let model = model();
+    for (name, value) in [
+        ("frontendReturnUrl", json!("javascript:alert(1)")),
+        ("frontendReturnUrl", json!("https://shop.example/a b")),
+        ("frontendReturnUrl", json!(42)),
+        ("request3DS", json!("X")),
+    ] {
+        let mut claims = token_claims("bad1");
+        claims[name] = value;
+        let answer = post(&model, PAYMENT_TOKEN_PATH, &envelope(KEY, &claims), T0);
+        assert_eq!(resp(&answer), "9004", "{name}");
+    }
+    // Nothing was stored: the invoice is still new.
+    assert_eq!(claims(&token(&model, "bad1", T0 + 1))["respCode"], "0000");
 }
