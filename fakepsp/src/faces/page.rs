@@ -58,18 +58,9 @@ pub(crate) fn answer_page(
         }
         return PageAnswer::html(200, authentication_form(intent));
     };
-    let completed = match parse_form(form).get("result").map(String::as_str) {
-        Some("complete") => true,
-        Some("fail") => false,
-        _ => {
-            return PageAnswer::html(
-                400,
-                page(
-                    "Bad request",
-                    "The form must post result=complete or result=fail.",
-                ),
-            )
-        }
+    let completed = match form_result(form) {
+        Ok(completed) => completed,
+        Err(refused) => return refused,
     };
     match ledger.complete_action(face, charge_id, completed, now_ms) {
         ActionAttempt::NoSuchCharge => unknown_page(charge_id),
@@ -103,6 +94,22 @@ pub(crate) fn answer_page(
                 },
             }
         }
+    }
+}
+
+/// What the page's form posted: `result=complete` (true) or `result=fail` (false); anything
+/// else is answered 400 and changes nothing.
+pub(crate) fn form_result(form: &[u8]) -> Result<bool, PageAnswer> {
+    match parse_form(form).get("result").map(String::as_str) {
+        Some("complete") => Ok(true),
+        Some("fail") => Ok(false),
+        _ => Err(PageAnswer::html(
+            400,
+            page(
+                "Bad request",
+                "The form must post result=complete or result=fail.",
+            ),
+        )),
     }
 }
 

@@ -8,6 +8,8 @@ use payonce::service::webhooks::Processed;
 use payonce_fake_psp::FakePspConfig;
 use payonce_tests::stack::{PaymentStack, CHECKOUT_ORIGIN};
 use payonce_tests::webhook_sink::is_event;
+
+use super::{authenticate, order_state};
 use serde_json::json;
 
 #[tokio::test]
@@ -100,34 +102,6 @@ fn body(order: &str, payment_method: &str, extra: serde_json::Value) -> serde_js
 /// The return URL of the test checkout.
 fn return_url() -> String {
     format!("{CHECKOUT_ORIGIN}/checkout/return")
-}
-
-/// Posts `result` (`complete` or `fail`) on the fake PSP's authentication page at `url`, as
-/// the customer's browser would; its status and `Location`.
-async fn authenticate(url: &str, result: &str) -> (u16, Option<String>) {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let reply = client
-        .post(url)
-        .form(&[("result", result)])
-        .send()
-        .await
-        .expect("the authentication page answers");
-    let location = reply
-        .headers()
-        .get("location")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    (reply.status().as_u16(), location)
-}
-
-/// The payment's order as the API shows it.
-async fn order_state(stack: &PaymentStack, order: &str) -> String {
-    let reply = stack.get_order("alice", order).await;
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    reply.json["payment_state"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test]

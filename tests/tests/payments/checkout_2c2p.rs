@@ -14,6 +14,8 @@ use payonce_tests::stack::{PaymentStack, CHECKOUT_ORIGIN, FAKE_API_KEY};
 use payonce_tests::webhook_sink::WebhookSink;
 use serde_json::{json, Value};
 
+use super::{authenticate, order_state};
+
 /// The test checkout's return page.
 fn return_url() -> String {
     format!("{CHECKOUT_ORIGIN}/checkout/return?from=psp")
@@ -32,26 +34,6 @@ async fn stack_of(config: FakePspConfig) -> (PaymentStack, String) {
     let stack = PaymentStack::start_with(config, Default::default()).await;
     let order = stack.create_order_of("alice", Currency::Thb, 1, 5000).await;
     (stack, order)
-}
-
-/// Posts `result` on the fake PSP's authentication page at `url`, as the customer's browser:
-/// its status and `Location`.
-async fn authenticate(url: &str, result: &str) -> (u16, Option<String>) {
-    let reply = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-        .post(url)
-        .form(&[("result", result)])
-        .send()
-        .await
-        .expect("the authentication page answers");
-    let location = reply
-        .headers()
-        .get("location")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    (reply.status().as_u16(), location)
 }
 
 /// The verified claims of a 2C2P backend notification body (`{"payload":"<JWT>"}`), signed with
@@ -77,12 +59,6 @@ async fn notification(sink: &WebhookSink, resp_code: &str) -> String {
         })
         .await;
     found[0].clone()
-}
-
-async fn order_state(stack: &PaymentStack, order: &str) -> String {
-    let reply = stack.get_order("alice", order).await;
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    reply.json["payment_state"].as_str().unwrap().to_owned()
 }
 
 /// Pays `order` with the 3-D Secure card and a return URL: 202 `requires_action`, after the

@@ -13,6 +13,8 @@ use payonce_tests::stack::{PaymentStack, CHECKOUT_ORIGIN, STAFF};
 use serde_json::json;
 use std::time::Duration;
 
+use super::authenticate;
+
 /// The fake's one charge for `payment_id`.
 fn charge_of(stack: &PaymentStack, payment_id: &str) -> FakeCharge {
     let mut charges: Vec<FakeCharge> = stack
@@ -743,21 +745,6 @@ async fn an_owners_cancel_resent_after_the_payment_was_authorized_is_not_sent() 
     assert_eq!(captured.status, 201, "{}", captured.body);
 }
 
-/// Posts `result` on the fake PSP's authentication page at `url`, as the customer's browser.
-async fn authenticate(url: &str, result: &str) -> u16 {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-        .post(url)
-        .form(&[("result", result)])
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
-}
-
 #[tokio::test]
 async fn omise_authorizes_captures_whole_and_reverses() {
     // GIVEN an Omise deployment and two authorizations of 5000 THB
@@ -868,7 +855,7 @@ async fn omise_3ds_waits_for_the_customer_then_pays_once() {
     assert_eq!(charge_of(&stack, &id).outcome, "pending");
 
     // WHEN the customer completes it and reconcile looks (the webhook may be lost)
-    assert_eq!(authenticate(&url, "complete").await, 303);
+    assert_eq!(authenticate(&url, "complete").await.0, 303);
     stack.clock.advance(Duration::from_secs(10 * 60));
     let report = stack.reconcile().await;
 

@@ -111,7 +111,7 @@ use self::params::{
     expand_latest_charge, optional_enum, CaptureParams, CreateParams, RefundParams,
 };
 use crate::faces::form::parse_form;
-use crate::faces::page::{authentication_form, page, AUTHENTICATE_PATH};
+use crate::faces::page::{authentication_form, form_result, page, AUTHENTICATE_PATH};
 use crate::ledger::{
     escape_html, is_valid_idempotency_key, ActionAttempt, Attempt, CancelAttempt, CaptureAttempt,
     Face, Failure, Fingerprint, Handled, Intent, KeyRefusals, Ledger, ModelEvent, NewCharge,
@@ -323,18 +323,9 @@ impl Face for StripeFace {
             }
             return PageAnswer::html(200, authentication_form(intent));
         };
-        let completed = match parse_form(form).get("result").map(String::as_str) {
-            Some("complete") => true,
-            Some("fail") => false,
-            _ => {
-                return PageAnswer::html(
-                    400,
-                    page(
-                        "Bad request",
-                        "The form must post result=complete or result=fail.",
-                    ),
-                )
-            }
+        let completed = match form_result(form) {
+            Ok(completed) => completed,
+            Err(refused) => return refused,
         };
         match ledger.complete_action(self, charge_id, completed, now_ms) {
             ActionAttempt::NoSuchCharge => PageAnswer::html(

@@ -768,24 +768,23 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
             TokenAnswer::Credentials(reason) => return PspOutcome::NotSent { reason },
             TokenAnswer::Unknown(reason) => return PspOutcome::Unknown { reason },
         };
-        match self.inquire(&invoice_no, left()).await {
+        match (self.inquire(&invoice_no, left()).await, redirect) {
             // The customer is to authenticate, and 2C2P says the payment waits for them: only a
             // request with somewhere to bring them back asked for 3-D Secure.
-            Ok(inquiry)
+            (Ok(inquiry), Some(redirect_url))
                 if request.return_url.is_some()
                     && matches!(
                         inquiry.class,
                         ResponseClass::Pending | ResponseClass::NotFound
-                    )
-                    && redirect.is_some() =>
+                    ) =>
             {
                 PspOutcome::ActionRequired {
                     provider_payment_id: provider_id(&inquiry.claims, &invoice_no),
-                    redirect_url: redirect.unwrap_or_default(),
+                    redirect_url,
                 }
             }
-            Ok(inquiry) => charge_outcome(inquiry, request, &invoice_no, refusal),
-            Err(error) => PspOutcome::Unknown {
+            (Ok(inquiry), _) => charge_outcome(inquiry, request, &invoice_no, refusal),
+            (Err(error), _) => PspOutcome::Unknown {
                 reason: error.to_string(),
             },
         }
