@@ -135,12 +135,12 @@ async fn processing_payment<F: Face>(
     );
     let payment_id = payment_id(&reply);
     let charge = the_charge(stack, &payment_id);
-    (order, payment_id, charge.id)
+    (order, payment_id, F::psp_id(&charge))
 }
 
 /// THEN the payment of `order` paid under `key` is succeeded as the PSP's charge `charge_id`:
 /// stored, replayed 201 to the client's retry, the order paid, one successful charge at the PSP.
-async fn assert_paid_once(
+async fn assert_paid_once<F: Face>(
     stack: &PaymentStack,
     user: &str,
     key: &str,
@@ -153,7 +153,7 @@ async fn assert_paid_once(
     let charge = the_charge(stack, payment_id);
     assert_eq!(
         payment.provider_payment_id.as_deref(),
-        Some(charge.id.as_str())
+        Some(F::psp_id(&charge).as_str())
     );
     assert_eq!(charge.outcome, "succeeded");
     assert_eq!(order_state(stack, user, order).await, "paid");
@@ -194,7 +194,7 @@ pub async fn approve<F: Face>() {
         (
             Some("succeeded"),
             Some(F::NAME),
-            Some(charge.id.as_str()),
+            Some(F::psp_id(&charge).as_str()),
             Some(F::AMOUNT),
             Some(F::CURRENCY.as_str())
         )
@@ -208,7 +208,7 @@ pub async fn approve<F: Face>() {
         (F::AMOUNT, F::CURRENCY.as_str(), F::NAME)
     );
     assert_eq!(stack.psp.charges().len(), 1);
-    assert_paid_once(&stack, USER, "k", &order, "pm_card_visa", &payment_id).await;
+    assert_paid_once::<F>(&stack, USER, "k", &order, "pm_card_visa", &payment_id).await;
 }
 
 pub async fn decline<F: Face>() {
@@ -379,7 +379,7 @@ pub async fn lost_response<F: Face>() {
     );
     assert_eq!(pipeline.depth().await, 0);
     // AND the client's retry replays the success: one charge
-    assert_paid_once(
+    assert_paid_once::<F>(
         &stack,
         USER,
         "k",
@@ -492,7 +492,7 @@ pub async fn slow<F: Face>() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_paid_once(&stack, USER, "k", &order, "pm_fake_slow", &payment_id).await;
+    assert_paid_once::<F>(&stack, USER, "k", &order, "pm_fake_slow", &payment_id).await;
     assert_eq!(stack.psp.charges().len(), 1);
 }
 
@@ -508,7 +508,7 @@ pub async fn lookup_states<F: Face>() {
     // Succeeded
     let approved = charge_request::<F>("pm_card_visa");
     psp.create_charge(&approved, timeout).await;
-    let id = the_charge(&stack, &approved.payment_id).id;
+    let id = F::psp_id(&the_charge(&stack, &approved.payment_id));
     let lookup = psp.lookup(&approved.payment_id).await.expect("lookup");
     assert!(
         matches!(&lookup, PspLookup::Succeeded { provider_payment_id, .. } if *provider_payment_id == id),
@@ -518,7 +518,7 @@ pub async fn lookup_states<F: Face>() {
     // Declined, with the decline code the charge path reports
     let declined = charge_request::<F>("pm_card_visa_chargeDeclined");
     psp.create_charge(&declined, timeout).await;
-    let id = the_charge(&stack, &declined.payment_id).id;
+    let id = F::psp_id(&the_charge(&stack, &declined.payment_id));
     let lookup = psp.lookup(&declined.payment_id).await.expect("lookup");
     assert!(
         matches!(&lookup, PspLookup::Declined { provider_payment_id, decline_code, .. }
@@ -538,7 +538,7 @@ pub async fn lookup_states<F: Face>() {
         assert_eq!(charge.outcome, "pending", "{token}");
         let lookup = psp.lookup(&waiting.payment_id).await.expect("lookup");
         assert!(
-            matches!(&lookup, PspLookup::Pending { provider_payment_id, .. } if *provider_payment_id == charge.id),
+            matches!(&lookup, PspLookup::Pending { provider_payment_id, .. } if *provider_payment_id == F::psp_id(&charge)),
             "{token}: {lookup:?}"
         );
     }
@@ -721,7 +721,7 @@ pub async fn webhook_five_times_in_sequence<F: Face>() {
     );
     assert_eq!(pipeline.depth().await, 0);
     assert_eq!(dedup_records(&stack).await.len(), 1);
-    assert_paid_once(&stack, USER, "k", &order, "pm_fake_processing", &payment_id).await;
+    assert_paid_once::<F>(&stack, USER, "k", &order, "pm_fake_processing", &payment_id).await;
 }
 
 pub async fn webhook_five_times_at_once<F: Face>() {
@@ -802,7 +802,7 @@ pub async fn webhook_five_times_at_once<F: Face>() {
     assert_eq!(moved, 1);
     assert_eq!(pipeline.depth().await, 0);
     assert_eq!(dedup_records(&stack).await.len(), 1);
-    assert_paid_once(&stack, USER, "k", &order, "pm_fake_processing", &payment_id).await;
+    assert_paid_once::<F>(&stack, USER, "k", &order, "pm_fake_processing", &payment_id).await;
 }
 
 /// Posts each delivery and processes it before the next, so the processor sees them in order.
@@ -881,7 +881,7 @@ pub async fn late_failure<F: Face>() {
     let reply = stack.pay(USER, "k", pay_body(&order, "pm_card_visa")).await;
     assert_eq!(reply.status, 201, "{}", reply.body);
     let payment_id = payment_id(&reply);
-    let charge = the_charge(&stack, &payment_id).id;
+    let charge = F::psp_id(&the_charge(&stack, &payment_id));
     let before = stack.item(&format!("payment#{payment_id}")).await;
 
     // WHEN a failure event for it arrives afterwards
@@ -903,7 +903,7 @@ pub async fn late_failure<F: Face>() {
     );
     assert_eq!(stack.item(&format!("payment#{payment_id}")).await, before);
     assert!(dedup_records(&stack).await.is_empty());
-    assert_paid_once(&stack, USER, "k", &order, "pm_card_visa", &payment_id).await;
+    assert_paid_once::<F>(&stack, USER, "k", &order, "pm_card_visa", &payment_id).await;
 }
 
 pub async fn signature_attacks<F: Face>() {

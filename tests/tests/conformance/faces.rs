@@ -8,8 +8,8 @@ use payonce::adapters::psp::b64::{self, Alphabet};
 use payonce::adapters::psp::twoc2p_ids::invoice_no_for;
 use payonce::domain::Currency;
 use payonce_fake_psp::{
-    sign_omise_webhook, sign_twoc2p_jwt, sign_webhook, FakePspConfig, DEFAULT_OMISE_WEBHOOK_SECRET,
-    DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_WEBHOOK_SECRET,
+    sign_omise_webhook, sign_twoc2p_jwt, sign_webhook, FakeCharge, FakePspConfig,
+    DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_WEBHOOK_SECRET,
 };
 use payonce_tests::stack::FAKE_API_KEY;
 use serde_json::{json, Value};
@@ -313,6 +313,11 @@ impl Face for TwoC2p {
 
     fn fake() -> FakePspConfig {
         FakePspConfig::twoc2p()
+    }
+
+    fn psp_id(charge: &FakeCharge) -> String {
+        let invoice = charge.idempotency_key.clone();
+        invoice.expect("a 2C2P charge has an invoice number")
     }
 
     fn event(facts: &EventFacts, _now_s: i64) -> Delivery {

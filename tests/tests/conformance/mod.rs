@@ -35,7 +35,7 @@ mod faces;
 mod harness;
 
 use payonce::domain::Currency;
-use payonce_fake_psp::FakePspConfig;
+use payonce_fake_psp::{FakeCharge, FakePspConfig};
 
 /// What a conformance case needs to know about one PSP.
 pub trait Face: Send + Sync + 'static {
@@ -67,6 +67,12 @@ pub trait Face: Send + Sync + 'static {
 
     /// The fake PSP speaking this PSP's wire format.
     fn fake() -> FakePspConfig;
+
+    /// The PSP's id payonce stores for the fake's `charge`: its id (Stripe's intent, Omise's
+    /// charge), or on 2C2P the invoice number (2C2P's `tranRef` is not in every answer).
+    fn psp_id(charge: &FakeCharge) -> String {
+        charge.id.clone()
+    }
 
     /// A webhook delivery about `facts`, in the face's wire format, signed (at `now_s`) as the
     /// fake signs its own.

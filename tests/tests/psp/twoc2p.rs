@@ -53,8 +53,14 @@ fn the_charge(psp: &RunningFakePsp, request: &ChargeRequest) -> FakeCharge {
     charges.remove(0)
 }
 
+/// The PSP's id payonce stores for a 2C2P charge: its invoice number (the `tranRef` is
+/// in 2C2P's ledger, not in every answer).
+fn invoice(charge: &FakeCharge) -> String {
+    charge.idempotency_key.clone().expect("an invoice number")
+}
+
 #[tokio::test]
-async fn an_approved_card_is_approved_with_the_tran_ref() {
+async fn an_approved_card_is_approved_and_named_by_its_invoice() {
     let psp = twoc2p_psp().await;
     let twoc2p = twoc2p_for(&psp);
     let request = request("pm_card_visa");
@@ -69,7 +75,7 @@ async fn an_approved_card_is_approved_with_the_tran_ref() {
             charge.amount,
             charge.currency.as_str(),
             charge.payment_id.as_deref(),
-            charge.idempotency_key,
+            charge.idempotency_key.clone(),
         ),
         (
             "2c2p",
@@ -88,7 +94,7 @@ async fn an_approved_card_is_approved_with_the_tran_ref() {
     assert_eq!(
         outcome,
         PspOutcome::Approved {
-            provider_payment_id: charge.id.clone()
+            provider_payment_id: invoice(&charge)
         }
     );
     assert_eq!(psp.succeeded_charges_for(&request.payment_id), 1);
@@ -99,7 +105,7 @@ async fn an_approved_card_is_approved_with_the_tran_ref() {
         twoc2p.lookup(&request.payment_id).await.expect("lookup"),
         PspLookup::Succeeded {
             amount: Some(super::charged(&request)),
-            provider_payment_id: charge.id
+            provider_payment_id: invoice(&charge)
         }
     );
 }
@@ -119,7 +125,7 @@ async fn a_declined_card_is_declined_with_2c2ps_issuer_code() {
         assert_eq!(
             outcome,
             PspOutcome::Declined {
-                provider_payment_id: Some(charge.id.clone()),
+                provider_payment_id: Some(invoice(&charge)),
                 decline_code: code.into()
             },
             "{token}"
@@ -128,7 +134,7 @@ async fn a_declined_card_is_declined_with_2c2ps_issuer_code() {
             twoc2p.lookup(&request.payment_id).await.expect("lookup"),
             PspLookup::Declined {
                 amount: Some(super::charged(&request)),
-                provider_payment_id: charge.id,
+                provider_payment_id: invoice(&charge),
                 decline_code: code.into()
             }
         );
@@ -171,14 +177,14 @@ async fn a_lost_do_payment_answer_is_read_by_the_inquiry_and_the_lookup() {
     assert_eq!(
         outcome,
         PspOutcome::Approved {
-            provider_payment_id: charge.id.clone()
+            provider_payment_id: invoice(&charge)
         }
     );
     assert_eq!(
         twoc2p.lookup(&request.payment_id).await.expect("lookup"),
         PspLookup::Succeeded {
             amount: Some(super::charged(&request)),
-            provider_payment_id: charge.id
+            provider_payment_id: invoice(&charge)
         }
     );
 }
@@ -201,7 +207,7 @@ async fn a_create_sent_again_gets_9015_and_reads_the_first_attempt_never_paying_
     assert_eq!(
         again,
         PspOutcome::Approved {
-            provider_payment_id: charge.id
+            provider_payment_id: invoice(&charge)
         }
     );
     assert_eq!(psp.charges().len(), 1);

@@ -275,11 +275,14 @@ enum Paid {
     NeverConnected(String),
 }
 
-/// The answer's id of the payment: `tranRef` (as in the notification), else the invoice number.
-fn provider_id(claims: &Map<String, Value>, invoice_no: &str) -> String {
-    text(claims.get("tranRef"))
-        .filter(|id| !id.is_empty())
-        .unwrap_or_else(|| invoice_no.to_owned())
+/// The PSP's id of a 2C2P payment: its invoice number, in every answer, lookup and
+/// notification. 2C2P's `tranRef` is not used: an answer may come without one (a pending
+/// inquiry during 3-D Secure, a `2002`), and an id that changed between two answers about the
+/// same invoice would make the later one look like word about another payment, refused for
+/// ever while the money was taken. The invoice is what every 2C2P call names, unique to the
+/// attempt, and 2C2P takes one payment per invoice.
+fn provider_id(invoice_no: &str) -> String {
+    invoice_no.to_owned()
 }
 
 /// Raises the credentials alarm and says what happened.
@@ -667,15 +670,15 @@ fn charge_outcome(
                 };
             }
             PspOutcome::Approved {
-                provider_payment_id: provider_id(&claims, invoice_no),
+                provider_payment_id: provider_id(invoice_no),
             }
         }
         ResponseClass::Declined | ResponseClass::Canceled => PspOutcome::Declined {
-            provider_payment_id: Some(provider_id(&claims, invoice_no)),
+            provider_payment_id: Some(provider_id(invoice_no)),
             decline_code: code,
         },
         ResponseClass::AuthenticationRequired => PspOutcome::AuthenticationRequired {
-            provider_payment_id: Some(provider_id(&claims, invoice_no)),
+            provider_payment_id: Some(provider_id(invoice_no)),
         },
         // Do Payment carries nothing of ours but the payment token 2C2P issued: what it refuses
         // is the payment data (the `securePayToken`), so the payment method is rejected, as
@@ -779,7 +782,7 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
                     ) =>
             {
                 PspOutcome::ActionRequired {
-                    provider_payment_id: provider_id(&inquiry.claims, &invoice_no),
+                    provider_payment_id: provider_id(&invoice_no),
                     redirect_url,
                 }
             }
@@ -805,7 +808,7 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
             .map_err(|error| PspError {
                 reason: error.to_string(),
             })?;
-        let provider_payment_id = provider_id(&inquiry.claims, &invoice_no);
+        let provider_payment_id = provider_id(&invoice_no);
         match inquiry.class {
             ResponseClass::Approved => Ok(PspLookup::Succeeded {
                 provider_payment_id,
@@ -1080,7 +1083,7 @@ mod tests {
 
     fn approved() -> PspOutcome {
         PspOutcome::Approved {
-            provider_payment_id: "2868821".into(),
+            provider_payment_id: INVOICE.into(),
         }
     }
 
@@ -1166,7 +1169,7 @@ mod tests {
         assert_eq!(
             outcome,
             PspOutcome::Declined {
-                provider_payment_id: Some("2868821".into()),
+                provider_payment_id: Some(INVOICE.into()),
                 decline_code: "4051".into()
             }
         );
@@ -1201,7 +1204,7 @@ mod tests {
             assert_eq!(
                 outcome,
                 PspOutcome::ActionRequired {
-                    provider_payment_id: "2868821".into(),
+                    provider_payment_id: INVOICE.into(),
                     redirect_url: ACS.into()
                 },
                 "{code}"
@@ -1245,7 +1248,7 @@ mod tests {
         assert_eq!(
             outcome,
             PspOutcome::AuthenticationRequired {
-                provider_payment_id: Some("2868821".into())
+                provider_payment_id: Some(INVOICE.into())
             }
         );
         // No return URL (nobody to send), a URL that is not http(s), no URL: nothing waits.
@@ -1272,7 +1275,7 @@ mod tests {
         assert_eq!(
             outcome,
             PspOutcome::AuthenticationRequired {
-                provider_payment_id: Some("2868821".into())
+                provider_payment_id: Some(INVOICE.into())
             }
         );
         for code in ["4051", "4005", "4054", "0003"] {
@@ -1280,7 +1283,7 @@ mod tests {
             assert_eq!(
                 outcome,
                 PspOutcome::Declined {
-                    provider_payment_id: Some("2868821".into()),
+                    provider_payment_id: Some(INVOICE.into()),
                     decline_code: code.into()
                 },
                 "{code}"
@@ -1414,7 +1417,7 @@ mod tests {
         assert_eq!(
             outcome,
             PspOutcome::Declined {
-                provider_payment_id: Some("2868821".into()),
+                provider_payment_id: Some(INVOICE.into()),
                 decline_code: "4051".into()
             }
         );
@@ -1642,6 +1645,50 @@ mod tests {
         assert_ne!(other[0], calls[0]);
     }
 
+    /// Review finding: a payment waiting for 3-D Secure was stored under the invoice number
+    /// when the inquiry carried no `tranRef`, and 2C2P's later word (with a `tranRef`) then
+    /// named "another payment" and was refused for ever while the money was taken. Every
+    /// answer names the payment by its invoice.
+    #[tokio::test]
+    async fn a_payment_has_one_id_whichever_answer_carries_a_tran_ref() {
+        let (waiting, _) = charge_request_with(
+            with_return_url(),
+            vec![token_issued(), redirect("1001", ACS), unsigned("2002")],
+        )
+        .await;
+        let PspOutcome::ActionRequired {
+            provider_payment_id: stored,
+            ..
+        } = waiting
+        else {
+            panic!("{waiting:?}")
+        };
+        // The scripted inquiries carry a `tranRef`, as 2C2P's later answers do.
+        assert!(inquiry_claims("0000").get("tranRef").is_some());
+        for code in ["0000", "4005", "0003", "0004", "0001"] {
+            let found = lookup_with(inquiry(code)).await.unwrap();
+            let named = match &found {
+                PspLookup::Succeeded {
+                    provider_payment_id,
+                    ..
+                }
+                | PspLookup::Declined {
+                    provider_payment_id,
+                    ..
+                }
+                | PspLookup::Canceled {
+                    provider_payment_id,
+                    ..
+                }
+                | PspLookup::Pending {
+                    provider_payment_id,
+                } => provider_payment_id,
+                other => panic!("{code}: {other:?}"),
+            };
+            assert_eq!(named, &stored, "{code}");
+        }
+    }
+
     #[tokio::test]
     async fn a_payment_id_without_an_invoice_number_is_refused_unsent() {
         let mut request = charge();
@@ -1675,7 +1722,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lookup_inquires_by_invoice_and_reads_each_state() {
-        let id = || "2868821".to_owned();
+        let id = || INVOICE.to_owned();
         assert_eq!(
             lookup_with(inquiry("0000")).await.unwrap(),
             PspLookup::Succeeded {
@@ -1846,7 +1893,7 @@ mod tests {
         let request = RefundRequest {
             refund_id: "rfd_1_1".into(),
             payment_id: PAY.into(),
-            provider_payment_id: "2868821".into(),
+            provider_payment_id: INVOICE.into(),
             amount: 23087,
             currency: Currency::Thb,
             reason: None,

@@ -284,9 +284,10 @@ impl TwoC2pNotifications {
     ///   verification: the signature is good, the event just is not ours).
     /// - `payment_id`: from `invoiceNo` by [`payment_id_for_invoice`]; none for an invoice
     ///   number payonce did not make.
-    /// - `settlement` by [`classify`]: approved → succeeded with `tranRef` (the invoice number
-    ///   if 2C2P sent none); declined or cancelled → declined with the `respCode` as decline
-    ///   code; anything else → none (an unknown code is logged).
+    /// - `settlement` by [`classify`]: approved → succeeded; declined → declined with the
+    ///   `respCode` as decline code; cancelled → canceled (abandoned); `0004` → authentication
+    ///   required; anything else → none (an unknown code is logged). The PSP's id is the invoice
+    ///   number, as in the adapter's answers: one id whatever the notification carries.
     /// - `amount`: `amount` (a JSON number or a decimal string, major units) converted exactly
     ///   by the currency's exponent, and `currencyCode`, lowercased (see
     ///   [`UNREADABLE_AMOUNT_MINOR`]).
@@ -319,28 +320,29 @@ impl TwoC2pNotifications {
             return Ok(event);
         }
         event.payment_id = invoice_no.as_deref().and_then(payment_id_for_invoice);
+        // The PSP's id of a 2C2P payment is its invoice number, as in every answer the adapter
+        // reads (see `provider_id` there); `tranRef` only tells notifications apart.
+        let provider_id = invoice_no.clone();
         event.amount = Some(checked_amount(&claims));
         let code = resp_code.unwrap_or_default();
         event.settlement = match classify(&code) {
             ResponseClass::Approved => {
-                tran_ref
-                    .or(invoice_no)
-                    .map(|provider_payment_id| Settlement::Succeeded {
-                        provider_payment_id,
-                    })
+                provider_id.map(|provider_payment_id| Settlement::Succeeded {
+                    provider_payment_id,
+                })
             }
             ResponseClass::Declined => Some(Settlement::Declined {
-                provider_payment_id: tran_ref,
+                provider_payment_id: provider_id,
                 decline_code: code,
             }),
             // Cancelled, nothing paid: what the inquiry's lookup says too (a 3-D Secure payment
             // the customer left ends here).
             ResponseClass::Canceled => Some(Settlement::Canceled {
-                provider_payment_id: tran_ref,
+                provider_payment_id: provider_id,
                 reason: crate::domain::CancellationReason::Abandoned,
             }),
             ResponseClass::AuthenticationRequired => Some(Settlement::AuthenticationRequired {
-                provider_payment_id: tran_ref,
+                provider_payment_id: provider_id,
             }),
             ResponseClass::Pending | ResponseClass::NotFound => None,
             ResponseClass::Unknown => {
@@ -442,7 +444,7 @@ mod tests {
                     kind: NOTIFICATION_KIND.into(),
                     payment_id: None,
                     settlement: Some(Settlement::Succeeded {
-                        provider_payment_id: "4254860".into()
+                        provider_payment_id: "p1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6".into()
                     }),
                     refund: None,
                     refunds_changed: false,
@@ -621,7 +623,7 @@ mod tests {
                 kind: NOTIFICATION_KIND.into(),
                 payment_id: Some(PAY.into()),
                 settlement: Some(Settlement::Succeeded {
-                    provider_payment_id: "2868821".into()
+                    provider_payment_id: INVOICE.into()
                 }),
                 refund: None,
                 refunds_changed: false,
@@ -648,7 +650,7 @@ mod tests {
     fn response_codes_settle_by_class() {
         let declined = |code: &str| {
             Some(Settlement::Declined {
-                provider_payment_id: Some("2868821".into()),
+                provider_payment_id: Some(INVOICE.into()),
                 decline_code: code.into(),
             })
         };
@@ -661,14 +663,14 @@ mod tests {
         assert_eq!(
             parsed(&claims("0004")).settlement,
             Some(Settlement::AuthenticationRequired {
-                provider_payment_id: Some("2868821".into())
+                provider_payment_id: Some(INVOICE.into())
             })
         );
         assert_eq!(classify("0003"), ResponseClass::Canceled);
         assert_eq!(
             parsed(&claims("0003")).settlement,
             Some(Settlement::Canceled {
-                provider_payment_id: Some("2868821".into()),
+                provider_payment_id: Some(INVOICE.into()),
                 reason: crate::domain::CancellationReason::Abandoned
             })
         );
