@@ -46,16 +46,17 @@ pub(crate) const CHECKOUT_ORIGIN: &str = "https://shop.example";
 /// The Omise model does not let an abandoned 3-D Secure charge expire, so its shoppers never
 /// take that flow.
 fn pick_flow(world: &World, psp: PspKind, request: &mut PayRequest) {
-    if !psp.captures_later() || !world.checkout_flows() {
+    if !world.checkout_flows() {
         return;
     }
     let draw = world.u64(0..100);
-    if draw < 10 && psp == PspKind::Stripe {
+    // 3-D Secure on Stripe and 2C2P; Omise's is modelled by its face but not driven here.
+    if draw < 10 && matches!(psp, PspKind::Stripe | PspKind::TwoC2p) {
         request.payment_method = "pm_card_threeDSecure2Required".to_owned();
         if world.chance(0.85) {
             request.return_url = Some(format!("{CHECKOUT_ORIGIN}/checkout/return"));
         }
-    } else if draw < 22 {
+    } else if draw < 22 && psp.captures_later() {
         request.capture = CaptureMethod::Manual;
     }
 }
@@ -328,8 +329,9 @@ async fn customer_action(
         tokio::time::sleep(world.millis(2_000, 300_000)).await;
         act("fail");
         true
-    } else if draw < 88 {
-        // Back at the checkout: cancel this one, then pay with another card (a new key).
+    } else if draw < 88 && system.psp.captures_later() {
+        // Back at the checkout: cancel this one, then pay with another card (a new key). (A
+        // 2C2P payment cannot be cancelled by payonce: it waits for 2C2P's own word.)
         tokio::time::sleep(world.millis(5_000, 900_000)).await;
         let asked = OperationAsked {
             kind: OperationKind::Cancel,
@@ -345,7 +347,7 @@ async fn customer_action(
         switch(request, key, next);
         true
     } else {
-        // Gone: reconcile cancels the action once its hour is up.
+        // Gone: reconcile cancels the action once its hour is up (on 2C2P, 2C2P lapses it).
         false
     }
 }
@@ -737,10 +739,10 @@ fn classify(status: u16, json: &serde_json::Value) -> Answer {
         (201, Some(id)) if json["status"] == "succeeded" => Answer::Succeeded(id),
         (202, Some(id)) if json["status"] == "processing" => Answer::Pending(id),
         (202, Some(id)) if json["status"] == "requires_action" => {
-            let intent = json["provider_payment_id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
+            // The fake's page is `/_fake/authenticate/<charge id>` (on 2C2P the charge id is
+            // the `tranRef`, while payonce names the payment by its invoice).
+            let url = json["next_action"]["url"].as_str().unwrap_or_default();
+            let intent = url.rsplit('/').next().unwrap_or_default().to_owned();
             Answer::Action(id, intent)
         }
         (201, Some(id)) if json["status"] == "authorized" => Answer::Authorized(id),
