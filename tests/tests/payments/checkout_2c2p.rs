@@ -284,9 +284,13 @@ async fn a_2c2p_card_that_needs_3ds_without_a_return_url_is_authentication_requi
 
 #[tokio::test]
 async fn an_abandoned_2c2p_action_holds_the_order_until_2c2p_ends_it() {
-    // GIVEN a 2C2P payment the customer left at the 3-D Secure page (the fake's lapse into
-    // 0004 is covered by its model tests)
-    let (stack, order) = stack_of(FakePspConfig::twoc2p()).await;
+    // GIVEN a 2C2P payment the customer left at the 3-D Secure page, which 2C2P lapses after a
+    // second
+    let config = FakePspConfig {
+        requires_action_for: Duration::from_secs(1),
+        ..FakePspConfig::twoc2p()
+    };
+    let (stack, order) = stack_of(config).await;
     let (id, _url) = start_3ds(&stack, &order, "2c2p-3ds-left").await;
 
     // WHEN reconcile runs past the action's hour while 2C2P still waits
@@ -306,4 +310,33 @@ async fn an_abandoned_2c2p_action_holds_the_order_until_2c2p_ends_it() {
         .pay("alice", "2c2p-next", body(&order, "pm_card_visa", false))
         .await;
     assert_eq!(blocked.status, 409, "{}", blocked.body);
+
+    // WHEN 2C2P has lapsed the action (0004) and the next check is due
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stack.clock.advance(Duration::from_secs(2 * 3600));
+    let report = stack.reconcile().await;
+
+    // THEN the inquiry fails it as a failed authentication, the order is free, and another
+    // card pays: two charges at 2C2P, one succeeded
+    assert_eq!((report.declined, report.errors), (1, 0), "{report:?}");
+    let stored = stack.payment(&id).await;
+    assert_eq!(
+        (stored.status, stored.failure.map(|f| f.kind)),
+        (
+            PaymentStatus::Failed,
+            Some(FailureKind::AuthenticationFailed)
+        )
+    );
+    assert_eq!(order_state(&stack, &order).await, "unpaid");
+    let other = stack
+        .pay(
+            "alice",
+            "2c2p-next-card",
+            body(&order, "pm_card_visa", false),
+        )
+        .await;
+    assert_eq!(other.status, 201, "{}", other.body);
+    assert_eq!(stack.psp.charges().len(), 2);
+    assert_eq!(stack.psp.succeeded_charges_for(&id), 0);
+    assert_eq!(order_state(&stack, &order).await, "paid");
 }
