@@ -294,9 +294,10 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
             },
         ),
         Settlement::Authorized { .. } => Transition::Unchanged,
-        // A processing attempt's intent canceled is the fence's own cancel of the intent it
-        // created to block the key (payonce cancels nothing else while processing): the attempt
-        // never ran, as the lookup of that intent says.
+        // A processing attempt canceled at the PSP never charged: on Stripe it is the fence's
+        // own cancel of the intent it created to block the key (payonce cancels nothing else
+        // while processing); on 2C2P a cancelled (`0003`) transaction, which paid nothing.
+        // Either way the attempt ends as abandoned, and the order is free.
         Settlement::Canceled { .. } if status == S::Processing => {
             failed(FailureKind::Abandoned, None)
         }

@@ -864,6 +864,15 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
     ///   so nothing can be charged under the invoice. Anything else (a transaction, an unsigned
     ///   answer) → [`Fence::KeyUsed`]: reconcile's re-sent create, which only inquires after
     ///   `9015`, reads it.
+    ///
+    ///   With 3-D Secure the money moves later than the Do Payment: when the customer finishes
+    ///   at the page a `1001` named. That stays safe because of two invariants elsewhere, which
+    ///   this proof needs: the page's URL reaches the customer only in an answer sent after the
+    ///   payment is stored `requires_action` (a Do Payment whose invocation died before that
+    ///   leaves a page nobody knows), and reconcile never fences a payment in
+    ///   `requires_action` (it only looks it up, and waits for 2C2P's word). A lost `1001`
+    ///   answer therefore leaves the payment `processing` until the fence ends it: the
+    ///   customer is never shown the page, and is asked to pay again.
     /// - a validation code → [`Fence::Refused`] (`payment_method: false`: this request carries
     ///   no payment method): the original, identical, was refused alike and got no token.
     /// - credentials refused, any other code, an untrusted answer, or no answer → an error (a
