@@ -310,6 +310,21 @@ async fn an_abandoned_2c2p_action_holds_the_order_until_2c2p_ends_it() {
         .pay("alice", "2c2p-next", body(&order, "pm_card_visa", false))
         .await;
     assert_eq!(blocked.status, 409, "{}", blocked.body);
+    // AND the checkout's cancel cannot end it: 409, nothing sent to 2C2P, still waiting
+    let seen = stack.psp.requests_seen();
+    let cancel = stack.cancel("alice", &[], &id, "2c2p-cancel").await;
+    assert_eq!(
+        (cancel.status, cancel.problem_type()),
+        (409, "/problems/payment-not-cancelable"),
+        "{}",
+        cancel.body
+    );
+    assert_eq!(stack.psp.requests_seen(), seen);
+    let stored = stack.payment(&id).await;
+    assert_eq!(
+        (stored.status, stored.operation.is_none()),
+        (PaymentStatus::RequiresAction, true)
+    );
 
     // WHEN 2C2P has lapsed the action (0004) and the next check is due
     tokio::time::sleep(Duration::from_millis(1500)).await;
