@@ -50,8 +50,8 @@ fn pick_flow(world: &World, psp: PspKind, request: &mut PayRequest) {
         return;
     }
     let draw = world.u64(0..100);
-    // 3-D Secure on Stripe and 2C2P; Omise's is modelled by its face but not driven here.
-    if draw < 10 && matches!(psp, PspKind::Stripe | PspKind::TwoC2p) {
+    // 3-D Secure on every PSP.
+    if draw < 10 {
         request.payment_method = "pm_card_threeDSecure2Required".to_owned();
         if world.chance(0.85) {
             request.return_url = Some(format!("{CHECKOUT_ORIGIN}/checkout/return"));
@@ -329,9 +329,10 @@ async fn customer_action(
         tokio::time::sleep(world.millis(2_000, 300_000)).await;
         act("fail");
         true
-    } else if draw < 88 && system.psp.captures_later() {
-        // Back at the checkout: cancel this one, then pay with another card (a new key). (A
-        // 2C2P payment cannot be cancelled by payonce: it waits for 2C2P's own word.)
+    } else if draw < 88 && system.psp == PspKind::Stripe {
+        // Back at the checkout: cancel this one, then pay with another card (a new key). (Only
+        // Stripe cancels a payment waiting for the customer; on Omise and 2C2P it waits for the
+        // PSP's own word.)
         tokio::time::sleep(world.millis(5_000, 900_000)).await;
         let asked = OperationAsked {
             kind: OperationKind::Cancel,
@@ -347,7 +348,8 @@ async fn customer_action(
         switch(request, key, next);
         true
     } else {
-        // Gone: reconcile cancels the action once its hour is up (on 2C2P, 2C2P lapses it).
+        // Gone: reconcile cancels the action once its hour is up (on Omise and 2C2P, the PSP
+        // lapses it).
         false
     }
 }

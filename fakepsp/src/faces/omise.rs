@@ -86,9 +86,10 @@
 //!   Japan; notes §3 say 30); the fake uses the one knob every face shares.
 //! - **Charge statuses** (notes §3: `successful`, `failed`, `pending`, `reversed`, `expired`, from
 //!   omise-go-v2 and omise-java): a pending charge completes with a `charge.complete` event —
-//!   `pm_fake_processing` → `successful` after `processing_for`; `pm_fake_requires_action` →
-//!   `expired` with `failure_code` `timeout` after `requires_action_for` (3-D Secure never done:
-//!   "payer did not act before charge expiration", Omise's Magento plugin error mapping).
+//!   `pm_fake_processing` → `successful` after `processing_for`; `pm_fake_requires_action`, and
+//!   a 3-D Secure card whose page nobody answers, → `expired` with `failure_code` `timeout` after
+//!   `requires_action_for` (3-D Secure never done: "payer did not act before charge
+//!   expiration", Omise's Magento plugin error mapping).
 //!   `reversed` is a reversed (voided) or lapsed authorization (below).
 //! - **Tokens are reusable here.** Omise's tokens are single use ("Any attempt to re-use a token
 //!   will result in a `used_token` error", api-errors); the Stripe face has no notion of a used
@@ -164,10 +165,10 @@ use crate::faces::dates::iso8601;
 use crate::faces::form::{collect_metadata, parse_form, Params};
 use crate::faces::page::{answer_page, AUTHENTICATE_PATH};
 use crate::ledger::{
-    is_valid_idempotency_key, Attempt, CancelAttempt, CaptureAttempt, CaptureMethod, Decline, Face,
-    Failure, Fingerprint, Handled, Intent, KeyRefusals, Ledger, ModelEvent, NewCharge, OnAction,
-    PageAnswer, Refund, RefundAttempt, RefundStatus, Reply, Status, WireRequest,
-    MAX_IDEMPOTENCY_KEY_LEN,
+    is_valid_idempotency_key, millis, Attempt, CancelAttempt, CaptureAttempt, CaptureMethod,
+    Decline, Face, Failure, Fingerprint, Handled, Intent, KeyRefusals, Ledger, ModelEvent,
+    NewCharge, OnAction, PageAnswer, Refund, RefundAttempt, RefundStatus, Reply, Status,
+    WireRequest, MAX_IDEMPOTENCY_KEY_LEN,
 };
 
 /// Where Omise's error objects point (`location`), followed by `#<code with hyphens>`.
@@ -439,6 +440,11 @@ impl OmiseFace {
                         "{}{AUTHENTICATE_PATH}/{}",
                         self.base_url, intent.id
                     ));
+                    // A challenge nobody answers expires (`expired`, `timeout`), as Omise's
+                    // pending charges do.
+                    let lapses_ms =
+                        now_ms.saturating_add(millis(ledger.timings().requires_action_for));
+                    intent.due_ms.get_or_insert(lapses_ms);
                 }
                 if pre_auth {
                     self.pre_auth.borrow_mut().insert(intent.id.clone());

@@ -1219,7 +1219,7 @@ fn a_three_ds_card_with_a_return_uri_waits_pending_on_the_fakes_page_and_complet
 }
 
 #[test]
-fn a_failed_authentication_fails_the_charge_and_an_abandoned_one_stays_pending() {
+fn a_failed_authentication_fails_the_charge_and_an_abandoned_one_expires() {
     let model = model();
     let failed = pending_three_ds(&model, "");
     let abandoned = pending_three_ds(&model, "");
@@ -1236,21 +1236,39 @@ fn a_failed_authentication_fails_the_charge_and_an_abandoned_one_stays_pending()
         (data["authorized"].clone(), data["paid"].clone()),
         (json!(false), json!(false))
     );
-    // AND a page nobody posts leaves its charge pending, whatever the time, with no event
-    assert!(model.tick(T0 + 30 * 24 * HOUR_MS).is_empty());
+    // AND a page nobody posts leaves its charge pending until `requires_action_for` has passed,
+    // then it expires (`timeout`) with charge.complete, and its page is closed
+    let lapses_ms = T0 + i64::try_from(config().requires_action_for.as_millis()).unwrap();
+    assert!(model.tick(lapses_ms - 1).is_empty());
+    let pending = json(&get(
+        &model,
+        &format!("/charges/{abandoned}"),
+        None,
+        lapses_ms - 1,
+    ));
+    assert_eq!(pending["status"], "pending");
+    let events = model.tick(lapses_ms);
+    let data = only_event(&events, "charge.complete");
+    assert_eq!(
+        (
+            data["id"].as_str(),
+            data["status"].as_str(),
+            data["failure_code"].as_str()
+        ),
+        (Some(abandoned.as_str()), Some("expired"), Some("timeout"))
+    );
     let rows = model.charges();
     assert_eq!(rows[0].outcome, "failed");
     assert_eq!(
         (rows[1].id.as_str(), rows[1].outcome.as_str()),
-        (abandoned.as_str(), "pending")
+        (abandoned.as_str(), "failed")
     );
-    let still = json(&get(
-        &model,
-        &format!("/charges/{abandoned}"),
-        None,
-        T0 + 31 * 24 * HOUR_MS,
-    ));
-    assert_eq!(still["status"], "pending");
+    assert_eq!(
+        model
+            .action_page(&abandoned, Some(b"result=complete"), lapses_ms + 1)
+            .status,
+        409
+    );
     // AND the page of an unknown charge is 404, a bad form 400
     assert_eq!(model.action_page("chrg_test_nope", None, T0).status, 404);
     assert_eq!(
