@@ -443,6 +443,380 @@ async fn walkthrough(sandbox: &Sandbox) {
     // 5. Refunds need the payments:refund scope: a customer's token is refused at the gateway,
     // before the refund function runs; a staff token passes the gate.
     refund_gate(sandbox, &token, payment_id).await;
+
+    // 6. 3-D Secure and capture later: each answer of the checkout flows.
+    customer_action(sandbox, &token).await;
+    capture_later(sandbox, &token).await;
+}
+
+/// A new order of 3000 JPY for `token`'s user; its id.
+async fn new_order(sandbox: &Sandbox, token: &str) -> String {
+    let body =
+        json!({"currency": "jpy", "items": [{"sku": "A1", "quantity": 2, "unit_amount": 1500}]});
+    let (status, order, _) = sandbox.post("/orders", token, None, body).await;
+    assert_eq!(status, 201, "{order}");
+    order["order_id"].as_str().unwrap().to_owned()
+}
+
+/// The order's `payment_state`, as the API reads it.
+async fn payment_state(sandbox: &Sandbox, token: &str, order_id: &str) -> String {
+    let order: Value = sandbox
+        .http
+        .get(format!("{}/orders/{order_id}", sandbox.api))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    order["payment_state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The fake PSP's charges for `payment_id`.
+async fn charges_of(sandbox: &Sandbox, payment_id: &str) -> Vec<Value> {
+    let charges = sandbox.charges().await;
+    charges
+        .into_iter()
+        .filter(|c| c["payment_id"] == payment_id)
+        .collect()
+}
+
+/// Sends the payment `body` under `key` again until its answer's status is `until` (the PSP's
+/// webhook has moved the payment); that answer.
+async fn replay_until(
+    sandbox: &Sandbox,
+    token: &str,
+    key: &str,
+    body: &Value,
+    until: u16,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, answer, _) = sandbox
+            .post("/payments", token, Some(key), body.clone())
+            .await;
+        if status == until {
+            return answer;
+        }
+        assert!(Instant::now() < deadline, "still {status}: {answer}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Posts `result` on the fake PSP's authentication page at `url`: 303 back to the return URL.
+async fn answer_page(sandbox: &Sandbox, url: &str, result: &str) {
+    let answer = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("result={result}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 303, "{url}");
+    let location = answer.headers()["location"].to_str().unwrap().to_owned();
+    assert!(location.starts_with(&sandbox.api), "{location}");
+}
+
+/// The answers of a payment that asks the customer to act: a `return_url` off the checkout
+/// origins (400, nothing written), no `return_url` (402 `authentication-required`), one
+/// (202 `requires_action`, replayed from the store), a failed challenge (402
+/// `authentication-failed`, the order free), and a completed one (201, one charge).
+async fn customer_action(sandbox: &Sandbox, token: &str) {
+    let order = new_order(sandbox, token).await;
+    let return_url = format!("{}/?order={order}", sandbox.api);
+    let three_ds = |return_url: Option<&str>| {
+        let mut body = json!({"order_id": order, "order_version": 1,
+            "payment_method": "pm_card_threeDSecure2Required"});
+        if let Some(url) = return_url {
+            body["return_url"] = json!(url);
+        }
+        body
+    };
+    let before = sandbox.charges().await.len();
+
+    // A return URL on another origin: 400, nothing written, nothing sent (the key is free).
+    let foreign = three_ds(Some("https://elsewhere.example/return"));
+    let (status, refused, _) = sandbox
+        .post("/payments", token, Some("action-1"), foreign)
+        .await;
+    assert_eq!(
+        (status, refused["type"].as_str()),
+        (400, Some("/problems/return-url-not-allowed")),
+        "{refused}"
+    );
+    assert_eq!(sandbox.charges().await.len(), before);
+    assert_eq!(payment_state(sandbox, token, &order).await, "unpaid");
+
+    // No return URL: 402 authentication-required, the order free, the replay from the store.
+    // (Omise refuses such a charge with `invalid_charge`, a code that does not say why: a
+    // refusal, 402 payment-failed.)
+    let (status, required, _) = sandbox
+        .post("/payments", token, Some("action-1"), three_ds(None))
+        .await;
+    let expected = match sandbox.kind {
+        Psp::Omise => "/problems/payment-failed",
+        _ => "/problems/authentication-required",
+    };
+    assert_eq!(
+        (status, required["type"].as_str()),
+        (402, Some(expected)),
+        "{}: {required}",
+        sandbox.kind.name()
+    );
+    let seen = sandbox.charges().await.len();
+    assert!(seen <= before + 1, "at most the one failed charge");
+    let (status, again, _) = sandbox
+        .post("/payments", token, Some("action-1"), three_ds(None))
+        .await;
+    assert_eq!(
+        (status, again["type"].as_str()),
+        (402, required["type"].as_str())
+    );
+    assert_eq!(sandbox.charges().await.len(), seen);
+    assert_eq!(payment_state(sandbox, token, &order).await, "unpaid");
+
+    // With one: 202 requires_action, where to send the customer and until when; the replay
+    // answers the same from the store; the order is held.
+    let body = three_ds(Some(&return_url));
+    let (status, waiting, headers) = sandbox
+        .post("/payments", token, Some("action-2"), body.clone())
+        .await;
+    assert_eq!(
+        (
+            status,
+            waiting["status"].as_str(),
+            waiting["next_action"]["type"].as_str()
+        ),
+        (202, Some("requires_action"), Some("redirect")),
+        "{waiting}"
+    );
+    assert!(headers.get("retry-after").is_some());
+    assert!(waiting["next_action"]["expires_at"].as_i64().unwrap() > 0);
+    let url = waiting["next_action"]["url"].as_str().unwrap().to_owned();
+    assert!(url.starts_with(&sandbox.psp), "{url}");
+    let payment_id = waiting["payment_id"].as_str().unwrap().to_owned();
+    let seen = sandbox.charges().await.len();
+    let (status, replayed, headers) = sandbox
+        .post("/payments", token, Some("action-2"), body.clone())
+        .await;
+    assert_eq!((status, &replayed), (202, &waiting));
+    assert_eq!(headers.get("idempotent-replayed").unwrap(), "true");
+    assert_eq!(
+        sandbox.charges().await.len(),
+        seen,
+        "a replay sends nothing"
+    );
+    assert_eq!(
+        charges_of(sandbox, &payment_id).await[0]["outcome"],
+        "pending"
+    );
+
+    // The customer fails the challenge: 402 authentication-failed on the return page, the order
+    // free again.
+    answer_page(sandbox, &url, "fail").await;
+    let failed = replay_until(sandbox, token, "action-2", &body, 402).await;
+    assert_eq!(
+        failed["type"], "/problems/authentication-failed",
+        "{failed}"
+    );
+    assert_eq!(payment_state(sandbox, token, &order).await, "unpaid");
+
+    // Another attempt completes it: 201 on the return page, one charge, the order paid.
+    let (status, waiting, _) = sandbox
+        .post("/payments", token, Some("action-3"), body.clone())
+        .await;
+    assert_eq!(status, 202, "{waiting}");
+    let url = waiting["next_action"]["url"].as_str().unwrap().to_owned();
+    answer_page(sandbox, &url, "complete").await;
+    let paid = replay_until(sandbox, token, "action-3", &body, 201).await;
+    assert_eq!(paid["status"], "succeeded", "{paid}");
+    let paid_id = paid["payment_id"].as_str().unwrap();
+    let charges = charges_of(sandbox, paid_id).await;
+    assert_eq!(
+        (charges.len(), charges[0]["outcome"].as_str()),
+        (1, Some("succeeded"))
+    );
+    assert_eq!(payment_state(sandbox, token, &order).await, "paid");
+}
+
+/// Sends a capture (`amount`, or all when `None`) or a cancel of `payment_id` with `token`.
+async fn operate(
+    sandbox: &Sandbox,
+    token: &str,
+    payment_id: &str,
+    operation: &str,
+    key: &str,
+    amount: Option<i64>,
+) -> (u16, Value, reqwest::header::HeaderMap) {
+    let mut request = sandbox
+        .http
+        .post(format!("{}/payments/{payment_id}/{operation}", sandbox.api))
+        .bearer_auth(token)
+        .header("idempotency-key", key);
+    if let Some(amount) = amount {
+        request = request.json(&json!({ "amount": amount }));
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (
+        status,
+        response.json().await.unwrap_or(Value::Null),
+        headers,
+    )
+}
+
+/// `capture: "manual"`: 201 `authorized` holding the order (409 `order-already-authorized` to
+/// another attempt), a capture by staff (201, replayed, then 409 `payment-not-capturable`, and
+/// 409 `capture-exceeds-authorized` past the authorization), a cancel (200, the order free;
+/// then 409 `payment-not-cancelable`), each under the key derived from the payment. On 2C2P,
+/// 409 `capture-not-supported` and nothing sent.
+async fn capture_later(sandbox: &Sandbox, token: &str) {
+    let staff = sandbox.token_with("staff", &["--scope", "payments:capture"]);
+    let order = new_order(sandbox, token).await;
+    let manual = |order: &str, key_card: &str| json!({"order_id": order, "order_version": 1, "payment_method": key_card, "capture": "manual"});
+    let before = sandbox.charges().await.len();
+    let (status, authorized, _) = sandbox
+        .post(
+            "/payments",
+            token,
+            Some("later-1"),
+            manual(&order, "pm_card_visa"),
+        )
+        .await;
+    if sandbox.kind == Psp::TwoC2p {
+        assert_eq!(
+            (status, authorized["type"].as_str()),
+            (409, Some("/problems/capture-not-supported")),
+            "{authorized}"
+        );
+        assert_eq!(sandbox.charges().await.len(), before, "nothing sent");
+        assert_eq!(payment_state(sandbox, token, &order).await, "unpaid");
+        return;
+    }
+    assert_eq!(
+        (
+            status,
+            authorized["status"].as_str(),
+            authorized["amount_capturable"].as_i64()
+        ),
+        (201, Some("authorized"), Some(3000)),
+        "{authorized}"
+    );
+    assert!(authorized["capture_before"].as_i64().unwrap() > 0);
+    let payment_id = authorized["payment_id"].as_str().unwrap().to_owned();
+    assert_eq!(payment_state(sandbox, token, &order).await, "authorized");
+    let (status, held, _) = sandbox
+        .post(
+            "/payments",
+            token,
+            Some("later-2"),
+            manual(&order, "pm_card_mastercard"),
+        )
+        .await;
+    assert_eq!(
+        (status, held["type"].as_str()),
+        (409, Some("/problems/order-already-authorized")),
+        "{held}"
+    );
+    let charges = charges_of(sandbox, &payment_id).await;
+    assert_eq!(
+        (charges.len(), charges[0]["outcome"].as_str()),
+        (1, Some("authorized"))
+    );
+    assert_eq!(sandbox.charges().await.len(), before + 1);
+
+    // More than the authorization: 409, nothing sent. The customer's own token: 403.
+    let (status, exceeds, _) =
+        operate(sandbox, &staff, &payment_id, "capture", "cap-0", Some(3001)).await;
+    assert_eq!(
+        (status, exceeds["type"].as_str()),
+        (409, Some("/problems/capture-exceeds-authorized")),
+        "{exceeds}"
+    );
+    let (status, _, _) = operate(sandbox, token, &payment_id, "capture", "cap-1", None).await;
+    assert_eq!(status, 403);
+    // Staff capture it (all of it: Omise captures whole): 201, replayed, then nothing left.
+    let (status, captured, _) =
+        operate(sandbox, &staff, &payment_id, "capture", "cap-1", None).await;
+    assert_eq!(
+        (
+            status,
+            captured["status"].as_str(),
+            captured["amount_captured"].as_i64()
+        ),
+        (201, Some("succeeded"), Some(3000)),
+        "{captured}"
+    );
+    let (status, replayed, headers) =
+        operate(sandbox, &staff, &payment_id, "capture", "cap-1", None).await;
+    assert_eq!((status, &replayed), (201, &captured));
+    assert_eq!(headers.get("idempotent-replayed").unwrap(), "true");
+    let (status, twice, _) = operate(sandbox, &staff, &payment_id, "capture", "cap-2", None).await;
+    assert_eq!(
+        (status, twice["type"].as_str()),
+        (409, Some("/problems/payment-not-capturable")),
+        "{twice}"
+    );
+    assert_eq!(payment_state(sandbox, token, &order).await, "paid");
+    let charge = &charges_of(sandbox, &payment_id).await[0];
+    let derived = format!("payonce-capture-{payment_id}");
+    assert_eq!(
+        (
+            charge["outcome"].as_str(),
+            charge["captures"].as_array().map(Vec::len)
+        ),
+        (Some("succeeded"), Some(1)),
+        "{charge}"
+    );
+    assert_eq!(charge["captures"][0]["idempotency_key"], derived.as_str());
+
+    // Another authorization, canceled by staff: 200, the order free, then 409.
+    let order = new_order(sandbox, token).await;
+    let (status, authorized, _) = sandbox
+        .post(
+            "/payments",
+            token,
+            Some("later-3"),
+            manual(&order, "pm_card_visa"),
+        )
+        .await;
+    assert_eq!(status, 201, "{authorized}");
+    let payment_id = authorized["payment_id"].as_str().unwrap().to_owned();
+    let (status, canceled, _) =
+        operate(sandbox, &staff, &payment_id, "cancel", "can-1", None).await;
+    assert_eq!(
+        (status, canceled["status"].as_str()),
+        (200, Some("canceled")),
+        "{canceled}"
+    );
+    assert_eq!(payment_state(sandbox, token, &order).await, "unpaid");
+    let (status, again, _) = operate(sandbox, &staff, &payment_id, "cancel", "can-2", None).await;
+    assert_eq!(
+        (status, again["type"].as_str()),
+        (409, Some("/problems/payment-not-cancelable")),
+        "{again}"
+    );
+    let charge = &charges_of(sandbox, &payment_id).await[0];
+    assert_eq!(
+        (
+            charge["outcome"].as_str(),
+            charge["cancels"].as_array().map(Vec::len)
+        ),
+        (Some("canceled"), Some(1)),
+        "{charge}"
+    );
+    assert_eq!(
+        charge["cancels"][0]["idempotency_key"],
+        format!("payonce-cancel-{payment_id}").as_str()
+    );
 }
 
 /// The lost response's first answer, 202 `processing`, then retries until the PSP's webhook has

@@ -42,9 +42,8 @@ const TOKENS: &[(&str, u32)] = &[
 pub(crate) const CHECKOUT_ORIGIN: &str = "https://shop.example";
 
 /// How a shopper checks out: at once, with a card that asks for 3-D Secure (with or without a
-/// page to come back to; Stripe), or authorized now for staff to capture later (Stripe, Omise).
-/// The Omise model does not let an abandoned 3-D Secure charge expire, so its shoppers never
-/// take that flow.
+/// page to come back to; every PSP), or authorized now for staff to capture later (Stripe,
+/// Omise).
 fn pick_flow(world: &World, psp: PspKind, request: &mut PayRequest) {
     if !world.checkout_flows() {
         return;
@@ -314,6 +313,11 @@ async fn customer_action(
             "customer {user} answers {result} on the page of {intent} -> {}",
             page.status
         ));
+        if page.status == 404 {
+            lock(&system.observed).unknown_pages.push(format!(
+                "invariant 3: payment {payment_id} sent its customer to the page of {intent:?}, which the PSP does not know"
+            ));
+        }
         system.outbox.push(page.events);
     };
     if draw < 55 {
@@ -329,10 +333,21 @@ async fn customer_action(
         tokio::time::sleep(world.millis(2_000, 300_000)).await;
         act("fail");
         true
-    } else if draw < 88 && system.psp == PspKind::Stripe {
-        // Back at the checkout: cancel this one, then pay with another card (a new key). (Only
-        // Stripe cancels a payment waiting for the customer; on Omise and 2C2P it waits for the
-        // PSP's own word.)
+    } else if draw < 88 && system.psp != PspKind::Stripe {
+        // Back at the checkout: the cancel is refused (only Stripe cancels a payment waiting
+        // for the customer; on Omise and 2C2P it waits for the PSP's own word), so they leave.
+        tokio::time::sleep(world.millis(5_000, 900_000)).await;
+        let asked = OperationAsked {
+            kind: OperationKind::Cancel,
+            who: user.to_owned(),
+            key: format!("cancel-{payment_id}"),
+            payment_id: payment_id.to_owned(),
+            amount: None,
+        };
+        operate_until_final(system, world, &asked, &[]).await;
+        false
+    } else if draw < 88 {
+        // Back at the checkout: cancel this one, then pay with another card (a new key).
         tokio::time::sleep(world.millis(5_000, 900_000)).await;
         let asked = OperationAsked {
             kind: OperationKind::Cancel,

@@ -22,8 +22,8 @@ pub enum Answer {
     Failed(String),
     /// 202: still processing.
     Pending(String),
-    /// 202 `requires_action`: the customer must authenticate at the PSP (the payment, the
-    /// PSP's id of it).
+    /// 202 `requires_action`: the customer must authenticate at the PSP (the payment, and the
+    /// fake's id of the charge, read from `next_action`'s URL: the page is keyed by it).
     Action(String, String),
     /// 201 `authorized`: held for staff to capture (final for the key manager).
     Authorized(String),
@@ -255,6 +255,8 @@ pub struct Observed {
     pub wrong_instances: Vec<String>,
     /// Every capture and cancel answered, in order.
     pub operations: Vec<(OperationAsked, Operated)>,
+    /// `next_action` pages the PSP did not know (404): a customer sent nowhere.
+    pub unknown_pages: Vec<String>,
 }
 
 impl Observed {
@@ -698,6 +700,7 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
 
     violations.extend(observed.wrong_instances.iter().cloned());
     violations.extend(observed.own_writes_denied.iter().cloned());
+    violations.extend(observed.unknown_pages.iter().cloned());
 
     for (user, key, payment_id) in &observed.false_unavailable {
         violations.push(format!(

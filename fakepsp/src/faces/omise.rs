@@ -44,9 +44,9 @@
 //!   3-D Secure failure code; this is the general failure of Omise's failure-code list), each with
 //!   `charge.complete` ("When completing 3DS payment, Omise will send a 'charge.complete' event",
 //!   omise-woocommerce) and 303 to the `return_uri` exactly as given (Omise documents no query
-//!   parameters added); a second answer is 409 and moves nothing. A page never answered leaves
-//!   the charge `pending` for good (UNCONFIRMED: Omise's own expiry of an abandoned 3-D Secure
-//!   charge is not modelled; `pm_fake_requires_action` models that one). Without a `return_uri`
+//!   parameters added); a second answer is 409 and moves nothing. A page never answered
+//!   expires the charge after `requires_action_for`, as `pm_fake_requires_action` does (below;
+//!   UNCONFIRMED: Omise's own timeout for an abandoned 3-D Secure charge). Without a `return_uri`
 //!   the charge is refused, 400 `invalid_charge`, nothing created (UNCONFIRMED: Omise documents
 //!   `return_uri` as the step that makes 3-D Secure work and its support advises always sending
 //!   one, omise/omise-php#52, but not the answer without it; a refusal keeps a 3-D Secure card

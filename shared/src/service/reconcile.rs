@@ -538,7 +538,8 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
                 // bound, as any attempt still open at the PSP.
                 let stuck = || Ok(self.still_pending(payment, now_ms - payment.created_at_ms));
                 // Only a PSP whose cancel of an open action is a real, confirmed one may release
-                // the order on it (Stripe's; the others' flows do not ask for actions yet).
+                // the order on it: Stripe's. Omise and 2C2P end an open action themselves (it
+                // expires, or lapses into 0004) and say so to the lookup.
                 if self.psp.kind() != crate::domain::PspKind::Stripe {
                     return stuck();
                 }

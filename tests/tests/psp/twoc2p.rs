@@ -1,5 +1,5 @@
 //! The 2C2P adapter over HTTP against the fake PSP's 2C2P face: the outcome classes of a charge
-//! (approved with the `tranRef`, declined with 2C2P's issuer code, refused for a method the PSP
+//! (approved and named by the invoice number, declined with 2C2P's issuer code, refused for a method the PSP
 //! does not know), a lost Do Payment answer read by the inquiry and the lookup, a re-sent create
 //! that gets `9015` and only reads the first attempt (never pays twice), the invoice-number fence
 //! on an unused and on a used invoice, refunds that are never sent, and the face's backend

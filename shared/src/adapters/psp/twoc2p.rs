@@ -597,8 +597,20 @@ impl<T: PspTransport> TwoC2pPsp<T> {
                 if CREDENTIAL_CODES.contains(&code.as_str()) {
                     return Err(InquiryError::Credentials(credentials_refused(step, &code)));
                 }
+                let class = classify(&code);
+                // The payment's id is the invoice number, ours: an answer about a transaction
+                // must say it is about that invoice, or nothing ties it to the payment.
+                if class != ResponseClass::NotFound && claims.get("invoiceNo").is_none() {
+                    return Err(InquiryError::Untrusted(untrusted(
+                        step,
+                        &format!("a {code} answer that names no invoiceNo"),
+                    )));
+                }
+                // 2C2P's own reference, for an operator matching its portal (never an id here).
+                tracing::info!(invoice_no, resp_code = %code, tran_ref = ?text(claims.get("tranRef")),
+                    "2C2P payment inquiry answered");
                 Ok(Inquiry {
-                    class: classify(&code),
+                    class,
                     code,
                     claims,
                     signed: true,
@@ -1814,7 +1826,18 @@ mod tests {
         other_merchant["merchantID"] = json!("JT02");
         let mut other_invoice = inquiry_claims("0000");
         other_invoice["invoiceNo"] = json!("fedcba9876543210fedcba9876543210");
+        // Review finding: with the invoice as the payment's id, an answer about a transaction
+        // that names no invoice is tied to nothing.
+        let mut no_invoice = inquiry_claims("0000");
+        no_invoice.as_object_mut().unwrap().remove("invoiceNo");
+        let mut declined_no_invoice = inquiry_claims("4005");
+        declined_no_invoice
+            .as_object_mut()
+            .unwrap()
+            .remove("invoiceNo");
         for step in [
+            signed(no_invoice.clone()),
+            signed(declined_no_invoice),
             inquiry("0999"),
             inquiry("4000"),
             inquiry("9042"),
@@ -1833,6 +1856,10 @@ mod tests {
         ] {
             assert!(lookup_with(step).await.is_err());
         }
+        // Nor does a charge believe it.
+        let (outcome, _) =
+            charge_with(vec![token_issued(), paid("2000"), signed(no_invoice)]).await;
+        assert!(unknown(&outcome), "{outcome:?}");
     }
 
     async fn fence_with(step: Step) -> Result<Fence, PspError> {
