@@ -42,12 +42,15 @@ pub enum Mutation {
     /// A cancel whose answer is unknown counts as confirmed: the payment is canceled and its
     /// order released.
     ReleaseOnUnknownCancel,
+    /// 2C2P names a payment by the `tranRef` of an answer that carries one, else by its invoice
+    /// number, so two answers about one payment may name it differently.
+    TwoC2pNamesByTranRef,
 }
 
 #[cfg(feature = "faults")]
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 13] = [
+    pub const ALL: [Mutation; 14] = [
         Self::ReleaseOnAnyNotSent,
         Self::FenceWithConfirmOnlyParameter,
         Self::RefusalIsUnknown,
@@ -61,6 +64,7 @@ impl Mutation {
         Self::LostAnswerIsARefusal,
         Self::OperationUnderClientKey,
         Self::ReleaseOnUnknownCancel,
+        Self::TwoC2pNamesByTranRef,
     ];
 
     /// The name used on the command line.
@@ -79,6 +83,7 @@ impl Mutation {
             Self::LostAnswerIsARefusal => "lost-answer-is-a-refusal",
             Self::OperationUnderClientKey => "operation-under-client-key",
             Self::ReleaseOnUnknownCancel => "release-on-unknown-cancel",
+            Self::TwoC2pNamesByTranRef => "2c2p-names-by-tran-ref",
         }
     }
 

@@ -489,6 +489,32 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
     }
     let left_to_operator = left_to_operator(settled, &stored_payments, &intents_of);
 
+    // 2b. A payment that names its PSP payment names the one the PSP holds for it: the intent or
+    // charge id on Stripe and Omise, the invoice number on 2C2P (whose `tranRef` some answers
+    // lack). Two answers naming it differently would refuse the later one for ever.
+    for payment in &stored_payments {
+        let (Some(stored_id), Some(intents)) = (
+            payment.provider_payment_id.as_deref(),
+            intents_of.get(payment.payment_id.as_str()),
+        ) else {
+            continue;
+        };
+        let named = |charge: &FakeCharge| match settled.psp {
+            PspKind::TwoC2p => charge.invoice_no.clone(),
+            _ => Some(charge.id.clone()),
+        };
+        if !intents
+            .iter()
+            .any(|c| named(c).as_deref() == Some(stored_id))
+        {
+            violations.push(format!(
+                "invariant 2: payment {} names PSP payment {stored_id:?}, which is none of its charges ({:?})",
+                payment.payment_id,
+                intents.iter().map(|c| named(c)).collect::<Vec<_>>()
+            ));
+        }
+    }
+
     // 1, 3. Money: per order, paid iff exactly one capture; per payment, our state is the PSP's.
     for order_id in &observed.orders {
         let Ok(Some(stored)) = inner.get_order(order_id).await else {
@@ -612,7 +638,13 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
                     // A decline leaves the charge failed (Stripe: back to
                     // `requires_payment_method` after a failed attempt).
                     Some(FailureKind::Declined) => psp == "failed",
-                    Some(FailureKind::Abandoned) => matches!(psp, "none" | "canceled"),
+                    // Proven never run: nothing at the PSP, or its own cancel. On 2C2P also a
+                    // challenge the inquiry did not know (`2002`) when the fence asked, whose
+                    // page nobody was ever sent to: it lapses, failed, nothing paid.
+                    Some(FailureKind::Abandoned) => {
+                        matches!(psp, "none" | "canceled")
+                            || (settled.psp == PspKind::TwoC2p && psp == "failed")
+                    }
                     _ => psp != "succeeded",
                 },
             };

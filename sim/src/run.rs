@@ -118,10 +118,17 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
     if refund_keys_ignored {
         world.trace("the PSP ignores Idempotency-Key on refunds".to_owned());
     }
+    // What 2C2P's inquiry answers while the customer is at the 3-D Secure page is unconfirmed:
+    // half the 2C2P runs answer "not found" (no transaction, no tranRef) until it ends.
+    let challenge_unregistered = psp == PspKind::TwoC2p && world.chance(0.5);
+    if challenge_unregistered {
+        world.trace("the PSP's inquiry does not know a payment waiting for 3-D Secure".to_owned());
+    }
     let model = Arc::new(FakeModel::new(
         ModelConfig {
             provider: face::provider(psp),
             omise_honours_refund_keys: !refund_keys_ignored,
+            twoc2p_challenge_unregistered: challenge_unregistered,
             api_key: API_KEY.to_owned(),
             twoc2p_merchant_id: TWOC2P_MERCHANT_ID.to_owned(),
             search_lag_max: lag,

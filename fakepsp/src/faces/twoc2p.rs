@@ -397,6 +397,9 @@ pub(crate) struct TwoC2pFace {
     invoices: Invoices,
     /// The fake's own URL: the authentication page is served under it.
     base_url: String,
+    /// Whether the inquiry answers `2002` for a payment waiting for 3-D Secure (see
+    /// `ModelConfig::twoc2p_challenge_unregistered`).
+    challenge_unregistered: bool,
 }
 
 impl TwoC2pFace {
@@ -414,7 +417,15 @@ impl TwoC2pFace {
             minimum_overrides,
             invoices: Invoices::default(),
             base_url,
+            challenge_unregistered: false,
         }
+    }
+
+    /// The same face, whose inquiry answers `2002` (no transaction, no `tranRef`) while a
+    /// payment waits for 3-D Secure, if `unregistered`.
+    pub(crate) fn with_challenge_unregistered(mut self, unregistered: bool) -> Self {
+        self.challenge_unregistered = unregistered;
+        self
     }
 }
 
@@ -666,8 +677,12 @@ impl TwoC2pFace {
             .and_then(|invoice| invoice.charge)
             .and_then(|index| ledger.intents.get(index));
         let answer = match charge {
-            Some(intent) => inquiry_claims(self, intent),
-            None => json!({
+            Some(intent)
+                if !(self.challenge_unregistered && intent.status == Status::RequiresAction) =>
+            {
+                inquiry_claims(self, intent)
+            }
+            _ => json!({
                 "merchantID": self.merchant_id,
                 "invoiceNo": invoice_no,
                 "respCode": "2002",

@@ -71,6 +71,10 @@ pub struct ModelConfig {
     pub omise_honours_refund_keys: bool,
     /// 2C2P face only: the one merchant (`merchantID`) it knows; its secret key is `api_key`.
     pub twoc2p_merchant_id: String,
+    /// 2C2P face only: whether a payment waiting for 3-D Secure is unknown to the Payment
+    /// Inquiry (`2002`, no `tranRef`) until the challenge ends, rather than `0001` pending. What
+    /// 2C2P answers then is UNCONFIRMED; the simulation runs both.
+    pub twoc2p_challenge_unregistered: bool,
     /// How long an authorization (a `capture_method=manual` PaymentIntent in
     /// `requires_capture`) may be captured before the PSP cancels it with
     /// `cancellation_reason: automatic`. Stripe: 7 days for online card payments ("Place a hold
@@ -101,6 +105,7 @@ impl Default for ModelConfig {
             omise_honours_idempotency_key: true,
             omise_honours_refund_keys: true,
             twoc2p_merchant_id: crate::provider::DEFAULT_TWOC2P_MERCHANT_ID.to_owned(),
+            twoc2p_challenge_unregistered: false,
             authorization_expires_after: Duration::from_secs(7 * 24 * 60 * 60),
             base_url: UNSERVED_BASE_URL.to_owned(),
         }
@@ -139,6 +144,7 @@ impl FakeModel {
             omise_honours_idempotency_key,
             omise_honours_refund_keys,
             twoc2p_merchant_id,
+            twoc2p_challenge_unregistered,
             authorization_expires_after,
             base_url,
         } = config;
@@ -161,12 +167,10 @@ impl FakeModel {
                 omise_honours_refund_keys,
                 base_url,
             )),
-            Provider::TwoC2p => Box::new(TwoC2pFace::new(
-                api_key,
-                twoc2p_merchant_id,
-                minimum_overrides,
-                base_url,
-            )),
+            Provider::TwoC2p => Box::new(
+                TwoC2pFace::new(api_key, twoc2p_merchant_id, minimum_overrides, base_url)
+                    .with_challenge_unregistered(twoc2p_challenge_unregistered),
+            ),
         };
         Self {
             provider,

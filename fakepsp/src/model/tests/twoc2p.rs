@@ -630,6 +630,38 @@ fn a_3ds_card_with_a_return_url_waits_on_the_fakes_page_then_completes_once() {
 }
 
 #[test]
+fn with_the_challenge_unregistered_a_waiting_payment_is_2002_until_it_ends() {
+    let model = FakeModel::new(
+        ModelConfig {
+            twoc2p_challenge_unregistered: true,
+            ..config()
+        },
+        7,
+    );
+    let token = three_ds_token(&model, "u1", "Y", Some(RETURN));
+    assert_eq!(
+        resp(&pay(&model, &token, "pm_card_threeDSecure2Required", T0)),
+        "1001"
+    );
+    // While the customer is at the page: a signed 2002, with no tranRef.
+    let waiting = inquire(&model, "u1", T0 + 1);
+    assert_eq!(resp(&waiting), "2002");
+    assert!(claims(&waiting).get("tranRef").is_none());
+    // Once they complete it: 0000 with the tranRef, as the notification says.
+    let charge = model.charges().remove(0);
+    let done = answer(&model, &charge.id, "complete", T0 + 2);
+    assert_eq!(
+        answer_claims(KEY, &done.events[0].body)["tranRef"],
+        charge.id.as_str()
+    );
+    let paid = inquire(&model, "u1", T0 + 3);
+    assert_eq!(
+        (resp(&paid), claims(&paid)["tranRef"].as_str()),
+        ("0000".to_owned(), Some(charge.id.as_str()))
+    );
+}
+
+#[test]
 fn a_failed_or_abandoned_challenge_is_a_soft_decline_with_its_notification() {
     let model = FakeModel::new(
         ModelConfig {

@@ -280,8 +280,14 @@ enum Paid {
 /// inquiry during 3-D Secure, a `2002`), and an id that changed between two answers about the
 /// same invoice would make the later one look like word about another payment, refused for
 /// ever while the money was taken. The invoice is what every 2C2P call names, unique to the
-/// attempt, and 2C2P takes one payment per invoice.
-fn provider_id(invoice_no: &str) -> String {
+/// attempt, and 2C2P takes one payment per invoice. (`claims` is read only by the simulation's
+/// planted hole that puts the `tranRef` back.)
+fn provider_id(claims: &Map<String, Value>, invoice_no: &str) -> String {
+    if crate::mutations::active(crate::mutations::Mutation::TwoC2pNamesByTranRef) {
+        if let Some(tran_ref) = text(claims.get("tranRef")).filter(|id| !id.is_empty()) {
+            return tran_ref;
+        }
+    }
     invoice_no.to_owned()
 }
 
@@ -682,15 +688,15 @@ fn charge_outcome(
                 };
             }
             PspOutcome::Approved {
-                provider_payment_id: provider_id(invoice_no),
+                provider_payment_id: provider_id(&claims, invoice_no),
             }
         }
         ResponseClass::Declined | ResponseClass::Canceled => PspOutcome::Declined {
-            provider_payment_id: Some(provider_id(invoice_no)),
+            provider_payment_id: Some(provider_id(&claims, invoice_no)),
             decline_code: code,
         },
         ResponseClass::AuthenticationRequired => PspOutcome::AuthenticationRequired {
-            provider_payment_id: Some(provider_id(invoice_no)),
+            provider_payment_id: Some(provider_id(&claims, invoice_no)),
         },
         // Do Payment carries nothing of ours but the payment token 2C2P issued: what it refuses
         // is the payment data (the `securePayToken`), so the payment method is rejected, as
@@ -794,7 +800,7 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
                     ) =>
             {
                 PspOutcome::ActionRequired {
-                    provider_payment_id: provider_id(&invoice_no),
+                    provider_payment_id: provider_id(&inquiry.claims, &invoice_no),
                     redirect_url,
                 }
             }
@@ -820,7 +826,7 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
             .map_err(|error| PspError {
                 reason: error.to_string(),
             })?;
-        let provider_payment_id = provider_id(&invoice_no);
+        let provider_payment_id = provider_id(&inquiry.claims, &invoice_no);
         match inquiry.class {
             ResponseClass::Approved => Ok(PspLookup::Succeeded {
                 provider_payment_id,
@@ -884,7 +890,10 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
     ///   leaves a page nobody knows), and reconcile never fences a payment in
     ///   `requires_action` (it only looks it up, and waits for 2C2P's word). A lost `1001`
     ///   answer therefore leaves the payment `processing` until the fence ends it: the
-    ///   customer is never shown the page, and is asked to pay again.
+    ///   customer is never shown the page, and is asked to pay again. (If 2C2P's inquiry does
+    ///   not know a payment waiting for its challenge — UNCONFIRMED; the simulation runs both —
+    ///   the signed `2002` above may hide such a challenge; by the same invariants nobody holds
+    ///   its page, and it lapses unpaid.)
     /// - a validation code → [`Fence::Refused`] (`payment_method: false`: this request carries
     ///   no payment method): the original, identical, was refused alike and got no token.
     /// - credentials refused, any other code, an untrusted answer, or no answer → an error (a

@@ -322,7 +322,12 @@ impl TwoC2pNotifications {
         event.payment_id = invoice_no.as_deref().and_then(payment_id_for_invoice);
         // The PSP's id of a 2C2P payment is its invoice number, as in every answer the adapter
         // reads (see `provider_id` there); `tranRef` only tells notifications apart.
-        let provider_id = invoice_no.clone();
+        let provider_id =
+            if crate::mutations::active(crate::mutations::Mutation::TwoC2pNamesByTranRef) {
+                tran_ref.clone().or(invoice_no.clone())
+            } else {
+                invoice_no.clone()
+            };
         event.amount = Some(checked_amount(&claims));
         let code = resp_code.unwrap_or_default();
         event.settlement = match classify(&code) {
