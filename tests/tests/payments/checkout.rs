@@ -298,6 +298,22 @@ async fn a_manual_capture_authorizes_and_holds_the_order() {
         .as_i64()
         .expect("capture_before");
     assert!(capture_before > stack.clock.now_ms() / 1000 + 6 * 86_400);
+    // AND the payment is stored authorized, with what may be captured and until when
+    let id = first.json["payment_id"].as_str().unwrap();
+    let stored = stack.payment(id).await;
+    assert_eq!(
+        (
+            stored.status,
+            stored.progress.amount_capturable,
+            stored.progress.capture_before_ms.map(|ms| ms / 1000)
+        ),
+        (PaymentStatus::Authorized, 3000, Some(capture_before))
+    );
+    // AND its replay answers the same from the store, sending nothing
+    let seen = stack.psp.requests_seen();
+    let replay = stack.pay("alice", "manual-1", request.clone()).await;
+    assert_eq!((replay.status, &replay.json), (201, &first.json));
+    assert_eq!(stack.psp.requests_seen(), seen);
     // AND the PSP holds one authorization, nothing captured
     let charges = stack.psp.charges();
     assert_eq!(charges.len(), 1);

@@ -323,7 +323,16 @@ async fn staff_cancel_an_authorization_and_its_order_is_free_again() {
         Some(format!("payonce-cancel-{id}").as_str())
     );
     assert_eq!(order_state(&stack, &id).await, "unpaid");
-    // AND it can no longer be captured or canceled by another key
+    let stored = stack.payment(&id).await;
+    assert_eq!(
+        (stored.status, stored.progress.cancellation_reason),
+        (
+            PaymentStatus::Canceled,
+            Some(payonce::domain::CancellationReason::Requested)
+        )
+    );
+    // AND it can no longer be captured or canceled by another key, nothing written or sent
+    let seen = stack.psp.requests_seen();
     let capture = stack.capture(&id, "cap-after", json!({})).await;
     assert_eq!(
         (capture.status, capture.problem_type()),
@@ -339,7 +348,9 @@ async fn staff_cancel_an_authorization_and_its_order_is_free_again() {
         again.body
     );
     assert_eq!(again.json["payment_status"], "canceled");
-    // AND the first key replays
+    assert_eq!(stack.psp.requests_seen(), seen);
+    assert_eq!(stack.payment(&id).await, stored);
+    // AND the first key replays, sending nothing
     let replay = stack
         .cancel(STAFF, payonce_tests::stack::STAFF_SCOPES, &id, "cancel-1")
         .await;
@@ -347,6 +358,49 @@ async fn staff_cancel_an_authorization_and_its_order_is_free_again() {
         (replay.status, replay.header("idempotent-replayed")),
         (200, Some("true"))
     );
+    assert_eq!(stack.psp.requests_seen(), seen);
+}
+
+#[tokio::test]
+async fn a_cancel_of_a_failed_payment_is_refused_and_changes_nothing() {
+    // GIVEN a declined payment
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let declined = stack
+        .pay(
+            "alice",
+            "declined-1",
+            json!({"order_id": order, "order_version": 1, "payment_method": "pm_card_visa_chargeDeclined"}),
+        )
+        .await;
+    assert_eq!(declined.status, 402, "{}", declined.body);
+    let id = declined.json["payment_id"].as_str().unwrap().to_owned();
+    let seen = stack.psp.requests_seen();
+    let before = stack.payment(&id).await;
+
+    // WHEN staff ask to cancel it
+    let cancel = stack
+        .cancel(
+            STAFF,
+            payonce_tests::stack::STAFF_SCOPES,
+            &id,
+            "cancel-failed",
+        )
+        .await;
+
+    // THEN 409 payment-not-cancelable naming its status; nothing sent, the payment unchanged
+    assert_eq!(
+        (
+            cancel.status,
+            cancel.problem_type(),
+            cancel.json["payment_status"].as_str()
+        ),
+        (409, "/problems/payment-not-cancelable", Some("failed")),
+        "{}",
+        cancel.body
+    );
+    assert_eq!(stack.psp.requests_seen(), seen);
+    assert_eq!(stack.payment(&id).await, before);
 }
 
 #[tokio::test]
