@@ -6,6 +6,7 @@ mod keyed;
 pub mod omise;
 mod omise_operations;
 pub mod omise_webhook;
+pub mod square_webhook;
 pub mod stripe;
 mod stripe_operations;
 pub mod stripe_webhook;
