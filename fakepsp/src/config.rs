@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use crate::model::ModelConfig;
 use crate::provider::{
-    Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_TWOC2P_MERCHANT_ID,
-    DEFAULT_TWOC2P_SECRET_KEY, DEFAULT_WEBHOOK_SECRET,
+    Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_SQUARE_SIGNATURE_KEY,
+    DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY, DEFAULT_WEBHOOK_SECRET,
 };
 
 /// How the fake PSP is set up when it starts.
@@ -13,15 +13,18 @@ use crate::provider::{
 pub struct FakePspConfig {
     /// The wire format this instance speaks (one face per instance); Stripe by default.
     pub provider: Provider,
-    /// The only secret key accepted: as `Authorization: Bearer <api_key>` on `/v1/*` (Stripe),
-    /// as the HTTP Basic user name (Omise).
+    /// The only secret key accepted: as `Authorization: Bearer <api_key>` on `/v1/*` (Stripe) and
+    /// `/v2/*` (Square, the access token), as the HTTP Basic user name (Omise); the merchant's
+    /// secret key on the 2C2P face.
     pub api_key: String,
     /// Where signed webhook events are POSTed; `None` sends no webhooks.
     pub webhook_url: Option<String>,
     /// The secret webhook signatures are computed with: used as it is for Stripe (see
     /// [`sign_webhook`](crate::sign_webhook)); standard base64, decoded into the HMAC key, for Omise (see
     /// [`sign_omise_webhook`](crate::sign_omise_webhook)), so starting an Omise face with a secret that is not base64
-    /// fails.
+    /// fails; the subscription's signature key, used as it is, for Square (see
+    /// [`sign_square_webhook`](crate::sign_square_webhook), over [`webhook_url`](Self::webhook_url)
+    /// and the body).
     pub webhook_secret: String,
     /// Omise face only: whether `Idempotency-Key` works as on the Stripe face (replay, 400 on
     /// other parameters, 409 while in flight). Omise's documentation does not confirm that Omise
@@ -80,6 +83,16 @@ impl FakePspConfig {
         Self {
             provider: Provider::Omise,
             webhook_secret: DEFAULT_OMISE_WEBHOOK_SECRET.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// The defaults with the Square face and [`DEFAULT_SQUARE_SIGNATURE_KEY`] as the webhook
+    /// signature key; the access token is [`DEFAULT_API_KEY`], as on the Stripe face.
+    pub fn square() -> Self {
+        Self {
+            provider: Provider::Square,
+            webhook_secret: DEFAULT_SQUARE_SIGNATURE_KEY.to_owned(),
             ..Self::default()
         }
     }

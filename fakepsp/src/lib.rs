@@ -118,11 +118,11 @@ mod webhooks;
 pub use config::{FakePspConfig, WebhookKnobs};
 pub use ledger::{FakeCancel, FakeCapture, FakeCharge, FakeRefund};
 pub use provider::{
-    Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_TWOC2P_MERCHANT_ID,
-    DEFAULT_TWOC2P_SECRET_KEY, DEFAULT_WEBHOOK_SECRET,
+    Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_SQUARE_SIGNATURE_KEY,
+    DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY, DEFAULT_WEBHOOK_SECRET,
 };
 pub use running::{FakePsp, RunningFakePsp};
-pub use webhooks::{sign_omise_webhook, sign_webhook};
+pub use webhooks::{sign_omise_webhook, sign_square_webhook, sign_webhook};
 
 /// Signs `claims` as the 2C2P face signs its answers and backend notifications: a compact JWS
 /// with the header `{"alg":"HS256","typ":"JWT"}`, HMAC-SHA256 keyed with the merchant's secret

@@ -1,7 +1,9 @@
-//! `payonce-fake-psp [--provider stripe|omise|2c2p] [--addr A] [--api-key K] [--webhook-url URL]
-//! [--webhook-secret S] [--merchant-id M]`: runs the fake PSP with the given face (Stripe by
-//! default) until Ctrl-C, announcing its base URL as the only line on stdout. Without
-//! `--webhook-secret`, an Omise face signs with `DEFAULT_OMISE_WEBHOOK_SECRET`. A 2C2P face's
+//! `payonce-fake-psp [--provider stripe|omise|2c2p|square] [--addr A] [--api-key K]
+//! [--webhook-url URL] [--webhook-secret S] [--merchant-id M]`: runs the fake PSP with the given
+//! face (Stripe by default) until Ctrl-C, announcing its base URL as the only line on stdout.
+//! Without `--webhook-secret`, an Omise face signs with `DEFAULT_OMISE_WEBHOOK_SECRET` and a
+//! Square face with the signature key `DEFAULT_SQUARE_SIGNATURE_KEY` (`--webhook-secret` is the
+//! Square subscription's signature key; deliveries are signed over `--webhook-url`). A 2C2P face's
 //! secret key is `--api-key` (default `DEFAULT_TWOC2P_SECRET_KEY`), its merchant `--merchant-id`
 //! (default `DEFAULT_TWOC2P_MERCHANT_ID`). `--help` lists the flags.
 
@@ -30,7 +32,7 @@ struct Cli {
     /// Where to send webhooks (default: nowhere).
     #[arg(long, value_name = "URL")]
     webhook_url: Option<String>,
-    /// The secret webhooks are signed with (default: the face's development secret).
+    /// The secret webhooks are signed with; Square: the signature key (default: the face's development secret).
     #[arg(long, value_name = "SECRET")]
     webhook_secret: Option<String>,
 }
@@ -45,6 +47,8 @@ enum Face {
     /// 2C2P PGW v4.3 (no refunds).
     #[value(name = "2c2p")]
     TwoC2p,
+    /// Square's Payments and Refunds.
+    Square,
 }
 
 impl From<Face> for Provider {
@@ -53,6 +57,7 @@ impl From<Face> for Provider {
             Face::Stripe => Provider::Stripe,
             Face::Omise => Provider::Omise,
             Face::TwoC2p => Provider::TwoC2p,
+            Face::Square => Provider::Square,
         }
     }
 }
@@ -69,12 +74,13 @@ impl Cli {
         config.webhook_secret = match (self.webhook_secret, config.provider) {
             (Some(secret), _) => secret,
             (None, Provider::Omise) => FakePspConfig::omise().webhook_secret,
+            (None, Provider::Square) => FakePspConfig::square().webhook_secret,
             (None, Provider::Stripe | Provider::TwoC2p) => config.webhook_secret,
         };
         config.api_key = match (self.api_key, config.provider) {
             (Some(key), _) => key,
             (None, Provider::TwoC2p) => FakePspConfig::twoc2p().api_key,
-            (None, Provider::Stripe | Provider::Omise) => config.api_key,
+            (None, Provider::Stripe | Provider::Omise | Provider::Square) => config.api_key,
         };
         config
     }
@@ -107,7 +113,7 @@ mod tests {
     use clap::Parser;
     use payonce_fake_psp::{
         FakePspConfig, Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET,
-        DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY,
+        DEFAULT_SQUARE_SIGNATURE_KEY, DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY,
     };
 
     fn config(args: &[&str]) -> FakePspConfig {
@@ -132,6 +138,28 @@ mod tests {
         assert_eq!(twoc2p.provider, Provider::TwoC2p);
         assert_eq!(twoc2p.api_key, DEFAULT_TWOC2P_SECRET_KEY);
         assert_eq!(twoc2p.twoc2p_merchant_id, DEFAULT_TWOC2P_MERCHANT_ID);
+        let square = config(&["--provider", "square"]);
+        assert_eq!(square.provider, Provider::Square);
+        assert_eq!(square.webhook_secret, DEFAULT_SQUARE_SIGNATURE_KEY);
+        assert_eq!(square.api_key, DEFAULT_API_KEY);
+    }
+
+    #[test]
+    fn the_square_signature_key_and_notification_url_come_from_the_flags() {
+        let c = config(&[
+            "--provider",
+            "square",
+            "--webhook-url",
+            "https://example.test/webhooks/square",
+            "--webhook-secret",
+            "square-signature-key",
+        ]);
+        assert_eq!(c.provider, Provider::Square);
+        assert_eq!(c.webhook_secret, "square-signature-key");
+        assert_eq!(
+            c.webhook_url.as_deref(),
+            Some("https://example.test/webhooks/square")
+        );
     }
 
     #[test]

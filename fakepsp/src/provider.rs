@@ -1,5 +1,5 @@
-//! Which PSP a fake PSP instance speaks, and the credentials each face accepts and signs with
-//! unless told otherwise.
+//! Which PSP a fake PSP instance speaks (Stripe, Omise, 2C2P or Square), and the credentials
+//! each face accepts and signs with unless told otherwise.
 
 /// The API key the fake PSP accepts unless told otherwise.
 pub const DEFAULT_API_KEY: &str = "sk_test_payonce_fake";
@@ -19,6 +19,11 @@ pub const DEFAULT_TWOC2P_MERCHANT_ID: &str = "PAYONCEFAKE01";
 pub const DEFAULT_TWOC2P_SECRET_KEY: &str =
     "C2P0000000000000000000000000FAKEPSPKEY00000000000000000000000000";
 
+/// The webhook signature key of the Square face unless told otherwise
+/// ([`FakePspConfig::square`](crate::FakePspConfig::square)): the subscription's signature key,
+/// used as text for HMAC-SHA256 (see [`sign_square_webhook`](crate::sign_square_webhook)).
+pub const DEFAULT_SQUARE_SIGNATURE_KEY: &str = "payonce_fake_square_signature_key";
+
 /// The wire format one fake PSP instance speaks. Whatever the face, the charges, refunds, test
 /// tokens, time-driven transitions, search lag and injected failures are those of the one
 /// [`model`](crate::model); only the requests understood and the objects, errors and webhooks written differ.
@@ -32,6 +37,9 @@ pub enum Provider {
     /// 2C2P PGW v4.3's Payment Token, Do Payment and Payment Inquiry under `/payment/4.3`, and
     /// its backend notification; no refunds (see the `faces::twoc2p` module).
     TwoC2p,
+    /// Square's Payments and Refunds API under `/v2`, with delayed capture and cancel by
+    /// idempotency key (see the `faces::square` module).
+    Square,
 }
 
 impl Provider {
@@ -41,6 +49,7 @@ impl Provider {
             Self::Stripe => "stripe",
             Self::Omise => "omise",
             Self::TwoC2p => "2c2p",
+            Self::Square => "square",
         }
     }
 }

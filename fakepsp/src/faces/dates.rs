@@ -21,6 +21,14 @@ pub(crate) fn iso8601(epoch_s: i64) -> String {
     )
 }
 
+/// Epoch milliseconds as RFC 3339 UTC with milliseconds (`2021-10-13T21:14:29.577Z`), as Square
+/// writes its timestamps.
+pub(crate) fn rfc3339_ms(epoch_ms: i64) -> String {
+    let seconds = iso8601(epoch_ms.div_euclid(1000));
+    let whole = seconds.strip_suffix('Z').unwrap_or(&seconds);
+    format!("{whole}.{:03}Z", epoch_ms.rem_euclid(1000))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -32,5 +40,13 @@ mod tests {
         assert_eq!(iso8601(1_421_298_029), "2015-01-15T05:00:29Z");
         assert_eq!(iso8601(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(iso8601(-86_401), "1969-12-30T23:59:59Z");
+    }
+
+    #[test]
+    fn square_timestamps_carry_milliseconds() {
+        // Square's CreatePayment example: "2021-10-13T21:14:29.577Z".
+        assert_eq!(rfc3339_ms(1_634_159_669_577), "2021-10-13T21:14:29.577Z");
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_ms(-1), "1969-12-31T23:59:59.999Z");
     }
 }

@@ -166,7 +166,7 @@ use crate::faces::form::{collect_metadata, parse_form, Params};
 use crate::faces::page::{answer_page, AUTHENTICATE_PATH};
 use crate::ledger::{
     is_valid_idempotency_key, millis, Attempt, CancelAttempt, CaptureAttempt, CaptureMethod,
-    Decline, Face, Failure, Fingerprint, Handled, Intent, KeyRefusals, Ledger, ModelEvent,
+    Decline, Face, Failure, Fingerprint, Handled, Hold, Intent, KeyRefusals, Ledger, ModelEvent,
     NewCharge, OnAction, PageAnswer, Refund, RefundAttempt, RefundStatus, Reply, Status,
     WireRequest, MAX_IDEMPOTENCY_KEY_LEN,
 };
@@ -336,7 +336,7 @@ impl Face for OmiseFace {
     }
 
     /// `rfnd_test_...`.
-    fn new_refund_id(&self, ledger: &mut Ledger) -> String {
+    fn new_refund_id(&self, ledger: &mut Ledger, _charge_id: &str) -> String {
         new_id(ledger, "rfnd")
     }
 
@@ -987,6 +987,7 @@ fn charge_params(config: &OmiseFace, params: &Params) -> Result<(NewCharge, bool
         confirm: true,
         capture_method,
         on_action,
+        hold: Hold::default(),
     };
     Ok((charge, pre_auth))
 }

@@ -121,8 +121,8 @@ use crate::currency::{is_zero_decimal, minimum_charge_minor, MAXIMUM_CHARGE_MINO
 use crate::faces::dates::iso8601;
 use crate::faces::page::{answer_page, AUTHENTICATE_PATH};
 use crate::ledger::{
-    millis, Attempt, CaptureMethod, Decline, Face, Failure, FakeCharge, Handled, Intent, Ledger,
-    ModelEvent, NewCharge, OnAction, PageAnswer, Reply, Status, WireRequest,
+    millis, Attempt, CaptureMethod, Decline, Face, Failure, FakeCharge, Handled, Hold, Intent,
+    Ledger, ModelEvent, NewCharge, OnAction, PageAnswer, Reply, Status, WireRequest,
 };
 
 /// `POST` Payment Token.
@@ -462,7 +462,7 @@ impl Face for TwoC2pFace {
     }
 
     /// The 2C2P face has no refund route; kept total.
-    fn new_refund_id(&self, ledger: &mut Ledger) -> String {
+    fn new_refund_id(&self, ledger: &mut Ledger, _charge_id: &str) -> String {
         ledger.new_id("rfnd")
     }
 
@@ -591,6 +591,7 @@ impl TwoC2pFace {
                 },
                 _ => OnAction::Fail,
             },
+            hold: Hold::default(),
         };
         let action_lapses_ms = now_ms.saturating_add(millis(ledger.timings().requires_action_for));
         match ledger.attempt_charge(self, charge, Some(invoice_no.clone()), now_ms) {

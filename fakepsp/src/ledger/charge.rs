@@ -3,6 +3,7 @@
 //! face's business (`faces::stripe::json`, `faces::omise`, `faces::twoc2p`).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -79,6 +80,28 @@ impl CaptureMethod {
     }
 }
 
+/// What the PSP does with an authorization (a manual capture in `requires_capture`) nobody
+/// captured or cancelled before it lapsed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum OnLapse {
+    /// Releases it: the charge is cancelled with `cancellation_reason: automatic` (Stripe,
+    /// Omise; Square's `delay_action: CANCEL`).
+    #[default]
+    Release,
+    /// Captures it in full (Square's `delay_action: COMPLETE`).
+    Capture,
+}
+
+/// How long a manual capture's authorization is held, and what happens once it lapses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Hold {
+    /// How long the authorization may wait to be captured; `None` is the ledger's
+    /// `authorization_expires_after`.
+    pub(crate) expires_after: Option<Duration>,
+    /// What the PSP does when it lapses.
+    pub(crate) on_lapse: OnLapse,
+}
+
 /// A capture that took effect.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Capture {
@@ -123,6 +146,10 @@ pub(crate) enum OnAction {
     /// Wait in `requires_action` for the customer, who is sent back to `return_url` (if any)
     /// afterwards.
     Wait { return_url: Option<String> },
+    /// The customer already authenticated before the request (Square's buyer verification,
+    /// whose `verification_token` comes with the create): a token that asks for authentication
+    /// is charged like one that does not.
+    AlreadyAuthenticated,
 }
 
 /// A charge: a PaymentIntent on the Stripe face, a charge on the Omise and 2C2P faces. The state
@@ -161,6 +188,8 @@ pub(crate) struct Intent {
     pub(crate) action_url: Option<String>,
     /// Where the customer goes back to once the action is done.
     pub(crate) return_url: Option<String>,
+    /// How long an authorization is held and what happens once it lapses (manual capture).
+    pub(crate) hold: Hold,
     /// Every capture that took effect, oldest first.
     pub(crate) captures: Vec<Capture>,
     /// Every cancellation that took effect (at most one).

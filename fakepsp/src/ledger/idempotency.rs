@@ -48,6 +48,8 @@ enum KeyEntry {
     Done {
         fingerprint: Fingerprint,
         reply: Reply,
+        /// The id of the charge the request that stored the answer created, if it created one.
+        created: Option<String>,
         /// From this moment (epoch ms) the key is forgotten.
         prune_at_ms: i64,
     },
@@ -64,6 +66,18 @@ pub(super) enum Claim {
     Mismatch,
     /// Another request with this key is running.
     InUse,
+}
+
+/// What the memory holds for a key now, without presenting it ([`Keys::state`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum KeyState {
+    /// Never seen, or forgotten.
+    Unknown,
+    /// A request holding the key is running.
+    InFlight,
+    /// Answered and remembered; `created` is the id of the charge that request created, if it
+    /// created one.
+    Answered { created: Option<String> },
 }
 
 /// Every key held: in flight, or answered and not yet forgotten.
@@ -92,17 +106,31 @@ impl Keys {
         }
     }
 
-    /// Stores the answer under `key`, to be forgotten from `prune_at_ms` (epoch ms).
+    /// What the memory holds for `key` (pruned keys are already forgotten).
+    pub(super) fn state(&self, key: &str) -> KeyState {
+        match self.entries.get(key) {
+            None => KeyState::Unknown,
+            Some(KeyEntry::InFlight) => KeyState::InFlight,
+            Some(KeyEntry::Done { created, .. }) => KeyState::Answered {
+                created: created.clone(),
+            },
+        }
+    }
+
+    /// Stores the answer under `key`, with the id of the charge its request `created` (if
+    /// any), to be forgotten from `prune_at_ms` (epoch ms).
     pub(super) fn store(
         &mut self,
         key: String,
         fingerprint: Fingerprint,
-        reply: Reply,
+        stored: (Reply, Option<String>),
         prune_at_ms: i64,
     ) {
+        let (reply, created) = stored;
         let entry = KeyEntry::Done {
             fingerprint,
             reply,
+            created,
             prune_at_ms,
         };
         self.entries.insert(key, entry);

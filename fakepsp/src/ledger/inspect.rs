@@ -13,17 +13,19 @@ use super::charge::{Intent, Refund, Status};
 /// [`FakeModel::charges`](crate::model::FakeModel::charges)) reports it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FakeCharge {
-    /// `stripe`, `omise` or `2c2p`: the wire format the fake spoke.
+    /// `stripe`, `omise`, `2c2p` or `square`: the wire format the fake spoke.
     pub provider: String,
-    /// The PaymentIntent id, `pi_...` (Stripe), or the charge id, `chrg_test_...` (Omise).
+    /// The PaymentIntent id, `pi_...` (Stripe), the charge id, `chrg_test_...` (Omise), the
+    /// `tranRef` (2C2P) or the Payment id (Square).
     pub id: String,
     /// Amount in the currency's minor unit.
     pub amount: i64,
     /// Lowercase ISO currency code.
     pub currency: String,
     /// The status now, in the face's words: Stripe's (`succeeded`, `requires_payment_method`,
-    /// `canceled`, ...), Omise's (`successful`, `failed`, `pending`, `expired`, `reversed`) or
-    /// 2C2P's (the Payment Inquiry's `respCode`: `0000`, `4005`, `4051`, `0004`, `0001`).
+    /// `canceled`, ...), Omise's (`successful`, `failed`, `pending`, `expired`, `reversed`),
+    /// 2C2P's (the Payment Inquiry's `respCode`: `0000`, `4005`, `4051`, `0004`, `0001`) or
+    /// Square's (`APPROVED`, `PENDING`, `COMPLETED`, `CANCELED`, `FAILED`).
     pub status: String,
     /// What the status means for the money: `succeeded` (captured); `failed` (back to
     /// `requires_payment_method` after a failed attempt; Omise `failed` and `expired`);
@@ -31,11 +33,13 @@ pub struct FakeCharge {
     /// (`requires_capture`: held, not captured); or `pending` (every other non-final status:
     /// `requires_confirmation`, `requires_action`, `processing`; Omise `pending`).
     pub outcome: String,
-    /// The `payment_method` (Stripe) or `card` (Omise) token it was created with.
+    /// The `payment_method` (Stripe), `card` (Omise), `securePayToken` (2C2P) or `source_id`
+    /// (Square, as sent) token it was created with.
     pub payment_method: String,
     /// Its metadata.
     pub metadata: BTreeMap<String, String>,
-    /// `metadata.payment_id`, if it has one: the payonce payment it was made for.
+    /// `metadata.payment_id`, if it has one: the payonce payment it was made for (2C2P: read
+    /// from the invoice number; Square: the `reference_id`).
     pub payment_id: Option<String>,
     /// The `Idempotency-Key` of the request that created it, if any; on the 2C2P face the
     /// invoice number.
@@ -43,7 +47,8 @@ pub struct FakeCharge {
     /// Creation time, epoch seconds.
     pub created: i64,
     /// `automatic` or `manual` (Stripe's `capture_method`; on the Omise face `manual` for
-    /// `capture=false`; `automatic` on the 2C2P face).
+    /// `capture=false`, on the Square face for `autocomplete: false`; `automatic` on the 2C2P
+    /// face).
     #[serde(default)]
     pub capture_method: String,
     /// What was captured, once it succeeded: the amount for an automatic capture, the captured
@@ -54,13 +59,18 @@ pub struct FakeCharge {
     #[serde(default)]
     pub captures: Vec<FakeCapture>,
     /// Every cancellation that took effect, with the key it came under; one with no key and
-    /// `cancellation_reason: automatic` is the PSP's own, for an authorization that lapsed.
+    /// `cancellation_reason: automatic` is the PSP's own, for an authorization that lapsed. On
+    /// the Square face a cancel by idempotency key carries that key, a cancel by id none.
     #[serde(default)]
     pub cancels: Vec<FakeCancel>,
     /// 2C2P face only: the `invoiceNo` it was paid under (absent on the other faces, and left
     /// out of their JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invoice_no: Option<String>,
+    /// Square face only: the Payment as `GET /v2/payments/{id}` answers it now (its
+    /// `payment`); absent on the other faces, and left out of their JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<serde_json::Value>,
 }
 
 /// A capture of a charge, as the test-inspection API reports it.
@@ -86,16 +96,18 @@ pub struct FakeCancel {
 /// [`FakeModel::refunds`](crate::model::FakeModel::refunds)) reports it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FakeRefund {
-    /// `stripe` or `omise`: the wire format the fake spoke.
+    /// `stripe`, `omise` or `square`: the wire format the fake spoke.
     pub provider: String,
-    /// The Refund id, `re_...` (Stripe) or `rfnd_test_...` (Omise).
+    /// The Refund id, `re_...` (Stripe), `rfnd_test_...` (Omise) or `<payment id>_...`
+    /// (Square).
     pub id: String,
     /// What the status means for the money: `succeeded`, `failed`, `canceled`, or `pending`
     /// (Stripe's `pending` and `requires_action`).
     pub outcome: String,
     /// The Refund status now: `pending`, `succeeded` or `failed` (the fake never produces
     /// Stripe's `requires_action` or `canceled`, which card refunds do not reach); on the Omise
-    /// face `closed` (succeeded), `pending` or `failed`.
+    /// face `closed` (succeeded), `pending` or `failed`; on the Square face `COMPLETED`,
+    /// `PENDING` or `FAILED`.
     pub status: String,
     /// Amount in the currency's minor unit.
     pub amount: i64,
@@ -158,6 +170,7 @@ impl Intent {
                 })
                 .collect(),
             invoice_no: None,
+            object: None,
         }
     }
 }

@@ -36,8 +36,9 @@ pub(crate) use self::behaviour::Decline;
 use self::behaviour::{behaviour_for, refund_behaviour_for, Behaviour, RefundBehaviour};
 use self::charge::{Cancel, Capture};
 pub(crate) use self::charge::{
-    CaptureMethod, Failure, Intent, OnAction, Refund, RefundStatus, Status,
+    CaptureMethod, Failure, Hold, Intent, OnAction, OnLapse, Refund, RefundStatus, Status,
 };
+pub(crate) use self::idempotency::KeyState;
 pub(crate) use self::idempotency::{
     is_valid_idempotency_key, Fingerprint, KeyRefusals, MAX_IDEMPOTENCY_KEY_LEN,
 };
@@ -77,7 +78,8 @@ pub(crate) struct Timings {
 /// calls back for the few things only the face can word. Adding a PSP is one type implementing
 /// this, and one arm where the model picks its face (`crate::model`).
 pub(crate) trait Face: fmt::Debug + Send {
-    /// The face's name, as `GET /_fake/charges` reports it (`stripe`, `omise`, `2c2p`).
+    /// The face's name, as `GET /_fake/charges` reports it (`stripe`, `omise`, `2c2p`,
+    /// `square`).
     fn name(&self) -> &'static str;
 
     /// Answers one request at `now_ms`; what fell due by then has already been applied.
@@ -92,8 +94,9 @@ pub(crate) trait Face: fmt::Debug + Send {
         charge_id.to_owned()
     }
 
-    /// A new refund's id, drawn from the ledger's randomness.
-    fn new_refund_id(&self, ledger: &mut Ledger) -> String;
+    /// A new refund's id for a refund of the charge `charge_id`, drawn from the ledger's
+    /// randomness (a face whose refund ids name their charge uses `charge_id`).
+    fn new_refund_id(&self, ledger: &mut Ledger, charge_id: &str) -> String;
 
     /// The charge at `index` as the face's search shows it now; by default nothing (a face
     /// without search, whose snapshots are never read).
@@ -152,6 +155,12 @@ pub(crate) trait Face: fmt::Debug + Send {
     fn inspect_charge(&self, intent: &Intent) -> FakeCharge {
         intent.inspect(self.name(), self.charge_status(intent))
     }
+
+    /// The charge at `index` as the face's API shows it now, for the inspection view's
+    /// [`FakeCharge::object`]; by default none.
+    fn charge_object(&self, _ledger: &Ledger, _index: usize) -> Option<Value> {
+        None
+    }
 }
 
 /// A time-driven transition waiting in the model; ordered so that transitions due at the same
@@ -209,6 +218,9 @@ pub(crate) struct NewCharge {
     pub(crate) capture_method: CaptureMethod,
     /// What to do if the token asks for a customer action.
     pub(crate) on_action: OnAction,
+    /// With a manual capture: how long the authorization is held and what happens once it
+    /// lapses (the default: the ledger's `authorization_expires_after`, then released).
+    pub(crate) hold: Hold,
 }
 
 /// What attempting a charge came to, before a face writes it.
@@ -364,7 +376,7 @@ impl Ledger {
     /// `requires_capture` → `canceled` (`automatic`) once the authorization lapsed, at `at_ms`;
     /// the face words the events.
     fn advance_intent(&mut self, face: &dyn Face, index: usize, at_ms: i64) {
-        let expires_after_ms = millis(self.timings.authorization_expires_after);
+        let expires_after_ms = self.hold_ms(&self.intents[index]);
         let intent = &mut self.intents[index];
         intent.due_ms = None;
         match intent.status {
@@ -375,6 +387,15 @@ impl Ledger {
             Status::RequiresAction => {
                 intent.status = Status::RequiresPaymentMethod;
                 intent.failure = Some(Failure::AuthenticationRequired);
+            }
+            Status::RequiresCapture if intent.hold.on_lapse == OnLapse::Capture => {
+                // The PSP's own capture, of everything authorized, under no key.
+                intent.status = Status::Succeeded;
+                intent.amount_captured = Some(intent.amount);
+                intent.captures.push(Capture {
+                    amount: intent.amount,
+                    idempotency_key: None,
+                });
             }
             Status::RequiresCapture => {
                 intent.status = Status::Canceled;
@@ -427,14 +448,28 @@ impl Ledger {
         if let Some(answer) = self.known_key(refusals, Some(&key), &fingerprint) {
             return answer;
         }
+        // Charges are only ever appended: one at this position is the one the request made.
+        let charges_before = self.intents.len();
         let handled = run(self);
         if handled.reply.is_storable() {
+            let created = self
+                .intents
+                .get(charges_before)
+                .map(|intent| intent.id.clone());
             let kept_ms = self.rng.i64(KEY_KEPT_AT_LEAST_MS..=KEY_KEPT_AT_MOST_MS);
             let prune_at_ms = now_ms.saturating_add(kept_ms);
-            self.keys
-                .store(key, fingerprint, handled.reply.clone(), prune_at_ms);
+            let stored = (handled.reply.clone(), created);
+            self.keys.store(key, fingerprint, stored, prune_at_ms);
         }
         handled
+    }
+
+    /// What the idempotency layer holds for `key` now: nothing (never seen, or forgotten), a
+    /// request still running, or a stored answer with the id of the charge its request created,
+    /// if any. Lets a face act on "the charge made under this key" only for as long as the key
+    /// is remembered, as a PSP that looks a key up in its idempotency store would.
+    pub(crate) fn key_state(&self, key: &str) -> KeyState {
+        self.keys.state(key)
     }
 
     /// A create as Stripe's idempotency layer runs it ("Idempotent requests"), which the faces
@@ -528,7 +563,13 @@ impl Ledger {
         key: Option<String>,
         now_ms: i64,
     ) -> Attempt {
-        let behaviour = behaviour_for(&charge.payment_method);
+        let mut behaviour = behaviour_for(&charge.payment_method);
+        // Authentication done before the request: nothing is left to ask the customer.
+        if behaviour == Behaviour::Authenticate
+            && charge.on_action == OnAction::AlreadyAuthenticated
+        {
+            behaviour = Behaviour::Approve;
+        }
         if behaviour == Behaviour::Unknown
             || (behaviour == Behaviour::Authenticate && charge.on_action == OnAction::Unsupported)
         {
@@ -557,6 +598,7 @@ impl Ledger {
             capture_before_ms: None,
             action_url: None,
             return_url: None,
+            hold: charge.hold,
             captures: Vec::new(),
             cancels: Vec::new(),
             search_versions: Vec::new(),
@@ -578,7 +620,8 @@ impl Ledger {
                 intent.status = Status::Succeeded;
                 intent.latest_charge = Some(face.new_attempt_id(self, &intent.id));
                 if intent.capture_method == CaptureMethod::Manual {
-                    intent.authorize(now_ms, millis(self.timings.authorization_expires_after));
+                    let expires_after_ms = self.hold_ms(&intent);
+                    intent.authorize(now_ms, expires_after_ms);
                 }
             }
             Behaviour::Decline(decline) => {
@@ -605,7 +648,10 @@ impl Ledger {
                     intent.status = Status::RequiresAction;
                     intent.return_url = return_url;
                 }
-                OnAction::Unsupported => return Attempt::UnknownMethod,
+                // Turned into an approval above; kept total.
+                OnAction::Unsupported | OnAction::AlreadyAuthenticated => {
+                    return Attempt::UnknownMethod
+                }
             },
             // Both answered above; kept total rather than panicking.
             Behaviour::ErrorBeforeCharge | Behaviour::Unknown => return Attempt::UnknownMethod,
@@ -668,7 +714,7 @@ impl Ledger {
                 Some(now_ms.saturating_add(millis(self.timings.refund_pending_for))),
             ),
         };
-        let id = face.new_refund_id(self);
+        let id = face.new_refund_id(self, &payment_intent);
         let refund = Refund {
             id,
             amount,
@@ -710,7 +756,7 @@ impl Ledger {
         if self.intents[index].status != Status::RequiresAction {
             return ActionAttempt::NotWaiting(index);
         }
-        let expires_after_ms = millis(self.timings.authorization_expires_after);
+        let expires_after_ms = self.hold_ms(&self.intents[index]);
         let id = self.intents[index].id.clone();
         let attempt = completed.then(|| face.new_attempt_id(self, &id));
         let intent = &mut self.intents[index];
@@ -793,6 +839,33 @@ impl Ledger {
         });
         self.record_search_version(face, index, now_ms);
         CancelAttempt::Canceled(index)
+    }
+
+    /// How long the charge's authorization is held, in ms: its own [`Hold`], else the ledger's
+    /// `authorization_expires_after`.
+    fn hold_ms(&self, intent: &Intent) -> i64 {
+        millis(
+            intent
+                .hold
+                .expires_after
+                .unwrap_or(self.timings.authorization_expires_after),
+        )
+    }
+
+    /// Makes the refund at `position`, just made and succeeded for good, read `pending` until
+    /// `at_ms` first, then succeed by itself (with the face's events for that change): for a PSP
+    /// whose every refund starts pending. A refund with anything else in store (pending, or
+    /// due to fail later) is left as it is. Returns whether it changed.
+    pub(crate) fn defer_refund_success(&mut self, position: usize, at_ms: i64) -> bool {
+        let Some(refund) = self.refunds.get_mut(position) else {
+            return false;
+        };
+        if refund.status != RefundStatus::Succeeded || refund.due_ms.is_some() {
+            return false;
+        }
+        refund.status = RefundStatus::Pending;
+        refund.due_ms = Some(at_ms);
+        true
     }
 
     /// What the refunds of a PaymentIntent hold of its amount now (pending and succeeded ones).

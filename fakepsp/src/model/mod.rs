@@ -1,9 +1,9 @@
 //! The fake PSP's model: one synchronous, deterministic state machine of charges and refunds
 //! that both the fake PSP's HTTP server and payonce's in-process simulation call, speaking one
 //! PSP's wire format — Stripe's PaymentIntents and Refunds (`faces::stripe`, the default),
-//! Omise's Charges, Refunds and Search (`faces::omise`) or 2C2P's Payment Token, Do Payment and
-//! Payment Inquiry (`faces::twoc2p`) — as [`ModelConfig::provider`] says. One model speaks one
-//! face.
+//! Omise's Charges, Refunds and Search (`faces::omise`), 2C2P's Payment Token, Do Payment and
+//! Payment Inquiry (`faces::twoc2p`) or Square's Payments and Refunds (`faces::square`) — as
+//! [`ModelConfig::provider`] says. One model speaks one face.
 //!
 //! A [`FakeModel`] is the provider-neutral ledger (`crate::ledger`: charges, refunds, the
 //! idempotency layer, time-driven transitions, search lag, the test tokens) with the face
@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::faces::{OmiseFace, StripeFace, TwoC2pFace};
+use crate::faces::{OmiseFace, SquareFace, StripeFace, TwoC2pFace};
 pub use crate::ledger::{
     Delivery, FakeCancel, FakeCapture, FakeCharge, FakeRefund, ModelEvent, PageAnswer, WireAnswer,
     WireRequest,
@@ -40,8 +40,9 @@ use crate::provider::Provider;
 pub struct ModelConfig {
     /// The wire format the model speaks; Stripe by default.
     pub provider: Provider,
-    /// The only secret key accepted, as `Authorization: Bearer <api_key>` (Stripe) or as the
-    /// HTTP Basic user name (Omise); anything else is 401.
+    /// The only secret key accepted, as `Authorization: Bearer <api_key>` (Stripe, Square) or
+    /// as the HTTP Basic user name (Omise); anything else is 401. The 2C2P face's merchant
+    /// secret key.
     pub api_key: String,
     /// Each PaymentIntent, and each later change to it, becomes visible to search after a lag
     /// drawn at random in `[0, search_lag_max]`. Stripe: usually under a minute, up to about an
@@ -112,7 +113,7 @@ impl Default for ModelConfig {
     }
 }
 
-/// The fake PSP's model, whatever its face (Stripe, Omise or 2C2P). All methods take `&self` (the
+/// The fake PSP's model, whatever its face (Stripe, Omise, 2C2P or Square). All methods take `&self` (the
 /// state sits behind a mutex), so one model can be shared between threads; each call is atomic.
 #[derive(Debug)]
 pub struct FakeModel {
@@ -171,6 +172,7 @@ impl FakeModel {
                 TwoC2pFace::new(api_key, twoc2p_merchant_id, minimum_overrides, base_url)
                     .with_challenge_unregistered(twoc2p_challenge_unregistered),
             ),
+            Provider::Square => Box::new(SquareFace::new(api_key, minimum_overrides)),
         };
         Self {
             provider,
@@ -245,7 +247,12 @@ impl FakeModel {
         ledger
             .intents
             .iter()
-            .map(|c| face.inspect_charge(c))
+            .enumerate()
+            .map(|(index, intent)| {
+                let mut charge = face.inspect_charge(intent);
+                charge.object = face.charge_object(ledger, index);
+                charge
+            })
             .collect()
     }
 

@@ -114,7 +114,7 @@ use crate::faces::form::parse_form;
 use crate::faces::page::{authentication_form, form_result, page, AUTHENTICATE_PATH};
 use crate::ledger::{
     escape_html, is_valid_idempotency_key, ActionAttempt, Attempt, CancelAttempt, CaptureAttempt,
-    Face, Failure, Fingerprint, Handled, Intent, KeyRefusals, Ledger, ModelEvent, NewCharge,
+    Face, Failure, Fingerprint, Handled, Hold, Intent, KeyRefusals, Ledger, ModelEvent, NewCharge,
     OnAction, PageAnswer, Refund, RefundAttempt, RefundStatus, Reply, Status, WireRequest,
     MAX_IDEMPOTENCY_KEY_LEN,
 };
@@ -232,7 +232,7 @@ impl Face for StripeFace {
     }
 
     /// `re_...`.
-    fn new_refund_id(&self, ledger: &mut Ledger) -> String {
+    fn new_refund_id(&self, ledger: &mut Ledger, _charge_id: &str) -> String {
         ledger.new_id("re")
     }
 
@@ -432,6 +432,7 @@ impl StripeFace {
             confirm,
             capture_method: create.capture_method,
             on_action,
+            hold: Hold::default(),
         };
         let token = charge.payment_method.clone();
         let (mut intent, delivery) = match ledger.attempt_charge(self, charge, key, now_ms) {
