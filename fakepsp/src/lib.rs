@@ -1,6 +1,7 @@
 //! A local payment-service provider (PSP) that speaks a subset of Stripe's PaymentIntents and
 //! Refunds wire protocol over HTTP — or, with [`Provider::Omise`], of Omise's Charges, Refunds and
-//! Search (one face per instance, [`FakePspConfig::provider`]).
+//! Search, with [`Provider::TwoC2p`] of 2C2P PGW v4.3, with [`Provider::Square`] of Square's
+//! Payments and Refunds (one face per instance, [`FakePspConfig::provider`]).
 //!
 //! Integration tests and the local sandbox point payonce at it instead of Stripe, so that every
 //! failure mode payonce must survive — declines, a response lost after the charge was made, a
@@ -83,9 +84,26 @@
 //! (`4005`, `4051`) in the inquiry, and final charges are notified with a signed backend
 //! notification. There are no refunds. The rules and their sources are in the `faces::twoc2p` module.
 //!
+//! **The Square face** ([`FakePspConfig::square`]) serves the same model under `/v2`, with the
+//! access token as `Authorization: Bearer` and JSON bodies: `POST /v2/payments`
+//! (`idempotency_key` in the body, 1 to 45 bytes; `source_id` the test token, or Square's sandbox
+//! nonces `cnon:card-nonce-ok` and `cnon:card-nonce-declined`; `amount_money`; `autocomplete`,
+//! `false` for a delayed capture with `delay_duration` and `delay_action`), `GET
+//! /v2/payments/{id}`, `POST /v2/payments/{id}/complete` and `/cancel`, `POST
+//! /v2/payments/cancel` (cancel by idempotency key, while the key is remembered), `POST
+//! /v2/refunds` and `GET /v2/refunds/{id}`. A decline is HTTP 400 with both `errors`
+//! (`GENERIC_DECLINE`, `INSUFFICIENT_FUNDS`) and a `FAILED` payment; the 3-D Secure cards are
+//! declined `CARD_DECLINED_VERIFICATION_REQUIRED` unless the create carries a
+//! `verification_token`; a new refund is `PENDING` and completes the next moment (the refund
+//! tokens above keep their fates). Webhooks (`payment.created`, `payment.updated`,
+//! `refund.created`, `refund.updated`) are signed with `x-square-hmacsha256-signature` over the
+//! webhook URL and the body (see [`sign_square_webhook`]). The rules and their sources are in
+//! the `faces::square` module.
+//!
 //! `GET /_fake/charges` and `GET /_fake/refunds` (no auth, not counted) list everything created,
 //! with `provider`, `id`, `outcome`, `amount`, `currency`, `payment_id`, `idempotency_key` and,
-//! for refunds, `refund_id` on every face, and `invoice_no` on the 2C2P face; charges also carry
+//! for refunds, `refund_id` on every face, `invoice_no` on the 2C2P face and `object` (the
+//! Payment as `GET /v2/payments/{id}` answers it) on the Square face; charges also carry
 //! `capture_method`, `amount_captured` and the `captures` and `cancels` that took effect, each
 //! with the idempotency key it came under.
 //! `POST /_fake/webhooks/hold` and `POST /_fake/webhooks/release` stop webhook delivery and let

@@ -137,7 +137,7 @@ pub struct RunningFakePsp {
 }
 
 impl RunningFakePsp {
-    /// The base URL to point a Stripe (or, for an Omise face, Omise) client at, e.g.
+    /// The base URL to point the face's PSP client (Stripe, Omise, 2C2P or Square) at, e.g.
     /// `http://127.0.0.1:PORT` (no trailing slash).
     pub fn base_url(&self) -> String {
         format!("http://{}", self.local_addr)
@@ -192,7 +192,7 @@ impl RunningFakePsp {
         self.app.webhooks.set_url(url);
     }
 
-    /// Every HTTP request received on `/v1/*` (Stripe; on the Omise face, every request but
+    /// Every HTTP request received on `/v1/*` (Stripe; on the other faces, every request but
     /// `/_fake/*`) so far, whatever its outcome (including 401s and requests whose response was
     /// dropped), for "the PSP saw nothing" assertions.
     pub fn requests_seen(&self) -> u64 {

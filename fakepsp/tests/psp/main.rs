@@ -12,4 +12,5 @@ mod faults;
 mod idempotency;
 mod omise;
 mod refunds;
+mod square;
 mod webhooks;
