@@ -84,11 +84,11 @@ impl CaptureMethod {
 /// captured or cancelled before it lapsed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum OnLapse {
-    /// Releases it: the charge is cancelled with `cancellation_reason: automatic` (Stripe,
-    /// Omise; Square's `delay_action: CANCEL`).
+    /// Releases it: the charge is cancelled with `cancellation_reason: automatic` (what every
+    /// face's PSP does by default).
     #[default]
     Release,
-    /// Captures it in full (Square's `delay_action: COMPLETE`).
+    /// Captures it in full (a PSP that lets the merchant ask for that instead).
     Capture,
 }
 
@@ -146,9 +146,9 @@ pub(crate) enum OnAction {
     /// Wait in `requires_action` for the customer, who is sent back to `return_url` (if any)
     /// afterwards.
     Wait { return_url: Option<String> },
-    /// The customer already authenticated before the request (Square's buyer verification,
-    /// whose `verification_token` comes with the create): a token that asks for authentication
-    /// is charged like one that does not.
+    /// The customer already authenticated before the request (a PSP that verifies the buyer
+    /// in the browser first, and is told so with the charge): a token that asks for
+    /// authentication is charged like one that does not.
     AlreadyAuthenticated,
 }
 

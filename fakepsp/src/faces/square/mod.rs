@@ -31,7 +31,8 @@
 //!   `source_id` (required), `amount_money` (required, per the reference page: `amount` an integer
 //!   ≥ 1 or ≥ a `ModelConfig::minimum_overrides` minimum, else VALUE_TOO_LOW on
 //!   `amount_money.amount` — Square's own minimums are UNCONFIRMED; `currency` one of USD CAD GBP
-//!   EUR JPY AUD, else UNSUPPORTED_CURRENCY: the brief's list), `autocomplete` (default true),
+//!   EUR JPY AUD, else UNSUPPORTED_CURRENCY — UNCONFIRMED: the fake's choice of list, as Square
+//!   takes only its seller's own currency, spec:L16753), `autocomplete` (default true),
 //!   `accept_partial_authorization` (true with autocomplete true → BAD_REQUEST, spec:L16802; with
 //!   autocomplete false accepted and without effect: the fake never authorizes part), `reference_id`
 //!   (≤ 40), `note` (≤ 500), `delay_duration` and `delay_action` (only with autocomplete false,

@@ -30,8 +30,8 @@ const MAX_REASON: usize = 192;
 /// A custom `delay_duration` is at least one minute (Square staff, forum thread 3485).
 const MIN_DELAY_MS: i64 = 60 * 1000;
 
-/// The currencies the fake's seller takes (the brief's list; Square takes the seller's own
-/// currency only, which the fake does not pin down).
+/// The currencies the fake's seller takes (UNCONFIRMED: the fake's choice; Square takes the
+/// seller's own currency only, which the fake does not pin down).
 const CURRENCIES: &[&str] = &["USD", "CAD", "GBP", "EUR", "JPY", "AUD"];
 
 /// CreatePayment's fields the face models (spec:L16733); any other is refused.
