@@ -4,26 +4,26 @@
 //! Webhooks for any other provider are answered 404.
 
 use payonce::adapters::psp::{
-    ConfiguredPsp, OmiseConfig, OmisePsp, OmiseWebhooks, StripeConfig, StripePsp, StripeWebhooks,
-    TwoC2pConfig, TwoC2pNotifications, TwoC2pPsp,
+    ConfiguredPsp, OmiseConfig, OmisePsp, OmiseWebhooks, SquareConfig, SquarePsp, SquareWebhooks,
+    StripeConfig, StripePsp, StripeWebhooks, TwoC2pConfig, TwoC2pNotifications, TwoC2pPsp,
 };
 use payonce::service::webhooks::Providers;
 use payonce_fake_psp::{
-    FakePspConfig, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_TWOC2P_MERCHANT_ID,
-    DEFAULT_TWOC2P_SECRET_KEY,
+    FakePspConfig, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_SQUARE_SIGNATURE_KEY,
+    DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY,
 };
 
 type Error = Box<dyn std::error::Error>;
 
 /// The PSP names `--psp` takes, for messages.
-pub const PSP_NAMES: &str = "stripe, omise, 2c2p";
+pub const PSP_NAMES: &str = "stripe, omise, 2c2p, square";
 
 /// The secrets the sandbox's PSP runs with, shared by the fake PSP and payonce's adapter and
 /// webhook scheme.
 #[derive(Clone)]
 pub struct PspSecrets {
-    /// The webhook signing secret (Stripe, Omise), or the merchant secret key (2C2P), which
-    /// signs requests, answers and notifications alike.
+    /// The webhook signing secret (Stripe, Omise), the subscription's signature key (Square),
+    /// or the merchant secret key (2C2P), which signs requests, answers and notifications alike.
     pub secret: String,
     /// 2C2P's merchant id (unused by the other PSPs).
     pub merchant_id: String,
@@ -50,6 +50,8 @@ pub enum SandboxPsp {
     /// 2C2P PGW v4.3 (no refunds: they are answered 409 refund-not-supported).
     #[value(name = "2c2p")]
     TwoC2p,
+    /// Square's Payments (each payment approved, then completed).
+    Square,
 }
 
 impl SandboxPsp {
@@ -59,6 +61,7 @@ impl SandboxPsp {
             "stripe" => Ok(Self::Stripe),
             "omise" => Ok(Self::Omise),
             "2c2p" => Ok(Self::TwoC2p),
+            "square" => Ok(Self::Square),
             _ => Err(format!(
                 "--psp {name:?} is not a PSP the sandbox speaks; expected one of {PSP_NAMES}"
             )),
@@ -71,6 +74,7 @@ impl SandboxPsp {
             Self::Stripe => payonce::config::PspKind::Stripe,
             Self::Omise => payonce::config::PspKind::Omise,
             Self::TwoC2p => payonce::config::PspKind::TwoC2p,
+            Self::Square => payonce::config::PspKind::Square,
         }
     }
 
@@ -80,6 +84,7 @@ impl SandboxPsp {
             Self::Stripe => "stripe",
             Self::Omise => "omise",
             Self::TwoC2p => "2c2p",
+            Self::Square => "square",
         }
     }
 
@@ -89,6 +94,7 @@ impl SandboxPsp {
             Self::Stripe => "Stripe's PaymentIntents",
             Self::Omise => "Omise's Charges",
             Self::TwoC2p => "2C2P's PGW v4.3",
+            Self::Square => "Square's Payments",
         }
     }
 
@@ -100,6 +106,7 @@ impl SandboxPsp {
             Self::Stripe => "fake",
             Self::Omise => "omise",
             Self::TwoC2p => "2c2p",
+            Self::Square => "square",
         }
     }
 
@@ -110,6 +117,7 @@ impl SandboxPsp {
             Self::Stripe => "PAYONCE_LOCAL_STRIPE_WEBHOOK_SECRET",
             Self::Omise => "PAYONCE_LOCAL_OMISE_WEBHOOK_SECRET",
             Self::TwoC2p => "PAYONCE_LOCAL_2C2P_SECRET_KEY",
+            Self::Square => "PAYONCE_LOCAL_SQUARE_SIGNATURE_KEY",
         }
     }
 
@@ -119,13 +127,14 @@ impl SandboxPsp {
             Self::Stripe => "whsec_payonce_local",
             Self::Omise => DEFAULT_OMISE_WEBHOOK_SECRET,
             Self::TwoC2p => DEFAULT_TWOC2P_SECRET_KEY,
+            Self::Square => DEFAULT_SQUARE_SIGNATURE_KEY,
         }
     }
 
     /// The environment variable holding the merchant id, for the PSPs that have one (2C2P).
     pub fn merchant_id_var(self) -> Option<&'static str> {
         match self {
-            Self::Stripe | Self::Omise => None,
+            Self::Stripe | Self::Omise | Self::Square => None,
             Self::TwoC2p => Some("PAYONCE_LOCAL_2C2P_MERCHANT_ID"),
         }
     }
@@ -134,7 +143,7 @@ impl SandboxPsp {
     /// the PSPs without one).
     pub fn default_merchant_id(self) -> &'static str {
         match self {
-            Self::Stripe | Self::Omise => "",
+            Self::Stripe | Self::Omise | Self::Square => "",
             Self::TwoC2p => DEFAULT_TWOC2P_MERCHANT_ID,
         }
     }
@@ -147,11 +156,11 @@ impl SandboxPsp {
         }
     }
 
-    /// The fake PSP's settings: this face, signing with `secrets` (Stripe and Omise: API key
-    /// `DEFAULT_API_KEY`; 2C2P: the merchant id and secret key) and delivering to `api_url`'s
-    /// webhook route.
+    /// The fake PSP's settings: this face, signing with `secrets` (Stripe, Omise and Square: API
+    /// key `DEFAULT_API_KEY`; 2C2P: the merchant id and secret key) and delivering to `api_url`'s
+    /// webhook route ([`SandboxPsp::webhook_url`]).
     pub fn fake_config(self, api_url: &str, secrets: &PspSecrets) -> FakePspConfig {
-        let webhook_url = Some(format!("{api_url}/webhooks/{}", self.provider()));
+        let webhook_url = Some(self.webhook_url(api_url));
         let webhook_secret = secrets.secret.clone();
         match self {
             Self::Stripe | Self::Omise => FakePspConfig {
@@ -172,7 +181,19 @@ impl SandboxPsp {
                 webhook_secret,
                 ..FakePspConfig::twoc2p()
             },
+            Self::Square => FakePspConfig {
+                api_key: DEFAULT_API_KEY.into(),
+                webhook_url,
+                webhook_secret,
+                ..FakePspConfig::square()
+            },
         }
+    }
+
+    /// The sandbox's webhook route for this PSP under `api_url`: where the fake PSP delivers,
+    /// and (Square) the notification URL its signatures cover.
+    pub fn webhook_url(self, api_url: &str) -> String {
+        format!("{api_url}/webhooks/{}", self.provider())
     }
 
     /// payonce's adapter for this PSP against the fake PSP at `psp_url`, with `secrets` (used by
@@ -194,13 +215,19 @@ impl SandboxPsp {
                 config.provider_name = self.provider().into();
                 ConfiguredPsp::TwoC2p(TwoC2pPsp::new(config)?)
             }
+            Self::Square => {
+                let mut config = SquareConfig::new(DEFAULT_API_KEY).with_base_url(psp_url);
+                config.provider_name = self.provider().into();
+                ConfiguredPsp::Square(SquarePsp::new(config)?)
+            }
         })
     }
 
     /// The only webhook scheme the receiver and the processor accept, verifying with `secrets`
     /// (for Omise, base64 as Omise shows it: anything else is refused here; for 2C2P, the
-    /// merchant id and secret key, neither empty).
-    pub fn webhooks(self, secrets: &PspSecrets) -> Result<Providers, Error> {
+    /// merchant id and secret key, neither empty; for Square, the signature key over the
+    /// sandbox's own webhook URL under `api_url`).
+    pub fn webhooks(self, secrets: &PspSecrets, api_url: &str) -> Result<Providers, Error> {
         let webhook_secret = secrets.secret.as_str();
         Ok(match self {
             Self::Stripe => Providers::new()
@@ -228,6 +255,11 @@ impl SandboxPsp {
                     })?
                     .with_provider(self.provider()),
             ),
+            Self::Square => Providers::new().with(
+                SquareWebhooks::new(webhook_secret, &self.webhook_url(api_url))
+                    .map_err(|e| format!("{}: {e}", self.webhook_secret_var()))?
+                    .with_provider(self.provider()),
+            ),
         })
     }
 }
@@ -251,26 +283,35 @@ mod tests {
         assert_eq!(SandboxPsp::from_name("2c2p"), Ok(SandboxPsp::TwoC2p));
         assert_eq!(SandboxPsp::from_name(" 2C2P "), Ok(SandboxPsp::TwoC2p));
         let refused = SandboxPsp::from_name("paypal").unwrap_err();
-        assert!(refused.contains("stripe, omise, 2c2p"), "{refused}");
+        assert!(refused.contains("stripe, omise, 2c2p, square"), "{refused}");
         assert!(SandboxPsp::from_name("").is_err());
         assert_eq!(SandboxPsp::default(), SandboxPsp::Stripe);
-        for kind in [SandboxPsp::Stripe, SandboxPsp::Omise, SandboxPsp::TwoC2p] {
+        assert_eq!(SandboxPsp::from_name("square"), Ok(SandboxPsp::Square));
+        for kind in [
+            SandboxPsp::Stripe,
+            SandboxPsp::Omise,
+            SandboxPsp::TwoC2p,
+            SandboxPsp::Square,
+        ] {
             assert_eq!(SandboxPsp::from_name(kind.name()), Ok(kind));
         }
     }
 
     #[test]
     fn each_psp_registers_only_its_own_webhook_scheme() {
-        let stripe = SandboxPsp::Stripe.webhooks(&secret("whsec_test")).unwrap();
+        let api = "http://127.0.0.1:3000";
+        let stripe = SandboxPsp::Stripe
+            .webhooks(&secret("whsec_test"), api)
+            .unwrap();
         assert!(stripe.get("fake").is_some() && stripe.get("stripe").is_some());
         assert!(stripe.get("omise").is_none() && stripe.get("2c2p").is_none());
         let omise = SandboxPsp::Omise
-            .webhooks(&SandboxPsp::Omise.default_secrets())
+            .webhooks(&SandboxPsp::Omise.default_secrets(), api)
             .unwrap();
         assert!(omise.get("omise").is_some());
         assert!(omise.get("fake").is_none() && omise.get("stripe").is_none());
         assert!(omise.get("2c2p").is_none());
-        let Err(error) = SandboxPsp::Omise.webhooks(&secret("not base64!")) else {
+        let Err(error) = SandboxPsp::Omise.webhooks(&secret("not base64!"), api) else {
             panic!("a webhook secret that is not base64 is refused");
         };
         assert!(
@@ -280,16 +321,30 @@ mod tests {
             "{error}"
         );
         let twoc2p = SandboxPsp::TwoC2p
-            .webhooks(&SandboxPsp::TwoC2p.default_secrets())
+            .webhooks(&SandboxPsp::TwoC2p.default_secrets(), api)
             .unwrap();
         assert!(twoc2p.get("2c2p").is_some());
         assert!(twoc2p.get("fake").is_none() && twoc2p.get("stripe").is_none());
         assert!(twoc2p.get("omise").is_none());
-        let Err(error) = SandboxPsp::TwoC2p.webhooks(&secret("a key")) else {
+        let Err(error) = SandboxPsp::TwoC2p.webhooks(&secret("a key"), api) else {
             panic!("an empty merchant id is refused");
         };
         assert!(
             error.to_string().contains("PAYONCE_LOCAL_2C2P_MERCHANT_ID"),
+            "{error}"
+        );
+        let square = SandboxPsp::Square
+            .webhooks(&SandboxPsp::Square.default_secrets(), api)
+            .unwrap();
+        assert!(square.get("square").is_some());
+        assert!(square.get("fake").is_none() && square.get("omise").is_none());
+        let Err(error) = SandboxPsp::Square.webhooks(&secret(""), api) else {
+            panic!("an empty signature key is refused");
+        };
+        assert!(
+            error
+                .to_string()
+                .contains("PAYONCE_LOCAL_SQUARE_SIGNATURE_KEY"),
             "{error}"
         );
     }

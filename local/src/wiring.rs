@@ -206,7 +206,7 @@ pub async fn run(
         merchant_id: merchant_id.unwrap_or(defaults.merchant_id),
     };
     // Checked before the fake PSP starts: an unusable secret names its variable.
-    let webhooks = kind.webhooks(&secrets)?;
+    let webhooks = kind.webhooks(&secrets, &api_url)?;
     let psp = FakePsp::start(
         kind.fake_config(&api_url, &secrets),
         format!("127.0.0.1:{}", options.psp_port).parse()?,
@@ -434,6 +434,7 @@ fn banner(context: &Context) {
                 SandboxPsp::Stripe => "",
                 SandboxPsp::Omise => " in base64",
                 SandboxPsp::TwoC2p => " (the merchant secret key)",
+                SandboxPsp::Square => " (the signature key, over this webhook URL)",
             },
             kind.default_webhook_secret()
         )

@@ -45,12 +45,16 @@ pub enum Mutation {
     /// 2C2P names a payment by the `tranRef` of an answer that carries one, else by its invoice
     /// number, so two answers about one payment may name it differently.
     TwoC2pNamesByTranRef,
+    /// A payment captured at once that the PSP only authorized (Square) is completed before
+    /// its PSP id is stored: a completion whose holder dies leaves a payment that moved money
+    /// but that payonce cannot look up, and the fence may then void nothing and "prove" it.
+    CompleteBeforeStored,
 }
 
 #[cfg(feature = "faults")]
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 14] = [
+    pub const ALL: [Mutation; 15] = [
         Self::ReleaseOnAnyNotSent,
         Self::FenceWithConfirmOnlyParameter,
         Self::RefusalIsUnknown,
@@ -65,6 +69,7 @@ impl Mutation {
         Self::OperationUnderClientKey,
         Self::ReleaseOnUnknownCancel,
         Self::TwoC2pNamesByTranRef,
+        Self::CompleteBeforeStored,
     ];
 
     /// The name used on the command line.
@@ -84,6 +89,7 @@ impl Mutation {
             Self::OperationUnderClientKey => "operation-under-client-key",
             Self::ReleaseOnUnknownCancel => "release-on-unknown-cancel",
             Self::TwoC2pNamesByTranRef => "2c2p-names-by-tran-ref",
+            Self::CompleteBeforeStored => "complete-before-stored",
         }
     }
 

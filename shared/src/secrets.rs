@@ -303,6 +303,13 @@ impl<P: Psp + 'static> Psp for RefreshingPsp<P> {
         self.cache.current().await.lookup(payment_id).await
     }
 
+    async fn lookup_payment(
+        &self,
+        payment: &crate::domain::Payment,
+    ) -> Result<PspLookup, PspError> {
+        self.cache.current().await.lookup_payment(payment).await
+    }
+
     async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError> {
         self.cache.current().await.fence(request).await
     }

@@ -640,10 +640,13 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
                     Some(FailureKind::Declined) => psp == "failed",
                     // Proven never run: nothing at the PSP, or its own cancel. On 2C2P also a
                     // challenge the inquiry did not know (`2002`) when the fence asked, whose
-                    // page nobody was ever sent to: it lapses, failed, nothing paid.
+                    // page nobody was ever sent to: it lapses, failed, nothing paid. On Square a
+                    // payment that failed by itself before the fence canceled by its key (which
+                    // voids what is approved and finds nothing else to do): nothing paid.
                     Some(FailureKind::Abandoned) => {
                         matches!(psp, "none" | "canceled")
-                            || (settled.psp == PspKind::TwoC2p && psp == "failed")
+                            || (matches!(settled.psp, PspKind::TwoC2p | PspKind::Square)
+                                && psp == "failed")
                     }
                     _ => psp != "succeeded",
                 },
@@ -954,8 +957,9 @@ async fn check_refunds(
 }
 
 /// Invariant 6, captures and cancels: at the PSP, at most one capture per charge and never more
-/// than it authorized, each under the key derived from the payment (a cancel with a key, too);
-/// and every capture or cancel answered done is what the PSP holds.
+/// than it authorized, each under the key derived from the payment (a cancel with a key, too;
+/// Square takes no key for either, and its fence cancels by the charge's key); and every capture
+/// or cancel answered done is what the PSP holds.
 fn check_operations(observed: &Observed, ledger: &[FakeCharge]) -> Vec<String> {
     use payonce::domain::OperationKind;
     let mut violations = Vec::new();
@@ -989,7 +993,14 @@ fn check_operations(observed: &Observed, ledger: &[FakeCharge]) -> Vec<String> {
                         .is_some_and(|n| n.parse::<u32>().is_ok_and(|n| n > 1))
             })
         };
+        // Square completes and cancels a payment without a key (each is one state change of
+        // it); its fence cancels by the charge's own key.
+        let keyless = charge.provider == "square";
+        let fence_key = payonce::adapters::psp::square::charge_key(payment_id);
         for capture in &charge.captures {
+            if keyless && capture.idempotency_key.is_none() {
+                continue;
+            }
             if !derived(capture.idempotency_key.as_deref(), &capture_key) {
                 violations.push(format!(
                     "invariant 6: payment {payment_id} was captured under {:?}, not {capture_key}",
@@ -999,7 +1010,7 @@ fn check_operations(observed: &Observed, ledger: &[FakeCharge]) -> Vec<String> {
         }
         for cancel in &charge.cancels {
             if let Some(key) = &cancel.idempotency_key {
-                if !derived(Some(key), &cancel_key) {
+                if !(derived(Some(key), &cancel_key) || keyless && *key == fence_key) {
                     violations.push(format!(
                         "invariant 6: payment {payment_id} was canceled under {key}, not {cancel_key}"
                     ));

@@ -6,11 +6,11 @@
 use crate::faults::{SimTransport, API_KEY, TWOC2P_MERCHANT_ID};
 use lambda_http::http::{HeaderMap, HeaderName, HeaderValue};
 use payonce::adapters::psp::b64::{self, Alphabet};
-use payonce::adapters::psp::{ConfiguredPsp, OmisePsp, StripePsp, TwoC2pPsp};
+use payonce::adapters::psp::{ConfiguredPsp, OmisePsp, SquarePsp, StripePsp, TwoC2pPsp};
 use payonce::config::{webhook_parsers_for, webhook_providers_for, PspKind, PspSecrets};
 use payonce::domain::Currency;
 use payonce::service::webhooks::Providers;
-use payonce_fake_psp::{sign_omise_webhook, sign_webhook, Provider};
+use payonce_fake_psp::{sign_omise_webhook, sign_square_webhook, sign_webhook, Provider};
 use std::time::Duration;
 
 /// Stripe's webhook signing secret, shared by the PSP and the receiver.
@@ -19,6 +19,12 @@ const STRIPE_WEBHOOK_SECRET: &str = "whsec_payonce_sim";
 /// Omise's webhook secret as its dashboard shows it: standard base64 (of
 /// `payonce-sim-omise-webhook-key!!!`, 32 bytes), decoded into the HMAC key on both sides.
 const OMISE_WEBHOOK_SECRET: &str = "cGF5b25jZS1zaW0tb21pc2Utd2ViaG9vay1rZXkhISE=";
+
+/// The Square subscription's signature key, shared by the PSP and the receiver.
+const SQUARE_SIGNATURE_KEY: &str = "payonce-sim-square-signature-key";
+
+/// The Square subscription's notification URL, which Square signs with each body.
+const SQUARE_NOTIFICATION_URL: &str = "https://payonce.sim.example/webhooks/square";
 
 /// How long the adapter waits for one PSP call (the adapters' default).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -29,6 +35,7 @@ pub fn provider(psp: PspKind) -> Provider {
         PspKind::Stripe => Provider::Stripe,
         PspKind::Omise => Provider::Omise,
         PspKind::TwoC2p => Provider::TwoC2p,
+        PspKind::Square => Provider::Square,
     }
 }
 
@@ -36,12 +43,14 @@ pub fn provider(psp: PspKind) -> Provider {
 /// (and their order, so Stripe seeds replay as before). Omise charges only in its account
 /// country's currency; payonce knows three of those (no MYR). 2C2P documents no per-currency
 /// rules; its fake takes any currency Stripe's table lists, and these are ones a Southeast Asian
-/// merchant takes, with yen for a currency without a minor unit on 2C2P's decimal wire.
+/// merchant takes, with yen for a currency without a minor unit on 2C2P's decimal wire. Square
+/// takes its seller's currency; payonce knows four of them, yen among them.
 pub fn currencies(psp: PspKind) -> &'static [Currency] {
     match psp {
         PspKind::Stripe => &[Currency::Jpy, Currency::Usd, Currency::Thb, Currency::Gbp],
         PspKind::Omise => &[Currency::Jpy, Currency::Thb, Currency::Sgd],
         PspKind::TwoC2p => &[Currency::Thb, Currency::Sgd, Currency::Usd, Currency::Jpy],
+        PspKind::Square => &[Currency::Usd, Currency::Jpy, Currency::Gbp, Currency::Eur],
     }
 }
 
@@ -54,10 +63,11 @@ pub fn minimum_minor(psp: PspKind, currency: Currency) -> i64 {
 
 /// Whether `psp`'s adapter can prove a key was never used (its fence), so that reconcile can
 /// settle an attempt the PSP does not show. Stripe: the `confirm=false` re-send under the key;
-/// 2C2P: taking the invoice's only payment token. Omise: no proof (`Fence::Unprovable`).
+/// 2C2P: taking the invoice's only payment token; Square: cancel by idempotency key. Omise: no
+/// proof (`Fence::Unprovable`).
 pub fn fence_proves_unused(psp: PspKind) -> bool {
     match psp {
-        PspKind::Stripe | PspKind::TwoC2p => true,
+        PspKind::Stripe | PspKind::TwoC2p | PspKind::Square => true,
         PspKind::Omise => false,
     }
 }
@@ -87,6 +97,13 @@ pub fn adapter(psp: PspKind, transport: SimTransport) -> ConfiguredPsp<SimTransp
             )
             .expect("a merchant id and a secret key"),
         ),
+        PspKind::Square => ConfiguredPsp::Square(SquarePsp::with_transport(
+            transport,
+            psp.name(),
+            API_KEY,
+            None,
+            REQUEST_TIMEOUT,
+        )),
     }
 }
 
@@ -108,6 +125,12 @@ fn secrets(psp: PspKind) -> PspSecrets {
             merchant_id: Some(TWOC2P_MERCHANT_ID.to_owned()),
             ..PspSecrets::default()
         },
+        PspKind::Square => PspSecrets {
+            access_token: Some(API_KEY.to_owned()),
+            signature_key: Some(SQUARE_SIGNATURE_KEY.to_owned()),
+            notification_url: Some(SQUARE_NOTIFICATION_URL.to_owned()),
+            ..PspSecrets::default()
+        },
     }
 }
 
@@ -125,7 +148,8 @@ pub fn processor_providers(psp: PspKind) -> Providers {
 /// The headers the PSP sends with one delivery of `body` at `now_s`, signed its way: Stripe's
 /// `Stripe-Signature`; Omise's `Omise-Signature` and `Omise-Signature-Timestamp` keyed with the
 /// decoded secret; none for 2C2P, whose notification body is itself a JWT the model signed with
-/// the merchant's secret key.
+/// the merchant's secret key; Square's `x-square-hmacsha256-signature` over the subscription's
+/// notification URL and the body.
 pub fn signature_headers(psp: PspKind, now_s: i64, body: &[u8]) -> HeaderMap {
     let pairs = match psp {
         PspKind::Stripe => vec![(
@@ -145,6 +169,10 @@ pub fn signature_headers(psp: PspKind, now_s: i64, body: &[u8]) -> HeaderMap {
             ]
         }
         PspKind::TwoC2p => Vec::new(),
+        PspKind::Square => vec![(
+            "x-square-hmacsha256-signature",
+            sign_square_webhook(SQUARE_SIGNATURE_KEY, SQUARE_NOTIFICATION_URL, body),
+        )],
     };
     let mut headers = HeaderMap::new();
     for (name, value) in pairs {

@@ -873,11 +873,13 @@ impl SimTransport {
                     .to_string()
                     .into_bytes(),
             }),
+            Provider::Square => Some(square_error(401, "AUTHENTICATION_ERROR", "UNAUTHORIZED")),
         }
     }
 
     /// The PSP is busy: a key still in flight (409) where the face has keys, else rate limited
-    /// (429). 2C2P documents neither; a gateway's bare 429 stands in.
+    /// (429). 2C2P documents neither; a gateway's bare 429 stands in. Square documents only its
+    /// 429 `RATE_LIMITED`.
     fn busy(&self, call: &WireCall) -> WireReply {
         let keyed = call.header("Idempotency-Key").is_some() && self.world.chance(0.5);
         match self.model.provider() {
@@ -888,6 +890,7 @@ impl SimTransport {
             Provider::Omise if keyed => omise_error(409, "conflict"),
             Provider::Omise => omise_error(429, "rate_limit"),
             Provider::TwoC2p => plain_reply(429, "Too Many Requests (simulated)"),
+            Provider::Square => square_error(429, "RATE_LIMIT_ERROR", "RATE_LIMITED"),
         }
     }
 
@@ -897,6 +900,7 @@ impl SimTransport {
             Provider::Stripe => error_reply(500, "api_error", "api_error"),
             Provider::Omise => omise_error(500, "internal_error"),
             Provider::TwoC2p => plain_reply(500, "Internal Server Error (simulated)"),
+            Provider::Square => square_error(500, "API_ERROR", "INTERNAL_SERVER_ERROR"),
         }
     }
 }
@@ -925,6 +929,17 @@ fn error_reply(status: u16, kind: &str, code: &str) -> WireReply {
 }
 
 /// An Omise error object.
+fn square_error(status: u16, category: &str, code: &str) -> WireReply {
+    WireReply {
+        status,
+        body: serde_json::json!({
+            "errors": [{"category": category, "code": code, "detail": "simulated"}],
+        })
+        .to_string()
+        .into_bytes(),
+    }
+}
+
 fn omise_error(status: u16, code: &str) -> WireReply {
     WireReply {
         status,

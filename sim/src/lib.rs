@@ -31,7 +31,7 @@ use payonce::mutations::Mutation;
 /// check runs it on: each must break an invariant within the check's seeds. Most are found on
 /// Stripe; `one-reconcile-at-a-time` needs a PSP that does not deduplicate refunds by key, which
 /// only the Omise model can be (per seed).
-pub const PLANTED_HOLES: [(Mutation, PspKind); 14] = [
+pub const PLANTED_HOLES: [(Mutation, PspKind); 15] = [
     (Mutation::ReleaseOnAnyNotSent, PspKind::Stripe),
     (Mutation::FenceWithConfirmOnlyParameter, PspKind::Stripe),
     (Mutation::RefusalIsUnknown, PspKind::Stripe),
@@ -46,4 +46,5 @@ pub const PLANTED_HOLES: [(Mutation, PspKind); 14] = [
     (Mutation::OperationUnderClientKey, PspKind::Stripe),
     (Mutation::ReleaseOnUnknownCancel, PspKind::Stripe),
     (Mutation::TwoC2pNamesByTranRef, PspKind::TwoC2p),
+    (Mutation::CompleteBeforeStored, PspKind::Square),
 ];

@@ -13,8 +13,8 @@ use payonce::adapters::dynamodb::{
     RequestCounter, Tables,
 };
 use payonce::adapters::psp::{
-    ConfiguredPsp, OmiseConfig, OmisePsp, ParseOnlyWebhooks, StripeConfig, StripePsp,
-    StripeWebhooks, TwoC2pConfig, TwoC2pPsp,
+    ConfiguredPsp, OmiseConfig, OmisePsp, ParseOnlyWebhooks, SquareConfig, SquarePsp, StripeConfig,
+    StripePsp, StripeWebhooks, TwoC2pConfig, TwoC2pPsp,
 };
 use payonce::clock::{system_clock, Clock, ManualClock};
 use payonce::config::{webhook_parsers_for, webhook_providers_for, PspKind, PspSecrets};
@@ -34,7 +34,7 @@ use payonce::service::{
 };
 use payonce_fake_psp::{
     FakePsp, FakePspConfig, Provider, RunningFakePsp, DEFAULT_OMISE_WEBHOOK_SECRET,
-    DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_WEBHOOK_SECRET,
+    DEFAULT_SQUARE_SIGNATURE_KEY, DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_WEBHOOK_SECRET,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -669,6 +669,7 @@ pub async fn start_fake_psp(mut config: FakePspConfig) -> RunningFakePsp {
     config.webhook_secret = match config.provider {
         Provider::Stripe | Provider::TwoC2p => DEFAULT_WEBHOOK_SECRET.into(),
         Provider::Omise => DEFAULT_OMISE_WEBHOOK_SECRET.into(),
+        Provider::Square => DEFAULT_SQUARE_SIGNATURE_KEY.into(),
     };
     FakePsp::start(config, "127.0.0.1:0".parse().expect("loopback address"))
         .await
@@ -704,6 +705,7 @@ pub fn psp_for(psp: &RunningFakePsp) -> ConfiguredPsp {
         Provider::Stripe => ConfiguredPsp::Stripe(stripe_for(psp)),
         Provider::Omise => ConfiguredPsp::Omise(omise_for(psp)),
         Provider::TwoC2p => ConfiguredPsp::TwoC2p(twoc2p_for(psp)),
+        Provider::Square => ConfiguredPsp::Square(square_for(psp)),
     }
 }
 
@@ -727,6 +729,11 @@ pub fn adapter_at(provider: Provider, base_url: &str, secret: &str) -> Configure
             let mut config = TwoC2pConfig::new(base_url, DEFAULT_TWOC2P_MERCHANT_ID, secret);
             (config.connect_timeout, config.request_timeout) = (connect, request);
             ConfiguredPsp::TwoC2p(TwoC2pPsp::new(config).expect("HTTP client"))
+        }
+        Provider::Square => {
+            let mut config = SquareConfig::new(secret).with_base_url(base_url);
+            (config.connect_timeout, config.request_timeout) = (connect, request);
+            ConfiguredPsp::Square(SquarePsp::new(config).expect("HTTP client"))
         }
     }
 }
@@ -758,6 +765,19 @@ pub fn twoc2p_for(psp: &RunningFakePsp) -> TwoC2pPsp {
     TwoC2pPsp::new(twoc2p).expect("HTTP client")
 }
 
+/// The Square adapter over HTTP to `psp`, which must speak the Square face (1 s to connect, 5 s
+/// per request; Square's main location).
+pub fn square_for(psp: &RunningFakePsp) -> SquarePsp {
+    let mut square = SquareConfig::new(FAKE_API_KEY).with_base_url(psp.base_url());
+    square.connect_timeout = Duration::from_secs(1);
+    square.request_timeout = Duration::from_secs(5);
+    SquarePsp::new(square).expect("HTTP client")
+}
+
+/// The notification URL the receivers of the Square tests verify against (the fake signs over
+/// the URL it posts to: tests that verify point it here or sign themselves).
+pub const SQUARE_NOTIFICATION_URL: &str = "http://127.0.0.1/webhooks/square";
+
 /// The webhook secret of the `stripe` provider in tests.
 pub const STRIPE_WEBHOOK_SECRET: &str = "whsec_test_stripe_payonce";
 
@@ -781,11 +801,14 @@ pub fn webhook_schemes(provider: Provider) -> (Providers, Providers, &'static st
         }
         Provider::Omise => PspKind::Omise,
         Provider::TwoC2p => PspKind::TwoC2p,
+        Provider::Square => PspKind::Square,
     };
     let secrets = PspSecrets {
         secret_key: Some(FAKE_API_KEY.into()),
         merchant_id: Some(DEFAULT_TWOC2P_MERCHANT_ID.into()),
         webhook_secrets: vec![DEFAULT_OMISE_WEBHOOK_SECRET.into()],
+        signature_key: Some(DEFAULT_SQUARE_SIGNATURE_KEY.into()),
+        notification_url: Some(SQUARE_NOTIFICATION_URL.into()),
         ..PspSecrets::default()
     };
     (

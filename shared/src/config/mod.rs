@@ -134,6 +134,7 @@ impl PspKind {
             PspKind::Stripe => "stripe",
             PspKind::Omise => "omise",
             PspKind::TwoC2p => "2c2p",
+            PspKind::Square => "square",
         }
     }
 
@@ -159,7 +160,7 @@ impl PspKind {
     }
 
     /// The API base used when none is configured. Stripe and Omise serve test and live keys on
-    /// one host; 2C2P has a separate sandbox, used unless `live`.
+    /// one host; 2C2P and Square have a separate sandbox, used unless `live`.
     #[cfg(feature = "psp")]
     pub fn default_api_base(self, live: bool) -> &'static str {
         match self {
@@ -167,6 +168,8 @@ impl PspKind {
             PspKind::Omise => crate::adapters::psp::omise::OMISE_API_BASE,
             PspKind::TwoC2p if live => crate::adapters::psp::twoc2p::PRODUCTION_BASE_URL,
             PspKind::TwoC2p => crate::adapters::psp::twoc2p::SANDBOX_BASE_URL,
+            PspKind::Square if live => crate::adapters::psp::square::SQUARE_API_BASE,
+            PspKind::Square => crate::adapters::psp::square::SQUARE_SANDBOX_BASE,
         }
     }
 }
@@ -220,6 +223,7 @@ mod tests {
             PspKind::Stripe => secret(r#"{"api_key":"sk_test_cfg"}"#),
             PspKind::Omise => secret(r#"{"secret_key":"skey_test_cfg"}"#),
             PspKind::TwoC2p => twoc2p_secret(),
+            PspKind::Square => secret(r#"{"access_token":"EAAAsq_cfg","location_id":"L1"}"#),
         }
     }
 
@@ -231,6 +235,9 @@ mod tests {
                 r#"{{"webhook_secrets":"{OMISE_WHSEC},{OMISE_WHSEC_NEXT}"}}"#
             )),
             PspKind::TwoC2p => twoc2p_secret(),
+            PspKind::Square => secret(
+                r#"{"signature_key":"sq-sig-key","notification_url":"https://api.example.com/webhooks/square"}"#,
+            ),
         }
     }
 
@@ -253,6 +260,8 @@ mod tests {
             OMISE_WHSEC,
             "JT01",
             "c2p-merchant-key",
+            "EAAAsq_cfg",
+            "sq-sig-key",
         ] {
             assert!(!error.contains(value), "the error shows a value: {error}");
         }
@@ -288,11 +297,14 @@ mod tests {
         for kind in PspKind::ALL {
             assert_eq!(PspKind::from_name(kind.name()).unwrap(), kind);
         }
-        assert_eq!(PspKind::ALL.map(PspKind::name), ["stripe", "omise", "2c2p"]);
+        assert_eq!(
+            PspKind::ALL.map(PspKind::name),
+            ["stripe", "omise", "2c2p", "square"]
+        );
         for unknown in ["paypal", "Stripe", "twoc2p", "fake", ""] {
             let error = PspKind::from_name(unknown).unwrap_err().to_string();
             assert!(
-                error.contains("PSP") && error.contains("stripe, omise, 2c2p"),
+                error.contains("PSP") && error.contains("stripe, omise, 2c2p, square"),
                 "{error}"
             );
         }
@@ -309,6 +321,7 @@ mod tests {
                 ConfiguredPsp::Stripe(_) => PspKind::Stripe,
                 ConfiguredPsp::Omise(_) => PspKind::Omise,
                 ConfiguredPsp::TwoC2p(_) => PspKind::TwoC2p,
+                ConfiguredPsp::Square(_) => PspKind::Square,
             };
             assert_eq!(variant, kind);
             assert_eq!(psp.name(), kind.name());
@@ -375,6 +388,52 @@ mod tests {
         api_refusal(PspKind::TwoC2p, &blank_key, "secret_key");
         webhook_refusal(PspKind::TwoC2p, &no_merchant, "merchant_id");
         webhook_refusal(PspKind::TwoC2p, &blank_key, "secret_key");
+        // Square: the access token (a blank location is refused, none is Square's main one);
+        // the subscription's signature key and its notification URL, an https one.
+        api_refusal(
+            PspKind::Square,
+            &api_secret(PspKind::Stripe),
+            "access_token",
+        );
+        api_refusal(
+            PspKind::Square,
+            &secret(r#"{"access_token":"EAAAsq_cfg","location_id":" "}"#),
+            "location_id",
+        );
+        assert!(psp_with(
+            &PspSettings::defaults(PspKind::Square),
+            &secret(r#"{"access_token":"EAAAsq_cfg"}"#)
+        )
+        .is_ok());
+        webhook_refusal(
+            PspKind::Square,
+            &secret(r#"{"notification_url":"https://api.example.com/webhooks/square"}"#),
+            "signature_key",
+        );
+        webhook_refusal(
+            PspKind::Square,
+            &secret(r#"{"signature_key":"sq-sig-key"}"#),
+            "notification_url",
+        );
+        for url in [
+            "http://api.example.com/webhooks/square",
+            "/webhooks/square",
+            "https:///webhooks/square",
+            "https://api.example.com/webhooks/ square",
+        ] {
+            webhook_refusal(
+                PspKind::Square,
+                &secret(&format!(
+                    r#"{{"signature_key":"sq-sig-key","notification_url":"{url}"}}"#
+                )),
+                "notification_url",
+            );
+        }
+        assert!(webhook_providers_for(
+            PspKind::Square,
+            &secret(r#"{"signature_key":"k","notification_url":"http://127.0.0.1:8080/webhooks/square"}"#)
+        )
+        .is_ok());
         api_refusal(
             PspKind::TwoC2p,
             &webhook_secret(PspKind::Omise),

@@ -89,6 +89,16 @@ pub struct PspSecrets {
     pub merchant_id: Option<String>,
     /// `webhook_secrets`: Stripe's or Omise's webhook signing secrets (two while one rotates).
     pub webhook_secrets: Vec<String>,
+    /// `access_token`: Square's access token.
+    pub access_token: Option<String>,
+    /// `location_id`: the Square location payments are taken at (optional: Square's main
+    /// location).
+    pub location_id: Option<String>,
+    /// `signature_key`: the signature key of the Square webhook subscription.
+    pub signature_key: Option<String>,
+    /// `notification_url`: the Square subscription's notification URL, byte for byte as
+    /// registered (Square signs it with the body).
+    pub notification_url: Option<String>,
 }
 
 impl std::fmt::Debug for PspSecrets {
@@ -99,14 +109,19 @@ impl std::fmt::Debug for PspSecrets {
             .field("secret_key", &shown(&self.secret_key))
             .field("merchant_id", &self.merchant_id)
             .field("webhook_secrets", &self.webhook_secrets.len())
+            .field("access_token", &shown(&self.access_token))
+            .field("location_id", &self.location_id)
+            .field("signature_key", &shown(&self.signature_key))
+            .field("notification_url", &self.notification_url)
             .finish()
     }
 }
 
 impl PspSecrets {
     /// Checks the PSP API secret has `kind`'s shape: Stripe's `api_key`, Omise's `secret_key`,
-    /// 2C2P's `merchant_id` and `secret_key`, each present and not blank. Other fields are
-    /// ignored. Errors name the secret and the field, never a value.
+    /// 2C2P's `merchant_id` and `secret_key`, Square's `access_token` (and `location_id`, if
+    /// given, not blank), each present and not blank. Other fields are ignored. Errors name the
+    /// secret and the field, never a value.
     pub fn check_api(&self, kind: PspKind) -> Result<(), ConfigError> {
         let text = Self::text(SecretRole::Api, kind);
         match kind {
@@ -116,19 +131,43 @@ impl PspSecrets {
                 text("merchant_id", &self.merchant_id)?;
                 text("secret_key", &self.secret_key)
             }
+            PspKind::Square => {
+                text("access_token", &self.access_token)?;
+                match &self.location_id {
+                    Some(_) => text("location_id", &self.location_id),
+                    None => Ok(()),
+                }
+            }
         }
     }
 
     /// Checks the webhook secret has `kind`'s shape: for Stripe and Omise at least one
     /// `webhook_secrets` entry, none of them blank (an HMAC under an empty key is one anyone can
     /// compute), Omise's each valid base64; for 2C2P the `merchant_id` and `secret_key` that sign
-    /// its notifications. Every function that reads the secret checks the whole shape, so a
-    /// wrong secret stops the first deploy, not a webhook days later.
+    /// its notifications; for Square the subscription's `signature_key` and its
+    /// `notification_url`, an absolute `https` URL. Every function that reads the secret checks
+    /// the whole shape, so a wrong secret stops the first deploy, not a webhook days later.
     pub fn check_webhook(&self, kind: PspKind) -> Result<(), ConfigError> {
         if kind == PspKind::TwoC2p {
             let text = Self::text(SecretRole::Webhook, kind);
             text("merchant_id", &self.merchant_id)?;
             return text("secret_key", &self.secret_key);
+        }
+        if kind == PspKind::Square {
+            let text = Self::text(SecretRole::Webhook, kind);
+            text("signature_key", &self.signature_key)?;
+            text("notification_url", &self.notification_url)?;
+            let url = Self::field(&self.notification_url);
+            return if notification_url_is_usable(&url) {
+                Ok(())
+            } else {
+                Err(ConfigError::Secret {
+                    secret: SecretRole::Webhook,
+                    psp: kind.name(),
+                    field: "notification_url",
+                    problem: "is not an absolute https URL (http only on 127.0.0.1 or localhost), as registered with Square".into(),
+                })
+            };
         }
         let refused = |problem: String| ConfigError::Secret {
             secret: SecretRole::Webhook,
@@ -175,6 +214,22 @@ impl PspSecrets {
     fn field(value: &Option<String>) -> String {
         value.clone().unwrap_or_default()
     }
+}
+
+/// Whether `url` can be a Square subscription's notification URL: absolute `https`, or `http`
+/// on a loopback host (the sandbox's own receiver).
+fn notification_url_is_usable(url: &str) -> bool {
+    let Some(rest) = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    !host_name.is_empty()
+        && !url.chars().any(char::is_whitespace)
+        && (url.starts_with("https://") || matches!(host_name, "127.0.0.1" | "localhost"))
 }
 
 /// Where a secret comes from, as the environment says (see [`secret_origin`]).
@@ -246,7 +301,8 @@ pub fn secret_source(
     )
 }
 
-/// Parses the secret's JSON object: `api_key`, `secret_key`, `merchant_id` (strings) and
+/// Parses the secret's JSON object: `api_key`, `secret_key`, `merchant_id`, `access_token`,
+/// `location_id`, `signature_key`, `notification_url` (strings) and
 /// `webhook_secrets` (a comma-separated string, blanks skipped, or an array of strings), each
 /// optional here; which ones the configured PSP needs is checked by
 /// [`PspSecrets::check_api`] and
@@ -273,6 +329,10 @@ pub fn parse_psp_secrets(text: &str) -> Result<PspSecrets, String> {
         secret_key: text("secret_key"),
         merchant_id: text("merchant_id"),
         webhook_secrets,
+        access_token: text("access_token"),
+        location_id: text("location_id"),
+        signature_key: text("signature_key"),
+        notification_url: text("notification_url"),
     })
 }
 
@@ -308,7 +368,8 @@ pub fn psp_with(
     secrets: &PspSecrets,
 ) -> Result<ConfiguredPsp, ConfigError> {
     use crate::adapters::psp::{
-        OmiseConfig, OmisePsp, StripeConfig, StripePsp, TwoC2pConfig, TwoC2pPsp,
+        OmiseConfig, OmisePsp, SquareConfig, SquarePsp, StripeConfig, StripePsp, TwoC2pConfig,
+        TwoC2pPsp,
     };
     secrets.check_api(settings.kind)?;
     let timeouts = |connect: &mut Duration, request: &mut Duration| {
@@ -351,6 +412,13 @@ pub fn psp_with(
                 },
             })?)
         }
+        PspKind::Square => {
+            let mut config = SquareConfig::new(PspSecrets::field(&secrets.access_token))
+                .with_base_url(base)
+                .with_location(secrets.location_id.clone());
+            timeouts(&mut config.connect_timeout, &mut config.request_timeout);
+            ConfiguredPsp::Square(SquarePsp::new(config).map_err(ConfigError::PspClient)?)
+        }
     })
 }
 
@@ -385,7 +453,9 @@ pub fn verifying_scheme(
     kind: PspKind,
     secrets: &PspSecrets,
 ) -> Result<Arc<dyn WebhookScheme>, ConfigError> {
-    use crate::adapters::psp::{OmiseWebhooks, StripeWebhooks, TwoC2pNotifications};
+    use crate::adapters::psp::{
+        OmiseWebhooks, SquareWebhooks, StripeWebhooks, TwoC2pNotifications,
+    };
     secrets.check_webhook(kind)?;
     let refused = |field: &'static str, problem: String| ConfigError::Secret {
         secret: SecretRole::Webhook,
@@ -410,6 +480,13 @@ pub fn verifying_scheme(
             )
             .map_err(|e| refused("merchant_id/secret_key", e.to_string()))?
             .with_provider(kind.name()),
+        ),
+        PspKind::Square => Arc::new(
+            SquareWebhooks::new(
+                &PspSecrets::field(&secrets.signature_key),
+                &PspSecrets::field(&secrets.notification_url),
+            )
+            .map_err(|e| refused("signature_key/notification_url", e.to_string()))?,
         ),
     })
 }
@@ -446,7 +523,7 @@ pub fn webhook_providers_for(
 }
 
 /// The webhook processor's providers: the configured PSP's scheme (`PSP`), to read the events
-/// the receiver verified and queued. Stripe's and Omise's events are read without a secret
+/// the receiver verified and queued. Stripe's, Omise's and Square's events are read without a secret
 /// ([`ParseOnlyWebhooks`], which never verifies), so for them the processor reads no secret. A
 /// 2C2P notification is a signed JWT whose claims its scheme reads only after verifying them
 /// with the merchant's secret key, and checks against the merchant id: for 2C2P the processor
@@ -463,7 +540,9 @@ pub async fn webhook_parsers(
             let scheme = webhook_scheme_for(aws, kind).await?;
             Ok((scheme.providers(), Some(scheme)))
         }
-        PspKind::Stripe | PspKind::Omise => Ok((webhook_parsers_for(kind, None)?, None)),
+        PspKind::Stripe | PspKind::Omise | PspKind::Square => {
+            Ok((webhook_parsers_for(kind, None)?, None))
+        }
     }
 }
 
@@ -477,6 +556,7 @@ pub fn webhook_parsers_for(
     Ok(match kind {
         PspKind::Stripe => Providers::new().with(ParseOnlyWebhooks::stripe(kind.name())),
         PspKind::Omise => Providers::new().with(ParseOnlyWebhooks::omise(kind.name())),
+        PspKind::Square => Providers::new().with(ParseOnlyWebhooks::square(kind.name())),
         PspKind::TwoC2p => {
             let secrets = secrets.ok_or(ConfigError::Env(EnvError::Missing(
                 SecretRole::Webhook.arn_variable(),

@@ -14,11 +14,18 @@ pub enum PspKind {
     Omise,
     /// 2C2P.
     TwoC2p,
+    /// Square.
+    Square,
 }
 
 impl PspKind {
     /// Every PSP payonce speaks, in the order the template lists them.
-    pub const ALL: [PspKind; 3] = [PspKind::Stripe, PspKind::Omise, PspKind::TwoC2p];
+    pub const ALL: [PspKind; 4] = [
+        PspKind::Stripe,
+        PspKind::Omise,
+        PspKind::TwoC2p,
+        PspKind::Square,
+    ];
 
     /// Whether payonce can refund through this PSP (2C2P's refunds need its Payment Maintenance
     /// API's exchanged keys, which payonce does not hold): what a late duplicate becomes
@@ -28,11 +35,12 @@ impl PspKind {
     }
 
     /// Whether payonce can authorize now and capture later through this PSP: Stripe
-    /// (`capture_method=manual`) and Omise (`capture=false`, captured whole); not 2C2P, whose
+    /// (`capture_method=manual`), Omise (`capture=false`, captured whole) and Square
+    /// (`autocomplete: false`, completed whole); not 2C2P, whose
     /// captures and voids need its Payment Maintenance API. Without it `capture: "manual"` is
     /// answered 409 `capture-not-supported` before anything is claimed.
     pub fn captures_later(self) -> bool {
-        matches!(self, Self::Stripe | Self::Omise)
+        matches!(self, Self::Stripe | Self::Omise | Self::Square)
     }
 
     /// The smallest total this PSP charges in `currency`, in minor units; `None` if it does not
@@ -46,6 +54,10 @@ impl PspKind {
     ///   account's, with the minimum applied after conversion, which payonce cannot know in
     ///   advance: USD, EUR and GBP are not offered on Omise.
     /// - 2C2P documents no minimum: any positive amount (the order total is never zero).
+    /// - Square documents none beyond a positive amount ("as low as 1 cent" in the US and
+    ///   Canada; UNCONFIRMED elsewhere), and charges only in its seller's country's currency:
+    ///   payonce knows four of those (USD, EUR, GBP, JPY; not THB or SGD, where Square does not
+    ///   take payments).
     pub fn minimum_charge_minor(self, currency: Currency) -> Option<i64> {
         match self {
             PspKind::Stripe => Some(match currency {
@@ -59,6 +71,10 @@ impl PspKind {
                 Currency::Usd | Currency::Eur | Currency::Gbp => None,
             },
             PspKind::TwoC2p => Some(1),
+            PspKind::Square => match currency {
+                Currency::Jpy | Currency::Usd | Currency::Eur | Currency::Gbp => Some(1),
+                Currency::Thb | Currency::Sgd => None,
+            },
         }
     }
 
@@ -70,6 +86,9 @@ impl PspKind {
     ///   accepted too (the sandbox's; the real Omise refuses them as unknown, definitively).
     /// - 2C2P: a `securePayToken` from its secure fields, an opaque string of letters, digits
     ///   and `+ / = _ . -`, at most 2048 characters.
+    /// - Square: a payment token of its Web Payments SDK (`cnon:…`) or a card on file
+    ///   (`ccof:…`), letters, digits, `_` or `-` after the colon; `pm_…` test tokens are
+    ///   accepted too (the sandbox's).
     pub fn accepts_payment_method(self, token: &str) -> bool {
         let word = |rest: &str| {
             !rest.is_empty()
@@ -88,6 +107,20 @@ impl PspKind {
                         .bytes()
                         .all(|b| b.is_ascii_alphanumeric() || b"+/=_.-".contains(&b))
             }
+            PspKind::Square => {
+                let square = |rest: &str| {
+                    !rest.is_empty()
+                        && token.len() <= 255
+                        && rest
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                };
+                token
+                    .strip_prefix("cnon:")
+                    .or_else(|| token.strip_prefix("ccof:"))
+                    .is_some_and(square)
+                    || token.strip_prefix("pm_").is_some_and(word)
+            }
         }
     }
 
@@ -98,6 +131,7 @@ impl PspKind {
             PspKind::Stripe => "^pm_[A-Za-z0-9_]{1,252}$",
             PspKind::Omise => "^(tokn_[A-Za-z0-9_]{1,250}|pm_[A-Za-z0-9_]{1,252})$",
             PspKind::TwoC2p => "^[A-Za-z0-9+/=_.-]{4,2048}$",
+            PspKind::Square => "^((cnon|ccof):[A-Za-z0-9_-]{1,250}|pm_[A-Za-z0-9_]{1,252})$",
         }
     }
 
@@ -107,6 +141,9 @@ impl PspKind {
             PspKind::Stripe => "a Stripe PaymentMethod id: pm_ followed by letters, digits or _",
             PspKind::Omise => "an Omise card token: tokn_ followed by letters, digits or _",
             PspKind::TwoC2p => "a 2C2P securePayToken: up to 2048 letters, digits or + / = _ . -",
+            PspKind::Square => {
+                "a Square payment token (cnon:…) or card on file (ccof:…): letters, digits, _ or - after the colon"
+            }
         }
     }
 

@@ -171,6 +171,8 @@ pub fn completion_leaves_order(read: &Payment, transition: &Transition) -> bool 
 ///   only a payment with a `return_url` waits for a customer action;
 /// - a PSP-confirmed success beats any failure or cancellation (the customer's money moved,
 ///   which is the truth the books must show), in particular one payonce inferred;
+/// - a payment captured at once that the PSP only authorized stays `processing`: its PSP id
+///   is filled in, once, for the completion that follows;
 /// - within `requires_action`, a PSP that is processing after the customer acted sets the
 ///   one-way `action_completed` flag; within `authorized`, the authorization's lapse fills in
 ///   one that did not state it; within `succeeded`, a capture's amount fills in a success that
@@ -265,6 +267,25 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
         }
         Settlement::ActionRequired { .. } | Settlement::ActionCompleted { .. } => {
             Transition::Unchanged
+        }
+        // A payment captured at once, which the PSP only authorized (Square approves every
+        // payment, and moves money when payonce completes it): no status of its own. Its PSP
+        // id is stored, once, and the payment stays processing until completed — which only a
+        // payment whose id is stored ever is.
+        Settlement::Authorized {
+            provider_payment_id,
+            ..
+        } if !current.capture_is_manual() => {
+            if status == S::Processing && current.provider_payment_id.is_none() {
+                Transition::Apply {
+                    status,
+                    failure: None,
+                    provider_payment_id: Some(provider_payment_id.clone()),
+                    progress: progress.clone(),
+                }
+            } else {
+                Transition::Unchanged
+            }
         }
         Settlement::Authorized {
             amount_capturable,

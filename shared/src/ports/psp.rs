@@ -350,6 +350,12 @@ pub trait Psp: Send + Sync {
     async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome;
     /// Looks an attempt up by our payment id.
     async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError>;
+    /// Looks `payment` up as reconcile sees it: by default by our payment id ([`Psp::lookup`]);
+    /// a PSP that cannot search by our reference (Square) looks it up by the PSP's id stored on
+    /// it, and finds nothing while none is stored.
+    async fn lookup_payment(&self, payment: &Payment) -> Result<PspLookup, PspError> {
+        self.lookup(&payment.payment_id).await
+    }
     /// Proves whether the PSP ever ran `request`'s key, by re-sending the create under the
     /// same key without confirming it (search APIs lag, so "not found" is never proof).
     async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError>;
@@ -408,6 +414,11 @@ pub enum Fence {
     /// The PSP offers no way to prove a key was never used (nothing can be created under it
     /// that would block a late charge): the attempt waits for an operator.
     Unprovable,
+    /// The PSP voided whatever the key made, or found nothing under it (Square's cancel by
+    /// idempotency key), and nothing made under the key can ever move money: the PSP only
+    /// authorizes under it, and payonce completes only a payment whose PSP id it stored — which
+    /// it never stores for an attempt it gives up. Nothing was, nor can be, charged.
+    Voided,
 }
 
 /// An amount a PSP reports (in an event or a lookup), to be checked against ours.

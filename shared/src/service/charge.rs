@@ -82,6 +82,9 @@ pub enum CrashPoint {
     AfterClaim,
     /// After the PSP answered, before the completion is written.
     AfterPspCall,
+    /// At a PSP that only authorizes (Square): after the authorized payment's PSP id is
+    /// stored, before it is completed.
+    AfterIdStored,
 }
 
 #[cfg(feature = "faults")]
@@ -89,6 +92,7 @@ pub enum CrashPoint {
 struct Crashes {
     after_claim: AtomicBool,
     after_psp_call: AtomicBool,
+    after_id_stored: AtomicBool,
 }
 
 /// A validated POST /payments body.
@@ -244,6 +248,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         match point {
             CrashPoint::AfterClaim => self.crashes.after_claim.store(true, Ordering::SeqCst),
             CrashPoint::AfterPspCall => self.crashes.after_psp_call.store(true, Ordering::SeqCst),
+            CrashPoint::AfterIdStored => self.crashes.after_id_stored.store(true, Ordering::SeqCst),
         }
     }
 
@@ -252,6 +257,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         let armed = match point {
             CrashPoint::AfterClaim => &self.crashes.after_claim,
             CrashPoint::AfterPspCall => &self.crashes.after_psp_call,
+            CrashPoint::AfterIdStored => &self.crashes.after_id_stored,
         };
         if armed.swap(false, Ordering::SeqCst) {
             return Err(ChargeError::InjectedCrash(point));
@@ -633,11 +639,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         lease: &Lease,
         deadline_ms: i64,
     ) -> Result<PayAnswer, ChargeError> {
-        let left_ms = deadline_ms - self.store.now_ms() - duration_ms(self.config.deadline_reserve);
-        let timeout = self
-            .config
-            .psp_timeout
-            .min(Duration::from_millis(u64::try_from(left_ms).unwrap_or(0)));
+        let timeout = self.psp_call_timeout(deadline_ms);
         let outcome = if timeout.is_zero() {
             PspOutcome::NotSent {
                 reason: "no time left before the deadline".into(),
@@ -701,7 +703,26 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 }
             }
         };
-        let mut current = payment;
+        // A PSP that only authorized a payment it was asked to capture (Square): its id is
+        // stored, then it is completed; without an answer it stays processing for reconcile.
+        let (mut current, settlement) = match settlement {
+            Some(authorized) if super::complete::needs_completion(&payment, &authorized) => {
+                let stored =
+                    super::complete::store_authorized(&self.store, payment, &authorized).await?;
+                #[cfg(feature = "faults")]
+                self.crash_at(CrashPoint::AfterIdStored)?;
+                let timeout = self.psp_call_timeout(deadline_ms);
+                let completed = match super::complete::completable(&stored, &authorized) {
+                    Some(provider_payment_id) if !timeout.is_zero() => {
+                        super::complete::complete(&self.psp, &stored, provider_payment_id, timeout)
+                            .await
+                    }
+                    _ => None,
+                };
+                (stored, completed.or(Some(authorized)))
+            }
+            other => (payment, other),
+        };
         for _ in 0..MAX_ROUNDS {
             let step = settlement
                 .as_ref()
@@ -736,6 +757,15 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         Err(ChargeError::KeyInUse {
             retry_after: Duration::from_secs(1),
         })
+    }
+
+    /// How long the next PSP call may take: the PSP timeout, within what is left before
+    /// `deadline_ms` less the reserve for the writes after it (zero: no time for a call).
+    fn psp_call_timeout(&self, deadline_ms: i64) -> Duration {
+        let left_ms = deadline_ms - self.store.now_ms() - duration_ms(self.config.deadline_reserve);
+        self.config
+            .psp_timeout
+            .min(Duration::from_millis(u64::try_from(left_ms).unwrap_or(0)))
     }
 
     /// `order` as its readers see it ([`Order::settled_by`]): one more read, only for an order

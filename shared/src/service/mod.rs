@@ -2,6 +2,7 @@
 
 pub mod charge;
 pub mod cleanup;
+pub mod complete;
 pub mod limits;
 pub mod operations;
 pub mod orders;

@@ -13,6 +13,7 @@
 //! (longer the older it is), so a head of attempts that never settle cannot hide newer ones.
 //! A run stops before its own deadline.
 
+use super::complete;
 use super::refund::{apply_refund_settlement, refund_settlement_of, RefundApplied};
 use super::settle::{amount_mismatch, settlement_of, settlement_of_outcome};
 use crate::clock::duration_ms;
@@ -328,7 +329,7 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
         if time_left().is_none() {
             return Ok(Reconciled::Pending);
         }
-        let lookup = self.psp.lookup(&payment.payment_id).await?;
+        let lookup = self.psp.lookup_payment(&payment).await?;
         if untrusted_amount(&payment, &lookup) {
             return Ok(Reconciled::Pending);
         }
@@ -409,6 +410,10 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
                             None => return Ok(self.still_pending(&payment, age_ms)),
                         }
                     }
+                    Fence::Voided => {
+                        tracing::info!(payment_id, "the PSP voided whatever this attempt's key made; nothing under it can move money");
+                        Settlement::Abandoned
+                    }
                     Fence::InFlight => return Ok(self.still_pending(&payment, age_ms)),
                     Fence::UsedWithoutCharge => {
                         // The lease is ours or none is needed: no invocation that could spend
@@ -428,6 +433,23 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
                 }
             }
             None => return Ok(self.still_pending(&payment, age_ms)),
+        };
+        // A payment the PSP only authorized though it was to be captured at once (Square):
+        // its id stored, it is completed now; without a final answer, it is looked at again.
+        let (payment, settlement) = if complete::needs_completion(&payment, &settlement) {
+            let stored = complete::store_authorized(&self.store, payment, &settlement).await?;
+            let completed = match (complete::completable(&stored, &settlement), time_left()) {
+                (Some(provider_payment_id), Some(timeout)) => {
+                    complete::complete(&self.psp, &stored, provider_payment_id, timeout).await
+                }
+                _ => None,
+            };
+            match completed {
+                Some(completed) => (stored, completed),
+                None => return Ok(self.still_pending(&stored, age_ms)),
+            }
+        } else {
+            (payment, settlement)
         };
         let step = transition(&payment, &settlement);
         let written = match &lease {
@@ -481,7 +503,7 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
             }
         }
         let now_ms = self.store.now_ms();
-        let lookup = self.psp.lookup(payment_id).await?;
+        let lookup = self.psp.lookup_payment(payment).await?;
         if untrusted_amount(payment, &lookup) {
             return Ok(Reconciled::Pending);
         }

@@ -798,6 +798,11 @@ impl SquareFace {
         if let Some(reference_id) = &extra.reference_id {
             metadata.insert("payment_id".to_owned(), reference_id.clone());
         }
+        // Square keeps no metadata on a refund: the inspection view's `refund_id` (the payonce
+        // refund it was made for) is the `reason`, where payonce writes it.
+        if let Some(reason) = &request.reason {
+            metadata.insert("refund_id".to_owned(), reason.clone());
+        }
         let key = Some(request.idempotency_key.clone());
         let attempt = ledger.attempt_refund(
             self,

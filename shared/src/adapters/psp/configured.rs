@@ -1,14 +1,14 @@
-//! The one PSP a deployment uses, chosen at start-up (`PSP`: `stripe`, `omise` or `2c2p`; see
-//! [`crate::config::psp`]): an enum over the three adapters that implements [`Psp`] by handing
+//! The one PSP a deployment uses, chosen at start-up (`PSP`: `stripe`, `omise`, `2c2p` or
+//! `square`; see [`crate::config::psp`]): an enum over the adapters that implements [`Psp`] by handing
 //! every call to the adapter it holds, so the services stay generic over one `P: Psp` and a
 //! function binary needs no other code path per provider.
 //!
 //! Also the processor's side of webhooks: [`ParseOnlyWebhooks`] reads events the receiver has
-//! already verified, for the schemes whose reading needs no secret (Stripe, Omise).
+//! already verified, for the schemes whose reading needs no secret (Stripe, Omise, Square).
 
 use super::transport::{HttpTransport, PspTransport};
-use super::{OmisePsp, StripePsp, TwoC2pPsp};
-use crate::domain::RefundSettlement;
+use super::{OmisePsp, SquarePsp, StripePsp, TwoC2pPsp};
+use crate::domain::{Payment, RefundSettlement};
 use crate::ports::{
     ChargeRequest, Fence, OperationOutcome, OperationRequest, Psp, PspError, PspEvent, PspLookup,
     PspOutcome, RefundOutcome, RefundRequest, SignatureError, WebhookScheme,
@@ -26,6 +26,8 @@ pub enum ConfiguredPsp<T = HttpTransport> {
     Omise(OmisePsp<T>),
     /// 2C2P PGW v4.3 (no refunds: see [`TwoC2pPsp`]).
     TwoC2p(TwoC2pPsp<T>),
+    /// Square's Payments and Refunds.
+    Square(SquarePsp<T>),
 }
 
 /// Hands the call to the adapter held, whichever it is.
@@ -35,6 +37,7 @@ macro_rules! delegate {
             ConfiguredPsp::Stripe($psp) => $call,
             ConfiguredPsp::Omise($psp) => $call,
             ConfiguredPsp::TwoC2p($psp) => $call,
+            ConfiguredPsp::Square($psp) => $call,
         }
     };
 }
@@ -59,6 +62,10 @@ impl<T: PspTransport> Psp for ConfiguredPsp<T> {
 
     async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError> {
         delegate!(self, psp => psp.lookup(payment_id).await)
+    }
+
+    async fn lookup_payment(&self, payment: &Payment) -> Result<PspLookup, PspError> {
+        delegate!(self, psp => psp.lookup_payment(payment).await)
     }
 
     async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError> {
@@ -123,6 +130,14 @@ impl ParseOnlyWebhooks {
             parse: super::omise_webhook::parse_event,
         }
     }
+
+    /// Reads Square events (`square_webhook::parse_event`) under `provider`.
+    pub fn square(provider: impl Into<String>) -> Self {
+        Self {
+            provider: provider.into(),
+            parse: super::square_webhook::parse_event,
+        }
+    }
 }
 
 impl WebhookScheme for ParseOnlyWebhooks {
@@ -185,6 +200,7 @@ mod tests {
             ConfiguredPsp::Stripe(p) => p.transport().calls(),
             ConfiguredPsp::Omise(p) => p.transport().calls(),
             ConfiguredPsp::TwoC2p(p) => p.transport().calls(),
+            ConfiguredPsp::Square(p) => p.transport().calls(),
         }
     }
 

@@ -582,3 +582,73 @@ fn an_authorization_learns_its_lapse_once_from_whichever_word_states_it() {
     };
     assert_eq!(transition(&p, &other), Transition::Unchanged);
 }
+
+#[test]
+fn an_authorization_of_a_payment_captured_at_once_only_fills_in_its_psp_id() {
+    // GIVEN a processing payment captured at once, its PSP id not known yet
+    let processing = payment(PaymentStatus::Processing, None);
+    assert!(!processing.capture_is_manual());
+    let authorized = Settlement::Authorized {
+        provider_payment_id: "sq_1".into(),
+        amount_capturable: processing.amount,
+        capture_before_ms: Some(1),
+    };
+    // WHEN the PSP says it authorized it (Square approves before payonce completes)
+    // THEN the payment stays processing, with the PSP id and nothing else filled in
+    assert_eq!(
+        transition(&processing, &authorized),
+        Transition::Apply {
+            status: PaymentStatus::Processing,
+            failure: None,
+            provider_payment_id: Some("sq_1".into()),
+            progress: processing.progress.clone(),
+        }
+    );
+    // AND once the id is stored, the same word moves nothing (so it is written once)
+    let mut stored = processing.clone();
+    stored.provider_payment_id = Some("sq_1".into());
+    assert_eq!(transition(&stored, &authorized), Transition::Unchanged);
+    // AND word of another PSP payment moves nothing either
+    let other = Settlement::Authorized {
+        provider_payment_id: "sq_2".into(),
+        amount_capturable: processing.amount,
+        capture_before_ms: None,
+    };
+    assert_eq!(transition(&stored, &other), Transition::Unchanged);
+    // AND it never lowers or fills anything on any other status
+    for status in [
+        PaymentStatus::RequiresAction,
+        PaymentStatus::Succeeded,
+        PaymentStatus::Failed,
+        PaymentStatus::Canceled,
+    ] {
+        let failure = (status == PaymentStatus::Failed).then_some(FailureKind::Declined);
+        assert_eq!(
+            transition(&payment(status, failure), &authorized),
+            Transition::Unchanged,
+            "{status:?}"
+        );
+    }
+    // AND the completion's word then succeeds it
+    let completed = Settlement::Captured {
+        provider_payment_id: "sq_1".into(),
+        amount_captured: stored.amount,
+    };
+    assert!(matches!(
+        transition(&stored, &completed),
+        Transition::Apply {
+            status: PaymentStatus::Succeeded,
+            ..
+        }
+    ));
+    // BUT a manual payment is authorized by the same word
+    let mut manual = processing.clone();
+    manual.capture = CaptureMethod::Manual;
+    assert!(matches!(
+        transition(&manual, &authorized),
+        Transition::Apply {
+            status: PaymentStatus::Authorized,
+            ..
+        }
+    ));
+}
