@@ -192,7 +192,7 @@ fn sandbox_endpoint<S, I, Q>(
                 "psp_url": sandbox.psp_url,
                 "payment_methods": methods,
                 // Whether `capture: "manual"` can be offered (authorize now, capture later).
-                "manual_capture": matches!(sandbox.psp_name, "stripe" | "omise"),
+                "manual_capture": matches!(sandbox.psp_name, "stripe" | "omise" | "square"),
             }))
             .into_response()
         }

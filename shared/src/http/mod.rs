@@ -11,7 +11,7 @@ pub const OPENAPI_DOCUMENT: &str = include_str!("../../../docs/openapi.json");
 
 /// The committed `payment_method.pattern`: every token shape some PSP accepts.
 #[cfg(feature = "payments")]
-const ANY_PSP_PAYMENT_METHOD: &str = "\"pattern\": \"^[A-Za-z0-9+/=_.-]{4,2048}$\"";
+const ANY_PSP_PAYMENT_METHOD: &str = "\"pattern\": \"^[A-Za-z0-9+/=_.:-]{4,2048}$\"";
 
 /// The document a deployment on `psp` serves at `/openapi.json` (orders function, sandbox): the
 /// committed one with `payment_method.pattern` narrowed to that PSP's token shape
