@@ -60,6 +60,9 @@ pub const SQUARE_VERSION: &str = "2025-08-20";
 /// RefundPayment).
 pub const MAX_KEY_LEN: usize = 45;
 
+/// The least time left for the charge's one re-send of a create whose answer was lost.
+const RESEND_AT_LEAST: Duration = Duration::from_secs(1);
+
 /// The most refunds Square allows on one payment: the most a refund lookup reads.
 const MAX_REFUNDS_PER_PAYMENT: usize = 20;
 
@@ -856,24 +859,49 @@ impl<T: PspTransport> Psp for SquarePsp<T> {
     /// answered rule of every keyed create. An approved payment answers
     /// [`PspOutcome::Authorized`]: the caller stores its id, then completes it
     /// ([`Psp::operate`] with a capture) unless the payment is captured later by staff.
+    ///
+    /// A create whose answer is lost after connecting is sent again at once, byte for byte under
+    /// its key, while time is left: Square answers the first call's payment again (or, if the
+    /// first never landed, makes the one payment now), so the attempt learns its payment's id
+    /// without waiting for a webhook and reconcile — Square has no lookup by our reference.
     async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome {
         let call = self.charge_call(request);
-        let Sent { reply, retried } = match keyed::send_with_busy_retries(
-            &self.transport,
-            &call,
-            timeout,
-            self.request_timeout,
-        )
-        .await
-        {
-            Ok(sent) => sent,
-            Err(NoAnswer::NotSent(reason)) => return PspOutcome::NotSent { reason },
-            Err(NoAnswer::Unknown(reason)) => return PspOutcome::Unknown { reason },
-        };
-        match classify_charge(&reply) {
-            // Credentials refused after an earlier answer: the key may be known.
-            PspOutcome::NotSent { reason } if retried => PspOutcome::Unknown { reason },
-            outcome => outcome,
+        let started = Instant::now();
+        let mut lost_once = false;
+        loop {
+            let left = timeout.saturating_sub(started.elapsed());
+            let Sent { reply, retried } = match keyed::send_with_busy_retries(
+                &self.transport,
+                &call,
+                left,
+                self.request_timeout,
+            )
+            .await
+            {
+                Ok(sent) => sent,
+                // Only the first call can prove nothing was sent.
+                Err(NoAnswer::NotSent(reason)) if !lost_once => {
+                    return PspOutcome::NotSent { reason }
+                }
+                Err(NoAnswer::NotSent(reason) | NoAnswer::Unknown(reason)) => {
+                    let again =
+                        !lost_once && timeout.saturating_sub(started.elapsed()) >= RESEND_AT_LEAST;
+                    if again {
+                        tracing::warn!(payment_id = %request.payment_id, %reason, "the create's answer was lost; sending it again under its key");
+                        lost_once = true;
+                        continue;
+                    }
+                    return PspOutcome::Unknown { reason };
+                }
+            };
+            return match classify_charge(&reply) {
+                // Credentials refused after an earlier answer (or a lost call): the key may be
+                // known.
+                PspOutcome::NotSent { reason } if retried || lost_once => {
+                    PspOutcome::Unknown { reason }
+                }
+                outcome => outcome,
+            };
         }
     }
 
@@ -1248,8 +1276,29 @@ mod tests {
         // No connection: not sent; after connecting: unknown.
         let (outcome, _) = charge_with(vec![not_connected()]).await;
         assert!(matches!(outcome, PspOutcome::NotSent { .. }));
-        let (outcome, _) = charge_with(vec![after_connect()]).await;
+        let (outcome, calls) = charge_with(vec![after_connect(), after_connect()]).await;
         assert!(matches!(outcome, PspOutcome::Unknown { .. }));
+        assert_eq!(calls.len(), 2, "a lost answer is asked for once more");
+        // A lost answer, then the re-send's answer: Square's replay of the one payment.
+        let (outcome, calls) = charge_with(vec![
+            after_connect(),
+            reply(200, json!({"payment": payment("APPROVED")})),
+        ])
+        .await;
+        assert!(
+            matches!(outcome, PspOutcome::Authorized { .. }),
+            "{outcome:?}"
+        );
+        assert_eq!(calls[0], calls[1], "byte for byte under the same key");
+        // A lost answer, then no connection: unknown, never not sent (the first may have landed).
+        let (outcome, _) = charge_with(vec![after_connect(), not_connected()]).await;
+        assert!(matches!(outcome, PspOutcome::Unknown { .. }), "{outcome:?}");
+        let (outcome, _) = charge_with(vec![
+            after_connect(),
+            reply(401, errors("AUTHENTICATION_ERROR", "UNAUTHORIZED")),
+        ])
+        .await;
+        assert!(matches!(outcome, PspOutcome::Unknown { .. }), "{outcome:?}");
         // Rate limited twice, then approved: the same request each time.
         let (outcome, calls) = charge_with(vec![
             reply(429, errors("RATE_LIMIT_ERROR", "RATE_LIMITED")),
