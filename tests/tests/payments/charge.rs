@@ -984,3 +984,66 @@ async fn a_store_outage_answers_503_with_retry_after_and_calls_no_psp() {
     assert_eq!(retried.status, 201, "{}", retried.body);
     assert_eq!(stack.psp.charges().len(), 1);
 }
+
+/// The request budget of a first charge and of its replay, per PSP: what the README states. A
+/// PSP that only authorizes (Square) costs one write more, to store its payment's id before the
+/// completion, and a second PSP call; 2C2P's one payment is a token, the Do Payment and an
+/// inquiry.
+#[tokio::test]
+async fn each_psp_charges_within_its_request_budget_and_replays_from_one_request() {
+    use payonce_fake_psp::FakePspConfig;
+    // (face, at most this many DynamoDB requests, exactly this many PSP calls)
+    let budgets = [
+        (FakePspConfig::default(), 3, 1),
+        (FakePspConfig::omise(), 3, 1),
+        (FakePspConfig::twoc2p(), 3, 3),
+        (FakePspConfig::square(), 4, 2),
+    ];
+    for (fake, dynamodb, psp_calls) in budgets {
+        let provider = fake.provider;
+        // GIVEN a stack on this PSP and an order
+        let stack = PaymentStack::start_with(fake, payonce::service::ChargeConfig::default()).await;
+        let order = stack.create_order("alice").await;
+        // WHEN alice pays
+        stack.counter.reset();
+        let seen = stack.psp.requests_seen();
+        let first = stack
+            .pay("alice", "budget-1", body(&order, "pm_card_visa"))
+            .await;
+        // THEN it succeeded within the PSP's budget
+        assert_eq!(first.status, 201, "{provider:?}: {}", first.body);
+        assert!(
+            stack.counter.total() <= dynamodb,
+            "{provider:?}: a first charge cost {:?}",
+            stack.counter.by_operation()
+        );
+        assert_eq!(
+            stack.psp.requests_seen() - seen,
+            psp_calls,
+            "{provider:?}: PSP calls of one charge"
+        );
+        let payment_id = first.json["payment_id"].as_str().unwrap().to_owned();
+        assert_eq!(
+            stack.psp.succeeded_charges_for(&payment_id),
+            1,
+            "{provider:?}"
+        );
+        // AND its replay answers from one request, with no PSP call
+        stack.counter.reset();
+        let seen = stack.psp.requests_seen();
+        let replay = stack
+            .pay("alice", "budget-1", body(&order, "pm_card_visa"))
+            .await;
+        assert_eq!(
+            (replay.status, &replay.json),
+            (201, &first.json),
+            "{provider:?}"
+        );
+        assert_eq!(
+            stack.counter.by_operation(),
+            [("BatchGetItem".to_owned(), 1)].into(),
+            "{provider:?}"
+        );
+        assert_eq!(stack.psp.requests_seen(), seen, "{provider:?}");
+    }
+}
