@@ -135,6 +135,7 @@ impl PspKind {
             PspKind::Omise => "omise",
             PspKind::TwoC2p => "2c2p",
             PspKind::Square => "square",
+            PspKind::PayPal => "paypal",
         }
     }
 
@@ -160,7 +161,7 @@ impl PspKind {
     }
 
     /// The API base used when none is configured. Stripe and Omise serve test and live keys on
-    /// one host; 2C2P and Square have a separate sandbox, used unless `live`.
+    /// one host; 2C2P, Square and PayPal have a separate sandbox, used unless `live`.
     #[cfg(feature = "psp")]
     pub fn default_api_base(self, live: bool) -> &'static str {
         match self {
@@ -170,6 +171,8 @@ impl PspKind {
             PspKind::TwoC2p => crate::adapters::psp::twoc2p::SANDBOX_BASE_URL,
             PspKind::Square if live => crate::adapters::psp::square::SQUARE_API_BASE,
             PspKind::Square => crate::adapters::psp::square::SQUARE_SANDBOX_BASE,
+            PspKind::PayPal if live => crate::adapters::psp::paypal::PAYPAL_API_BASE,
+            PspKind::PayPal => crate::adapters::psp::paypal::PAYPAL_SANDBOX_BASE,
         }
     }
 }

@@ -297,6 +297,16 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
         Ok(report)
     }
 
+    /// How old an attempt may be for a fence, or a re-send of its create, to be relied on:
+    /// the configured window, within the time the PSP keeps keys less an hour.
+    fn fence_window_ms(&self) -> i64 {
+        let kept = self
+            .psp
+            .charge_keys_kept()
+            .saturating_sub(Duration::from_secs(3600));
+        duration_ms(self.config.fence_window.min(kept))
+    }
+
     /// Reconciles one attempt.
     pub async fn reconcile_one(&self, payment_id: &str) -> Result<Reconciled, ReconcileError> {
         let Some(payment) = self.store.get_payment(payment_id).await? else {
@@ -341,7 +351,7 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
             }
             Some(settlement) => settlement,
             None if matches!(lookup, PspLookup::NotFound)
-                && age_ms > duration_ms(self.config.fence_window) =>
+                && age_ms > self.fence_window_ms() =>
             {
                 // The PSP may have forgotten the key: a fence could create a new charge and
                 // "prove" nothing. Only an operator can settle this attempt now.
@@ -391,7 +401,7 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
                             Settlement::Refused
                         }
                     }
-                    Fence::KeyUsed => {
+                    Fence::KeyUsed | Fence::Resend => {
                         // The key holds the original request's stored answer, yet no charge
                         // shows (an error answer creates none, or search lags): re-send the
                         // byte-identical request, which the PSP answers from its store and
@@ -529,6 +539,20 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
         };
         // Word that moves nothing (the action still open, the authorization still held) is as
         // good as none: the bounds below still apply.
+        // A buyer approved an order the PSP waits for us to capture (PayPal): capture it now.
+        let settlement = match settlement {
+            Some(approved) if complete::needs_completion(payment, &approved) => {
+                let budget = self.budget();
+                let timeout = budget.call_timeout(self.store.now_ms(), &self.config);
+                match (complete::completable(payment, &approved), timeout) {
+                    (Some(provider_payment_id), Some(timeout)) => {
+                        complete::complete(&self.psp, payment, provider_payment_id, timeout).await
+                    }
+                    _ => None,
+                }
+            }
+            other => other,
+        };
         let settlement = settlement.filter(|s| transition(payment, s) != Transition::Unchanged);
         let settlement = match settlement {
             Some(settlement) => settlement,
