@@ -128,6 +128,7 @@ mod currency;
 mod faces;
 mod ledger;
 pub mod model;
+mod paypal_signing;
 mod provider;
 mod running;
 mod server;
@@ -135,9 +136,14 @@ mod webhooks;
 
 pub use config::{FakePspConfig, WebhookKnobs};
 pub use ledger::{FakeCancel, FakeCapture, FakeCharge, FakeRefund};
+pub use paypal_signing::{
+    paypal_signed_string, sign_paypal_webhook, PayPalKeyError, PayPalSigner,
+    DEFAULT_PAYPAL_WEBHOOK_ID, PAYPAL_AUTH_ALGO, PAYPAL_CERT_COMMON_NAME, PAYPAL_CERT_PATH,
+};
 pub use provider::{
-    Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_SQUARE_SIGNATURE_KEY,
-    DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY, DEFAULT_WEBHOOK_SECRET,
+    Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_PAYPAL_CLIENT_ID,
+    DEFAULT_SQUARE_SIGNATURE_KEY, DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY,
+    DEFAULT_WEBHOOK_SECRET,
 };
 pub use running::{FakePsp, RunningFakePsp};
 pub use webhooks::{sign_omise_webhook, sign_square_webhook, sign_webhook};

@@ -18,9 +18,14 @@ pub struct WireRequest<'a> {
     pub query: Option<&'a str>,
     /// The raw `Authorization` header value, if any.
     pub authorization: Option<&'a str>,
-    /// The raw `Idempotency-Key` header value, if any. Ignored on `GET`, as at Stripe.
+    /// The raw `Idempotency-Key` header value, if any — on the PayPal face the
+    /// `PayPal-Request-Id` header's. Ignored on `GET`, as at Stripe.
     pub idempotency_key: Option<&'a str>,
-    /// The `application/x-www-form-urlencoded` body.
+    /// The raw `Prefer` header value, if any: PayPal's `return=minimal` (its default) or
+    /// `return=representation`; the other faces ignore it.
+    pub prefer: Option<&'a str>,
+    /// The body as it came: `application/x-www-form-urlencoded` (Stripe, Omise, PayPal's token
+    /// endpoint) or JSON (2C2P, Square, PayPal).
     pub body: &'a [u8],
 }
 
