@@ -42,7 +42,8 @@ pub struct FakePspConfig {
     /// How long a `pm_fake_processing` PaymentIntent stays `processing` before it succeeds.
     pub processing_for: Duration,
     /// How long a `pm_fake_requires_action` PaymentIntent stays `requires_action` before it
-    /// fails with `authentication_required`.
+    /// fails with `authentication_required`; on the PayPal face, how long an order waits for its
+    /// payer's approval before it lapses (PayPal: 3 h).
     pub requires_action_for: Duration,
     /// Search shows each PaymentIntent, and each change to it, only after a random lag of up to
     /// this long; zero (the default) makes search read-after-write.
@@ -52,7 +53,8 @@ pub struct FakePspConfig {
     /// How long a refund of a `pm_fake_refund_pending` charge stays `pending` before it succeeds.
     pub refund_pending_for: Duration,
     /// How long a `capture_method=manual` PaymentIntent may wait in `requires_capture` before
-    /// the PSP cancels it (`cancellation_reason: automatic`); 7 days by default, as Stripe.
+    /// the PSP cancels it (`cancellation_reason: automatic`); 7 days by default, as Stripe. On
+    /// the PayPal face, an authorization's `expiration_time`.
     pub authorization_expires_after: Duration,
     /// How webhooks are delivered (duplicates, delay, order).
     pub webhooks: WebhookKnobs,

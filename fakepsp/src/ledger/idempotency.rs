@@ -4,7 +4,10 @@
 //! parameters or a key in flight, forget each stored key at a random moment 24–48 h after it was
 //! stored: Stripe, "Idempotent requests", which the other faces borrow) are the ledger's
 //! (`Ledger::idempotent`, `Ledger::validated`). A face decides what a key is compared on
-//! ([`Fingerprint`]) and how the refusals read ([`KeyRefusals`]).
+//! ([`Fingerprint`]) and how the refusals read ([`KeyRefusals`]). A face whose PSP documents how
+//! long it keeps keys and answers a replay with the latest state of what the first request made
+//! (PayPal) presents and stores keys itself (`Ledger::recall`, `Ledger::remember`), with a
+//! [`Retention`] and a subject kept beside the answer ([`Stored`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -80,7 +80,7 @@ pub(crate) struct Timings {
 /// this, and one arm where the model picks its face (`crate::model`).
 pub(crate) trait Face: fmt::Debug + Send {
     /// The face's name, as `GET /_fake/charges` reports it (`stripe`, `omise`, `2c2p`,
-    /// `square`).
+    /// `square`, `paypal`).
     fn name(&self) -> &'static str;
 
     /// Answers one request at `now_ms`; what fell due by then has already been applied.

@@ -62,10 +62,12 @@ pub struct WireAnswer {
 /// One webhook event.
 #[derive(Clone, Debug)]
 pub struct ModelEvent {
-    /// `evt_...` (Stripe) or `evnt_test_...` (Omise), also the de-duplication key receivers use.
+    /// `evt_...` (Stripe), `evnt_test_...` (Omise), a UUID (Square) or `WH-<17>-<17>`
+    /// (PayPal), also the de-duplication key receivers use.
     pub id: String,
-    /// E.g. `payment_intent.succeeded`, `refund.created`, `charge.refunded` (Stripe's `type`) or
-    /// `charge.create`, `charge.complete`, `refund.create` (Omise's `key`).
+    /// E.g. `payment_intent.succeeded`, `refund.created`, `charge.refunded` (Stripe's `type`),
+    /// `charge.create`, `charge.complete`, `refund.create` (Omise's `key`) or
+    /// `PAYMENT.CAPTURE.COMPLETED` (PayPal's `event_type`).
     pub kind: String,
     /// The event JSON in the face's format, serialised once so that every copy and retry sends
     /// the same bytes.

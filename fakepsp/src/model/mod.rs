@@ -52,7 +52,8 @@ pub struct ModelConfig {
     /// How long a `pm_fake_processing` PaymentIntent stays `processing` before it succeeds.
     pub processing_for: Duration,
     /// How long a `pm_fake_requires_action` PaymentIntent stays `requires_action` before it fails
-    /// with `authentication_required` (nobody ever authenticates).
+    /// with `authentication_required` (nobody ever authenticates); on the PayPal face, how long an
+    /// order waits for its payer's approval before it lapses.
     pub requires_action_for: Duration,
     /// How long a `pm_fake_slow` answer is held back ([`Delivery::After`]).
     pub slow_delay: Duration,
@@ -80,7 +81,7 @@ pub struct ModelConfig {
     /// How long an authorization (a `capture_method=manual` PaymentIntent in
     /// `requires_capture`) may be captured before the PSP cancels it with
     /// `cancellation_reason: automatic`. Stripe: 7 days for online card payments ("Place a hold
-    /// on a payment method").
+    /// on a payment method"). On the PayPal face, an authorization's `expiration_time`.
     pub authorization_expires_after: Duration,
     /// The fake's own base URL (`http://127.0.0.1:PORT`, no trailing slash), where it sends
     /// customers to act: `next_action.redirect_to_url.url` (Stripe) or `authorize_uri` (Omise)

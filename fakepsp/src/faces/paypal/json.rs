@@ -1,6 +1,6 @@
 //! What the PayPal face writes: orders, captures, authorizations and refunds, error bodies,
-//! webhook events and ids (shapes of PayPal's `checkout_orders_v2.json` [O],
-//! `payments_payment_v2.json` [P] and `notifications_webhooks_v1.json` [W], as
+//! webhook events and ids (shapes of PayPal's `checkout_orders_v2.json` \[O\],
+//! `payments_payment_v2.json` \[P\] and `notifications_webhooks_v1.json` \[W\], as
 //! `/work/research/paypal.md` quotes them, and of the samples it cites).
 
 use serde_json::{json, Map, Value};
@@ -16,13 +16,13 @@ use crate::ledger::{
 /// The characters of PayPal's ids (`5O190127TN364715T`): upper-case letters and digits.
 const ID_CHARS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
 
-/// Length of an order, capture, authorization or refund id ([O] examples: 17 characters).
+/// Length of an order, capture, authorization or refund id (\[O\] examples: 17 characters).
 const ID_LEN: usize = 17;
 
-/// Length of a payer id ([O] `payer_id`: 13 characters, `^[2-9A-HJ-NP-Z]{13}$`).
+/// Length of a payer id (\[O\] `payer_id`: 13 characters, `^[2-9A-HJ-NP-Z]{13}$`).
 const PAYER_ID_LEN: usize = 13;
 
-/// The characters of a payer id ([O] `account_id` pattern: no 0, 1, I or O).
+/// The characters of a payer id (\[O\] `account_id` pattern: no 0, 1, I or O).
 const PAYER_ID_CHARS: &[u8] = b"23456789ABCDEFGHJKLMNPQRSTUVWXYZ";
 
 /// The fake's merchant (`payee.merchant_id`), 13 characters like PayPal's.
@@ -43,7 +43,7 @@ pub(super) enum Api {
     Payments,
 }
 
-/// One refusal: PayPal's `details[0]` ([O] `error_details`: `field`, `value`, `location`,
+/// One refusal: PayPal's `details[0]` (\[O\] `error_details`: `field`, `value`, `location`,
 /// `issue`, `description`) and the HTTP status it comes with; the error's `name` and `message`
 /// follow the status ([`Issue::reply`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,7 +114,7 @@ impl Issue {
         .with_value(id)
     }
 
-    /// 409 RESOURCE_CONFLICT PREVIOUS_REQUEST_IN_PROGRESS ([P] `#/components/schemas/409`).
+    /// 409 RESOURCE_CONFLICT PREVIOUS_REQUEST_IN_PROGRESS (\[P\] `#/components/schemas/409`).
     pub(super) fn in_progress() -> Self {
         Self::new(
             409,
@@ -138,7 +138,7 @@ impl Issue {
         self
     }
 
-    /// The error body ([O] `error_422` etc.): `name` and `message` fixed per status, a
+    /// The error body (\[O\] `error_422` etc.): `name` and `message` fixed per status, a
     /// `debug_id` drawn from the ledger, this issue as `details[0]`, and an `information_link`
     /// to the API's docs (the href's form is UNCONFIRMED).
     pub(super) fn reply(&self, ledger: &mut Ledger, api: Api) -> Reply {
@@ -196,7 +196,7 @@ impl Issue {
     }
 }
 
-/// 401 AUTHENTICATION_FAILURE ([O] `error_401`) for a missing, unknown or expired access token.
+/// 401 AUTHENTICATION_FAILURE (\[O\] `error_401`) for a missing, unknown or expired access token.
 pub(super) fn authentication_failure(ledger: &mut Ledger) -> Reply {
     Reply::json(
         401,
@@ -239,7 +239,7 @@ pub(super) fn drawn(ledger: &mut Ledger, alphabet: &[u8], len: usize) -> String 
         .collect()
 }
 
-/// `{"currency_code","value"}` ([O] `money`): minor units written with the currency's exponent.
+/// `{"currency_code","value"}` (\[O\] `money`): minor units written with the currency's exponent.
 pub(super) fn money(minor: i64, currency: &str) -> Value {
     json!({"currency_code": currency, "value": value_text(minor, currency)})
 }
@@ -275,7 +275,7 @@ pub(super) fn instrument_declined(intent: &Intent) -> bool {
         && intent.failure == Some(Failure::Declined(Decline::InsufficientFunds))
 }
 
-/// The order's status ([O] `order_status`): `CREATED`, `PAYER_ACTION_REQUIRED`, `APPROVED`,
+/// The order's status (\[O\] `order_status`): `CREATED`, `PAYER_ACTION_REQUIRED`, `APPROVED`,
 /// `COMPLETED` or `VOIDED` (its authorization voided or lapsed). An order that lapsed reads as
 /// it was before (PayPal has no word for it; `GET` answers 404).
 pub(super) fn order_status(intent: &Intent, extra: &OrderExtra) -> &'static str {
@@ -306,7 +306,7 @@ pub(super) fn order_status(intent: &Intent, extra: &OrderExtra) -> &'static str 
     }
 }
 
-/// The capture's status ([O] `capture_status`): `PENDING`, `DECLINED`, or once completed
+/// The capture's status (\[O\] `capture_status`): `PENDING`, `DECLINED`, or once completed
 /// `COMPLETED`, `PARTIALLY_REFUNDED` or `REFUNDED` by what its completed refunds add up to
 /// (pending refunds do not change it: UNCONFIRMED, the fake's choice).
 fn capture_status(intent: &Intent, refunds: &[&Refund]) -> &'static str {
@@ -331,7 +331,7 @@ fn capture_status(intent: &Intent, refunds: &[&Refund]) -> &'static str {
     }
 }
 
-/// The authorization's status ([O] `authorization_status`): `PENDING`, `CREATED`, `CAPTURED`,
+/// The authorization's status (\[O\] `authorization_status`): `PENDING`, `CREATED`, `CAPTURED`,
 /// `DENIED` or `VOIDED` (voided, or lapsed: PayPal's enum has no `EXPIRED`, the brief's pick).
 pub(super) fn authorization_status(intent: &Intent) -> &'static str {
     match intent.status {
@@ -345,7 +345,7 @@ pub(super) fn authorization_status(intent: &Intent) -> &'static str {
     }
 }
 
-/// A refund's status ([P] `refund_status`): `PENDING`, `COMPLETED` or `FAILED` (the fake never
+/// A refund's status (\[P\] `refund_status`): `PENDING`, `COMPLETED` or `FAILED` (the fake never
 /// answers `CANCELLED`).
 pub(super) fn refund_status(status: RefundStatus) -> &'static str {
     match status {
@@ -406,7 +406,7 @@ impl OrderView<'_> {
         self.refunds.iter().map(|(refund, _)| *refund).collect()
     }
 
-    /// The order as PayPal answers it: with `full` the whole `order` ([O]
+    /// The order as PayPal answers it: with `full` the whole `order` (\[O\]
     /// `#/components/schemas/order`), else the minimal one (`id`, `status`, `links`: "A minimal
     /// response includes the id, status and HATEOAS links").
     pub(super) fn order(&self, full: bool) -> Value {
@@ -467,7 +467,7 @@ impl OrderView<'_> {
     }
 
     /// The order's links by status: `self` always; an order waiting for its buyer `approve`
-    /// (no source) or `payer-action` (the fake's page, [O] `order_status`: "Redirect the payer
+    /// (no source) or `payer-action` (the fake's page, \[O\] `order_status`: "Redirect the payer
     /// to the "rel":"payer-action" HATEOAS link"); one that can be captured or authorized
     /// `update` and `capture` or `authorize` (the README sample of a created order).
     fn order_links(&self, status: &str) -> Vec<Value> {
@@ -530,8 +530,8 @@ impl OrderView<'_> {
         }
     }
 
-    /// The capture, if there is one: as the order embeds it ([O] `capture`), or with
-    /// `standalone` as `GET /v2/payments/captures/{id}` and webhooks give it ([P] `capture-2`:
+    /// The capture, if there is one: as the order embeds it (\[O\] `capture`), or with
+    /// `standalone` as `GET /v2/payments/captures/{id}` and webhooks give it (\[P\] `capture-2`:
     /// plus `supplementary_data.related_ids` and `payee`). A declined one carries
     /// `status_details.reason` `DECLINED_BY_RISK_FRAUD_FILTERS` (PayPal's own example of a
     /// declined capture; UNCONFIRMED for a plain decline). Links: `self`, `refund`, `up` (the
@@ -605,8 +605,8 @@ impl OrderView<'_> {
     }
 
     /// The authorization of an `AUTHORIZE` order, if it was attempted: as the order embeds it
-    /// ([O] `authorization`), or with `standalone` as `GET /v2/payments/authorizations/{id}`
-    /// and webhooks give it ([P] `authorization-2`). `expiration_time` is when the ledger lets
+    /// (\[O\] `authorization`), or with `standalone` as `GET /v2/payments/authorizations/{id}`
+    /// and webhooks give it (\[P\] `authorization-2`). `expiration_time` is when the ledger lets
     /// it lapse. Links: `self`, `capture`, `void`, `reauthorize`, `up` (the order), as in
     /// PayPal's recurring-payments sample.
     pub(super) fn authorization(&self, standalone: bool) -> Option<Value> {
@@ -647,7 +647,7 @@ impl OrderView<'_> {
     }
 }
 
-/// A refund ([P] `refund`): `custom_id`, `invoice_id` and `note_to_payer` as the refund request
+/// A refund (\[P\] `refund`): `custom_id`, `invoice_id` and `note_to_payer` as the refund request
 /// gave them; links `self` and `up` (its capture). A pending one carries `status_details.reason`
 /// `ECHECK` (the only reason PayPal lists; UNCONFIRMED for the fake's pending refunds).
 pub(super) fn refund_json(refund: &Refund, extra: &RefundExtra, base_url: &str) -> Value {
@@ -683,7 +683,7 @@ pub(super) fn minimal(object: &Value) -> Value {
     json!({"id": object["id"], "status": object["status"], "links": object["links"]})
 }
 
-/// A webhook event ([W] `#/components/schemas/event`): `{id: "WH-<17>-<17>", event_version
+/// A webhook event (\[W\] `#/components/schemas/event`): `{id: "WH-<17>-<17>", event_version
 /// "1.0", create_time, resource_type, resource_version "2.0", event_type, summary, resource,
 /// links}`, its id drawn from the ledger's randomness, its links the fake's own.
 pub(super) fn event(

@@ -1,23 +1,22 @@
 //! The PayPal face: PayPal's OAuth token endpoint, Orders v2 and Payments v2 over the [ledger]
 //! (`ModelConfig::provider = Provider::PayPal`). The charges, refunds, test tokens, time-driven
-//! transitions and injected failures are the ledger's, exactly as on the other faces; this
-//! module only reads PayPal's requests and writes PayPal's orders, captures, authorizations,
-//! refunds, errors and webhook events, and keeps what only PayPal has (access tokens, the
-//! purchase unit's ids, the payment source, the payer, the capture of an authorization). An
-//! order is the ledger's charge; its capture (intent `CAPTURE`) or authorization (intent
-//! `AUTHORIZE`) is the charge's attempt. It calls the ledger's provider-neutral operations
-//! (`Ledger::attempt_charge`, `Ledger::await_approval`, `Ledger::confirm`,
-//! `Ledger::complete_action`, `Ledger::insert`, `Ledger::capture`, `Ledger::cancel`,
-//! `Ledger::attempt_refund`, and the idempotency layer's `Ledger::recall` / `Ledger::remember`)
-//! after validating a request in PayPal's terms (`params`).
+//! transitions and injected failures are the ledger's, exactly as on the other faces; this module
+//! only reads PayPal's requests and writes PayPal's orders, captures, authorizations, refunds,
+//! errors and webhook events, and keeps what only PayPal has (access tokens, the purchase unit's
+//! ids, the payment source, the payer, the capture of an authorization). An order is the ledger's
+//! charge; its capture (intent `CAPTURE`) or authorization (intent `AUTHORIZE`) is the charge's
+//! attempt. It calls the ledger's provider-neutral operations (`Ledger::attempt_charge`,
+//! `Ledger::await_approval`, `Ledger::confirm`, `Ledger::complete_action`, `Ledger::insert`,
+//! `Ledger::capture`, `Ledger::cancel`, `Ledger::attempt_refund`, and the idempotency layer's
+//! `Ledger::recall` / `Ledger::remember`) after validating a request in PayPal's terms (`params`).
 //!
 //! Sources are `/work/research/paypal.md` (PayPal's published OpenAPI specs
-//! `paypal/paypal-rest-api-specifications`: `checkout_orders_v2.json` [O], `payments_payment_v2.json`
-//! [P], `notifications_webhooks_v1.json` [W], and the developer pages it cites), the product spec
-//! (`/work/shared/SPEC.md` §18) and the face's brief (`/work/research/paypal-face-brief.md`); the
-//! inspection fields are this crate's own contract (its top-level docs). Each rule names what it
-//! follows; where PayPal says nothing, the rule says "UNCONFIRMED: the fake's choice" and what
-//! the fake does:
+//! `paypal/paypal-rest-api-specifications`: `checkout_orders_v2.json` \[O\],
+//! `payments_payment_v2.json` \[P\], `notifications_webhooks_v1.json` \[W\], and the developer
+//! pages it cites), the product spec (`/work/shared/SPEC.md` §18) and the face's brief
+//! (`/work/research/paypal-face-brief.md`); the inspection fields are this crate's own contract
+//! (its top-level docs). Each rule names what it follows; where PayPal says nothing, the rule says
+//! "UNCONFIRMED: the fake's choice" and what the fake does:
 //!
 //! - **OAuth** (research §1; "Get an access token"): `POST /v1/oauth2/token` with `Authorization:
 //!   Basic base64(client_id:client_secret)` (`ModelConfig::paypal_client_id`, and
@@ -28,98 +27,97 @@
 //!   failed"}` (3rd-party evidence only: UNCONFIRMED text); another or no `grant_type` → 400
 //!   `{"error":"unsupported_grant_type", …}` (UNCONFIRMED: the fake's choice). Every call issues a
 //!   new token, each valid until it expires (UNCONFIRMED: PayPal may hand the same one back until
-//!   it expires). Every other request needs `Authorization: Bearer <a token not yet expired>`
-//!   (the scheme in any case), else 401 `AUTHENTICATION_FAILURE` ([O] `error_401`; the body of an
+//!   it expires). Every other request needs `Authorization: Bearer <a token not yet expired>` (the
+//!   scheme in any case), else 401 `AUTHENTICATION_FAILURE` (\[O\] `error_401`; the body of an
 //!   expired token is UNCONFIRMED) before anything else is looked at. Every request the face is
 //!   handed is counted, token calls and 401s included.
-//! - **Errors** ([O] `error_422`, `error_details`): `{name, message, debug_id, details:[{field,
+//! - **Errors** (\[O\] `error_422`, `error_details`): `{name, message, debug_id, details:[{field,
 //!   value?, location, issue, description}], links:[information_link]}`; `name` and `message`
 //!   follow the status (400 INVALID_REQUEST, 404 RESOURCE_NOT_FOUND, 409 RESOURCE_CONFLICT, 422
 //!   UNPROCESSABLE_ENTITY, 500 INTERNAL_SERVER_ERROR), `debug_id` is 13 hex digits from the
-//!   ledger's randomness, `field` a JSON pointer (`/purchase_units/@reference_id=='default'/amount/value`
-//!   for a unit's fields, as PayPal's example; UNCONFIRMED for the others), the link's href form
-//!   is UNCONFIRMED. Header problems name the header as `field`, location `header` (UNCONFIRMED:
-//!   PayPal's enum has body, path and query). An unknown id → 404 RESOURCE_NOT_FOUND
-//!   INVALID_RESOURCE_ID, location `path`; an unknown route → the same.
-//! - **`PayPal-Request-Id`** ([O]/[P] `paypal_request_id`; "Idempotency"): 1 to 108 characters,
+//!   ledger's randomness, `field` a JSON pointer
+//!   (`/purchase_units/@reference_id=='default'/amount/value` for a unit's fields, as PayPal's
+//!   example; UNCONFIRMED for the others), the link's href form is UNCONFIRMED. Header problems
+//!   name the header as `field`, location `header` (UNCONFIRMED: PayPal's enum has body, path and
+//!   query). An unknown id → 404 RESOURCE_NOT_FOUND INVALID_RESOURCE_ID, location `path`; an
+//!   unknown route → the same.
+//! - **`PayPal-Request-Id`** (\[O\]/\[P\] `paypal_request_id`; "Idempotency"): 1 to 108 characters,
 //!   else 400 INVALID_STRING_LENGTH (before anything is stored). Required on a create with a
-//!   `payment_source` → 400 PAYPAL_REQUEST_ID_REQUIRED ([O] `#/components/schemas/400`). Honoured
+//!   `payment_source` → 400 PAYPAL_REQUEST_ID_REQUIRED (\[O\] `#/components/schemas/400`). Honoured
 //!   on the create, an order's `/capture` and `/authorize`, an authorization's `/capture` and a
 //!   capture's `/refund`; ignored on a void (the spec lists none for it; UNCONFIRMED). Orders API
-//!   ids are remembered exactly `ModelConfig::paypal_request_id_ttl` (6 h: "The server stores
-//!   keys for 6 hours"), Payments API ids 45 days ("The server stores keys for 45 days"); then
-//!   they are forgotten and a re-send acts anew. A remembered id with the same body (compared as
-//!   JSON) → **200** (the first call's 201, [O] "A successful response to an idempotent request
-//!   returns the HTTP 200 OK") with the **latest** state of what the first request made or acted
-//!   on ("PayPal returns the latest status of the previous request"), in the replay's own
-//!   `Prefer`; a first answer that was a refusal is replayed as it was. The same id with another
-//!   body or on another endpoint → 422 PAYPAL_REQUEST_ID_PREVIOUSLY_USED (UNCONFIRMED: the fake's
-//!   choice, Vault v3's code); an id whose request is still running → 409 RESOURCE_CONFLICT
-//!   PREVIOUS_REQUEST_IN_PROGRESS ([P] `409`; UNCONFIRMED for the Orders API). A 5xx is never
+//!   ids are remembered exactly `ModelConfig::paypal_request_id_ttl` (6 h: "The server stores keys
+//!   for 6 hours"), Payments API ids 45 days ("The server stores keys for 45 days"); then they are
+//!   forgotten and a re-send acts anew. A remembered id with the same body (compared as JSON) →
+//!   **200** (the first call's 201, \[O\] "A successful response to an idempotent request returns
+//!   the HTTP 200 OK") with the **latest** state of what the first request made or acted on
+//!   ("PayPal returns the latest status of the previous request"), in the replay's own `Prefer`; a
+//!   first answer that was a refusal is replayed as it was. The same id with another body or on
+//!   another endpoint → 422 PAYPAL_REQUEST_ID_PREVIOUSLY_USED (UNCONFIRMED: the fake's choice,
+//!   Vault v3's code); an id whose request is still running → 409 RESOURCE_CONFLICT
+//!   PREVIOUS_REQUEST_IN_PROGRESS (\[P\] `409`; UNCONFIRMED for the Orders API). A 5xx is never
 //!   stored. The server reads the id from the `PayPal-Request-Id` header (as the ledger's
 //!   idempotency key); the fake's `Idempotent-Replayed: true` header marks a replay.
-//! - **`Prefer`** ([O]/[P] `prefer`): `return=representation` answers the whole object,
-//!   anything else (and none: PayPal's default) the minimal one (`id`, `status`, `links`); a
-//!   void answers 204 without a body unless `return=representation` (then 200 and the
-//!   authorization). `GET` always answers the whole object.
-//! - **Create** (`POST /v2/checkout/orders`, [O] `order_request`), validated before the id is
+//! - **`Prefer`** (\[O\]/\[P\] `prefer`): `return=representation` answers the whole object,
+//!   anything else (and none: PayPal's default) the minimal one (`id`, `status`, `links`); a void
+//!   answers 204 without a body unless `return=representation` (then 200 and the authorization).
+//!   `GET` always answers the whole object.
+//! - **Create** (`POST /v2/checkout/orders`, \[O\] `order_request`), validated before the id is
 //!   used: `intent` (`CAPTURE` or `AUTHORIZE`, else 400 MISSING_REQUIRED_PARAMETER /
-//!   INVALID_PARAMETER_VALUE); `purchase_units` 1 to 10 (400 INVALID_ARRAY_MIN_ITEMS /
-//!   MAX_ITEMS), of which the fake models exactly one: `AUTHORIZE` with more → 422
-//!   UNSUPPORTED_INTENT ([O]), `CAPTURE` with more → 400 NOT_SUPPORTED (UNCONFIRMED: the fake's
-//!   choice); the unit's `reference_id` (1..256), `custom_id`, `invoice_id`, `description`
-//!   (1..127; else 400 INVALID_STRING_LENGTH) and `amount` `{currency_code, value}` (400
-//!   INVALID_PARAMETER_SYNTAX for a value off `money`'s pattern; then 422: a currency the fake
-//!   takes — USD EUR GBP JPY AUD CAD SGD THB, UNCONFIRMED list — else INVALID_CURRENCY_CODE;
-//!   HUF, JPY and TWD take no decimals, DECIMALS_NOT_SUPPORTED ([P]; the currency table is read
-//!   through mirrors: UNCONFIRMED); others at most two, DECIMAL_PRECISION; ≤ 0
-//!   CANNOT_BE_ZERO_OR_NEGATIVE; more than 15 whole digits MAX_VALUE_EXCEEDED). PayPal documents
-//!   no minimum, so `ModelConfig::minimum_overrides` does not apply on this face. `payment_source`
-//!   is `card` (`vault_id`, required here: raw card numbers are not modelled;
-//!   `experience_context{return_url, cancel_url}`) or `paypal` (`vault_id`, or
-//!   `experience_context{return_url, cancel_url, user_action, brand_name, locale, landing_page,
-//!   shipping_preference, payment_method_preference}`); other sources → 400 NOT_SUPPORTED, both at
-//!   once → 400 INVALID_PARAMETER_VALUE. Any field the fake does not model → 400 INVALID_REQUEST
-//!   NOT_SUPPORTED ([O]'s "This field is not currently supported"; refusing them is UNCONFIRMED: the
-//!   fake's choice, as on the other faces). A new order is **201**; ids are 17 upper-case letters
-//!   and digits, times RFC 3339 to the second.
+//!   INVALID_PARAMETER_VALUE); `purchase_units` 1 to 10 (400 INVALID_ARRAY_MIN_ITEMS / MAX_ITEMS),
+//!   of which the fake models exactly one: `AUTHORIZE` with more → 422 UNSUPPORTED_INTENT (\[O\]),
+//!   `CAPTURE` with more → 400 NOT_SUPPORTED (UNCONFIRMED: the fake's choice); the unit's
+//!   `reference_id` (1..256), `custom_id`, `invoice_id`, `description` (1..127; else 400
+//!   INVALID_STRING_LENGTH) and `amount` `{currency_code, value}` (400 INVALID_PARAMETER_SYNTAX for
+//!   a value off `money`'s pattern; then 422: a currency the fake takes — USD EUR GBP JPY AUD CAD
+//!   SGD THB, UNCONFIRMED list — else INVALID_CURRENCY_CODE; HUF, JPY and TWD take no decimals,
+//!   DECIMALS_NOT_SUPPORTED (\[P\]; the currency table is read through mirrors: UNCONFIRMED);
+//!   others at most two, DECIMAL_PRECISION; ≤ 0 CANNOT_BE_ZERO_OR_NEGATIVE; more than 15 whole
+//!   digits MAX_VALUE_EXCEEDED). PayPal documents no minimum, so `ModelConfig::minimum_overrides`
+//!   does not apply on this face. `payment_source` is `card` (`vault_id`, required here: raw card
+//!   numbers are not modelled; `experience_context{return_url, cancel_url}`) or `paypal`
+//!   (`vault_id`, or `experience_context{return_url, cancel_url, user_action, brand_name, locale,
+//!   landing_page, shipping_preference, payment_method_preference}`); other sources → 400
+//!   NOT_SUPPORTED, both at once → 400 INVALID_PARAMETER_VALUE. Any field the fake does not model →
+//!   400 INVALID_REQUEST NOT_SUPPORTED (\[O\]'s "This field is not currently supported"; refusing
+//!   them is UNCONFIRMED: the fake's choice, as on the other faces). A new order is **201**; ids
+//!   are 17 upper-case letters and digits, times RFC 3339 to the second.
 //! - **Unique invoice id** (account setting, `ModelConfig::paypal_unique_invoice_id`, on by
-//!   default; [O] 422 DUPLICATE_INVOICE_ID "your account setting requires that Invoice Id be
+//!   default; \[O\] 422 DUPLICATE_INVOICE_ID "your account setting requires that Invoice Id be
 //!   unique for each transaction"): an `invoice_id` another order already used — one with a
 //!   completed or pending capture, or an authorization (even voided or lapsed) — → 422
-//!   DUPLICATE_INVOICE_ID at the create and again when money would move (an order's `/capture`
-//!   and `/authorize`, an authorization's `/capture`, whose own `invoice_id` counts if it gives
-//!   one). A declined capture does not use its invoice id, so a declined payment can be retried
+//!   DUPLICATE_INVOICE_ID at the create and again when money would move (an order's `/capture` and
+//!   `/authorize`, an authorization's `/capture`, whose own `invoice_id` counts if it gives one). A
+//!   declined capture does not use its invoice id, so a declined payment can be retried
 //!   (UNCONFIRMED: whether PayPal checks at create or capture, and what a decline does; the fake
 //!   checks at both). Refunds' invoice ids are not checked.
 //! - **Vaulted sources** (`card.vault_id`, `paypal.vault_id` = the ledger's test token; research
-//!   §4a): with `ModelConfig::paypal_one_step_vault` (the default; "single-step create order
-//!   call", the save-payment-methods page) a `CAPTURE` create charges at once: order `COMPLETED`
-//!   with `purchase_units[0].payments.captures[0]` `COMPLETED` (`PAYMENT.CAPTURE.COMPLETED`), or
+//!   §4a): with `ModelConfig::paypal_one_step_vault` (the default; "single-step create order call",
+//!   the save-payment-methods page) a `CAPTURE` create charges at once: order `COMPLETED` with
+//!   `purchase_units[0].payments.captures[0]` `COMPLETED` (`PAYMENT.CAPTURE.COMPLETED`), or
 //!   `DECLINED` with `status_details.reason` for `pm_card_visa_chargeDeclined`
-//!   (`PAYMENT.CAPTURE.DECLINED`; [O] "A completed order can indicate … a payment was
-//!   declined": a 201 that carries a declined capture, UNCONFIRMED status), or `PENDING`
-//!   (`PENDING_REVIEW`) for `pm_fake_processing`, `COMPLETED` after `processing_for`
-//!   (`PAYMENT.CAPTURE.PENDING`, then `.COMPLETED`); an `AUTHORIZE` create → `COMPLETED` with
-//!   `authorizations[0]` `CREATED` and `expiration_time` the ledger's lapse
-//!   (`PAYMENT.AUTHORIZATION.CREATED`; PayPal's recurring-payments sample), `DENIED` for a
-//!   declining card (no event: UNCONFIRMED), `PENDING` then `CREATED` for `pm_fake_processing`.
-//!   Without it (two steps; woocommerce-paypal-payments #4431, #4372) the order is `CREATED`
-//!   (links `capture`/`authorize`) and nothing is charged until `/capture` or `/authorize`.
-//!   `pm_card_chargeDeclinedInsufficientFunds` → 422 INSTRUMENT_DECLINED: no order is made and
-//!   the 422 is stored under the id (UNCONFIRMED: the fake's choice). An unknown token → 422
-//!   TOKEN_ID_NOT_FOUND on the source's `vault_id` (the issue [O] lists for capture and authorize;
-//!   UNCONFIRMED for a create; chosen over a 404 because the order id is not what is missing), no
-//!   order made, stored under the id. `pm_fake_error_before_charge` → 500 INTERNAL_SERVER_ERROR
-//!   when the charge is attempted, nothing made or stored; `pm_fake_lost_response` and
-//!   `pm_fake_slow` as on the other faces (answer cut, or held back, after the order was made and
-//!   stored under its id).
-//! - **3-D Secure and payer actions** (woocommerce-paypal-payments #4450 and #2812; [O]
+//!   (`PAYMENT.CAPTURE.DECLINED`; \[O\] "A completed order can indicate … a payment was declined":
+//!   a 201 that carries a declined capture, UNCONFIRMED status), or `PENDING` (`PENDING_REVIEW`)
+//!   for `pm_fake_processing`, `COMPLETED` after `processing_for` (`PAYMENT.CAPTURE.PENDING`, then
+//!   `.COMPLETED`); an `AUTHORIZE` create → `COMPLETED` with `authorizations[0]` `CREATED` and
+//!   `expiration_time` the ledger's lapse (`PAYMENT.AUTHORIZATION.CREATED`; PayPal's
+//!   recurring-payments sample), `DENIED` for a declining card (no event: UNCONFIRMED), `PENDING`
+//!   then `CREATED` for `pm_fake_processing`. Without it (two steps; woocommerce-paypal-payments
+//!   #4431, #4372) the order is `CREATED` (links `capture`/`authorize`) and nothing is charged
+//!   until `/capture` or `/authorize`. `pm_card_chargeDeclinedInsufficientFunds` → 422
+//!   INSTRUMENT_DECLINED: no order is made and the 422 is stored under the id (UNCONFIRMED: the
+//!   fake's choice). An unknown token → 422 TOKEN_ID_NOT_FOUND on the source's `vault_id` (the
+//!   issue \[O\] lists for capture and authorize; UNCONFIRMED for a create; chosen over a 404
+//!   because the order id is not what is missing), no order made, stored under the id.
+//!   `pm_fake_error_before_charge` → 500 INTERNAL_SERVER_ERROR when the charge is attempted,
+//!   nothing made or stored; `pm_fake_lost_response` and `pm_fake_slow` as on the other faces
+//!   (answer cut, or held back, after the order was made and stored under its id).
+//! - **3-D Secure and payer actions** (woocommerce-paypal-payments #4450 and #2812; \[O\]
 //!   `order_status`): the 3-D Secure cards (`pm_card_threeDSecure2Required`,
 //!   `pm_card_authenticationRequired`) with a `card.experience_context.return_url` (or the paypal
 //!   source's) → 201 `PAYER_ACTION_REQUIRED` with links `self` and `payer-action`, the fake's
-//!   shared page `<base_url>/_fake/authenticate/<order id>` (also in two-step mode: the order
-//!   needs its payer before anything). *Complete* there → the order `APPROVED`
+//!   shared page `<base_url>/_fake/authenticate/<order id>` (also in two-step mode: the order needs
+//!   its payer before anything). *Complete* there → the order `APPROVED`
 //!   (`CHECKOUT.ORDER.APPROVED`, the order as resource) and 303 to the `return_url` with
 //!   `token=<order id>&PayerID=<payer id>` added to its query (UNCONFIRMED names, research §4b);
 //!   then `/capture` (or `/authorize`) charges it as authenticated. *Fail* → 303 to the
@@ -129,75 +127,76 @@
 //! - **Buyer approval** (research §4b): `payment_source.paypal` without a `vault_id` →
 //!   `PAYER_ACTION_REQUIRED` with `payer-action` to the same page; no `payment_source` at all →
 //!   `CREATED` with `approve` (the same page), `update` and `capture`/`authorize` (the README
-//!   sample). The payer's *Complete* approves (`APPROVED`, a payer id from the ledger's
-//!   randomness, `CHECKOUT.ORDER.APPROVED`); the payer's PayPal account then pays like
-//!   `pm_card_visa` (UNCONFIRMED: the fake's choice; the inspection view says `paypal`). An order
-//!   never approved lapses after `requires_action_for` (PayPal: 3 h, [O] order `links`):
-//!   afterwards `GET` answers 404 RESOURCE_NOT_FOUND (UNCONFIRMED: the fake's choice),
-//!   `/capture` and `/authorize` 422 ORDER_EXPIRED ([O]), the page 409; no event. An approved
-//!   order does not lapse (UNCONFIRMED: PayPal gives 3 h to capture it).
-//! - **An order's `/capture` and `/authorize`** ([O] `orders.capture-422`, `orders.authorize-422`):
-//!   body `{}` or none (a `payment_source` there is not modelled: 400 NOT_SUPPORTED). Unknown →
-//!   404; lapsed → 422 ORDER_EXPIRED; the other action than the intent → 422
-//!   ACTION_DOES_NOT_MATCH_INTENT; waiting for the buyer's approval → 422 ORDER_NOT_APPROVED, for
-//!   a vaulted card's 3-D Secure → 422 PAYER_ACTION_REQUIRED; already captured (completed,
+//!   sample). The payer's *Complete* approves (`APPROVED`, a payer id from the ledger's randomness,
+//!   `CHECKOUT.ORDER.APPROVED`); the payer's PayPal account then pays like `pm_card_visa`
+//!   (UNCONFIRMED: the fake's choice; the inspection view says `paypal`). An order never approved
+//!   lapses after `requires_action_for` (PayPal: 3 h, \[O\] order `links`): afterwards `GET`
+//!   answers 404 RESOURCE_NOT_FOUND (UNCONFIRMED: the fake's choice), `/capture` and `/authorize`
+//!   422 ORDER_EXPIRED (\[O\]), the page 409; no event. An approved order does not lapse
+//!   (UNCONFIRMED: PayPal gives 3 h to capture it).
+//! - **An order's `/capture` and `/authorize`** (\[O\] `orders.capture-422`,
+//!   `orders.authorize-422`): body `{}` or none (a `payment_source` there is not modelled: 400
+//!   NOT_SUPPORTED). Unknown → 404; lapsed → 422 ORDER_EXPIRED; the other action than the intent →
+//!   422 ACTION_DOES_NOT_MATCH_INTENT; waiting for the buyer's approval → 422 ORDER_NOT_APPROVED,
+//!   for a vaulted card's 3-D Secure → 422 PAYER_ACTION_REQUIRED; already captured (completed,
 //!   pending or declined) → 422 ORDER_ALREADY_CAPTURED, already authorized → 422
-//!   ORDER_ALREADY_AUTHORIZED; an earlier INSTRUMENT_DECLINED → 422 INSTRUMENT_DECLINED again
-//!   (the payer choosing another funding source is not modelled). Else the invoice rule, then the
+//!   ORDER_ALREADY_AUTHORIZED; an earlier INSTRUMENT_DECLINED → 422 INSTRUMENT_DECLINED again (the
+//!   payer choosing another funding source is not modelled). Else the invoice rule, then the
 //!   charge, as a one-step create would: **201** order `COMPLETED` with the capture or
 //!   authorization (and its event), 422 INSTRUMENT_DECLINED for insufficient funds, 500 for
 //!   `pm_fake_error_before_charge` (nothing changes), the lost and slow tokens' deliveries.
-//! - **Authorizations** ([P]): `GET /v2/payments/authorizations/{id}` (`authorization-2`: with
-//!   `supplementary_data.related_ids.order_id` and `payee`). `POST …/capture` (`amount` at most
-//!   the authorized one, partial allowed, else 422 MAX_CAPTURE_AMOUNT_EXCEEDED — PayPal's 115 %
-//!   overage is not modelled; its currency the authorization's, else 422
-//!   AUTH_CAPTURE_CURRENCY_MISMATCH; `final_capture`, `invoice_id`, `note_to_payer`,
-//!   `soft_descriptor`): **201** capture `COMPLETED` (`capture-2`, `related_ids` with
-//!   `authorization_id`, `up` → the authorization) and `PAYMENT.CAPTURE.COMPLETED`; the
-//!   authorization reads `CAPTURED` (one capture per authorization: `final_capture: false` is
-//!   not modelled). Refused: captured already → 422 AUTHORIZATION_ALREADY_CAPTURED; voided → 422
-//!   AUTHORIZATION_VOIDED; lapsed → 422 AUTHORIZATION_EXPIRED (it reads `VOIDED`: PayPal's enum has
-//!   no `EXPIRED`, the brief's pick); denied → 422 AUTHORIZATION_DENIED; pending → 422
-//!   TRANSACTION_REFUSED (UNCONFIRMED: the fake's choice). `POST …/void` (no body): 204, or 200
-//!   with the authorization for `Prefer: return=representation`, `VOIDED`,
-//!   `PAYMENT.AUTHORIZATION.VOIDED`, the order `VOIDED`; captured → 422 PREVIOUSLY_CAPTURED,
-//!   voided or lapsed → 422 PREVIOUSLY_VOIDED, denied → 422 CANNOT_BE_VOIDED (UNCONFIRMED). An
-//!   authorization nobody captures lapses after the ledger's `authorization_expires_after`
-//!   (`expiration_time`): `VOIDED`, `PAYMENT.AUTHORIZATION.VOIDED` (UNCONFIRMED event).
-//! - **Captures and refunds** ([P] `captures.refund-422`, `refund`): `GET
+//! - **Authorizations** (\[P\]): `GET /v2/payments/authorizations/{id}` (`authorization-2`: with
+//!   `supplementary_data.related_ids.order_id` and `payee`). `POST …/capture` (`amount` at most the
+//!   authorized one, partial allowed, else 422 MAX_CAPTURE_AMOUNT_EXCEEDED — PayPal's 115 % overage
+//!   is not modelled; its currency the authorization's, else 422 AUTH_CAPTURE_CURRENCY_MISMATCH;
+//!   `final_capture`, `invoice_id`, `note_to_payer`, `soft_descriptor`): **201** capture
+//!   `COMPLETED` (`capture-2`, `related_ids` with `authorization_id`, `up` → the authorization) and
+//!   `PAYMENT.CAPTURE.COMPLETED`; the authorization reads `CAPTURED` (one capture per
+//!   authorization: `final_capture: false` is not modelled). Refused: captured already → 422
+//!   AUTHORIZATION_ALREADY_CAPTURED; voided → 422 AUTHORIZATION_VOIDED; lapsed → 422
+//!   AUTHORIZATION_EXPIRED (it reads `VOIDED`: PayPal's enum has no `EXPIRED`, the brief's pick);
+//!   denied → 422 AUTHORIZATION_DENIED; pending → 422 TRANSACTION_REFUSED (UNCONFIRMED: the fake's
+//!   choice). `POST …/void` (no body): 204, or 200 with the authorization for `Prefer:
+//!   return=representation`, `VOIDED` (a pending one too), `PAYMENT.AUTHORIZATION.VOIDED`, the
+//!   order `VOIDED` (\[O\] `order_status`: "All purchase units in the order are voided";
+//!   UNCONFIRMED whether PayPal's order says so or stays `COMPLETED`); captured → 422
+//!   PREVIOUSLY_CAPTURED, voided or lapsed → 422 PREVIOUSLY_VOIDED, denied → 422 CANNOT_BE_VOIDED
+//!   (UNCONFIRMED). An authorization nobody captures lapses after the ledger's
+//!   `authorization_expires_after` (`expiration_time`): `VOIDED`, `PAYMENT.AUTHORIZATION.VOIDED`
+//!   (UNCONFIRMED event).
+//! - **Captures and refunds** (\[P\] `captures.refund-422`, `refund`): `GET
 //!   /v2/payments/captures/{id}` (`capture-2`; it does not embed refunds, only links `self`,
 //!   `refund`, `up`). `POST …/refund` (`amount`, default what is left; `custom_id`, `invoice_id`,
 //!   `note_to_payer`, echoed): only a `COMPLETED` capture (a pending one → 422 PENDING_CAPTURE, a
 //!   declined one → 422 REFUND_NOT_ALLOWED); another currency → 422
-//!   REFUND_CAPTURE_CURRENCY_MISMATCH; more than is left → 422 REFUND_AMOUNT_EXCEEDED; nothing
-//!   left → 422 CAPTURE_FULLY_REFUNDED (pending and completed refunds count, failed ones give
-//!   their amount back). **201** refund `COMPLETED` (`PAYMENT.CAPTURE.REFUNDED` with the refund as
+//!   REFUND_CAPTURE_CURRENCY_MISMATCH; more than is left → 422 REFUND_AMOUNT_EXCEEDED; nothing left
+//!   → 422 CAPTURE_FULLY_REFUNDED (pending and completed refunds count, failed ones give their
+//!   amount back). **201** refund `COMPLETED` (`PAYMENT.CAPTURE.REFUNDED` with the refund as
 //!   resource) or, for a `pm_fake_refund_pending` charge, `PENDING` (`status_details.reason`
 //!   `ECHECK`) until `refund_pending_for` (then `COMPLETED` and the event); a `pm_card_refundFail`
 //!   charge's refund reads `COMPLETED`, then `FAILED` after `refund_fail_after` (no event:
 //!   UNCONFIRMED). The capture reads `PARTIALLY_REFUNDED` / `REFUNDED` by its completed refunds;
-//!   the order lists every refund in `purchase_units[0].payments.refunds[]` ([O]
+//!   the order lists every refund in `purchase_units[0].payments.refunds[]` (\[O\]
 //!   `payment_collection`). `GET /v2/payments/refunds/{id}`.
-//! - **Webhooks** ([W] `event`; research §9): `{id: "WH-<17>-<17>", event_version: "1.0",
-//!   create_time, resource_type, resource_version: "2.0", event_type, summary, resource,
-//!   links}`; `CHECKOUT.ORDER.APPROVED` (`checkout-order`, the order), `PAYMENT.CAPTURE.COMPLETED`
-//!   / `PENDING` / `DECLINED` (`capture`, `capture-2` with `custom_id`, `invoice_id` and
+//! - **Webhooks** (\[W\] `event`; research §9): `{id: "WH-<17>-<17>", event_version: "1.0",
+//!   create_time, resource_type, resource_version: "2.0", event_type, summary, resource, links}`;
+//!   `CHECKOUT.ORDER.APPROVED` (`checkout-order`, the order), `PAYMENT.CAPTURE.COMPLETED` /
+//!   `PENDING` / `DECLINED` (`capture`, `capture-2` with `custom_id`, `invoice_id` and
 //!   `supplementary_data.related_ids`), `PAYMENT.AUTHORIZATION.CREATED` / `VOIDED`
 //!   (`authorization`, `authorization-2`), `PAYMENT.CAPTURE.REFUNDED` (`refund`, the refund with
 //!   our refund id as `custom_id` and `up` → the capture; UNCONFIRMED exact shape). The server
 //!   signs each delivery as PayPal does (`PAYPAL-TRANSMISSION-ID`, `-TIME`, `-SIG`,
-//!   `PAYPAL-CERT-URL` → `<base_url>/_fake/paypal/cert.pem`, `PAYPAL-AUTH-ALGO: SHA256withRSA`;
-//!   see [`sign_paypal_webhook`](crate::sign_paypal_webhook)).
+//!   `PAYPAL-CERT-URL` → `<base_url>/_fake/paypal/cert.pem`, `PAYPAL-AUTH-ALGO: SHA256withRSA`; see
+//!   [`sign_paypal_webhook`](crate::sign_paypal_webhook)).
 //! - **Inspection** (the crate's contract): `_fake/charges` entries carry `provider: "paypal"`,
 //!   `id` the order id, `status` the order's (`EXPIRED` for a lapsed one, the fake's word),
 //!   `outcome`, `amount`, `currency`, `payment_method` (the `vault_id`, or `paypal` for a buyer's
 //!   approval), `payment_id` (the unit's `custom_id`), `idempotency_key` (the create's
 //!   `PayPal-Request-Id`), `capture_method` (`manual` for `AUTHORIZE`), `captures` (an order's
-//!   `/capture` with its id; an authorization's capture with its id), `cancels` (a void under
-//!   none; a lapse `automatic`) and `object`: the order as `GET` answers it. `_fake/refunds`
-//!   entries carry the refund's status words, the order as `payment_intent`, the capture as
-//!   `charge`, the order's `custom_id` as `payment_id` and the refund's `custom_id` as
-//!   `refund_id`.
+//!   `/capture` with its id; an authorization's capture with its id), `cancels` (a void under none;
+//!   a lapse `automatic`) and `object`: the order as `GET` answers it. `_fake/refunds` entries
+//!   carry the refund's status words, the order as `payment_intent`, the capture as `charge`, the
+//!   order's `custom_id` as `payment_id` and the refund's `custom_id` as `refund_id`.
 //!
 //! [ledger]: crate::ledger
 
@@ -231,7 +230,7 @@ use crate::ledger::{
 const WALLET_TOKEN: &str = "pm_card_visa";
 
 /// How long the Payments API remembers a `PayPal-Request-Id`: "The server stores keys for 45
-/// days" ([P] `paypal_request_id`).
+/// days" (\[P\] `paypal_request_id`).
 const PAYMENTS_REQUEST_ID_TTL: Duration = Duration::from_secs(45 * 24 * 60 * 60);
 
 /// The `scope` of an access token (a shortened form of the documented one).
@@ -499,7 +498,8 @@ impl PayPalFace {
     }
 
     /// Whether another order than `except` already used `invoice_id`: one with a completed or
-    /// pending capture, or an authorization (see the module docs).
+    /// pending capture, or an authorization (see the module docs). The orders are those the
+    /// invoice id was given to, on their purchase unit or on their authorization's capture.
     fn invoice_used(&self, ledger: &Ledger, invoice_id: &str, except: &str) -> bool {
         if !self.settings.unique_invoice_id {
             return false;
@@ -508,15 +508,7 @@ impl PayPalFace {
         let Some(orders) = invoices.get(invoice_id) else {
             return false;
         };
-        let capture_uses = |id: &str| -> bool {
-            self.orders
-                .borrow()
-                .get(id)
-                .and_then(|extra| extra.auth_capture.as_ref())
-                .and_then(|capture| capture.invoice_id.as_deref())
-                .is_some_and(|own| own == invoice_id)
-        };
-        let orders_used = orders.iter().filter(|id| id.as_str() != except).any(|id| {
+        orders.iter().filter(|id| id.as_str() != except).any(|id| {
             ledger.by_id.get(id).is_some_and(|&index| {
                 matches!(
                     ledger.intents[index].status,
@@ -526,15 +518,16 @@ impl PayPalFace {
                         | Status::Canceled
                 )
             })
-        });
-        // An authorization's capture that named its own invoice id used it too.
-        orders_used
-            || self
-                .orders
-                .borrow()
-                .keys()
-                .filter(|id| id.as_str() != except)
-                .any(|id| capture_uses(id))
+        })
+    }
+
+    /// Records that order `order_id` carries `invoice_id`.
+    fn note_invoice(&self, invoice_id: String, order_id: &str) {
+        let mut invoices = self.invoices.borrow_mut();
+        let orders = invoices.entry(invoice_id).or_default();
+        if !orders.iter().any(|id| id == order_id) {
+            orders.push(order_id.to_owned());
+        }
     }
 
     /// Whether `authorization` is `Bearer <a token not yet expired at now_ms>`.
@@ -897,24 +890,27 @@ impl PayPalFace {
     /// `POST /v1/oauth2/token`: a new access token for the client's credentials.
     fn token(&self, ledger: &mut Ledger, request: &WireRequest<'_>, now_ms: i64) -> Handled {
         if !self.client_ok(request.authorization) {
-            return Handled::plain(Reply::json(
+            return Handled::plain(oauth_error(
                 401,
-                &json!({"error": "invalid_client", "error_description": "Client Authentication failed"}),
+                "invalid_client",
+                "Client Authentication failed",
             ));
         }
         let form = parse_form(request.body);
         match form.get("grant_type").map(String::as_str) {
             Some("client_credentials") => {}
             None => {
-                return Handled::plain(Reply::json(
+                return Handled::plain(oauth_error(
                     400,
-                    &json!({"error": "unsupported_grant_type", "error_description": "Grant Type is NULL"}),
+                    "unsupported_grant_type",
+                    "Grant Type is NULL",
                 ))
             }
             Some(_) => {
-                return Handled::plain(Reply::json(
+                return Handled::plain(oauth_error(
                     400,
-                    &json!({"error": "unsupported_grant_type", "error_description": "unsupported grant_type"}),
+                    "unsupported_grant_type",
+                    "unsupported grant_type",
                 ))
             }
         }
@@ -1182,11 +1178,7 @@ impl PayPalFace {
         let id = intent.id.clone();
         self.orders.borrow_mut().insert(id.clone(), extra);
         if let Some(invoice_id) = create.unit.invoice_id {
-            self.invoices
-                .borrow_mut()
-                .entry(invoice_id)
-                .or_default()
-                .push(id.clone());
+            self.note_invoice(invoice_id, &id);
         }
         ledger.insert(self, *intent, now_ms);
         let index = ledger.intents.len() - 1;
@@ -1598,6 +1590,9 @@ impl PayPalFace {
                 note_to_payer: capture.note_to_payer.clone(),
             });
         });
+        if let Some(invoice_id) = capture.invoice_id {
+            self.note_invoice(invoice_id, &order_id);
+        }
         self.captures
             .borrow_mut()
             .insert(capture_id.clone(), order_id);
@@ -1825,7 +1820,15 @@ impl PayPalFace {
     }
 }
 
-/// 422 DUPLICATE_INVOICE_ID ([O] `#/components/schemas/422`).
+/// The token endpoint's OAuth-style error (`{error, error_description}`, not the REST shape).
+fn oauth_error(status: u16, error: &str, description: &str) -> Reply {
+    Reply::json(
+        status,
+        &json!({"error": error, "error_description": description}),
+    )
+}
+
+/// 422 DUPLICATE_INVOICE_ID (\[O\] `#/components/schemas/422`).
 fn duplicate_invoice(invoice_id: &str) -> Issue {
     Issue::unprocessable(
         "DUPLICATE_INVOICE_ID",
@@ -1837,7 +1840,7 @@ fn duplicate_invoice(invoice_id: &str) -> Issue {
     .with_value(invoice_id)
 }
 
-/// 422 PAYER_ACTION_REQUIRED ([O] `orders.capture-422`).
+/// 422 PAYER_ACTION_REQUIRED (\[O\] `orders.capture-422`).
 fn payer_action_required() -> Issue {
     Issue::refused(
         "PAYER_ACTION_REQUIRED",
@@ -1845,7 +1848,7 @@ fn payer_action_required() -> Issue {
     )
 }
 
-/// 422 INSTRUMENT_DECLINED ([O] `orders.capture-422`).
+/// 422 INSTRUMENT_DECLINED (\[O\] `orders.capture-422`).
 fn instrument_declined_issue() -> Issue {
     Issue::refused(
         "INSTRUMENT_DECLINED",

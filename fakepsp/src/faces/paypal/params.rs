@@ -3,42 +3,42 @@
 //! the face writes with a `debug_id` drawn from the ledger. Every refusal here is answered before
 //! the `PayPal-Request-Id` is looked at or used, so it stores nothing under it.
 //!
-//! Sources: `/work/research/paypal.md` (PayPal's `checkout_orders_v2.json` [O] and
-//! `payments_payment_v2.json` [P]); the limits are cited where they are used.
+//! Sources: `/work/research/paypal.md` (PayPal's `checkout_orders_v2.json` \[O\] and
+//! `payments_payment_v2.json` \[P\]); the limits are cited where they are used.
 
 use serde_json::{Map, Value};
 
 use super::json::Issue;
 
-/// `PayPal-Request-Id` is 1 to 108 characters ([O] `#/components/parameters/paypal_request_id`;
+/// `PayPal-Request-Id` is 1 to 108 characters (\[O\] `#/components/parameters/paypal_request_id`;
 /// the newer docs allow more on capture, the fake keeps 108 everywhere, as the brief says).
 pub(super) const MAX_REQUEST_ID_CHARS: usize = 108;
 
-/// `custom_id` and `invoice_id`: 1 to 127 ([O] `purchase_unit_request`; [P] `refund_request`).
+/// `custom_id` and `invoice_id`: 1 to 127 (\[O\] `purchase_unit_request`; \[P\] `refund_request`).
 const MAX_ID_FIELD: usize = 127;
 
-/// `reference_id`: 1 to 256 ([O] `purchase_unit_request`).
+/// `reference_id`: 1 to 256 (\[O\] `purchase_unit_request`).
 const MAX_REFERENCE_ID: usize = 256;
 
-/// `description`: 1 to 127 ([O] `purchase_unit_request`).
+/// `description`: 1 to 127 (\[O\] `purchase_unit_request`).
 const MAX_DESCRIPTION: usize = 127;
 
-/// `note_to_payer`: 1 to 255 ([P] `refund_request`, `capture_request`).
+/// `note_to_payer`: 1 to 255 (\[P\] `refund_request`, `capture_request`).
 const MAX_NOTE_TO_PAYER: usize = 255;
 
-/// `soft_descriptor`: at most 22 ([P] `capture_request`).
+/// `soft_descriptor`: at most 22 (\[P\] `capture_request`).
 const MAX_SOFT_DESCRIPTOR: usize = 22;
 
-/// `vault_id`: 1 to 255 of `[0-9a-zA-Z_-]` ([O] `#/components/schemas/vault_id`).
+/// `vault_id`: 1 to 255 of `[0-9a-zA-Z_-]` (\[O\] `#/components/schemas/vault_id`).
 const MAX_VAULT_ID: usize = 255;
 
-/// `purchase_units`: 1 to 10 items ([O] `order_request`).
+/// `purchase_units`: 1 to 10 items (\[O\] `order_request`).
 const MAX_PURCHASE_UNITS: usize = 10;
 
-/// `money.value`: at most 32 characters ([O] `#/components/schemas/money`).
+/// `money.value`: at most 32 characters (\[O\] `#/components/schemas/money`).
 const MAX_VALUE_CHARS: usize = 32;
 
-/// "The `amount.value` field supports up to 15 digits preceding the decimal" ([O]
+/// "The `amount.value` field supports up to 15 digits preceding the decimal" (\[O\]
 /// `purchase_unit_request/properties/amount`; 422 MAX_VALUE_EXCEEDED: "Should be less than or
 /// equal to 999999999999999.99").
 const MAX_WHOLE_DIGITS: usize = 15;
@@ -137,7 +137,7 @@ pub(super) struct CreateOrder {
     pub(super) cancel_url: Option<String>,
 }
 
-/// A validated `POST /v2/payments/authorizations/{id}/capture` ([P] `capture_request`).
+/// A validated `POST /v2/payments/authorizations/{id}/capture` (\[P\] `capture_request`).
 #[derive(Clone, Debug, Default)]
 pub(super) struct CaptureAuthorization {
     pub(super) amount: Option<Money>,
@@ -146,7 +146,7 @@ pub(super) struct CaptureAuthorization {
     pub(super) note_to_payer: Option<String>,
 }
 
-/// A validated `POST /v2/payments/captures/{id}/refund` ([P] `refund_request`).
+/// A validated `POST /v2/payments/captures/{id}/refund` (\[P\] `refund_request`).
 #[derive(Clone, Debug, Default)]
 pub(super) struct RefundCapture {
     pub(super) amount: Option<Money>,
@@ -214,7 +214,7 @@ pub(super) fn canonical(value: &Value) -> String {
     }
 }
 
-/// Validates a create ([O] `order_request`); see the face's module docs for each refusal.
+/// Validates a create (\[O\] `order_request`); see the face's module docs for each refusal.
 /// Schema refusals (400) come before business ones (422): the one-unit rule for `AUTHORIZE`
 /// and the amount's value.
 pub(super) fn create_order(body: &Body) -> Result<CreateOrder, Issue> {
@@ -362,7 +362,7 @@ fn purchase_unit(unit: &Body) -> Result<((UnitFields, RawMoney), String), Issue>
     Ok(((fields, raw), amount_field))
 }
 
-/// `payment_source` ([O] `#/components/schemas/payment_source`): exactly one of `card` and
+/// `payment_source` (\[O\] `#/components/schemas/payment_source`): exactly one of `card` and
 /// `paypal`, as the fake models them. Returns the source and its experience context's return
 /// and cancel URLs.
 fn payment_source(source: &Body) -> Result<(Source, Option<String>, Option<String>), Issue> {
@@ -441,7 +441,7 @@ fn payment_source(source: &Body) -> Result<(Source, Option<String>, Option<Strin
     }
 }
 
-/// `paypal.experience_context` ([O] `paypal_wallet_experience_context`): the URLs, and the
+/// `paypal.experience_context` (\[O\] `paypal_wallet_experience_context`): the URLs, and the
 /// enums the fake accepts without acting on them.
 fn paypal_context(context: &Body) -> Result<(Option<String>, Option<String>), Issue> {
     const PREFIX: &str = "/payment_source/paypal/experience_context";
@@ -520,13 +520,13 @@ fn vault_id(source: &Body, field: &str) -> Result<Option<String>, Issue> {
     Ok(Some(id))
 }
 
-/// Validates the body of an order's `/capture` or `/authorize`: `{}` or none ([O]
+/// Validates the body of an order's `/capture` or `/authorize`: `{}` or none (\[O\]
 /// `order_capture_request` has only `payment_source`, which the fake does not model there).
 pub(super) fn order_action(body: &Body) -> Result<(), Issue> {
     refuse_unknown(body, &[], "")
 }
 
-/// Validates a capture of an authorization ([P] `capture_request`, all optional).
+/// Validates a capture of an authorization (\[P\] `capture_request`, all optional).
 pub(super) fn capture_authorization(body: &Body) -> Result<CaptureAuthorization, Issue> {
     refuse_unknown(
         body,
@@ -558,7 +558,7 @@ pub(super) fn capture_authorization(body: &Body) -> Result<CaptureAuthorization,
     })
 }
 
-/// Validates a refund of a capture ([P] `refund_request`, all optional).
+/// Validates a refund of a capture (\[P\] `refund_request`, all optional).
 pub(super) fn refund_capture(body: &Body) -> Result<RefundCapture, Issue> {
     refuse_unknown(
         body,
@@ -573,7 +573,7 @@ pub(super) fn refund_capture(body: &Body) -> Result<RefundCapture, Issue> {
     })
 }
 
-/// Validates the body of a void: none, or `{}` ([P]: the void takes no body).
+/// Validates the body of a void: none, or `{}` (\[P\]: the void takes no body).
 pub(super) fn void(body: &Body) -> Result<(), Issue> {
     refuse_unknown(body, &[], "")
 }
@@ -590,7 +590,7 @@ fn optional_money(body: &Body) -> Result<Option<Money>, Issue> {
     }
 }
 
-/// A `money` object's schema ([O] `#/components/schemas/money`): `currency_code` three
+/// A `money` object's schema (\[O\] `#/components/schemas/money`): `currency_code` three
 /// characters, `value` a decimal string (`^((-?[0-9]+)|(-?([0-9]+)?[.][0-9]+))$`, at most 32).
 fn money_schema(amount: &Body, field: &str) -> Result<RawMoney, Issue> {
     refuse_unknown(amount, &["currency_code", "value"], &format!("{field}/"))?;

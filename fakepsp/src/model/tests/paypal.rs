@@ -1019,6 +1019,47 @@ fn an_invoice_id_another_order_used_is_422_duplicate_invoice_id_at_create_and_ca
     }
 }
 
+#[test]
+fn an_authorization_capture_uses_its_own_invoice_id_and_voided_authorizations_use_theirs() {
+    let pp = PayPal::new();
+    // GIVEN an authorization captured under an invoice id of its own
+    let (_, authorization) = authorized(&pp, "pay_1", "pm_card_visa", T0);
+    let captured = pp.post(
+        &format!("/v2/payments/authorizations/{authorization}/capture"),
+        Some("c1"),
+        &json!({"invoice_id": "inv_capture", "final_capture": true}),
+        T0 + 1,
+    );
+    assert_eq!(json(&captured)["invoice_id"], "inv_capture");
+    // WHEN an order names that invoice id
+    let again = pp.post(
+        ORDERS,
+        Some("k2"),
+        &order_body("CAPTURE", "inv_capture", card("pm_card_visa")),
+        T0 + 2,
+    );
+    // THEN 422 DUPLICATE_INVOICE_ID
+    assert_eq!(issue(&again), (422, "DUPLICATE_INVOICE_ID".to_owned()));
+    // AND a voided authorization keeps its invoice id used
+    let (_, voided) = authorized(&pp, "pay_3", "pm_card_visa", T0 + 3);
+    let void = pp.call(
+        "POST",
+        &format!("/v2/payments/authorizations/{voided}/void"),
+        None,
+        None,
+        "",
+        T0 + 4,
+    );
+    assert_eq!(void.status, 204);
+    let after_void = pp.post(
+        ORDERS,
+        Some("k4"),
+        &order_body("AUTHORIZE", "pay_3", card("pm_card_visa")),
+        T0 + 5,
+    );
+    assert_eq!(issue(&after_void), (422, "DUPLICATE_INVOICE_ID".to_owned()));
+}
+
 // Declines, unknown tokens, injected failures.
 
 #[test]
