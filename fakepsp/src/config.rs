@@ -134,10 +134,14 @@ impl FakePspConfig {
     /// The defaults with the PayPal face: client id
     /// [`DEFAULT_PAYPAL_CLIENT_ID`](crate::DEFAULT_PAYPAL_CLIENT_ID), client secret
     /// [`DEFAULT_API_KEY`] (as `api_key`), webhooks signed with a key generated at start for the
-    /// webhook id [`DEFAULT_PAYPAL_WEBHOOK_ID`]; `webhook_secret` is not used.
+    /// webhook id [`DEFAULT_PAYPAL_WEBHOOK_ID`]; `webhook_secret` is not used. An order nobody
+    /// approves lapses after 3 h, as PayPal's ([`requires_action_for`](Self::requires_action_for)).
     pub fn paypal() -> Self {
         Self {
             provider: Provider::PayPal,
+            // PayPal: "The API caller has 3 hours … to redirect your payer", then 3 hours for the
+            // payer to approve (checkout_orders_v2.json, the order's `links`).
+            requires_action_for: Duration::from_secs(3 * 60 * 60),
             ..Self::default()
         }
     }

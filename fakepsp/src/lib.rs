@@ -118,8 +118,9 @@
 //! which may be `DECLINED`) or left `CREATED` for `/capture`; the 3-D Secure cards and a buyer's
 //! approval wait `PAYER_ACTION_REQUIRED` for the fake's page (`payer-action`), which approves the
 //! order and sends the payer back with `token` and `PayerID`; an order never approved lapses
-//! after [`FakePspConfig::requires_action_for`]. Invoice ids are unique while
-//! [`FakePspConfig::paypal_unique_invoice_id`] holds (`DUPLICATE_INVOICE_ID`). Errors are
+//! after [`FakePspConfig::requires_action_for`] (3 h in [`FakePspConfig::paypal`]). Invoice ids
+//! are unique while [`FakePspConfig::paypal_unique_invoice_id`] holds (`DUPLICATE_INVOICE_ID`).
+//! Errors are
 //! PayPal's `{name, message, debug_id, details[{issue}]}`. Webhooks (`CHECKOUT.ORDER.APPROVED`,
 //! `PAYMENT.CAPTURE.COMPLETED` / `PENDING` / `DECLINED` / `REFUNDED`,
 //! `PAYMENT.AUTHORIZATION.CREATED` / `VOIDED`) carry `PAYPAL-TRANSMISSION-ID`, `-TIME`, `-SIG`

@@ -97,14 +97,20 @@ impl Cli {
             })?),
             None => None,
         };
+        let provider: Provider = self.provider.into();
+        // The face's own defaults (PayPal's 3 h for an order nobody approves), then the flags.
+        let defaults = match provider {
+            Provider::PayPal => FakePspConfig::paypal(),
+            _ => FakePspConfig::default(),
+        };
         let mut config = FakePspConfig {
-            provider: self.provider.into(),
+            provider,
             webhook_url: self.webhook_url,
             twoc2p_merchant_id: self.merchant_id,
             paypal_client_id: self.client_id,
             paypal_signing_key_pem,
             paypal_webhook_id: self.paypal_webhook_id,
-            ..FakePspConfig::default()
+            ..defaults
         };
         config.webhook_secret = match (self.webhook_secret, config.provider) {
             (Some(secret), _) => secret,
@@ -189,6 +195,7 @@ mod tests {
         assert_eq!(paypal.paypal_webhook_id, DEFAULT_PAYPAL_WEBHOOK_ID);
         assert_eq!(paypal.paypal_signing_key_pem, None);
         let defaults = FakePspConfig::paypal();
+        assert_eq!(paypal.requires_action_for, defaults.requires_action_for);
         assert_eq!(
             (
                 paypal.paypal_token_lifetime,
