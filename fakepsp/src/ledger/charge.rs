@@ -155,8 +155,8 @@ pub(crate) enum OnAction {
     /// [`Failure::AuthenticationRequired`]); once the customer completes the action the charge
     /// is not attempted yet but waits in `requires_confirmation`, authenticated, until the
     /// merchant confirms it (`Ledger::confirm`): a PSP where the customer approves a payment
-    /// that the merchant then executes (Stripe's `confirmation_method=manual`, an order a buyer
-    /// approves).
+    /// that the merchant then executes (Stripe's `confirmation_method=manual`, a wallet payment
+    /// the buyer approves before the merchant captures it).
     WaitForApproval { return_url: Option<String> },
 }
 

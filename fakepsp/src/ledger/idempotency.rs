@@ -5,9 +5,9 @@
 //! stored: Stripe, "Idempotent requests", which the other faces borrow) are the ledger's
 //! (`Ledger::idempotent`, `Ledger::validated`). A face decides what a key is compared on
 //! ([`Fingerprint`]) and how the refusals read ([`KeyRefusals`]). A face whose PSP documents how
-//! long it keeps keys and answers a replay with the latest state of what the first request made
-//! (PayPal) presents and stores keys itself (`Ledger::recall`, `Ledger::remember`), with a
-//! [`Retention`] and a subject kept beside the answer ([`Stored`]).
+//! long it keeps keys, or answers a replay with the latest state of what the first request made,
+//! presents and stores keys itself (`Ledger::recall`, `Ledger::remember`), with a [`Retention`]
+//! and a subject kept beside the answer ([`Stored`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
