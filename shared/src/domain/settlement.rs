@@ -35,6 +35,12 @@ pub enum Settlement {
         /// The PSP's id.
         provider_payment_id: String,
     },
+    /// The PSP made the payment and has not decided it: nothing moves but its id, filled in on
+    /// a processing payment that has none (a PSP without a lookup by our reference needs it).
+    Pending {
+        /// The PSP's id.
+        provider_payment_id: String,
+    },
     /// The PSP authorized a manual-capture payment: the money is held.
     Authorized {
         /// The PSP's id.
@@ -93,6 +99,9 @@ impl Settlement {
                 ..
             }
             | Self::ActionCompleted {
+                provider_payment_id,
+            }
+            | Self::Pending {
                 provider_payment_id,
             }
             | Self::Authorized {
@@ -182,7 +191,7 @@ pub fn completion_leaves_order(read: &Payment, transition: &Transition) -> bool 
 pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
     // Word about another PSP payment than the one we hold (another integration on the same
     // account, a Dashboard user) says nothing about ours, however it is signed.
-    if names_another_payment(current, settlement) {
+    if names_another_payment(current, settlement) || about_a_request_only(current, settlement) {
         return Transition::Unchanged;
     }
     use PaymentStatus as S;
@@ -268,6 +277,21 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
         Settlement::ActionRequired { .. } | Settlement::ActionCompleted { .. } => {
             Transition::Unchanged
         }
+        // Undecided at the PSP: its id, once, and nothing else.
+        Settlement::Pending {
+            provider_payment_id,
+        } => {
+            if status == S::Processing && current.provider_payment_id.is_none() {
+                Transition::Apply {
+                    status,
+                    failure: None,
+                    provider_payment_id: Some(provider_payment_id.clone()),
+                    progress: progress.clone(),
+                }
+            } else {
+                Transition::Unchanged
+            }
+        }
         // A payment captured at once, which the PSP only authorized (Square approves every
         // payment, and moves money when payonce completes it): no status of its own. Its PSP
         // id is stored, once, and the payment stays processing until completed — which only a
@@ -347,6 +371,23 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
         Settlement::Abandoned if status == S::Processing => failed(FailureKind::Abandoned, None),
         Settlement::Abandoned => Transition::Unchanged,
     }
+}
+
+/// Whether `settlement` is a refusal or decline that names no PSP payment while `payment` holds
+/// one: word about a request (a re-send the PSP answered afresh, having forgotten its key), not
+/// about the payment the PSP made, which only its own word moves. (A fence's abandonment is not
+/// one: it is decided on a read without an id, and the stores refuse it once one is stored.)
+fn about_a_request_only(payment: &Payment, settlement: &Settlement) -> bool {
+    payment.provider_payment_id.is_some()
+        && settlement.provider_payment_id().is_none()
+        && matches!(
+            settlement,
+            Settlement::Declined { .. }
+                | Settlement::Rejected
+                | Settlement::Refused
+                | Settlement::AuthenticationRequired { .. }
+                | Settlement::AuthenticationFailed { .. }
+        )
 }
 
 /// Whether `settlement` names a PSP payment other than the one `payment` holds (once the PSP's

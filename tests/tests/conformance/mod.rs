@@ -135,7 +135,9 @@ pub enum Approval {
     /// It only approves (Square, `autocomplete: false`). payonce stores the PSP's id, then
     /// completes the payment. The PSP's webhook about the approval only fills in the id, and
     /// the charge path or reconcile completes it. A lost create answer is therefore settled by
-    /// the webhook plus a reconcile run, never by the webhook alone.
+    /// the webhook plus a reconcile run, never by the webhook alone. An undecided payment's id
+    /// (Square's `PENDING`) is stored from the create's own answer, so the webhook of its
+    /// approval then changes nothing.
     ApprovesThenCompleted,
 }
 

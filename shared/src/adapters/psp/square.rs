@@ -702,6 +702,11 @@ fn classify_payment(payment: &Value) -> PspOutcome {
         }) => PspOutcome::AuthenticationRequired {
             provider_payment_id,
         },
+        Some(Settlement::Pending {
+            provider_payment_id,
+        }) => PspOutcome::Pending {
+            provider_payment_id,
+        },
         _ => PspOutcome::Unknown {
             reason: format!(
                 "Square payment {} is {}",
@@ -1275,11 +1280,19 @@ mod tests {
             (500, errors("API_ERROR", "INTERNAL_SERVER_ERROR")),
             (503, json!("<html>")),
             (200, json!({})),
-            (200, json!({"payment": payment("PENDING")})),
         ] {
             let (outcome, _) = charge_with(vec![reply(status, body.clone())]).await;
             assert!(unknown(&outcome), "{status} {body}: {outcome:?}");
         }
+        // An undecided payment: pending, its id kept (Square cannot be asked by our reference).
+        let (outcome, _) =
+            charge_with(vec![reply(200, json!({"payment": payment("PENDING")}))]).await;
+        assert_eq!(
+            outcome,
+            PspOutcome::Pending {
+                provider_payment_id: SQ.into()
+            }
+        );
         // A completed payment (never asked for, but read right) is approved.
         let (outcome, _) =
             charge_with(vec![reply(200, json!({"payment": payment("COMPLETED")}))]).await;
