@@ -176,7 +176,8 @@ pub fn completion_leaves_order(read: &Payment, transition: &Transition) -> bool 
 
 /// The one transition function. A payment only rises ([`PaymentStatus::rank`]):
 /// - `processing → requires_action → authorized → succeeded`, and any status not final to
-///   `failed` (a decline, a refusal, failed authentication) or `canceled` (PSP-confirmed);
+///   `failed` (a decline, a refusal, failed authentication) or `canceled` (PSP-confirmed; an
+///   authorization the PSP declines is canceled: nothing can be captured any more);
 ///   only a payment with a `return_url` waits for a customer action;
 /// - a PSP-confirmed success beats any failure or cancellation (the customer's money moved,
 ///   which is the truth the books must show), in particular one payonce inferred;
@@ -350,6 +351,14 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
             to(S::Canceled, None, closed(Some(*reason), None))
         }
         Settlement::Canceled { .. } => Transition::Unchanged,
+        // The PSP's decline of the very payment it had authorized: nothing can be captured any
+        // more (an authorization that lapsed or failed, however the PSP words it), so it ends
+        // canceled and its order is free. (A decline naming no payment moves none.)
+        Settlement::Declined { .. } if status == S::Authorized => to(
+            S::Canceled,
+            None,
+            closed(Some(CancellationReason::Expired), None),
+        ),
         // Failures: only while nothing is authorized or charged, and they never stack.
         _ if !open => Transition::Unchanged,
         Settlement::Declined { decline_code, .. } => {

@@ -516,11 +516,11 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
             {
                 Ok(Some(PaymentStatus::Succeeded)) => return Ok(Reconciled::Succeeded),
                 Ok(Some(PaymentStatus::Canceled)) => return Ok(Reconciled::Abandoned),
-                Ok(Some(_)) => return Ok(Reconciled::Pending),
+                Ok(Some(_)) => return Ok(self.still_open(payment)),
                 Ok(None) => {}
                 Err(error) => {
                     tracing::warn!(payment_id, error = %error, "a claimed operation could not be sent again yet");
-                    return Ok(Reconciled::Pending);
+                    return Ok(self.still_open(payment));
                 }
             }
         }
@@ -530,11 +530,7 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
             Err(error) => {
                 // A look that keeps failing must not hide an authorization about to lapse, nor
                 // an action held past its bound.
-                if payment.status == PaymentStatus::Authorized {
-                    warn_if_expiring(payment, now_ms);
-                } else {
-                    self.still_pending(payment, now_ms - payment.created_at_ms);
-                }
+                self.still_open(payment);
                 return Err(error.into());
             }
         };
@@ -898,6 +894,19 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
         );
         if let Err(error) = self.store.defer_check(payment_id, now_ms + pause_ms).await {
             tracing::warn!(payment_id, error = %error, "could not defer the next check");
+        }
+    }
+
+    /// A payment waiting for its customer or authorized that this run could not settle: its
+    /// bounds still apply (`authorization-expiring`, `payment-stuck`), whatever stopped the run
+    /// (a claim sent again without an answer, a look that failed).
+    fn still_open(&self, payment: &Payment) -> Reconciled {
+        let now_ms = self.store.now_ms();
+        if payment.status == PaymentStatus::Authorized {
+            warn_if_expiring(payment, now_ms);
+            Reconciled::Pending
+        } else {
+            self.still_pending(payment, now_ms - payment.created_at_ms)
         }
     }
 

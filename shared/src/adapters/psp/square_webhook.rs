@@ -167,7 +167,7 @@ fn our_payment_id(reference_id: Option<&str>) -> Option<String> {
 }
 
 /// Reads a verified Square notification: `payment.created` / `payment.updated` carry the payment
-/// (`data.object.payment`), ours by its `reference_id`, read by [`payment_settlement`];
+/// (`data.object.payment`), ours by its `reference_id`, read by `payment_settlement`;
 /// `refund.created` / `refund.updated` carry the refund (`data.object.refund`), ours by its
 /// `reason` (our refund id). The amount reported is the object's
 /// `amount_money`. Square reports no live mode in the body (its `square-environment` header is

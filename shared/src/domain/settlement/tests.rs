@@ -279,7 +279,7 @@ fn each_status_moves_on_exactly_the_word_it_can_take() {
     let table = [
         (S::Processing, "S S A - Z F - - F F F F -"),
         (S::RequiresAction, "S S - A Z F - - F F C - -"),
-        (S::Authorized, "S S - - Z - - - - - C - -"),
+        (S::Authorized, "S S - - Z C - - - - C - -"),
         (S::Succeeded, "- S - - - - - - - - - - -"),
         (S::Failed, "S S - - - - - - - - - - -"),
         (S::Canceled, "S S - - - - - - - - - - -"),
