@@ -1,13 +1,15 @@
 //! Starts `payonce-local` as a process and runs the README walkthrough over HTTP: create an
 //! order, pay, a double-click storm, a lost response settled by the webhook, a duplicate
 //! webhook, a decline and a retry, the refund route's scope gate — checking statuses, bodies and
-//! the fake PSP's charges (one per payment). Once per PSP (`--psp stripe|omise|2c2p`), each on
-//! the embedded store and on DynamoDB Local; webhooks for another provider are answered 404.
-//! 2C2P has no refunds: past the scope gate, its sandbox answers 409 `refund-not-supported`.
+//! the fake PSP's charges (one per payment). Once per PSP (`--psp stripe|omise|2c2p|square`),
+//! each on the embedded store and on DynamoDB Local; webhooks for another provider are answered
+//! 404. 2C2P has no refunds: past the scope gate, its sandbox answers 409 `refund-not-supported`.
+//! Square has no redirect for 3-D Secure (a card that needs it is refused) and captures whole;
+//! its captures and cancels take no idempotency key, and its refunds start pending.
 
 use base64::Engine as _;
 use payonce::adapters::psp::twoc2p_webhook::sign_token;
-use payonce_fake_psp::{sign_omise_webhook, sign_webhook, DEFAULT_API_KEY};
+use payonce_fake_psp::{sign_omise_webhook, sign_square_webhook, sign_webhook, DEFAULT_API_KEY};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -22,6 +24,7 @@ enum Psp {
     Stripe,
     Omise,
     TwoC2p,
+    Square,
 }
 
 /// The webhook secret the test sets for the Stripe sandbox.
@@ -32,6 +35,8 @@ const OMISE_KEY: &[u8] = b"payonce-local-sandbox-test-key";
 const TWOC2P_SECRET_KEY: &str = "payonce-local-sandbox-test-2c2p-merchant-secret-key";
 /// The merchant id the test sets for the 2C2P sandbox.
 const TWOC2P_MERCHANT_ID: &str = "PAYONCESANDBOX7";
+/// The webhook subscription's signature key the test sets for the Square sandbox.
+const SQUARE_SIGNATURE_KEY: &str = "payonce-local-sandbox-test-square-signature-key";
 
 impl Psp {
     fn name(self) -> &'static str {
@@ -39,6 +44,7 @@ impl Psp {
             Psp::Stripe => "stripe",
             Psp::Omise => "omise",
             Psp::TwoC2p => "2c2p",
+            Psp::Square => "square",
         }
     }
 
@@ -48,6 +54,7 @@ impl Psp {
             Psp::Stripe => "fake",
             Psp::Omise => "omise",
             Psp::TwoC2p => "2c2p",
+            Psp::Square => "square",
         }
     }
 
@@ -66,13 +73,17 @@ impl Psp {
                 "PAYONCE_LOCAL_2C2P_SECRET_KEY",
                 TWOC2P_SECRET_KEY.to_owned(),
             ),
+            Psp::Square => (
+                "PAYONCE_LOCAL_SQUARE_SIGNATURE_KEY",
+                SQUARE_SIGNATURE_KEY.to_owned(),
+            ),
         }
     }
 
     /// The merchant id variable and the value the test gives it (2C2P only).
     fn merchant_env(self) -> Option<(&'static str, String)> {
         match self {
-            Psp::Stripe | Psp::Omise => None,
+            Psp::Stripe | Psp::Omise | Psp::Square => None,
             Psp::TwoC2p => Some((
                 "PAYONCE_LOCAL_2C2P_MERCHANT_ID",
                 TWOC2P_MERCHANT_ID.to_owned(),
@@ -238,6 +249,17 @@ impl Sandbox {
             .unwrap()
     }
 
+    async fn refunds(&self) -> Vec<Value> {
+        self.http
+            .get(format!("{}/_fake/refunds", self.psp))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     fn stop(mut self) {
         Command::new("kill")
             .args(["-INT", &self.child.id().to_string()])
@@ -352,7 +374,9 @@ async fn walkthrough(sandbox: &Sandbox) {
     // 3. A lost response: 202, then the PSP's webhook settles it; the retry shows the outcome.
     // (2C2P by design: its adapter follows every Do Payment with a Payment Inquiry, which reads
     // the charge whose answer was lost, so the payment succeeds at once; the backend
-    // notification still arrives, and is delivered again in 3b.)
+    // notification still arrives, and is delivered again in 3b. Square too: its adapter sends a
+    // create whose answer was lost once more under the same key, Square answers the one payment
+    // again, and the charge path completes it; 3b delivers its `payment.updated` again.)
     let (_, lost_order, _) = sandbox
         .post("/orders", &token, None, order_body.clone())
         .await;
@@ -364,7 +388,7 @@ async fn walkthrough(sandbox: &Sandbox) {
             pay(&lost_order, "pm_fake_lost_response"),
         )
         .await;
-    let settled = if sandbox.kind == Psp::TwoC2p {
+    let settled = if matches!(sandbox.kind, Psp::TwoC2p | Psp::Square) {
         assert_eq!(
             (status, pending["status"].as_str()),
             (201, Some("succeeded")),
@@ -527,7 +551,8 @@ async fn answer_page(sandbox: &Sandbox, url: &str, result: &str) {
 /// The answers of a payment that asks the customer to act: a `return_url` off the checkout
 /// origins (400, nothing written), no `return_url` (402 `authentication-required`), one
 /// (202 `requires_action`, replayed from the store), a failed challenge (402
-/// `authentication-failed`, the order free), and a completed one (201, one charge).
+/// `authentication-failed`, the order free), and a completed one (201, one charge). Square has
+/// no redirect to offer: [`square_verification_required`].
 async fn customer_action(sandbox: &Sandbox, token: &str) {
     let order = new_order(sandbox, token).await;
     let return_url = format!("{}/?order={order}", sandbox.api);
@@ -572,6 +597,21 @@ async fn customer_action(sandbox: &Sandbox, token: &str) {
     );
     let seen = sandbox.charges().await.len();
     assert!(seen <= before + 1, "at most the one failed charge");
+    if sandbox.kind == Psp::Square {
+        // Square made the payment and failed it (CARD_DECLINED_VERIFICATION_REQUIRED): exactly
+        // that one failed charge, nothing charged.
+        assert_eq!(seen, before + 1);
+        let made = charges_of(sandbox, required["payment_id"].as_str().unwrap()).await;
+        assert_eq!(
+            (
+                made.len(),
+                made[0]["outcome"].as_str(),
+                made[0]["status"].as_str()
+            ),
+            (1, Some("failed"), Some("FAILED")),
+            "{made:?}"
+        );
+    }
     let (status, again, _) = sandbox
         .post("/payments", token, Some("action-1"), three_ds(None))
         .await;
@@ -588,6 +628,10 @@ async fn customer_action(sandbox: &Sandbox, token: &str) {
     let (status, waiting, headers) = sandbox
         .post("/payments", token, Some("action-2"), body.clone())
         .await;
+    if sandbox.kind == Psp::Square {
+        square_verification_required(sandbox, token, &order, (status, &waiting, &headers)).await;
+        return;
+    }
     assert_eq!(
         (
             status,
@@ -646,6 +690,79 @@ async fn customer_action(sandbox: &Sandbox, token: &str) {
     assert_eq!(payment_state(sandbox, token, &order).await, "paid");
 }
 
+/// Square with a `return_url`: Square runs buyer verification in its browser SDK before the
+/// payment and has no redirect for payonce to follow, so a card that needs it is refused at once
+/// (CARD_DECLINED_VERIFICATION_REQUIRED), which the adapter reads as authentication required,
+/// as without a `return_url`. But this payment has a `return_url`, and the domain reads
+/// "authentication required" on a payment with somewhere to bring the customer back as a failed
+/// authentication (a rule for 2C2P, whose `0004` answers both): 402 `authentication-failed`,
+/// not the `authentication-required` docs/deploy.md names, whose advice (pay again with a
+/// `return_url`) could not help here. No `next_action`; stored and replayed; one failed charge;
+/// the order free. Another card then pays it (201, one charge, the order paid).
+async fn square_verification_required(
+    sandbox: &Sandbox,
+    token: &str,
+    order: &str,
+    (status, refused, headers): (u16, &Value, &reqwest::header::HeaderMap),
+) {
+    assert_eq!(
+        (status, refused["type"].as_str()),
+        (402, Some("/problems/authentication-failed")),
+        "{refused}"
+    );
+    assert!(
+        refused.get("next_action").is_none(),
+        "no redirect: {refused}"
+    );
+    assert!(headers.get("idempotent-replayed").is_none());
+    let payment_id = refused["payment_id"].as_str().unwrap().to_owned();
+    let made = charges_of(sandbox, &payment_id).await;
+    assert_eq!(
+        (
+            made.len(),
+            made[0]["outcome"].as_str(),
+            made[0]["status"].as_str()
+        ),
+        (1, Some("failed"), Some("FAILED")),
+        "{made:?}"
+    );
+    let seen = sandbox.charges().await.len();
+    let body = json!({"order_id": order, "order_version": 1,
+        "payment_method": "pm_card_threeDSecure2Required",
+        "return_url": format!("{}/?order={order}", sandbox.api)});
+    let (status, replayed, headers) = sandbox
+        .post("/payments", token, Some("action-2"), body.clone())
+        .await;
+    assert_eq!((status, &replayed), (402, refused));
+    assert_eq!(headers.get("idempotent-replayed").unwrap(), "true");
+    assert_eq!(
+        sandbox.charges().await.len(),
+        seen,
+        "a replay sends nothing"
+    );
+    assert_eq!(payment_state(sandbox, token, order).await, "unpaid");
+
+    // A card that needs no verification pays the order, the return_url notwithstanding.
+    let mut body = body;
+    body["payment_method"] = json!("pm_card_visa");
+    let (status, paid, _) = sandbox
+        .post("/payments", token, Some("action-3"), body)
+        .await;
+    assert_eq!(
+        (status, paid["status"].as_str()),
+        (201, Some("succeeded")),
+        "{paid}"
+    );
+    let charges = charges_of(sandbox, paid["payment_id"].as_str().unwrap()).await;
+    assert_eq!(
+        (charges.len(), charges[0]["outcome"].as_str()),
+        (1, Some("succeeded")),
+        "{charges:?}"
+    );
+    assert_eq!(sandbox.charges().await.len(), seen + 1);
+    assert_eq!(payment_state(sandbox, token, order).await, "paid");
+}
+
 /// Sends a capture (`amount`, or all when `None`) or a cancel of `payment_id` with `token`.
 async fn operate(
     sandbox: &Sandbox,
@@ -677,7 +794,9 @@ async fn operate(
 /// another attempt), a capture by staff (201, replayed, then 409 `payment-not-capturable`, and
 /// 409 `capture-exceeds-authorized` past the authorization), a cancel (200, the order free;
 /// then 409 `payment-not-cancelable`), each under the key derived from the payment. On 2C2P,
-/// 409 `capture-not-supported` and nothing sent.
+/// 409 `capture-not-supported` and nothing sent. Omise and Square capture whole: a partial
+/// capture is refused before anything is sent. Square's complete and cancel take no key: the
+/// fake records them under none.
 async fn capture_later(sandbox: &Sandbox, token: &str) {
     let staff = sandbox.token_with("staff", &["--scope", "payments:capture"]);
     let order = new_order(sandbox, token).await;
@@ -741,9 +860,36 @@ async fn capture_later(sandbox: &Sandbox, token: &str) {
         (409, Some("/problems/capture-exceeds-authorized")),
         "{exceeds}"
     );
+    if matches!(sandbox.kind, Psp::Omise | Psp::Square) {
+        // Part of it, where the PSP captures only the whole authorization: 400 invalid-request
+        // naming what may be captured (the API document lists it under 400; docs/deploy.md's
+        // Square part says 409), nothing sent.
+        let (status, partial, _) =
+            operate(sandbox, &staff, &payment_id, "capture", "cap-0", Some(1000)).await;
+        assert_eq!(
+            (
+                status,
+                partial["type"].as_str(),
+                partial["amount_capturable"].as_i64()
+            ),
+            (400, Some("/problems/invalid-request"), Some(3000)),
+            "{partial}"
+        );
+        let charge = &charges_of(sandbox, &payment_id).await[0];
+        assert_eq!(
+            (
+                charge["outcome"].as_str(),
+                charge["captures"].as_array().map(Vec::len)
+            ),
+            (Some("authorized"), Some(0)),
+            "{charge}"
+        );
+        assert_eq!(payment_state(sandbox, token, &order).await, "authorized");
+    }
     let (status, _, _) = operate(sandbox, token, &payment_id, "capture", "cap-1", None).await;
     assert_eq!(status, 403);
-    // Staff capture it (all of it: Omise captures whole): 201, replayed, then nothing left.
+    // Staff capture it (all of it: Omise and Square capture whole): 201, replayed, then nothing
+    // left.
     let (status, captured, _) =
         operate(sandbox, &staff, &payment_id, "capture", "cap-1", None).await;
     assert_eq!(
@@ -767,7 +913,12 @@ async fn capture_later(sandbox: &Sandbox, token: &str) {
     );
     assert_eq!(payment_state(sandbox, token, &order).await, "paid");
     let charge = &charges_of(sandbox, &payment_id).await[0];
-    let derived = format!("payonce-capture-{payment_id}");
+    // Square's CompletePayment and CancelPayment take no idempotency key: at most once comes
+    // from the payment's claim alone (the fake records the call under no key).
+    let derived = match sandbox.kind {
+        Psp::Square => Value::Null,
+        _ => json!(format!("payonce-capture-{payment_id}")),
+    };
     assert_eq!(
         (
             charge["outcome"].as_str(),
@@ -776,7 +927,11 @@ async fn capture_later(sandbox: &Sandbox, token: &str) {
         (Some("succeeded"), Some(1)),
         "{charge}"
     );
-    assert_eq!(charge["captures"][0]["idempotency_key"], derived.as_str());
+    assert_eq!(
+        charge["captures"][0]["idempotency_key"], derived,
+        "{charge}"
+    );
+    assert_eq!(charge["captures"][0]["amount"], 3000, "{charge}");
 
     // Another authorization, canceled by staff: 200, the order free, then 409.
     let order = new_order(sandbox, token).await;
@@ -813,10 +968,11 @@ async fn capture_later(sandbox: &Sandbox, token: &str) {
         (Some("canceled"), Some(1)),
         "{charge}"
     );
-    assert_eq!(
-        charge["cancels"][0]["idempotency_key"],
-        format!("payonce-cancel-{payment_id}").as_str()
-    );
+    let derived = match sandbox.kind {
+        Psp::Square => Value::Null,
+        _ => json!(format!("payonce-cancel-{payment_id}")),
+    };
+    assert_eq!(charge["cancels"][0]["idempotency_key"], derived, "{charge}");
 }
 
 /// The lost response's first answer, 202 `processing`, then retries until the PSP's webhook has
@@ -859,8 +1015,8 @@ async fn settled_by_the_webhook(
 }
 
 /// The charge `payment_id` was settled by, as the fake PSP's own API returns it (a Stripe
-/// PaymentIntent or an Omise charge), or for 2C2P the claims of its approval as a backend
-/// notification carries them (the fake's inquiry view: invoice, amount, `tranRef`).
+/// PaymentIntent, an Omise charge, a Square Payment), or for 2C2P the claims of its approval as
+/// a backend notification carries them (the fake's inquiry view: invoice, amount, `tranRef`).
 async fn provider_object(sandbox: &Sandbox, payment_id: &str) -> Value {
     let charges = sandbox.charges().await;
     let charge = charges
@@ -885,11 +1041,26 @@ async fn provider_object(sandbox: &Sandbox, payment_id: &str) -> Value {
             .http
             .get(format!("{}/charges/{id}", sandbox.psp))
             .basic_auth(DEFAULT_API_KEY, Some("")),
+        Psp::Square => sandbox
+            .http
+            .get(format!("{}/v2/payments/{id}", sandbox.psp))
+            .bearer_auth(DEFAULT_API_KEY),
         Psp::TwoC2p => unreachable!("answered above"),
     };
     let response = request.send().await.unwrap();
     assert_eq!(response.status(), 200);
-    response.json().await.unwrap()
+    let object: Value = response.json().await.unwrap();
+    if sandbox.kind != Psp::Square {
+        return object;
+    }
+    // `{"payment": {…}}`: completed, ours by its reference_id.
+    let payment = object["payment"].clone();
+    assert_eq!(
+        (payment["status"].as_str(), payment["reference_id"].as_str()),
+        (Some("COMPLETED"), Some(payment_id)),
+        "{object}"
+    );
+    payment
 }
 
 /// The claims of a 2C2P approval of invoice `invoice_no` (JPY `amount`, major units = minor),
@@ -900,9 +1071,11 @@ fn twoc2p_claims(invoice_no: &str, tran_ref: &str, amount: &str) -> Value {
         "transactionDateTime": "20260101000000", "respCode": "0000", "respDesc": "Success"})
 }
 
-/// A signed event of `kind`'s format about `object` (a success), with its signature headers.
+/// A signed event of `kind`'s format about `object` (a success), with its signature headers;
+/// a Square event is signed for the notification URL of the sandbox at `api`.
 fn signed_event(
     kind: Psp,
+    api: &str,
     event_id: &str,
     object: &Value,
 ) -> (String, Vec<(&'static str, String)>) {
@@ -940,6 +1113,21 @@ fn signed_event(
             let body = json!({"payload": sign_token(TWOC2P_SECRET_KEY, object)}).to_string();
             (body, Vec::new())
         }
+        // Square's `payment.updated` carries the Payment (`data.object.payment`); its signature
+        // covers the subscription's notification URL, the sandbox's own webhook route, then the
+        // body. Square signs no timestamp.
+        Psp::Square => {
+            let body = json!({"merchant_id": "PAYONCEFAKESQ", "type": "payment.updated",
+                "event_id": event_id,
+                "created_at": object.get("updated_at").cloned()
+                    .unwrap_or_else(|| json!("2026-01-01T00:00:00.000Z")),
+                "data": {"type": "payment", "id": object["id"],
+                    "object": {"payment": object}}})
+            .to_string();
+            let url = format!("{api}/webhooks/{}", kind.provider());
+            let signature = sign_square_webhook(SQUARE_SIGNATURE_KEY, &url, body.as_bytes());
+            (body, vec![("x-square-hmacsha256-signature", signature)])
+        }
     }
 }
 
@@ -967,8 +1155,9 @@ async fn duplicate_webhook(sandbox: &Sandbox, token: &str, payment_id: &str) {
         Psp::Stripe => "evt_sandbox_duplicate_1",
         Psp::Omise => "evnt_test_sandbox_duplicate_1",
         Psp::TwoC2p => "unused",
+        Psp::Square => "5d0c2a8e-3f41-4b6a-9c1e-7a2b9f0d4e61",
     };
-    let event = signed_event(sandbox.kind, event_id, &object);
+    let event = signed_event(sandbox.kind, &sandbox.api, event_id, &object);
     for _ in 0..2 {
         assert_eq!(
             post_webhook(sandbox, sandbox.kind.provider(), &event).await,
@@ -1092,6 +1281,89 @@ async fn refund_gate(sandbox: &Sandbox, customer: &str, payment_id: &str) {
         (Some("succeeded"), Some(0)),
         "{details}"
     );
+    assert!(
+        sandbox.refunds().await.is_empty(),
+        "none of these reached the PSP"
+    );
+
+    // A refund by staff: exactly one refund at the PSP, of that amount, under our refund id.
+    // (Square's refunds start pending: 202, then its refund.updated webhook completes it and
+    // the replay answers 201.)
+    let body = json!({"amount": 1000});
+    let (status, refunded, headers) = sandbox
+        .post(&refunds, &staff, Some("refund-3"), body.clone())
+        .await;
+    let expected = match sandbox.kind {
+        Psp::Square => (202, Some("pending")),
+        _ => (201, Some("succeeded")),
+    };
+    assert_eq!(
+        (status, refunded["status"].as_str()),
+        expected,
+        "{refunded}"
+    );
+    let refunded = if status == 202 {
+        assert!(headers.get("retry-after").is_some());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (status, answer, _) = sandbox
+                .post(&refunds, &staff, Some("refund-3"), body.clone())
+                .await;
+            if status == 201 {
+                break answer;
+            }
+            assert_eq!(status, 202, "{answer}");
+            assert!(Instant::now() < deadline, "still pending: {answer}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    } else {
+        refunded
+    };
+    assert_eq!(
+        (
+            refunded["status"].as_str(),
+            refunded["amount"].as_i64(),
+            refunded["payment_id"].as_str()
+        ),
+        (Some("succeeded"), Some(1000), Some(payment_id)),
+        "{refunded}"
+    );
+    let at_the_psp = sandbox.refunds().await;
+    assert_eq!(at_the_psp.len(), 1, "{at_the_psp:?}");
+    assert_eq!(
+        (
+            at_the_psp[0]["outcome"].as_str(),
+            at_the_psp[0]["amount"].as_i64(),
+            at_the_psp[0]["refund_id"].as_str(),
+            at_the_psp[0]["payment_id"].as_str()
+        ),
+        (
+            Some("succeeded"),
+            Some(1000),
+            refunded["refund_id"].as_str(),
+            Some(payment_id)
+        ),
+        "{at_the_psp:?}"
+    );
+    let details: Value = sandbox
+        .http
+        .get(format!("{}/payments/{payment_id}", sandbox.api))
+        .bearer_auth(&staff)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            details["status"].as_str(),
+            details["amount_refunded"].as_i64(),
+            details["amount_refund_pending"].as_i64()
+        ),
+        (Some("partially_refunded"), Some(1000), Some(0)),
+        "{details}"
+    );
 }
 
 /// 2C2P past the scope gate: every refund is answered 409 `refund-not-supported` before anything
@@ -1141,6 +1413,7 @@ async fn twoc2p_refunds_not_supported(
         (Some("succeeded"), Some(0)),
         "{details}"
     );
+    assert!(sandbox.refunds().await.is_empty(), "nothing refunded");
 }
 
 async fn on_the_embedded_store(kind: Psp) {
@@ -1183,6 +1456,11 @@ async fn the_walkthrough_on_2c2p_on_the_embedded_store() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walkthrough_on_square_on_the_embedded_store() {
+    on_the_embedded_store(Psp::Square).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_walkthrough_on_dynamodb_local_and_moto() {
     on_dynamodb_local_and_moto(Psp::Stripe).await;
 }
@@ -1198,13 +1476,20 @@ async fn the_walkthrough_on_2c2p_on_dynamodb_local_and_moto() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walkthrough_on_square_on_dynamodb_local_and_moto() {
+    on_dynamodb_local_and_moto(Psp::Square).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_for_another_provider_get_404() {
-    for kind in [Psp::Stripe, Psp::Omise, Psp::TwoC2p] {
+    let all = [Psp::Stripe, Psp::Omise, Psp::TwoC2p, Psp::Square];
+    for kind in all {
         let sandbox = Sandbox::start(kind, &[], &[]);
         let (own, others): (&[&str], &[&str]) = match kind {
-            Psp::Stripe => (&["fake", "stripe"], &["omise", "2c2p", "paypal"]),
-            Psp::Omise => (&["omise"], &["fake", "stripe", "2c2p", "paypal"]),
-            Psp::TwoC2p => (&["2c2p"], &["fake", "stripe", "omise", "paypal"]),
+            Psp::Stripe => (&["fake", "stripe"], &["omise", "2c2p", "square", "paypal"]),
+            Psp::Omise => (&["omise"], &["fake", "stripe", "2c2p", "square", "paypal"]),
+            Psp::TwoC2p => (&["2c2p"], &["fake", "stripe", "omise", "square", "paypal"]),
+            Psp::Square => (&["square"], &["fake", "stripe", "omise", "2c2p", "paypal"]),
         };
         // Each format's correctly signed event, about no payment of ours.
         let object = |id: &str| match kind {
@@ -1213,20 +1498,23 @@ async fn webhooks_for_another_provider_get_404() {
             Psp::Omise => json!({"id": id, "object": "charge", "amount": 3000,
                 "currency": "JPY", "status": "successful", "livemode": false, "metadata": {}}),
             Psp::TwoC2p => twoc2p_claims("INVNOTOURS1", "7654321", "3000"),
+            // A payment taken another way on the account: no reference_id of ours.
+            Psp::Square => json!({"id": id, "status": "COMPLETED",
+                "amount_money": {"amount": 3000, "currency": "JPY"}}),
         };
-        let mine = signed_event(kind, "evt_other_1", &object("pi_other_1"));
+        let mine = signed_event(kind, &sandbox.api, "evt_other_1", &object("pi_other_1"));
         // The other formats' signed events: the 2C2P one (a JWT body, no header) too.
-        let theirs: Vec<_> = [Psp::Stripe, Psp::Omise, Psp::TwoC2p]
+        let theirs: Vec<_> = all
             .into_iter()
             .filter(|other| *other != kind)
             .map(|other| {
                 let object = match other {
                     Psp::TwoC2p => twoc2p_claims("INVNOTOURS2", "1234567", "3000"),
-                    Psp::Stripe | Psp::Omise => {
+                    Psp::Stripe | Psp::Omise | Psp::Square => {
                         json!({"id": "x", "object": "charge", "metadata": {}})
                     }
                 };
-                signed_event(other, "evt_other_2", &object)
+                signed_event(other, &sandbox.api, "evt_other_2", &object)
             })
             .collect();
         for provider in others {
@@ -1279,7 +1567,7 @@ async fn problem_types_resolve_to_their_pages_and_the_document_is_served() {
     assert_eq!(
         served.text().await.unwrap(),
         committed.replacen(
-            r#""pattern": "^[A-Za-z0-9+/=_.-]{4,2048}$""#,
+            r#""pattern": "^[A-Za-z0-9+/=_.:-]{4,2048}$""#,
             stripe_pattern,
             1
         )

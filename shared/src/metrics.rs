@@ -400,6 +400,7 @@ pub fn psp_outcome_class(outcome: &PspOutcome) -> &'static str {
         PspOutcome::Approved { .. } => "approved",
         PspOutcome::ActionRequired { .. } => "action-required",
         PspOutcome::Authorized { .. } => "authorized",
+        PspOutcome::Pending { .. } => "pending",
         PspOutcome::AuthenticationRequired { .. } => "authentication-required",
         PspOutcome::Declined { .. } => "declined",
         PspOutcome::Rejected { .. } => "rejected",

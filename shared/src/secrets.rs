@@ -323,7 +323,7 @@ impl<P: Psp + 'static> Psp for RefreshingPsp<P> {
     }
 
     fn captures_partially(&self) -> bool {
-        self.kind != PspKind::Omise
+        self.cache.latest().captures_partially()
     }
 
     async fn operate(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {
@@ -587,5 +587,54 @@ mod tests {
         assert!(scheme
             .verify(&signed("whsec_old"), body, clock.now_s())
             .is_err());
+    }
+
+    /// A production adapter is the refreshing wrapper over the configured one: it must answer
+    /// every capability question as the adapter it holds does (a wrapper that guessed once
+    /// let a partial Square capture complete the whole authorization).
+    #[tokio::test]
+    async fn a_refreshing_psp_answers_as_the_adapter_it_holds_for_every_psp() {
+        use crate::config::{psp_with, PspSettings};
+        use crate::ports::Psp;
+        let secrets = |kind: PspKind| -> &'static str {
+            match kind {
+                PspKind::Stripe => r#"{"api_key":"sk_test_1"}"#,
+                PspKind::Omise => r#"{"secret_key":"skey_test_1"}"#,
+                PspKind::TwoC2p => r#"{"merchant_id":"JT01","secret_key":"k"}"#,
+                PspKind::Square => r#"{"access_token":"EAAA1"}"#,
+            }
+        };
+        for kind in PspKind::ALL {
+            let inner = psp_with(
+                &PspSettings::defaults(kind),
+                &parse_psp_secrets(secrets(kind)).unwrap(),
+            )
+            .unwrap();
+            let cache = Refreshing::load(
+                SecretRole::Api,
+                Box::new(FixedSecret(parse_psp_secrets(secrets(kind)).unwrap())),
+                Box::new(move |s: &PspSecrets| psp_with(&PspSettings::defaults(kind), s)),
+                ManualClock::at_ms(0),
+                TTL,
+            )
+            .await
+            .unwrap();
+            let outer = RefreshingPsp::new(cache);
+            assert_eq!(
+                (
+                    outer.name(),
+                    outer.kind(),
+                    outer.supports_refunds(),
+                    outer.captures_partially()
+                ),
+                (
+                    inner.name(),
+                    inner.kind(),
+                    inner.supports_refunds(),
+                    inner.captures_partially()
+                ),
+                "{kind:?}"
+            );
+        }
     }
 }

@@ -35,6 +35,12 @@ pub enum Settlement {
         /// The PSP's id.
         provider_payment_id: String,
     },
+    /// The PSP made the payment and has not decided it: nothing moves but its id, filled in on
+    /// a processing payment that has none (a PSP without a lookup by our reference needs it).
+    Pending {
+        /// The PSP's id.
+        provider_payment_id: String,
+    },
     /// The PSP authorized a manual-capture payment: the money is held.
     Authorized {
         /// The PSP's id.
@@ -93,6 +99,9 @@ impl Settlement {
                 ..
             }
             | Self::ActionCompleted {
+                provider_payment_id,
+            }
+            | Self::Pending {
                 provider_payment_id,
             }
             | Self::Authorized {
@@ -167,7 +176,8 @@ pub fn completion_leaves_order(read: &Payment, transition: &Transition) -> bool 
 
 /// The one transition function. A payment only rises ([`PaymentStatus::rank`]):
 /// - `processing → requires_action → authorized → succeeded`, and any status not final to
-///   `failed` (a decline, a refusal, failed authentication) or `canceled` (PSP-confirmed);
+///   `failed` (a decline, a refusal, failed authentication) or `canceled` (PSP-confirmed; an
+///   authorization the PSP declines is canceled: nothing can be captured any more);
 ///   only a payment with a `return_url` waits for a customer action;
 /// - a PSP-confirmed success beats any failure or cancellation (the customer's money moved,
 ///   which is the truth the books must show), in particular one payonce inferred;
@@ -182,7 +192,7 @@ pub fn completion_leaves_order(read: &Payment, transition: &Transition) -> bool 
 pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
     // Word about another PSP payment than the one we hold (another integration on the same
     // account, a Dashboard user) says nothing about ours, however it is signed.
-    if names_another_payment(current, settlement) {
+    if names_another_payment(current, settlement) || about_a_request_only(current, settlement) {
         return Transition::Unchanged;
     }
     use PaymentStatus as S;
@@ -268,6 +278,21 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
         Settlement::ActionRequired { .. } | Settlement::ActionCompleted { .. } => {
             Transition::Unchanged
         }
+        // Undecided at the PSP: its id, once, and nothing else.
+        Settlement::Pending {
+            provider_payment_id,
+        } => {
+            if status == S::Processing && current.provider_payment_id.is_none() {
+                Transition::Apply {
+                    status,
+                    failure: None,
+                    provider_payment_id: Some(provider_payment_id.clone()),
+                    progress: progress.clone(),
+                }
+            } else {
+                Transition::Unchanged
+            }
+        }
         // A payment captured at once, which the PSP only authorized (Square approves every
         // payment, and moves money when payonce completes it): no status of its own. Its PSP
         // id is stored, once, and the payment stays processing until completed — which only a
@@ -326,6 +351,14 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
             to(S::Canceled, None, closed(Some(*reason), None))
         }
         Settlement::Canceled { .. } => Transition::Unchanged,
+        // The PSP's decline of the very payment it had authorized: nothing can be captured any
+        // more (an authorization that lapsed or failed, however the PSP words it), so it ends
+        // canceled and its order is free. (A decline naming no payment moves none.)
+        Settlement::Declined { .. } if status == S::Authorized => to(
+            S::Canceled,
+            None,
+            closed(Some(CancellationReason::Expired), None),
+        ),
         // Failures: only while nothing is authorized or charged, and they never stack.
         _ if !open => Transition::Unchanged,
         Settlement::Declined { decline_code, .. } => {
@@ -347,6 +380,23 @@ pub fn transition(current: &Payment, settlement: &Settlement) -> Transition {
         Settlement::Abandoned if status == S::Processing => failed(FailureKind::Abandoned, None),
         Settlement::Abandoned => Transition::Unchanged,
     }
+}
+
+/// Whether `settlement` is a refusal or decline that names no PSP payment while `payment` holds
+/// one: word about a request (a re-send the PSP answered afresh, having forgotten its key), not
+/// about the payment the PSP made, which only its own word moves. (A fence's abandonment is not
+/// one: it is decided on a read without an id, and the stores refuse it once one is stored.)
+fn about_a_request_only(payment: &Payment, settlement: &Settlement) -> bool {
+    payment.provider_payment_id.is_some()
+        && settlement.provider_payment_id().is_none()
+        && matches!(
+            settlement,
+            Settlement::Declined { .. }
+                | Settlement::Rejected
+                | Settlement::Refused
+                | Settlement::AuthenticationRequired { .. }
+                | Settlement::AuthenticationFailed { .. }
+        )
 }
 
 /// Whether `settlement` names a PSP payment other than the one `payment` holds (once the PSP's

@@ -204,6 +204,13 @@ pub enum PspOutcome {
         /// When the authorization lapses (epoch milliseconds), if the PSP said.
         capture_before_ms: Option<i64>,
     },
+    /// The PSP made the payment and has not decided it yet (Square's `PENDING`, a PayPal
+    /// capture pending review): nothing final, but its id, which a PSP without a lookup by our
+    /// reference needs stored.
+    Pending {
+        /// The PSP's id.
+        provider_payment_id: String,
+    },
     /// The payment needs the customer to authenticate and the request had no `return_url`: the
     /// PSP failed it, nothing was charged.
     AuthenticationRequired {

@@ -664,6 +664,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             outcome @ (PspOutcome::Approved { .. }
             | PspOutcome::ActionRequired { .. }
             | PspOutcome::Authorized { .. }
+            | PspOutcome::Pending { .. }
             | PspOutcome::AuthenticationRequired { .. }
             | PspOutcome::Declined { .. }) => {
                 let action_expires_at_ms =

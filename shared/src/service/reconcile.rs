@@ -187,6 +187,20 @@ const AUTHORIZATION_WARNING_MS: i64 = 24 * 3600 * 1000;
 /// How long an authorization lasts when the PSP did not say (card authorizations: 7 days).
 const DEFAULT_AUTHORIZATION_MS: i64 = 7 * 24 * 3600 * 1000;
 
+/// Raises `authorization-expiring` for an authorized payment whose authorization lapses within
+/// a day (where no word stated the lapse, the card networks' usual 7 days from the
+/// authorization stand in for it), or has lapsed without the PSP saying so.
+fn warn_if_expiring(payment: &Payment, now_ms: i64) {
+    let lapses_ms = payment
+        .progress
+        .capture_before_ms
+        .unwrap_or(payment.updated_at_ms + DEFAULT_AUTHORIZATION_MS);
+    if now_ms >= lapses_ms - AUTHORIZATION_WARNING_MS {
+        tracing::error!(payment_id = %payment.payment_id, capture_before_ms = lapses_ms, alarm = "authorization-expiring",
+            "an authorized payment is not captured and its authorization lapses within a day (or has lapsed without the PSP saying so)");
+    }
+}
+
 /// Whether what the PSP's lookup found under our payment id is not the amount or currency we
 /// charge (alarmed `psp-answer-untrusted`): never booked, in either direction, until an
 /// operator has looked.
@@ -339,7 +353,15 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
         if time_left().is_none() {
             return Ok(Reconciled::Pending);
         }
-        let lookup = self.psp.lookup_payment(&payment).await?;
+        let lookup = match self.psp.lookup_payment(&payment).await {
+            Ok(lookup) => lookup,
+            Err(error) => {
+                // A look that keeps failing (a token that cannot read, an id the PSP will not
+                // answer for) must not hide an attempt stuck past its bound.
+                self.still_pending(&payment, age_ms);
+                return Err(error.into());
+            }
+        };
         if untrusted_amount(&payment, &lookup) {
             return Ok(Reconciled::Pending);
         }
@@ -504,16 +526,24 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
             {
                 Ok(Some(PaymentStatus::Succeeded)) => return Ok(Reconciled::Succeeded),
                 Ok(Some(PaymentStatus::Canceled)) => return Ok(Reconciled::Abandoned),
-                Ok(Some(_)) => return Ok(Reconciled::Pending),
+                Ok(Some(_)) => return Ok(self.still_open(payment)),
                 Ok(None) => {}
                 Err(error) => {
                     tracing::warn!(payment_id, error = %error, "a claimed operation could not be sent again yet");
-                    return Ok(Reconciled::Pending);
+                    return Ok(self.still_open(payment));
                 }
             }
         }
         let now_ms = self.store.now_ms();
-        let lookup = self.psp.lookup_payment(payment).await?;
+        let lookup = match self.psp.lookup_payment(payment).await {
+            Ok(lookup) => lookup,
+            Err(error) => {
+                // A look that keeps failing must not hide an authorization about to lapse, nor
+                // an action held past its bound.
+                self.still_open(payment);
+                return Err(error.into());
+            }
+        };
         if untrusted_amount(payment, &lookup) {
             return Ok(Reconciled::Pending);
         }
@@ -557,16 +587,7 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
         let settlement = match settlement {
             Some(settlement) => settlement,
             None if authorized => {
-                // Where no word stated the lapse, the card networks' usual 7 days from the
-                // authorization stand in for it.
-                let lapses_ms = payment
-                    .progress
-                    .capture_before_ms
-                    .unwrap_or(payment.updated_at_ms + DEFAULT_AUTHORIZATION_MS);
-                if now_ms >= lapses_ms - AUTHORIZATION_WARNING_MS {
-                    tracing::error!(payment_id, capture_before_ms = lapses_ms, alarm = "authorization-expiring",
-                        "an authorized payment is not captured and its authorization lapses within a day (or has lapsed without the PSP saying so)");
-                }
+                warn_if_expiring(payment, now_ms);
                 return Ok(Reconciled::Pending);
             }
             None => {
@@ -897,6 +918,19 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
         );
         if let Err(error) = self.store.defer_check(payment_id, now_ms + pause_ms).await {
             tracing::warn!(payment_id, error = %error, "could not defer the next check");
+        }
+    }
+
+    /// A payment waiting for its customer or authorized that this run could not settle: its
+    /// bounds still apply (`authorization-expiring`, `payment-stuck`), whatever stopped the run
+    /// (a claim sent again without an answer, a look that failed).
+    fn still_open(&self, payment: &Payment) -> Reconciled {
+        let now_ms = self.store.now_ms();
+        if payment.status == PaymentStatus::Authorized {
+            warn_if_expiring(payment, now_ms);
+            Reconciled::Pending
+        } else {
+            self.still_pending(payment, now_ms - payment.created_at_ms)
         }
     }
 

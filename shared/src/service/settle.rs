@@ -159,6 +159,11 @@ pub fn settlement_of_outcome(outcome: PspOutcome, action_expires_at_ms: i64) -> 
             provider_payment_id,
             decline_code,
         }),
+        PspOutcome::Pending {
+            provider_payment_id,
+        } => Some(Settlement::Pending {
+            provider_payment_id,
+        }),
         PspOutcome::Rejected { .. } => Some(Settlement::Rejected),
         PspOutcome::Refused { .. } => Some(Settlement::Refused),
         PspOutcome::NotSent { .. } | PspOutcome::Unknown { .. } => None,

@@ -1,17 +1,18 @@
-//! The three PSPs as the conformance suite sees them: the fake's face, the amounts, and each
+//! The four PSPs as the conformance suite sees them: the fake's face, the amounts, and each
 //! one's webhooks in its own wire format (the shapes the fake's event builders write), signed as
 //! the fake signs them, and forged the ways its scheme must refuse.
 
 use super::harness::{Attack, Delivery};
-use super::{EventFacts, Face, FenceProof};
+use super::{Approval, EventFacts, Face, FenceProof, LookupBy};
 use payonce::adapters::psp::b64::{self, Alphabet};
 use payonce::adapters::psp::twoc2p_ids::invoice_no_for;
 use payonce::domain::Currency;
 use payonce_fake_psp::{
-    sign_omise_webhook, sign_twoc2p_jwt, sign_webhook, FakeCharge, FakePspConfig,
-    DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_WEBHOOK_SECRET,
+    sign_omise_webhook, sign_square_webhook, sign_twoc2p_jwt, sign_webhook, FakeCharge,
+    FakePspConfig, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_SQUARE_SIGNATURE_KEY,
+    DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_WEBHOOK_SECRET,
 };
-use payonce_tests::stack::FAKE_API_KEY;
+use payonce_tests::stack::{FAKE_API_KEY, SQUARE_NOTIFICATION_URL};
 use serde_json::{json, Value};
 
 /// A header list of one header.
@@ -60,8 +61,15 @@ impl Face for Stripe {
     const DECLINE_CODE: &'static str = "generic_decline";
     const REJECTED_METHOD_ANSWER: (u16, &'static str) = (402, "/problems/payment-method-rejected");
     const LOST_RESPONSE_STATUS: u16 = 202;
+    // payment_intent.succeeded.
+    const CHARGE_WEBHOOKS: usize = 1;
     const REFUNDS: bool = true;
+    const REFUND_STARTS_PENDING: bool = false;
     const FENCE: FenceProof = FenceProof::CanceledIntent;
+    const APPROVAL: Approval = Approval::Charges;
+    const LOOKUP: LookupBy = LookupBy::OurId;
+    // The confirmed PaymentIntent create.
+    const CHARGE_REQUESTS: u64 = 1;
 
     fn fake() -> FakePspConfig {
         FakePspConfig::default()
@@ -176,8 +184,15 @@ impl Face for Omise {
     const DECLINE_CODE: &'static str = "payment_rejected";
     const REJECTED_METHOD_ANSWER: (u16, &'static str) = (402, "/problems/payment-method-rejected");
     const LOST_RESPONSE_STATUS: u16 = 202;
+    // charge.complete.
+    const CHARGE_WEBHOOKS: usize = 1;
     const REFUNDS: bool = true;
+    const REFUND_STARTS_PENDING: bool = false;
     const FENCE: FenceProof = FenceProof::Unprovable;
+    const APPROVAL: Approval = Approval::Charges;
+    const LOOKUP: LookupBy = LookupBy::OurId;
+    // The charge create.
+    const CHARGE_REQUESTS: u64 = 1;
 
     fn fake() -> FakePspConfig {
         FakePspConfig::omise()
@@ -308,8 +323,15 @@ impl Face for TwoC2p {
     // The adapter runs the Payment Inquiry after a lost Do Payment answer, and learns the
     // outcome there.
     const LOST_RESPONSE_STATUS: u16 = 201;
+    // The backend notification.
+    const CHARGE_WEBHOOKS: usize = 1;
     const REFUNDS: bool = false;
+    const REFUND_STARTS_PENDING: bool = false;
     const FENCE: FenceProof = FenceProof::TakenInvoice;
+    const APPROVAL: Approval = Approval::Charges;
+    const LOOKUP: LookupBy = LookupBy::OurId;
+    // The Payment Token, the Do Payment, then the Payment Inquiry.
+    const CHARGE_REQUESTS: u64 = 3;
 
     fn fake() -> FakePspConfig {
         FakePspConfig::twoc2p()
@@ -386,6 +408,187 @@ impl Face for TwoC2p {
                     &json!({"alg": "HS256", "typ": "JWT", "crit": ["exp"], "exp": 0}),
                     &claims,
                 )),
+            ),
+        ]
+    }
+}
+
+/// Square: Payments API (`/v2/payments`), `x-square-hmacsha256-signature` (standard base64 of
+/// HMAC-SHA256 with the subscription's signature key over the notification URL followed by the
+/// raw body). Square signs no timestamp, so no attack here depends on time.
+pub struct Square;
+
+/// The header a Square delivery carries its signature in.
+const SQUARE_SIGNATURE: &str = "x-square-hmacsha256-signature";
+
+impl Square {
+    /// A `payment.updated` event body in Square's envelope (`{merchant_id, type, event_id,
+    /// created_at, data: {type, id, object: {payment}}}`) about a payment of ours (by its
+    /// `reference_id`): `COMPLETED` (money moved), or `FAILED` with the decline on its card.
+    fn body(facts: &EventFacts) -> String {
+        let currency = facts.currency.as_str().to_ascii_uppercase();
+        let money = |amount: i64| json!({"amount": amount, "currency": currency});
+        let (status, card_status, approved) = if facts.succeeded {
+            ("COMPLETED", "CAPTURED", facts.amount)
+        } else {
+            ("FAILED", "FAILED", 0)
+        };
+        let mut payment = json!({
+            "id": facts.provider_payment_id,
+            "created_at": "2026-11-29T10:00:00.000Z",
+            "updated_at": "2026-11-29T10:00:01.000Z",
+            "amount_money": money(facts.amount),
+            "approved_money": money(approved),
+            "total_money": money(facts.amount),
+            "status": status,
+            "source_type": "CARD",
+            "card_details": {
+                "status": card_status,
+                "card": {"card_brand": "VISA", "last_4": "4242"},
+                "entry_method": "KEYED",
+                "card_payment_timeline": {"authorized_at": "2026-11-29T10:00:00.100Z"},
+            },
+            "location_id": "LPAYONCEFAKE1",
+            "reference_id": facts.payment_id,
+            "delay_action": "CANCEL",
+            "delay_duration": "PT168H",
+            "delayed_until": "2026-12-06T10:00:00.000Z",
+        });
+        if facts.succeeded {
+            payment["card_details"]["card_payment_timeline"]["captured_at"] =
+                json!("2026-11-29T10:00:01.000Z");
+        } else {
+            payment["card_details"]["errors"] = json!([{"category": "PAYMENT_METHOD_ERROR",
+                "code": "GENERIC_DECLINE", "detail": "Authorization error: 'GENERIC_DECLINE'"}]);
+        }
+        // Square's event ids are UUIDs in their hyphenated form.
+        let event_id = uuid::Uuid::parse_str(&facts.event_id)
+            .map(|id| id.hyphenated().to_string())
+            .unwrap_or_else(|_| facts.event_id.clone());
+        json!({"merchant_id": "PAYONCEFAKESQ", "type": "payment.updated", "event_id": event_id,
+               "created_at": "2026-11-29T10:00:01.000Z",
+               "data": {"type": "payment", "id": facts.provider_payment_id,
+                        "object": {"payment": payment}}})
+        .to_string()
+    }
+
+    /// `body` with `signature` in Square's header.
+    fn with_signature(signature: String, body: &str) -> Delivery {
+        Delivery {
+            headers: header(SQUARE_SIGNATURE, signature),
+            body: body.to_owned(),
+        }
+    }
+
+    /// `body` signed with `key` over `notification_url`, as Square signs a delivery to it.
+    fn signed(key: &str, notification_url: &str, body: &str) -> Delivery {
+        Self::with_signature(
+            sign_square_webhook(key, notification_url, body.as_bytes()),
+            body,
+        )
+    }
+}
+
+impl Face for Square {
+    const NAME: &'static str = "square";
+    const WEBHOOK_PROVIDER: &'static str = "square";
+    const CURRENCY: Currency = Currency::Usd;
+    const AMOUNT: i64 = 3000;
+    // Square documents no minimum beyond a positive amount ("as low as 1 cent"): the face
+    // refuses 0 with VALUE_TOO_LOW, a refusal every re-send repeats.
+    const BELOW_MINIMUM: i64 = 0;
+    const BELOW_MINIMUM_ANSWER: (u16, &'static str) = (402, "/problems/payment-failed");
+    // A total of nothing is refused as invalid (it is below every minimum).
+    const BELOW_MINIMUM_ORDER_PROBLEM: &'static str = "/problems/invalid-request";
+    const DECLINE_CODE: &'static str = "GENERIC_DECLINE";
+    // An unknown token is 404 NOT_FOUND ("Card nonce not found").
+    const REJECTED_METHOD_ANSWER: (u16, &'static str) = (402, "/problems/payment-method-rejected");
+    // The adapter sends a create whose answer was lost again at once under its key, and
+    // Square's replay names the one payment, which is then completed.
+    const LOST_RESPONSE_STATUS: u16 = 201;
+    // payment.created at the approval, payment.updated at the completion.
+    const CHARGE_WEBHOOKS: usize = 2;
+    const REFUNDS: bool = true;
+    // A new refund starts PENDING until the funds are secured (Refunds API reference).
+    const REFUND_STARTS_PENDING: bool = true;
+    const FENCE: FenceProof = FenceProof::VoidedByKey;
+    const APPROVAL: Approval = Approval::ApprovesThenCompleted;
+    const LOOKUP: LookupBy = LookupBy::StoredId;
+    // The create (approved), then the completion of the payment whose id was stored.
+    const CHARGE_REQUESTS: u64 = 2;
+
+    fn fake() -> FakePspConfig {
+        FakePspConfig::square()
+    }
+
+    fn event(facts: &EventFacts, _now_s: i64) -> Delivery {
+        Self::signed(
+            DEFAULT_SQUARE_SIGNATURE_KEY,
+            SQUARE_NOTIFICATION_URL,
+            &Self::body(facts),
+        )
+    }
+
+    fn attacks(facts: &EventFacts, _now_s: i64) -> Vec<Attack> {
+        let body = Self::body(facts);
+        let valid = sign_square_webhook(
+            DEFAULT_SQUARE_SIGNATURE_KEY,
+            SQUARE_NOTIFICATION_URL,
+            body.as_bytes(),
+        );
+        let mut tampered = Self::with_signature(valid.clone(), &body);
+        tampered.body = body.replace(&facts.payment_id, "pay_someone_else");
+        // The same MAC written as hex digits: they are base64 characters too, but decode to
+        // 48 bytes, which no HMAC-SHA256 is.
+        let hex: String = b64::decode(&valid, Alphabet::Standard)
+            .expect("a base64 signature")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        vec![
+            Attack::invalid("tampered body", tampered),
+            Attack::invalid(
+                "another signature key",
+                Self::signed(
+                    "another-square-signature-key",
+                    SQUARE_NOTIFICATION_URL,
+                    &body,
+                ),
+            ),
+            Attack::invalid(
+                "signed over another notification URL",
+                Self::signed(
+                    DEFAULT_SQUARE_SIGNATURE_KEY,
+                    "https://attacker.example/webhooks/square",
+                    &body,
+                ),
+            ),
+            Attack::invalid(
+                "signed over the body alone",
+                Self::signed(DEFAULT_SQUARE_SIGNATURE_KEY, "", &body),
+            ),
+            Attack::missing(
+                "missing signature",
+                Delivery {
+                    headers: Vec::new(),
+                    body: body.clone(),
+                },
+            ),
+            Attack::missing(
+                "only the legacy x-square-signature header",
+                Delivery {
+                    headers: header("x-square-signature", valid.clone()),
+                    body: body.clone(),
+                },
+            ),
+            Attack::invalid("hex instead of base64", Self::with_signature(hex, &body)),
+            Attack::missing(
+                "empty signature",
+                Self::with_signature(String::new(), &body),
+            ),
+            Attack::missing(
+                "not base64",
+                Self::with_signature(format!("{valid}!"), &body),
             ),
         ]
     }

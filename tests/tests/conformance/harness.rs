@@ -6,9 +6,10 @@ use lambda_http::Request;
 use payonce::adapters::sqs::SqsQueue;
 use payonce::ports::{QueueReceive, ReceivedMessage};
 use payonce::service::webhooks::WebhookReceiver;
+use payonce_fake_psp::{sign_square_webhook, DEFAULT_SQUARE_SIGNATURE_KEY};
 use payonce_tests::queue::sqs_event;
 use payonce_tests::queue::SqsHarness;
-use payonce_tests::stack::{api_event, PaymentStack, Reply};
+use payonce_tests::stack::{api_event, PaymentStack, Reply, SQUARE_NOTIFICATION_URL};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -168,6 +169,12 @@ pub async fn post(
 /// A loopback endpoint at `/webhooks/{provider}` that keeps every delivery the fake PSP makes,
 /// headers and raw body, and either answers 200 (to hand them to a case as it chooses) or
 /// forwards them to a receiver (as API Gateway would) and answers what it answers.
+///
+/// Square signs over the notification URL it posts to, and the fake posts here, while the
+/// stack's receiver verifies against [`SQUARE_NOTIFICATION_URL`]. So a Square delivery's
+/// signature is checked here over this endpoint's own URL, then the delivery is signed over
+/// `SQUARE_NOTIFICATION_URL`, as Square would sign it if subscribed there. A delivery the fake
+/// signed wrongly is kept as it came, and the receiver refuses it.
 pub struct WebhookEndpoint {
     url: String,
     deliveries: Arc<Mutex<Vec<Delivery>>>,
@@ -190,13 +197,15 @@ impl WebhookEndpoint {
         );
         let deliveries: Arc<Mutex<Vec<Delivery>>> = Arc::default();
         let kept = deliveries.clone();
+        let own_url = url.clone();
         let app = axum::Router::new().route(
             &format!("/webhooks/{provider}"),
             axum::routing::post(
                 move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
                     let (kept, forward_to) = (kept.clone(), forward_to.clone());
+                    let own_url = own_url.clone();
                     async move {
-                        let delivery = Delivery {
+                        let mut delivery = Delivery {
                             headers: headers
                                 .iter()
                                 .filter(|(name, _)| {
@@ -214,6 +223,9 @@ impl WebhookEndpoint {
                                 .collect(),
                             body: String::from_utf8_lossy(&body).into_owned(),
                         };
+                        if provider == "square" {
+                            resign_square(&mut delivery, &own_url);
+                        }
                         kept.lock().expect("lock").push(delivery.clone());
                         let status = match forward_to {
                             Some(receiver) => post(&receiver, provider, &delivery).await.status,
@@ -242,8 +254,14 @@ impl WebhookEndpoint {
     }
 
     /// Waits (up to 15 s) for a delivery that the stack's scheme reads as settling
-    /// `payment_id` as succeeded; returns it.
-    pub async fn wait_for_success(&self, stack: &PaymentStack, payment_id: &str) -> Delivery {
+    /// `payment_id` as `approval` says the PSP approves (succeeded, or on Square authorized);
+    /// returns it.
+    pub async fn wait_for_approval(
+        &self,
+        stack: &PaymentStack,
+        payment_id: &str,
+        approval: fn(&payonce::domain::Settlement) -> bool,
+    ) -> Delivery {
         let scheme = stack
             .providers
             .get(stack.webhook_provider)
@@ -252,10 +270,7 @@ impl WebhookEndpoint {
             let found = self.deliveries().into_iter().find(|delivery| {
                 scheme.parse(delivery.body.as_bytes()).is_ok_and(|event| {
                     event.payment_id.as_deref() == Some(payment_id)
-                        && matches!(
-                            event.settlement,
-                            Some(payonce::domain::Settlement::Succeeded { .. })
-                        )
+                        && event.settlement.as_ref().is_some_and(approval)
                 })
             });
             if let Some(delivery) = found {
@@ -264,10 +279,24 @@ impl WebhookEndpoint {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!(
-            "no success webhook for {payment_id} at {}; received {:#?}",
+            "no approval webhook for {payment_id} at {}; received {:#?}",
             self.url,
             self.deliveries()
         )
+    }
+}
+
+/// Re-signs a Square `delivery` the fake signed over `own_url` (the URL it posted to), over
+/// [`SQUARE_NOTIFICATION_URL`]. A delivery whose signature does not verify over `own_url` is left
+/// as it came.
+fn resign_square(delivery: &mut Delivery, own_url: &str) {
+    let body = delivery.body.as_bytes();
+    let expected = sign_square_webhook(DEFAULT_SQUARE_SIGNATURE_KEY, own_url, body);
+    let resigned = sign_square_webhook(DEFAULT_SQUARE_SIGNATURE_KEY, SQUARE_NOTIFICATION_URL, body);
+    for (name, value) in &mut delivery.headers {
+        if name == "x-square-hmacsha256-signature" && *value == expected {
+            value.clone_from(&resigned);
+        }
     }
 }
 

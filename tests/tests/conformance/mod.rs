@@ -1,9 +1,9 @@
 //! One PSP conformance suite, run against each adapter with the fake PSP speaking that adapter's
 //! wire format: every case is written once in [`cases`], generic over a [`Face`] (what differs
 //! between PSPs: the fake's face, the currency and amounts, the decline code, how a webhook is
-//! signed and forged, whether refunds exist, what the fence proves), and instantiated below for
-//! `stripe`, `omise` and `twoc2p`, so `cargo test -p payonce-tests conformance::omise` runs one
-//! PSP.
+//! signed and forged, whether refunds exist, what the fence proves, how a charge is approved and
+//! looked up), and instantiated below for `stripe`, `omise`, `twoc2p` and `square`, so
+//! `cargo test -p payonce-tests conformance::omise` runs one PSP.
 //!
 //! The cases go through the whole stack where that is what a client sees (the status and problem
 //! `type` of POST /payments, the persisted payment and order, the fake's ledger and request
@@ -29,6 +29,22 @@
 //!   (`9015` "Existing Invoice Number"), so the original attempt can never get one to pay with;
 //!   the fence's own token is dropped unused. `9015` to the fence itself means the invoice was
 //!   used: `KeyUsed`, and the Payment Inquiry tells what became of it.
+//! - **Square**: cancel by idempotency key (`POST /v2/payments/cancel`). Square voids whatever
+//!   the key made, or finds nothing and says so by succeeding (`Voided`). Square moves money
+//!   only when payonce completes a payment whose id it stored, and payonce never stores one
+//!   for an attempt it gave up, so nothing made under the key can move money, including a
+//!   create that lands late. A key whose payment was completed is refused, which proves
+//!   nothing; reconcile then looks that payment up by its stored id.
+//!
+//! **Square charges in two steps** ([`Approval::ApprovesThenCompleted`]). The create only
+//! approves (`autocomplete: false`). The charge path stores the id, then completes the
+//! payment, so a good card costs two calls and two webhooks (`payment.created`, then
+//! `payment.updated`). A create whose answer is lost is sent again at once under its key, and
+//! Square's replay names the payment. If that re-send gets no answer either, or there is no
+//! time left for it, the payment stays processing with no id. Square's webhook about the
+//! approval then only fills in the id, since the webhook processor never calls the PSP, and a
+//! reconcile run completes the payment. Square cannot be searched by our reference
+//! ([`LookupBy::StoredId`]).
 
 mod cases;
 mod faces;
@@ -39,7 +55,7 @@ use payonce_fake_psp::{FakeCharge, FakePspConfig};
 
 /// What a conformance case needs to know about one PSP.
 pub trait Face: Send + Sync + 'static {
-    /// The provider name payonce stores on payments (`stripe`, `omise`, `2c2p`).
+    /// The provider name payonce stores on payments (`stripe`, `omise`, `2c2p`, `square`).
     const NAME: &'static str;
     /// The provider name its webhooks arrive under (`/webhooks/{name}`) in the test stack.
     const WEBHOOK_PROVIDER: &'static str;
@@ -60,10 +76,22 @@ pub trait Face: Send + Sync + 'static {
     /// POST /payments' status when the charge's HTTP answer is lost after the PSP charged: 202,
     /// or 201 where the adapter's own next call learns the outcome.
     const LOST_RESPONSE_STATUS: u16;
+    /// The webhooks the PSP sends about one payment with a good card.
+    const CHARGE_WEBHOOKS: usize;
     /// Whether refunds go through this PSP.
     const REFUNDS: bool;
+    /// Whether a new refund of an ordinary card is answered pending, and settled later by a
+    /// lookup or a webhook. Square's refunds start `PENDING` until the funds are secured.
+    const REFUND_STARTS_PENDING: bool;
     /// What its fence proves.
     const FENCE: FenceProof;
+    /// What its create does with a good card, and so who moves the money.
+    const APPROVAL: Approval;
+    /// How payonce looks a charge up at the PSP.
+    const LOOKUP: LookupBy;
+    /// The PSP requests one payment with a good card costs (the create, and whatever the
+    /// adapter asks next in the same invocation).
+    const CHARGE_REQUESTS: u64;
 
     /// The fake PSP speaking this PSP's wire format.
     fn fake() -> FakePspConfig;
@@ -92,6 +120,36 @@ pub enum FenceProof {
     TakenInvoice,
     /// Omise: no proof.
     Unprovable,
+    /// Square: cancel by the attempt's key voids whatever the key made, or finds nothing
+    /// ([`payonce::ports::Fence::Voided`]). Nothing made under the key is ever completed, so
+    /// nothing can move money. A key whose payment was completed is refused: no proof.
+    VoidedByKey,
+}
+
+/// What a PSP's create does with a good card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// It charges (Stripe, Omise, 2C2P). The create's answer, a lookup or the PSP's webhook
+    /// settles the payment.
+    Charges,
+    /// It only approves (Square, `autocomplete: false`). payonce stores the PSP's id, then
+    /// completes the payment. The PSP's webhook about the approval only fills in the id, and
+    /// the charge path or reconcile completes it. A lost create answer is therefore settled by
+    /// the webhook plus a reconcile run, never by the webhook alone. An undecided payment's id
+    /// (Square's `PENDING`) is stored from the create's own answer, so the webhook of its
+    /// approval then changes nothing.
+    ApprovesThenCompleted,
+}
+
+/// How payonce looks a charge up at the PSP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LookupBy {
+    /// By our payment id (`Psp::lookup`): the PSP searches by our reference.
+    OurId,
+    /// Only by the PSP's id stored on the payment (`Psp::lookup_payment`). The PSP cannot
+    /// search by our reference (Square), so `Psp::lookup` finds nothing, and a payment with no
+    /// stored id is not found.
+    StoredId,
 }
 
 /// What a webhook event says: about which payment, and with which outcome.
@@ -137,3 +195,4 @@ macro_rules! conformance {
 conformance!(stripe, crate::conformance::faces::Stripe);
 conformance!(omise, crate::conformance::faces::Omise);
 conformance!(twoc2p, crate::conformance::faces::TwoC2p);
+conformance!(square, crate::conformance::faces::Square);

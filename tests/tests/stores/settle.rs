@@ -92,6 +92,67 @@ pub async fn a_settle_on_a_stale_read_is_moved_and_does_not_mark_the_event<
     );
 }
 
+/// A move decided while no PSP id was stored (a fence's proof that nothing under the key can
+/// move money, which holds only while no id is stored) never lands on a payment whose id was
+/// filled in meanwhile, and the fill-in never lands on the payment the move failed: whichever
+/// comes second is told to read again, and nothing of it is written.
+pub async fn a_move_needs_the_psp_id_as_read<H: PaymentStoreHarness>(h: H) {
+    // GIVEN a processing attempt read before any PSP id was stored (reconcile's read)
+    let first = begun(&h, "id-as-read").await;
+    let read = first.payment.clone();
+    assert_eq!(read.provider_payment_id, None);
+    // AND a webhook that fills in the PSP's id of the payment it approved
+    let approved = Settlement::Authorized {
+        provider_payment_id: "sq_1".into(),
+        amount_capturable: read.amount,
+        capture_before_ms: None,
+    };
+    let filled = h
+        .payments()
+        .settle(&read, &transition(&read, &approved), None)
+        .await
+        .unwrap();
+    let SettleOutcome::Settled(now) = filled else {
+        panic!("{}: the fill-in was not written: {filled:?}", H::NAME)
+    };
+    assert_eq!(
+        (now.status, now.provider_payment_id.as_deref()),
+        (PaymentStatus::Processing, Some("sq_1")),
+        "{}",
+        H::NAME
+    );
+    let before = persisted(&h, &first).await;
+
+    // WHEN reconcile abandons the attempt on its read without the id
+    let abandoned = h
+        .payments()
+        .settle(&read, &transition(&read, &Settlement::Abandoned), None)
+        .await
+        .unwrap();
+
+    // THEN it is told to read again, and the payment, its order and record are as they were
+    assert_eq!(abandoned, SettleOutcome::Moved, "{}", H::NAME);
+    assert_eq!(persisted(&h, &first).await, before, "{}", H::NAME);
+
+    // AND the other way round: an attempt abandoned first refuses a fill-in read before it
+    let second = begun(&h, "id-as-read-2").await;
+    let read = second.payment.clone();
+    let gave_up = h
+        .payments()
+        .settle(&read, &transition(&read, &Settlement::Abandoned), None)
+        .await
+        .unwrap();
+    assert!(matches!(gave_up, SettleOutcome::Settled(_)), "{}", H::NAME);
+    let before = persisted(&h, &second).await;
+    let late = h
+        .payments()
+        .settle(&read, &transition(&read, &approved), None)
+        .await
+        .unwrap();
+    assert_eq!(late, SettleOutcome::Moved, "{}", H::NAME);
+    assert_eq!(persisted(&h, &second).await, before, "{}", H::NAME);
+}
+
 pub async fn record_event_is_true_once_then_false_until_the_mark_expires<H: PaymentStoreHarness>(
     h: H,
 ) {
@@ -311,6 +372,7 @@ store_suite!(
     settling_while_the_holder_completes_never_leaves_a_stale_mirror,
     a_webhook_settles_once_and_its_redelivery_is_a_duplicate,
     a_settle_on_a_stale_read_is_moved_and_does_not_mark_the_event,
+    a_move_needs_the_psp_id_as_read,
     record_event_is_true_once_then_false_until_the_mark_expires,
     settle_keeps_the_mirror_of_a_completed_record_current,
     settle_leaves_an_in_progress_record_to_its_holder,

@@ -495,7 +495,9 @@ pub(super) enum TxFailure {
 }
 
 /// Moves the payment from the status it was read in to `after`'s; leaves the in-flight index
-/// once final.
+/// once final. The PSP payment it names must be the one read too: a move decided while no PSP
+/// id was stored (a fence's "nothing can have moved money") never lands on a payment whose id
+/// was filled in meanwhile, and word about one PSP payment never overwrites another's id.
 /// With `complete`, the same write completes the charge's record held under its lease (fenced).
 fn payment_update(
     table: &str,
@@ -511,6 +513,13 @@ fn payment_update(
     ];
     let mut remove = Vec::new();
     let mut condition = String::from("#status = :read_status");
+    match &before.provider_payment_id {
+        Some(read) => {
+            condition.push_str(" AND #provider_payment_id = :read_ppid");
+            vals.push((":read_ppid", s(read)));
+        }
+        None => condition.push_str(" AND attribute_not_exists(#provider_payment_id)"),
+    }
     if let Some(complete) = complete {
         update.push_str(", ");
         update.push_str(Complete::SET);

@@ -243,9 +243,15 @@ pub(super) fn write_transition(
         }
     }
     // Nothing is written unless the payment is still in the status it was read in; with
-    // `Unchanged` too, since the record completed must describe the payment as it is.
+    // `Unchanged` too, since the record completed must describe the payment as it is. A move
+    // also needs the PSP id as read (as DynamoDB's condition).
     let stored = tables.payments.payments.get(&payment.payment_id);
-    let refused = if !stored.is_some_and(|stored| stored.payment.status == payment.status) {
+    let as_read = |stored: &&StoredPayment| {
+        stored.payment.status == payment.status
+            && (*transition == Transition::Unchanged
+                || stored.payment.provider_payment_id == payment.provider_payment_id)
+    };
+    let refused = if !stored.is_some_and(|stored| as_read(&stored)) {
         Some(TransitionWrite::PaymentMoved)
     } else {
         complete

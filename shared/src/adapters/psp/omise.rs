@@ -28,7 +28,7 @@ use super::b64::{self, Alphabet};
 use super::keyed::{self, credentials_refused, NoAnswer, Sent};
 use super::omise_webhook::{authorize_uri, charge_settlement, refund_settlement};
 use super::transport::{CallFailure, HttpTransport, PspTransport, WireBody, WireCall, WireReply};
-use crate::domain::{RefundSettlement, Settlement};
+use crate::domain::{Payment, RefundSettlement, Settlement};
 use crate::ports::{
     ChargeRequest, CheckedAmount, Fence, OperationOutcome, OperationRequest, Psp, PspError,
     PspLookup, PspOutcome, RefundOutcome, RefundRequest,
@@ -769,6 +769,35 @@ impl<T: PspTransport> Psp for OmisePsp<T> {
         })
     }
 
+    /// The charge whose id is stored, retrieved exactly (`GET /charges/{id}`, no search lag),
+    /// checked to be ours; without a stored id, or when the retrieve fails, the search
+    /// ([`Psp::lookup`]): Omise's search lags, and the id is persisted to be looked up by first.
+    async fn lookup_payment(&self, payment: &Payment) -> Result<PspLookup, PspError> {
+        if let Some(id) = payment
+            .provider_payment_id
+            .as_deref()
+            .filter(|id| is_object_id(id))
+        {
+            let call = self.call(
+                "GET",
+                format!("/charges/{id}"),
+                Vec::new(),
+                WireBody::Empty,
+                None,
+            );
+            if let Ok(reply) = self.plain(call, self.request_timeout).await {
+                if reply.status == 200 {
+                    if let Ok(charge) = serde_json::from_slice::<Value>(&reply.body) {
+                        if is_ours(&charge, &payment.payment_id) {
+                            return lookup_of(&charge);
+                        }
+                    }
+                }
+            }
+        }
+        self.lookup(&payment.payment_id).await
+    }
+
     /// Omise offers no proof that a key was never used: it documents no idempotency at all, and
     /// no equivalent of Stripe's `confirm=false` re-send that would create, under the key, an
     /// unconfirmed charge blocking any late one. So: [`Fence::Unprovable`], without a call; an
@@ -1022,11 +1051,27 @@ mod tests {
                 reason: crate::domain::CancellationReason::Requested,
             })
         );
+        // A lapsed or failed authorization holds nothing any more: canceled (expired). (Word of
+        // an expired charge without `authorized`, a decline, ends an authorized payment too:
+        // the transition cancels it.)
+        for (status, authorized) in [("expired", true), ("failed", true)] {
+            assert_eq!(
+                charge_settlement(&authorise_only(status, authorized), id.clone()),
+                Some(Settlement::Canceled {
+                    provider_payment_id: id.clone(),
+                    reason: crate::domain::CancellationReason::Expired,
+                }),
+                "{status} authorized={authorized}"
+            );
+        }
+        // A 3-D Secure charge that expired waiting for its customer failed: nothing was held.
+        let mut unanswered = authorise_only("expired", false);
+        unanswered["authorize_uri"] = json!("https://api.omise.co/payments/paym_test_1/authorize");
         assert_eq!(
-            charge_settlement(&authorise_only("expired", true), id.clone()),
-            Some(Settlement::Canceled {
+            charge_settlement(&unanswered, id.clone()),
+            Some(Settlement::Declined {
                 provider_payment_id: id,
-                reason: crate::domain::CancellationReason::Expired,
+                decline_code: "expired".into(),
             })
         );
     }
@@ -1118,7 +1163,6 @@ mod tests {
                 code: "failed_capture".into()
             }
         );
-
         // GIVEN a look that cannot be made: nothing posted
         let psp = scripted([not_connected()]);
         assert!(matches!(
@@ -1706,6 +1750,36 @@ mod tests {
                 provider_payment_id: "chrg_test_2".into()
             }
         );
+    }
+
+    #[tokio::test]
+    async fn a_payment_whose_charge_id_is_stored_is_retrieved_by_it_not_searched() {
+        // GIVEN a payment holding its Omise charge id
+        let mut payment =
+            crate::domain::payment::test_payment(crate::domain::PaymentStatus::Authorized, None);
+        payment.payment_id = PAY.into();
+        payment.provider_payment_id = Some(CHARGE.into());
+        let psp = scripted([reply(200, authorise_only("expired", true))]);
+        // WHEN reconcile looks it up
+        let found = psp.lookup_payment(&payment).await.unwrap();
+        // THEN one exact retrieve, no search, and what the charge says
+        assert!(matches!(found, PspLookup::Canceled { .. }), "{found:?}");
+        let sent = calls(&psp);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(
+            (sent[0].method, sent[0].path.as_str()),
+            ("GET", &*format!("/charges/{CHARGE}"))
+        );
+        // AND a retrieve that fails falls back to the search
+        let psp = scripted([
+            after_connect(),
+            search_page(vec![authorise_only("pending", true)], 1, 1),
+        ]);
+        assert!(matches!(
+            psp.lookup_payment(&payment).await.unwrap(),
+            PspLookup::Authorized { .. }
+        ));
+        assert_eq!(calls(&psp)[1].path, "/search");
     }
 
     #[tokio::test]

@@ -31,7 +31,10 @@ impl<T: PspTransport> OmisePsp<T> {
                 reason: format!("{id:?} is not an Omise charge id: nothing sent"),
             };
         }
-        match self.settled_charge(id, timeout).await {
+        // The look, the post and the second look share one budget: never past the caller's.
+        let started = tokio::time::Instant::now();
+        let left = || timeout.saturating_sub(started.elapsed());
+        match self.settled_charge(id, left()).await {
             Ok(Some(settlement)) => return OperationOutcome::Answered(settlement),
             Ok(None) => {}
             // Nothing posted: the look failed.
@@ -49,7 +52,7 @@ impl<T: PspTransport> OmisePsp<T> {
             Some(&request.idempotency_key),
         );
         let Sent { reply, retried } =
-            match keyed::send_with_busy_retries(self.transport(), &call, timeout, timeout).await {
+            match keyed::send_with_busy_retries(self.transport(), &call, left(), left()).await {
                 Ok(sent) => sent,
                 Err(NoAnswer::NotSent(reason)) => return OperationOutcome::NotSent { reason },
                 Err(NoAnswer::Unknown(reason)) => return OperationOutcome::Unknown { reason },
@@ -79,7 +82,7 @@ impl<T: PspTransport> OmisePsp<T> {
                 // A refusal: of a charge that moved meanwhile (then what it moved to answers),
                 // or for good.
                 let code = body["code"].as_str().unwrap_or("bad_request").to_owned();
-                match self.settled_charge(id, timeout).await {
+                match self.settled_charge(id, left()).await {
                     Ok(Some(settlement)) => OperationOutcome::Answered(settlement),
                     Ok(None) => OperationOutcome::Refused { code },
                     Err(reason) => OperationOutcome::Unknown { reason },

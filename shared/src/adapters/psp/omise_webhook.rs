@@ -288,6 +288,11 @@ pub(crate) fn charge_settlement(charge: &Value, id: Option<String>) -> Option<Se
                 .as_str()
                 .and_then(crate::logging::epoch_ms_of_rfc3339),
         }),
+        // An authorization that then failed holds no money any more: nothing can be captured
+        // (a capture refused so, or a lapse Omise words this way).
+        "failed" if authorise_only && authorized => {
+            Some(canceled(crate::domain::CancellationReason::Expired))
+        }
         "failed" if failure_code == Some(AUTHENTICATION_FAILED_CODE) => {
             Some(Settlement::AuthenticationFailed {
                 provider_payment_id: id.clone(),

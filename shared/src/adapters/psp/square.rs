@@ -381,6 +381,12 @@ impl<T: PspTransport> SquarePsp<T> {
         let reply = self
             .plain(self.call("GET", path.clone(), None), timeout)
             .await?;
+        if matches!(reply.status, 401 | 403) {
+            // A token that charges but cannot read leaves every unknown outcome unknown.
+            return Err(PspError {
+                reason: credentials_refused(reply.status),
+            });
+        }
         if reply.status != 200 {
             return Err(PspError {
                 reason: format!("GET {path} answered {}", reply.status),
@@ -696,6 +702,11 @@ fn classify_payment(payment: &Value) -> PspOutcome {
         }) => PspOutcome::AuthenticationRequired {
             provider_payment_id,
         },
+        Some(Settlement::Pending {
+            provider_payment_id,
+        }) => PspOutcome::Pending {
+            provider_payment_id,
+        },
         _ => PspOutcome::Unknown {
             reason: format!(
                 "Square payment {} is {}",
@@ -826,8 +837,10 @@ fn classify_refund(Sent { reply, retried }: Sent) -> RefundOutcome {
     }
     let errors = errors_of(&body);
     let codes: Vec<&str> = errors.iter().map(|(_, code)| code.as_str()).collect();
+    // "A refund is already pending" may be ours: never a refusal.
     let refusal = !codes.is_empty()
         && !codes.iter().any(|code| UNKNOWN_CODES.contains(code))
+        && !codes.contains(&"REFUND_ALREADY_PENDING")
         && errors.iter().all(|(category, code)| {
             category == "REFUND_ERROR"
                 || category == "PAYMENT_METHOD_ERROR"
@@ -942,7 +955,8 @@ impl<T: PspTransport> Psp for SquarePsp<T> {
             });
         }
         let body: Value = serde_json::from_slice(&reply.body).unwrap_or_default();
-        if reply.status == 200 && errors_of(&body).is_empty() {
+        // Only Square's own answer proves: a JSON object without errors.
+        if reply.status == 200 && body.is_object() && errors_of(&body).is_empty() {
             return Ok(Fence::Voided);
         }
         let codes: Vec<String> = errors_of(&body).into_iter().map(|(_, code)| code).collect();
@@ -951,7 +965,8 @@ impl<T: PspTransport> Psp for SquarePsp<T> {
                 payment_id = %request.payment_id,
                 status = reply.status,
                 codes = %codes.join(","),
-                "Square refused to cancel by this attempt's key: a payment under it may have been completed"
+                alarm = "payment-unprovable",
+                "Square refused to cancel by this attempt's key: a payment under it may have been completed; needs an operator"
             );
         }
         Err(PspError {
@@ -986,8 +1001,10 @@ impl<T: PspTransport> Psp for SquarePsp<T> {
         self.operate_payment(request, timeout).await
     }
 
-    /// `POST /v2/refunds` under [`refund_key`]. Square replays the first answer to a re-send
-    /// with the same key and body, so no look comes first (reconcile looks before it re-sends).
+    /// `POST /v2/refunds` under [`refund_key`]. A first send posts at once; a re-send (an earlier
+    /// call under the key may have reached Square: a takeover) looks for our refund first, as
+    /// reconcile does, so that a key Square forgot (it publishes no retention) cannot make a
+    /// second refund nor turn a refusal caused by our own earlier refund into a failure.
     async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {
         if !is_object_id(&request.provider_payment_id) {
             return RefundOutcome::NotSent {
@@ -997,9 +1014,32 @@ impl<T: PspTransport> Psp for SquarePsp<T> {
                 ),
             };
         }
+        let started = Instant::now();
+        if request.resend {
+            match self
+                .find_refund(
+                    &request.provider_payment_id,
+                    &request.refund_id,
+                    Some(started + timeout),
+                )
+                .await
+            {
+                Ok(Some(settlement)) => return RefundOutcome::Answered(settlement),
+                Ok(None) => {}
+                Err(error) => {
+                    return RefundOutcome::NotSent {
+                        reason: format!(
+                            "the payment's refunds could not be read, so the refund was not sent again: {}",
+                            error.reason
+                        ),
+                    }
+                }
+            }
+        }
+        let left = timeout.saturating_sub(started.elapsed());
         let key = request_refund_key(request);
         let call = self.refund_call(request, key);
-        match keyed::send_with_busy_retries(&self.transport, &call, timeout, self.request_timeout)
+        match keyed::send_with_busy_retries(&self.transport, &call, left, self.request_timeout)
             .await
         {
             Ok(sent) => classify_refund(sent),
@@ -1240,11 +1280,19 @@ mod tests {
             (500, errors("API_ERROR", "INTERNAL_SERVER_ERROR")),
             (503, json!("<html>")),
             (200, json!({})),
-            (200, json!({"payment": payment("PENDING")})),
         ] {
             let (outcome, _) = charge_with(vec![reply(status, body.clone())]).await;
             assert!(unknown(&outcome), "{status} {body}: {outcome:?}");
         }
+        // An undecided payment: pending, its id kept (Square cannot be asked by our reference).
+        let (outcome, _) =
+            charge_with(vec![reply(200, json!({"payment": payment("PENDING")}))]).await;
+        assert_eq!(
+            outcome,
+            PspOutcome::Pending {
+                provider_payment_id: SQ.into()
+            }
+        );
         // A completed payment (never asked for, but read right) is approved.
         let (outcome, _) =
             charge_with(vec![reply(200, json!({"payment": payment("COMPLETED")}))]).await;
@@ -1401,6 +1449,9 @@ mod tests {
             reply(401, errors("AUTHENTICATION_ERROR", "UNAUTHORIZED")),
             reply(500, errors("API_ERROR", "INTERNAL_SERVER_ERROR")),
             reply(200, errors("API_ERROR", "INTERNAL_SERVER_ERROR")),
+            // A 200 that is not Square's answer (a proxy's page, nothing) proves nothing.
+            reply(200, json!("<html>")),
+            reply(200, Value::Null),
             not_connected(),
         ] {
             let psp = scripted([step]);
@@ -1550,7 +1601,14 @@ mod tests {
         // the key rather than refuse it.
         let too_much = || reply(400, errors("REFUND_ERROR", "REFUND_AMOUNT_INVALID"));
         for resend in [false, true] {
-            let psp = scripted([too_much()]);
+            // (A re-send looks first: the payment shows no refund of ours.)
+            let look = reply(200, json!({"payment": payment("COMPLETED")}));
+            let steps = if resend {
+                vec![look, too_much()]
+            } else {
+                vec![too_much()]
+            };
+            let psp = scripted(steps);
             assert_eq!(
                 psp.create_refund(&refund_request(resend), Duration::from_secs(5))
                     .await,
@@ -1560,8 +1618,46 @@ mod tests {
                 })
             );
         }
-        // Unknown: a key reused, a 5xx.
+        // A re-send (an earlier call may have reached Square) looks for our refund first: one
+        // found answers without posting again...
+        let mut with_refund = payment("COMPLETED");
+        with_refund["refund_ids"] = json!(["R_1"]);
+        let psp = scripted([
+            reply(200, json!({"payment": with_refund.clone()})),
+            reply(200, json!({"refund": refund("R_1", "COMPLETED", ours)})),
+        ]);
+        assert_eq!(
+            psp.create_refund(&refund_request(true), Duration::from_secs(5))
+                .await,
+            RefundOutcome::Answered(RefundSettlement::Succeeded {
+                provider_refund_id: "R_1".into()
+            })
+        );
+        assert!(psp
+            .transport()
+            .calls()
+            .iter()
+            .all(|call| call.method == "GET"));
+        // ...none found posts; a look that fails sends nothing.
+        let psp = scripted([
+            reply(200, json!({"payment": payment("COMPLETED")})),
+            reply(200, json!({"refund": refund("R_2", "PENDING", ours)})),
+        ]);
+        assert!(matches!(
+            psp.create_refund(&refund_request(true), Duration::from_secs(5))
+                .await,
+            RefundOutcome::Answered(RefundSettlement::Pending { .. })
+        ));
+        assert_eq!(psp.transport().calls()[1].method, "POST");
+        let psp = scripted([after_connect()]);
+        assert!(matches!(
+            psp.create_refund(&refund_request(true), Duration::from_secs(5))
+                .await,
+            RefundOutcome::NotSent { .. }
+        ));
+        // Unknown: a key reused, a refund already pending (maybe ours), a 5xx.
         for step in [
+            reply(400, errors("REFUND_ERROR", "REFUND_ALREADY_PENDING")),
             reply(
                 400,
                 errors("INVALID_REQUEST_ERROR", "IDEMPOTENCY_KEY_REUSED"),

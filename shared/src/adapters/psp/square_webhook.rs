@@ -167,7 +167,7 @@ fn our_payment_id(reference_id: Option<&str>) -> Option<String> {
 }
 
 /// Reads a verified Square notification: `payment.created` / `payment.updated` carry the payment
-/// (`data.object.payment`), ours by its `reference_id`, read by [`payment_settlement`];
+/// (`data.object.payment`), ours by its `reference_id`, read by `payment_settlement`;
 /// `refund.created` / `refund.updated` carry the refund (`data.object.refund`), ours by its
 /// `reason` (our refund id). The amount reported is the object's
 /// `amount_money`. Square reports no live mode in the body (its `square-environment` header is
@@ -217,7 +217,8 @@ pub fn parse_event(body: &[u8]) -> Result<PspEvent, serde_json::Error> {
 ///   requested otherwise;
 /// - `FAILED` → declined with the first error code of `card_details` (authentication required
 ///   for a card that needed the buyer verified);
-/// - `PENDING` and anything else → none.
+/// - `PENDING` → pending: nothing but its id;
+/// - anything else → none.
 pub(crate) fn payment_settlement(payment: &Value) -> Option<Settlement> {
     let id = payment["id"].as_str().map(str::to_owned);
     let amount = payment["amount_money"]["amount"].as_i64();
@@ -232,6 +233,9 @@ pub(crate) fn payment_settlement(payment: &Value) -> Option<Settlement> {
                 None | Some("CANCEL") => delayed_until,
                 Some(_) => None,
             },
+        }),
+        "PENDING" => Some(Settlement::Pending {
+            provider_payment_id: id?,
         }),
         "COMPLETED" => Some(Settlement::Captured {
             provider_payment_id: id?,
@@ -430,7 +434,7 @@ mod tests {
             })
         );
         assert_eq!((event.livemode, event.refund.is_none()), (None, true));
-        // AND completed is captured, failed declined with card_details' code, pending nothing
+        // AND completed is captured, failed declined with card_details' code, pending its id
         let completed =
             parse_event(&notification("payment.updated", payment("COMPLETED", OURS))).unwrap();
         assert!(matches!(
@@ -449,7 +453,12 @@ mod tests {
         );
         let pending =
             parse_event(&notification("payment.updated", payment("PENDING", OURS))).unwrap();
-        assert_eq!(pending.settlement, None);
+        assert_eq!(
+            pending.settlement,
+            Some(Settlement::Pending {
+                provider_payment_id: "R2B3Z8WMVt3EAmzYWLZvz7Y69EbZY".into()
+            })
+        );
         // AND a payment taken another way on the account (no reference of ours) is none of ours
         for reference in [
             "",

@@ -851,7 +851,9 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
             }),
             ResponseClass::NotFound => Ok(PspLookup::NotFound),
             ResponseClass::Unknown => {
-                tracing::warn!(payment_id, resp_code = %inquiry.code, "the 2C2P inquiry answered a code payonce does not classify");
+                // An operator's: the payment stays as it is until someone reads the code.
+                tracing::error!(payment_id, resp_code = %inquiry.code, alarm = "psp-answer-untrusted",
+                    "the 2C2P inquiry answered a code payonce does not classify");
                 Err(PspError {
                     reason: format!(
                         "the 2C2P inquiry answered an unclassified {:?}",

@@ -351,8 +351,8 @@ impl TwoC2pNotifications {
             }),
             ResponseClass::Pending | ResponseClass::NotFound => None,
             ResponseClass::Unknown => {
-                tracing::warn!(event_id = %event.event_id, payment_id = ?event.payment_id,
-                    resp_code = %code, resp_desc = ?text(claims.get("respDesc")),
+                tracing::error!(event_id = %event.event_id, payment_id = ?event.payment_id,
+                    resp_code = %code, resp_desc = ?text(claims.get("respDesc")), alarm = "psp-answer-untrusted",
                     "a 2C2P notification carries a response code payonce does not classify; nothing applied");
                 None
             }

@@ -184,6 +184,9 @@ fn every_settlement() -> Vec<Settlement> {
             reason: CancellationReason::Requested,
         },
         Settlement::Abandoned,
+        Settlement::Pending {
+            provider_payment_id: pi(),
+        },
     ]
 }
 
@@ -235,7 +238,13 @@ fn every_move_raises_the_status_and_a_failure_is_raised_only_by_a_success() {
                     let lapse = status == PaymentStatus::Authorized
                         && current.progress.capture_before_ms.is_none()
                         && after.progress.capture_before_ms.is_some();
-                    assert!(flag || amount || lapse, "moved within its status: {case}");
+                    let id = status == PaymentStatus::Processing
+                        && current.provider_payment_id.is_none()
+                        && after.provider_payment_id.is_some();
+                    assert!(
+                        flag || amount || lapse || id,
+                        "moved within its status: {case}"
+                    );
                 }
                 if status.is_final() {
                     assert_eq!(to, PaymentStatus::Succeeded, "a final status moved: {case}");
@@ -266,14 +275,14 @@ fn each_status_moves_on_exactly_the_word_it_can_take() {
     use PaymentStatus as S;
     // The status each settlement of `every_settlement` leads to from each status, in its
     // order: P processing, A requires_action, Z authorized, S succeeded, F failed, C canceled,
-    // - unchanged.
+    // - unchanged. (Each payment holds its PSP id: a refusal naming no PSP payment moves none.)
     let table = [
-        (S::Processing, "S S A - Z F F F F F F F"),
-        (S::RequiresAction, "S S - A Z F F F F F C -"),
-        (S::Authorized, "S S - - Z - - - - - C -"),
-        (S::Succeeded, "- S - - - - - - - - - -"),
-        (S::Failed, "S S - - - - - - - - - -"),
-        (S::Canceled, "S S - - - - - - - - - -"),
+        (S::Processing, "S S A - Z F - - F F F F -"),
+        (S::RequiresAction, "S S - A Z F - - F F C - -"),
+        (S::Authorized, "S S - - Z C - - - - C - -"),
+        (S::Succeeded, "- S - - - - - - - - - - -"),
+        (S::Failed, "S S - - - - - - - - - - -"),
+        (S::Canceled, "S S - - - - - - - - - - -"),
     ];
     let status_of = |symbol| match symbol {
         "P" => Some(S::Processing),
@@ -651,4 +660,73 @@ fn an_authorization_of_a_payment_captured_at_once_only_fills_in_its_psp_id() {
             ..
         }
     ));
+}
+
+#[test]
+fn a_refusal_naming_no_psp_payment_never_fails_one_whose_id_is_stored() {
+    // GIVEN a processing payment whose PSP payment is known (stored before its completion)
+    let mut held = payment(PaymentStatus::Processing, None);
+    held.provider_payment_id = Some("sq_1".into());
+    // WHEN a re-send is refused or declined without naming a PSP payment (its key forgotten)
+    for word in [
+        Settlement::Rejected,
+        Settlement::Refused,
+        Settlement::Declined {
+            provider_payment_id: None,
+            decline_code: "generic_decline".into(),
+        },
+        Settlement::AuthenticationRequired {
+            provider_payment_id: None,
+        },
+        Settlement::AuthenticationFailed {
+            provider_payment_id: None,
+        },
+    ] {
+        // THEN the payment stays as it is: only word about its own PSP payment moves it
+        assert_eq!(transition(&held, &word), Transition::Unchanged, "{word:?}");
+    }
+    // AND a decline naming it does move it, as without an id a refusal does
+    assert!(matches!(
+        transition(
+            &held,
+            &Settlement::Declined {
+                provider_payment_id: Some("sq_1".into()),
+                decline_code: "generic_decline".into()
+            }
+        ),
+        Transition::Apply {
+            status: PaymentStatus::Failed,
+            ..
+        }
+    ));
+    assert!(matches!(
+        transition(
+            &payment(PaymentStatus::Processing, None),
+            &Settlement::Refused
+        ),
+        Transition::Apply {
+            status: PaymentStatus::Failed,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn an_undecided_payment_only_fills_in_its_psp_id() {
+    let processing = payment(PaymentStatus::Processing, None);
+    let pending = Settlement::Pending {
+        provider_payment_id: "sq_1".into(),
+    };
+    assert_eq!(
+        transition(&processing, &pending),
+        Transition::Apply {
+            status: PaymentStatus::Processing,
+            failure: None,
+            provider_payment_id: Some("sq_1".into()),
+            progress: processing.progress.clone(),
+        }
+    );
+    let mut stored = processing;
+    stored.provider_payment_id = Some("sq_1".into());
+    assert_eq!(transition(&stored, &pending), Transition::Unchanged);
 }
