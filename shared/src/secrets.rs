@@ -602,6 +602,7 @@ mod tests {
                 PspKind::Omise => r#"{"secret_key":"skey_test_1"}"#,
                 PspKind::TwoC2p => r#"{"merchant_id":"JT01","secret_key":"k"}"#,
                 PspKind::Square => r#"{"access_token":"EAAA1"}"#,
+                PspKind::PayPal => r#"{"client_id":"A1","client_secret":"s"}"#,
             }
         };
         for kind in PspKind::ALL {

@@ -522,7 +522,8 @@ pub fn verifying_scheme(
         ),
         PspKind::PayPal => {
             // Certificates from PayPal's own hosts only, over HTTPS, within 3 s.
-            let fetch = HttpCertFetch::new(Duration::from_secs(3)).map_err(ConfigError::PspClient)?;
+            let fetch =
+                HttpCertFetch::new(Duration::from_secs(3)).map_err(ConfigError::PspClient)?;
             Arc::new(
                 PayPalWebhooks::new(&PspSecrets::field(&secrets.webhook_id), Arc::new(fetch))
                     .map_err(|e| refused("webhook_id", e.to_string()))?,

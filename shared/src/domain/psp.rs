@@ -44,7 +44,10 @@ impl PspKind {
     /// captures and voids need its Payment Maintenance API. Without it `capture: "manual"` is
     /// answered 409 `capture-not-supported` before anything is claimed.
     pub fn captures_later(self) -> bool {
-        matches!(self, Self::Stripe | Self::Omise | Self::Square | Self::PayPal)
+        matches!(
+            self,
+            Self::Stripe | Self::Omise | Self::Square | Self::PayPal
+        )
     }
 
     /// The smallest total this PSP charges in `currency`, in minor units; `None` if it does not

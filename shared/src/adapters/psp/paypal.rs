@@ -397,9 +397,13 @@ impl<T: PspTransport> PayPalPsp<T> {
                 .headers
                 .insert(0, ("Authorization".to_owned(), format!("Bearer {token}")));
             let left = timeout.saturating_sub(started.elapsed());
-            let sent =
-                keyed::send_with_busy_retries(&self.transport, &authorized, left, self.request_timeout)
-                    .await;
+            let sent = keyed::send_with_busy_retries(
+                &self.transport,
+                &authorized,
+                left,
+                self.request_timeout,
+            )
+            .await;
             let sent = match sent {
                 Err(NoAnswer::NotSent(reason)) if answered_before => {
                     return Err(NoAnswer::Unknown(reason))
@@ -422,7 +426,10 @@ impl<T: PspTransport> PayPalPsp<T> {
 
     /// A plain (unkeyed) read within `timeout`: any failure is a [`PspError`].
     async fn read(&self, path: String, timeout: Duration) -> Result<WireReply, PspError> {
-        match self.send(&Self::call("GET", path, None, None), timeout).await {
+        match self
+            .send(&Self::call("GET", path, None, None), timeout)
+            .await
+        {
             Ok(Sent { reply, .. }) => Ok(reply),
             Err(NoAnswer::NotSent(reason) | NoAnswer::Unknown(reason)) => Err(PspError { reason }),
         }
@@ -626,7 +633,11 @@ impl<T: PspTransport> PayPalPsp<T> {
     }
 
     /// Captures the approved order (the charge's second step): `POST …/capture` under the key.
-    async fn capture_order(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {
+    async fn capture_order(
+        &self,
+        request: &OperationRequest,
+        timeout: Duration,
+    ) -> OperationOutcome {
         let id = &request.provider_payment_id;
         let call = Self::call(
             "POST",
@@ -658,7 +669,11 @@ impl<T: PspTransport> PayPalPsp<T> {
                     code: "order_not_found".into(),
                 }
             }
-            Err(error) => return OperationOutcome::NotSent { reason: error.reason },
+            Err(error) => {
+                return OperationOutcome::NotSent {
+                    reason: error.reason,
+                }
+            }
         };
         if let Some(done) = settled(&order) {
             return OperationOutcome::Answered(done);
@@ -687,10 +702,12 @@ impl<T: PspTransport> PayPalPsp<T> {
                     }
                     Ok(Sent { reply, .. }) => {
                         return OperationOutcome::Refused {
-                            code: issues_of(&serde_json::from_slice(&reply.body).unwrap_or_default())
-                                .into_iter()
-                                .next()
-                                .unwrap_or_else(|| format!("authorize_{}", reply.status)),
+                            code: issues_of(
+                                &serde_json::from_slice(&reply.body).unwrap_or_default(),
+                            )
+                            .into_iter()
+                            .next()
+                            .unwrap_or_else(|| format!("authorize_{}", reply.status)),
                         }
                     }
                     Err(NoAnswer::NotSent(reason)) => return OperationOutcome::NotSent { reason },
@@ -703,7 +720,10 @@ impl<T: PspTransport> PayPalPsp<T> {
                 return OperationOutcome::Refused {
                     code: format!(
                         "order_{}",
-                        order["status"].as_str().unwrap_or("unknown").to_ascii_lowercase()
+                        order["status"]
+                            .as_str()
+                            .unwrap_or("unknown")
+                            .to_ascii_lowercase()
                     ),
                 };
             }
@@ -720,7 +740,9 @@ impl<T: PspTransport> PayPalPsp<T> {
                 format!("/v2/payments/authorizations/{authorization_id}/capture"),
                 Some(&request.idempotency_key),
                 Some(match amount {
-                    Some(amount) => json!({"amount": money(amount, request.currency), "final_capture": true}),
+                    Some(amount) => {
+                        json!({"amount": money(amount, request.currency), "final_capture": true})
+                    }
                     None => json!({"final_capture": true}),
                 }),
             ),
@@ -781,7 +803,11 @@ impl<T: PspTransport> PayPalPsp<T> {
         }
         if !is_client_error(reply.status) {
             return OperationOutcome::Unknown {
-                reason: format!("PSP answered {} {}", reply.status, issues_of(&body).join(",")),
+                reason: format!(
+                    "PSP answered {} {}",
+                    reply.status,
+                    issues_of(&body).join(",")
+                ),
             };
         }
         let issue = issues_of(&body)
@@ -795,7 +821,10 @@ impl<T: PspTransport> PayPalPsp<T> {
             },
             Ok(None) => OperationOutcome::Refused { code: issue },
             Err(error) => OperationOutcome::Unknown {
-                reason: format!("PayPal refused ({issue}) and the order could not be read: {}", error.reason),
+                reason: format!(
+                    "PayPal refused ({issue}) and the order could not be read: {}",
+                    error.reason
+                ),
             },
         }
     }
@@ -807,9 +836,12 @@ impl<T: PspTransport> PayPalPsp<T> {
         refund_id: &str,
         timeout: Duration,
     ) -> Result<Option<RefundSettlement>, PspError> {
-        let order = self.order(order_id, timeout).await?.ok_or_else(|| PspError {
-            reason: format!("PayPal knows no order {order_id}"),
-        })?;
+        let order = self
+            .order(order_id, timeout)
+            .await?
+            .ok_or_else(|| PspError {
+                reason: format!("PayPal knows no order {order_id}"),
+            })?;
         Ok(refunds_of(&order)
             .into_iter()
             .filter(|refund| refund["custom_id"].as_str() == Some(refund_id))
@@ -820,7 +852,8 @@ impl<T: PspTransport> PayPalPsp<T> {
 
 /// What an order says once nothing more can be done to it: captured, declined, or canceled.
 fn settled(order: &Value) -> Option<Settlement> {
-    order_settlement(order).filter(|s| ends_operation(s) || matches!(s, Settlement::Declined { .. }))
+    order_settlement(order)
+        .filter(|s| ends_operation(s) || matches!(s, Settlement::Declined { .. }))
 }
 
 /// Whether a word ends a capture or void.
@@ -1046,7 +1079,10 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
             }
             Err(error) => {
                 return RefundOutcome::NotSent {
-                    reason: format!("the order could not be read, so no refund was sent: {}", error.reason),
+                    reason: format!(
+                        "the order could not be read, so no refund was sent: {}",
+                        error.reason
+                    ),
                 }
             }
         };
@@ -1095,7 +1131,9 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
         let issues = issues_of(&body);
         if is_client_error(reply.status)
             && !issues.is_empty()
-            && !issues.iter().any(|i| i == "PAYPAL_REQUEST_ID_PREVIOUSLY_USED")
+            && !issues
+                .iter()
+                .any(|i| i == "PAYPAL_REQUEST_ID_PREVIOUSLY_USED")
         {
             return RefundOutcome::Answered(RefundSettlement::Failed {
                 provider_refund_id: None,

@@ -205,9 +205,10 @@ pub(crate) fn order_settlement(order: &Value) -> Option<Settlement> {
 
 /// Whether a `payment_source` names a vaulted card or PayPal wallet.
 fn has_vault(source: &Value) -> bool {
-    ["card", "paypal"]
-        .iter()
-        .any(|kind| source[kind]["vault_id"].is_string() || source[kind]["attributes"]["vault"]["id"].is_string())
+    ["card", "paypal"].iter().any(|kind| {
+        source[kind]["vault_id"].is_string()
+            || source[kind]["attributes"]["vault"]["id"].is_string()
+    })
 }
 
 /// What a refund says.
@@ -315,38 +316,82 @@ mod tests {
 
     #[test]
     fn amounts_are_read_exactly_by_the_currency_and_written_back() {
-        assert_eq!(amount_of(&json!({"currency_code": "USD", "value": "30.00"})).map(|a| a.minor), Some(3000));
-        assert_eq!(amount_of(&json!({"currency_code": "JPY", "value": "3000"})).map(|a| a.minor), Some(3000));
-        assert_eq!(amount_of(&json!({"currency_code": "USD", "value": "30.001"})), None);
-        assert_eq!(amount_of(&json!({"currency_code": "XXX", "value": "1"})), None);
-        assert_eq!(money(3000, Currency::Jpy), json!({"currency_code": "JPY", "value": "3000"}));
-        assert_eq!(money(3005, Currency::Usd), json!({"currency_code": "USD", "value": "30.05"}));
+        assert_eq!(
+            amount_of(&json!({"currency_code": "USD", "value": "30.00"})).map(|a| a.minor),
+            Some(3000)
+        );
+        assert_eq!(
+            amount_of(&json!({"currency_code": "JPY", "value": "3000"})).map(|a| a.minor),
+            Some(3000)
+        );
+        assert_eq!(
+            amount_of(&json!({"currency_code": "USD", "value": "30.001"})),
+            None
+        );
+        assert_eq!(
+            amount_of(&json!({"currency_code": "XXX", "value": "1"})),
+            None
+        );
+        assert_eq!(
+            money(3000, Currency::Jpy),
+            json!({"currency_code": "JPY", "value": "3000"})
+        );
+        assert_eq!(
+            money(3005, Currency::Usd),
+            json!({"currency_code": "USD", "value": "30.05"})
+        );
     }
 
     #[test]
     fn an_order_says_what_its_capture_or_authorization_says() {
-        let completed = order("COMPLETED", json!({"captures": [{"id": "C1", "status": "COMPLETED",
-            "amount": {"currency_code": "USD", "value": "30.00"}}]}));
+        let completed = order(
+            "COMPLETED",
+            json!({"captures": [{"id": "C1", "status": "COMPLETED",
+            "amount": {"currency_code": "USD", "value": "30.00"}}]}),
+        );
         assert_eq!(
             order_settlement(&completed),
-            Some(Settlement::Captured { provider_payment_id: "5O190127TN364715T".into(), amount_captured: 3000 })
+            Some(Settlement::Captured {
+                provider_payment_id: "5O190127TN364715T".into(),
+                amount_captured: 3000
+            })
         );
         // A completed order can hold a declined capture.
-        let declined = order("COMPLETED", json!({"captures": [{"id": "C1", "status": "DECLINED",
+        let declined = order(
+            "COMPLETED",
+            json!({"captures": [{"id": "C1", "status": "DECLINED",
             "status_details": {"reason": "DECLINED_BY_RISK_FRAUD_FILTERS"},
-            "amount": {"currency_code": "USD", "value": "30.00"}}]}));
+            "amount": {"currency_code": "USD", "value": "30.00"}}]}),
+        );
         assert!(matches!(order_settlement(&declined),
             Some(Settlement::Declined { ref decline_code, .. }) if decline_code == "DECLINED_BY_RISK_FRAUD_FILTERS"));
-        let authorized = order("COMPLETED", json!({"authorizations": [{"id": "A1", "status": "CREATED",
-            "amount": {"currency_code": "USD", "value": "30.00"}, "expiration_time": "2026-12-30T10:00:00Z"}]}));
-        assert!(matches!(order_settlement(&authorized),
-            Some(Settlement::Authorized { amount_capturable: 3000, capture_before_ms: Some(_), .. })));
+        let authorized = order(
+            "COMPLETED",
+            json!({"authorizations": [{"id": "A1", "status": "CREATED",
+            "amount": {"currency_code": "USD", "value": "30.00"}, "expiration_time": "2026-12-30T10:00:00Z"}]}),
+        );
+        assert!(matches!(
+            order_settlement(&authorized),
+            Some(Settlement::Authorized {
+                amount_capturable: 3000,
+                capture_before_ms: Some(_),
+                ..
+            })
+        ));
         // Approved (or created with a vaulted source): waiting for our capture.
-        assert!(matches!(order_settlement(&order("APPROVED", json!({}))),
-            Some(Settlement::Authorized { capture_before_ms: None, .. })));
+        assert!(matches!(
+            order_settlement(&order("APPROVED", json!({}))),
+            Some(Settlement::Authorized {
+                capture_before_ms: None,
+                ..
+            })
+        ));
         let mut vaulted = order("CREATED", json!({}));
         vaulted["payment_source"] = json!({"card": {"vault_id": "pm_card_visa"}});
-        assert!(matches!(order_settlement(&vaulted), Some(Settlement::Authorized { .. })));
+        assert!(matches!(
+            order_settlement(&vaulted),
+            Some(Settlement::Authorized { .. })
+        ));
         // Created without a source, pending: nothing yet. The buyer must act: where.
         assert_eq!(order_settlement(&order("CREATED", json!({}))), None);
         let waiting = order("PAYER_ACTION_REQUIRED", json!({}));
@@ -363,9 +408,17 @@ mod tests {
                 "supplementary_data": {"related_ids": {"order_id": "5O190127TN364715T"}}}});
         let event = parse_event(capture.to_string().as_bytes()).unwrap();
         assert_eq!(event.payment_id.as_deref(), Some(OURS));
-        assert_eq!(event.settlement, Some(Settlement::Captured {
-            provider_payment_id: "5O190127TN364715T".into(), amount_captured: 3000 }));
-        assert_eq!(event.amount.map(|a| (a.minor, a.currency)), Some((3000, "usd".into())));
+        assert_eq!(
+            event.settlement,
+            Some(Settlement::Captured {
+                provider_payment_id: "5O190127TN364715T".into(),
+                amount_captured: 3000
+            })
+        );
+        assert_eq!(
+            event.amount.map(|a| (a.minor, a.currency)),
+            Some((3000, "usd".into()))
+        );
         // Another integration's capture (no custom_id of ours): none of ours.
         let mut foreign = capture.clone();
         foreign["resource"]["custom_id"] = json!("order-42");
@@ -375,15 +428,25 @@ mod tests {
         let approved = json!({"id": "WH-2", "event_type": "CHECKOUT.ORDER.APPROVED", "resource_type": "checkout-order",
             "resource": order("APPROVED", json!({}))});
         let event = parse_event(approved.to_string().as_bytes()).unwrap();
-        assert!(matches!(event.settlement, Some(Settlement::Authorized { .. })));
+        assert!(matches!(
+            event.settlement,
+            Some(Settlement::Authorized { .. })
+        ));
         // A refund of ours, by its custom_id.
         let ours = "rfd_00112233445566778899aabbccddeeff_1";
         let refund = json!({"id": "WH-3", "event_type": "PAYMENT.CAPTURE.REFUNDED", "resource_type": "refund",
             "resource": {"id": "1JU08902781691411", "status": "COMPLETED", "custom_id": ours,
                 "amount": {"currency_code": "USD", "value": "10.00"}}});
         let event = parse_event(refund.to_string().as_bytes()).unwrap();
-        assert_eq!(event.refund, Some(RefundEvent { refund_id: ours.into(),
-            settlement: RefundSettlement::Succeeded { provider_refund_id: "1JU08902781691411".into() } }));
+        assert_eq!(
+            event.refund,
+            Some(RefundEvent {
+                refund_id: ours.into(),
+                settlement: RefundSettlement::Succeeded {
+                    provider_refund_id: "1JU08902781691411".into()
+                }
+            })
+        );
         assert!(parse_event(b"{}").is_err());
     }
 }
