@@ -623,9 +623,14 @@ impl<T: PspTransport> PayPalPsp<T> {
                 provider_payment_id,
                 decline_code,
             },
+            Some(Settlement::Pending {
+                provider_payment_id,
+            }) => PspOutcome::Pending {
+                provider_payment_id,
+            },
             _ => PspOutcome::Unknown {
                 reason: format!(
-                    "PayPal order {id} is {}",
+                    "PayPal order {id} is {}
                     order["status"].as_str().unwrap_or("<no status>")
                 ),
             },

@@ -15,10 +15,10 @@
 //!   `VOIDED`: canceled; `CREATED` without a source, `SAVED` and anything else: not final;
 //! - capture `COMPLETED`, `PARTIALLY_REFUNDED`, `REFUNDED`: captured (the refunds are their own
 //!   word); `DECLINED`, `FAILED`: declined (`status_details.reason` the code); `PENDING`: not
-//!   final;
+//!   final, but it names the order (its id is stored);
 //! - authorization `CREATED`: authorized until `expiration_time`; `CAPTURED`,
 //!   `PARTIALLY_CAPTURED`: the capture says; `VOIDED`: canceled (expired once past its
-//!   expiration); `DENIED`: declined; `PENDING`: not final;
+//!   expiration); `DENIED`: declined; `PENDING`: not final, naming the order;
 //! - refund `COMPLETED`: succeeded; `PENDING`: pending; `FAILED`, `CANCELLED`: failed.
 
 use crate::domain::{CancellationReason, Currency, RefundSettlement, Settlement};
@@ -123,6 +123,10 @@ pub(crate) fn capture_settlement(capture: &Value, order_id: String) -> Option<Se
             provider_payment_id: order_id,
         }),
         "DECLINED" | "FAILED" => Some(declined()),
+        // Held for review or an eCheck clearing: not decided, but it names the order.
+        "PENDING" => Some(Settlement::Pending {
+            provider_payment_id: order_id,
+        }),
         _ => None,
     }
 }
@@ -163,6 +167,9 @@ pub(crate) fn authorization_settlement(
         "DENIED" => Some(Settlement::Declined {
             provider_payment_id: Some(order_id),
             decline_code: "DENIED".to_owned(),
+        }),
+        "PENDING" => Some(Settlement::Pending {
+            provider_payment_id: order_id,
         }),
         _ => None,
     }
