@@ -630,7 +630,7 @@ impl<T: PspTransport> PayPalPsp<T> {
             },
             _ => PspOutcome::Unknown {
                 reason: format!(
-                    "PayPal order {id} is {}
+                    "PayPal order {id} is {}",
                     order["status"].as_str().unwrap_or("<no status>")
                 ),
             },
