@@ -12,7 +12,8 @@
 //!   **declined** capture); `APPROVED`, or `CREATED` when it has a vaulted source: waiting for
 //!   our capture (or authorization) — *authorized* in payonce's words, the id to store before
 //!   the second call; `PAYER_ACTION_REQUIRED`: the buyer must act at the `payer-action` link;
-//!   `VOIDED`: canceled; `CREATED` without a source, `SAVED` and anything else: not final;
+//!   `VOIDED`: canceled (as its authorization says why; expired without one); `CREATED` without
+//!   a source, `SAVED` and anything else: not final;
 //! - capture `COMPLETED`, `PARTIALLY_REFUNDED`, `REFUNDED`: captured (the refunds are their own
 //!   word); `DECLINED`, `FAILED`: declined (`status_details.reason` the code); `PENDING`: not
 //!   final, but it names the order (its id is stored);
@@ -202,10 +203,21 @@ pub(crate) fn order_settlement(order: &Value) -> Option<Settlement> {
         },
         "APPROVED" => awaiting_us(),
         "CREATED" if order.get("payment_source").is_some_and(has_vault) => awaiting_us(),
-        "VOIDED" => Some(Settlement::Canceled {
-            provider_payment_id: Some(id),
-            reason: CancellationReason::Expired,
-        }),
+        // Voided: why is its authorization's word (voided by us, or lapsed at its expiry); an
+        // order voided without one was never approved, and lapsed.
+        "VOIDED" => {
+            let reason = authorization_of(order)
+                .and_then(|authorization| authorization_settlement(authorization, id.clone()))
+                .and_then(|settlement| match settlement {
+                    Settlement::Canceled { reason, .. } => Some(reason),
+                    _ => None,
+                })
+                .unwrap_or(CancellationReason::Expired);
+            Some(Settlement::Canceled {
+                provider_payment_id: Some(id),
+                reason,
+            })
+        }
         _ => None,
     }
 }
@@ -399,6 +411,36 @@ mod tests {
             order_settlement(&vaulted),
             Some(Settlement::Authorized { .. })
         ));
+        // Voided: as its authorization says (voided before its expiry: as asked; at it: lapsed);
+        // without one, lapsed.
+        let voided = |update_time: &str| {
+            let mut voided = order(
+                "VOIDED",
+                json!({"authorizations": [{"id": "A1", "status": "VOIDED",
+                "amount": {"currency_code": "USD", "value": "30.00"},
+                "expiration_time": "2026-12-30T10:00:00Z", "update_time": update_time}]}),
+            );
+            voided["intent"] = json!("AUTHORIZE");
+            order_settlement(&voided)
+        };
+        let canceled = |reason| {
+            Some(Settlement::Canceled {
+                provider_payment_id: Some("5O190127TN364715T".into()),
+                reason,
+            })
+        };
+        assert_eq!(
+            voided("2026-12-01T10:00:00Z"),
+            canceled(CancellationReason::Requested)
+        );
+        assert_eq!(
+            voided("2026-12-30T10:00:00Z"),
+            canceled(CancellationReason::Expired)
+        );
+        assert_eq!(
+            order_settlement(&order("VOIDED", json!({}))),
+            canceled(CancellationReason::Expired)
+        );
         // Created without a source, pending: nothing yet. The buyer must act: where.
         assert_eq!(order_settlement(&order("CREATED", json!({}))), None);
         let waiting = order("PAYER_ACTION_REQUIRED", json!({}));
