@@ -459,17 +459,26 @@ impl<T: PspTransport> PayPalPsp<T> {
     }
 
     /// The create's body: a pure function of the request, so every re-send is identical.
-    fn order_request(request: &ChargeRequest, manual: bool) -> Result<Value, &'static str> {
+    /// A request that cannot be sent is answered without a call: a manual capture with no
+    /// vaulted source is refused; a buyer's approval with nowhere to send the buyer back is
+    /// SPEC §17's "authentication required" (nothing was, or could be, charged).
+    fn order_request(request: &ChargeRequest, manual: bool) -> Result<Value, PspOutcome> {
         let intent = if manual { "AUTHORIZE" } else { "CAPTURE" };
         let back = request
             .return_url
             .as_ref()
             .map(|url| json!({"return_url": url, "cancel_url": url}));
         let payment_source = match source_of(&request.payment_method) {
-            Source::Buyer if manual => return Err("paypal_manual_capture_needs_vault"),
+            Source::Buyer if manual => {
+                return Err(PspOutcome::Refused {
+                    code: "paypal_manual_capture_needs_vault".to_owned(),
+                })
+            }
             Source::Buyer => {
                 let Some(mut context) = back else {
-                    return Err("paypal_approval_needs_return_url");
+                    return Err(PspOutcome::AuthenticationRequired {
+                        provider_payment_id: None,
+                    });
                 };
                 context["user_action"] = json!("PAY_NOW");
                 json!({"paypal": {"experience_context": context}})
@@ -767,7 +776,8 @@ impl<T: PspTransport> PayPalPsp<T> {
     }
 
     /// Reads a capture's or void's answer: a success is what it did; a refusal is read against
-    /// the order (one that moved meanwhile answers), else a refusal.
+    /// the order (one that moved meanwhile answers), else a refusal — but the order capture
+    /// refused as a decline (`INSTRUMENT_DECLINED`…) is the charge's decline.
     async fn read_operation(
         &self,
         request: &OperationRequest,
@@ -819,9 +829,19 @@ impl<T: PspTransport> PayPalPsp<T> {
             .into_iter()
             .next()
             .unwrap_or_else(|| format!("http_{}", reply.status));
+        // The order's own capture (the charge's second step) refused as a decline: nothing was
+        // captured, and nothing will be (a vaulted source has no buyer to pick another one; a
+        // buyer's order is left to lapse), so the payment is declined rather than retried.
+        let declined = request.kind == OperationKind::Capture
+            && request.amount.is_none()
+            && DECLINE_ISSUES.contains(&issue.as_str());
         match self.order(&request.provider_payment_id, timeout).await {
             Ok(Some(order)) => match settled(&order) {
                 Some(settlement) => OperationOutcome::Answered(settlement),
+                None if declined => OperationOutcome::Answered(Settlement::Declined {
+                    provider_payment_id: Some(order_id),
+                    decline_code: issue,
+                }),
                 None => OperationOutcome::Refused { code: issue },
             },
             Ok(None) => OperationOutcome::Refused { code: issue },
@@ -950,11 +970,7 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
         let manual = request.capture == crate::domain::CaptureMethod::Manual;
         let body = match Self::order_request(request, manual) {
             Ok(body) => body,
-            Err(code) => {
-                return PspOutcome::Refused {
-                    code: code.to_owned(),
-                }
-            }
+            Err(unsendable) => return unsendable,
         };
         let call = Self::call(
             "POST",

@@ -299,7 +299,7 @@ impl PayPalWebhooks {
             return false;
         }
         let origin = url.origin().ascii_serialization();
-        self.origins.iter().any(|allowed| *allowed == origin)
+        self.origins.contains(&origin)
     }
 
     fn cached(&self, cert_url: &str) -> Option<Arc<Cert>> {
