@@ -256,7 +256,7 @@ pub enum SecretOrigin {
     /// A Secrets Manager secret (its ARN), re-read after the TTL.
     Arn(String),
     /// Fixed at start-up: a local run's JSON, or Stripe's local variable.
-    Fixed(PspSecrets),
+    Fixed(Box<PspSecrets>),
 }
 
 /// Where `role`'s secret comes from: in AWS, the Secrets Manager secret whose ARN is `arn`
@@ -276,7 +276,7 @@ pub fn secret_origin(
     }
     if let Some(json) = json {
         return parse_psp_secrets(&json)
-            .map(SecretOrigin::Fixed)
+            .map(|secrets| SecretOrigin::Fixed(Box::new(secrets)))
             .map_err(|reason| {
                 ConfigError::Env(EnvError::Invalid {
                     name: role.json_variable(),
@@ -285,7 +285,7 @@ pub fn secret_origin(
             });
     }
     match stripe.filter(|_| kind == PspKind::Stripe) {
-        Some(value) => Ok(SecretOrigin::Fixed(match role {
+        Some(value) => Ok(SecretOrigin::Fixed(Box::new(match role {
             SecretRole::Api => PspSecrets {
                 api_key: Some(value),
                 ..PspSecrets::default()
@@ -294,7 +294,7 @@ pub fn secret_origin(
                 webhook_secrets: split_list(&value),
                 ..PspSecrets::default()
             },
-        })),
+        }))),
         None => Err(ConfigError::Env(EnvError::Missing(role.arn_variable()))),
     }
 }
@@ -314,7 +314,7 @@ pub fn secret_source(
             optional(role.stripe_variable()),
         )? {
             SecretOrigin::Arn(arn) => Box::new(SecretsManagerSecret::new(aws, arn, role)),
-            SecretOrigin::Fixed(secrets) => Box::new(FixedSecret(secrets)),
+            SecretOrigin::Fixed(secrets) => Box::new(FixedSecret(*secrets)),
         },
     )
 }
