@@ -430,7 +430,7 @@ mod tests {
     }
 
     /// The vector of square/square-nodejs-sdk's `tests/integration/webhooks.test.ts`
-    /// (re-verified with Python's hmac, `/work/research/square.md` §8).
+    /// (re-verified with Python's hmac, `docs/psp-research-square.md` §8).
     #[test]
     fn square_signature_matches_the_sdk_vector() {
         let body = br#"{"data":{"type":"webhooks","id":"fake_id"}}"#;

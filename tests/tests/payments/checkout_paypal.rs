@@ -980,7 +980,7 @@ async fn a_payment_that_needs_its_buyer_without_a_return_url_is_402_authenticati
     let request = body(&pp.order, "paypal", json!({}));
     let refused = pp.pay("pp-buyer-no-return", request.clone()).await;
 
-    // THEN 402 authentication-required (SPEC §17: a wallet's approval with nowhere to come
+    // THEN 402 authentication-required (as a card that needs authentication: a wallet's approval with nowhere to come
     // back to), decided before anything is sent: no order at PayPal; the payment failed, the
     // order released
     assert_eq!(

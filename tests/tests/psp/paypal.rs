@@ -1172,11 +1172,26 @@ async fn refunds_carry_our_refund_id_and_a_resend_makes_no_second_refund() {
         );
 
         // WHEN the refund is sent again (an earlier call may have reached PayPal)
+        let before = paypal.transport().calls().len();
         let again = refund_request(&charge, &order_id, 1, part, true);
         let resent = paypal.create_refund(&again, TIMEOUT).await;
 
-        // THEN PayPal answers the refund the key made: no second refund
-        assert_eq!(resent, RefundOutcome::Answered(settlement));
+        // THEN our refund is found on the order first and nothing is posted: no second refund
+        assert_eq!(resent, RefundOutcome::Answered(settlement.clone()));
+        assert_eq!(psp.refunds().len(), 1);
+        let looked: Vec<(&str, String)> = paypal.transport().calls()[before..]
+            .iter()
+            .map(|c| (c.method, c.path.clone()))
+            .collect();
+        assert_eq!(looked, [("GET", format!("/v2/checkout/orders/{order_id}"))]);
+
+        // AND a first send under the same key (the answer of one that was lost) is PayPal's
+        // replay of the refund the key made
+        let first_again = refund_request(&charge, &order_id, 1, part, false);
+        assert_eq!(
+            paypal.create_refund(&first_again, TIMEOUT).await,
+            RefundOutcome::Answered(settlement)
+        );
         assert_eq!(psp.refunds().len(), 1);
         let replay = paypal.transport().calls().pop().expect("the re-send");
         assert_eq!(

@@ -1,7 +1,7 @@
 //! What the PayPal face writes: orders, captures, authorizations and refunds, error bodies,
 //! webhook events and ids (shapes of PayPal's `checkout_orders_v2.json` \[O\],
 //! `payments_payment_v2.json` \[P\] and `notifications_webhooks_v1.json` \[W\], as
-//! `/work/research/paypal.md` quotes them, and of the samples it cites).
+//! `docs/psp-research-paypal.md` quotes them, and of the samples it cites).
 
 use serde_json::{json, Map, Value};
 

@@ -10,11 +10,10 @@
 //! `Ledger::capture`, `Ledger::cancel`, `Ledger::attempt_refund`, and the idempotency layer's
 //! `Ledger::recall` / `Ledger::remember`) after validating a request in PayPal's terms (`params`).
 //!
-//! Sources are `/work/research/paypal.md` (PayPal's published OpenAPI specs
+//! Sources are `docs/psp-research-paypal.md` (PayPal's published OpenAPI specs
 //! `paypal/paypal-rest-api-specifications`: `checkout_orders_v2.json` \[O\],
 //! `payments_payment_v2.json` \[P\], `notifications_webhooks_v1.json` \[W\], and the developer
-//! pages it cites), the product spec (`/work/shared/SPEC.md` §18) and the face's brief
-//! (`/work/research/paypal-face-brief.md`); the inspection fields are this crate's own contract
+//! pages it cites); the inspection fields are this crate's own contract
 //! (its top-level docs). Each rule names what it follows; where PayPal says nothing, the rule says
 //! "UNCONFIRMED: the fake's choice" and what the fake does:
 //!

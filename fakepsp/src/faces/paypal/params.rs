@@ -3,7 +3,7 @@
 //! the face writes with a `debug_id` drawn from the ledger. Every refusal here is answered before
 //! the `PayPal-Request-Id` is looked at or used, so it stores nothing under it.
 //!
-//! Sources: `/work/research/paypal.md` (PayPal's `checkout_orders_v2.json` \[O\] and
+//! Sources: `docs/psp-research-paypal.md` (PayPal's `checkout_orders_v2.json` \[O\] and
 //! `payments_payment_v2.json` \[P\]); the limits are cited where they are used.
 
 use serde_json::{Map, Value};

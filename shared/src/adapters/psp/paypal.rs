@@ -461,7 +461,8 @@ impl<T: PspTransport> PayPalPsp<T> {
     /// The create's body: a pure function of the request, so every re-send is identical.
     /// A request that cannot be sent is answered without a call: a manual capture with no
     /// vaulted source is refused; a buyer's approval with nowhere to send the buyer back is
-    /// SPEC §17's "authentication required" (nothing was, or could be, charged).
+    /// answered as a card that needs authentication without one is: "authentication required"
+    /// (nothing was, or could be, charged).
     fn order_request(request: &ChargeRequest, manual: bool) -> Result<Value, PspOutcome> {
         let intent = if manual { "AUTHORIZE" } else { "CAPTURE" };
         let back = request
@@ -854,7 +855,7 @@ impl<T: PspTransport> PayPalPsp<T> {
         }
     }
 
-    /// Our refund `refund_id` among the order's refunds (by `custom_id`): the strongest word.
+    /// Our refund `refund_id` on order `order_id`, the order read ([`our_refund`]).
     async fn find_refund(
         &self,
         order_id: &str,
@@ -867,12 +868,17 @@ impl<T: PspTransport> PayPalPsp<T> {
             .ok_or_else(|| PspError {
                 reason: format!("PayPal knows no order {order_id}"),
             })?;
-        Ok(refunds_of(&order)
-            .into_iter()
-            .filter(|refund| refund["custom_id"].as_str() == Some(refund_id))
-            .filter_map(refund_settlement)
-            .max_by_key(refund_rank))
+        Ok(our_refund(&order, refund_id))
     }
+}
+
+/// Our refund `refund_id` among the order's refunds (by `custom_id`): the strongest word.
+fn our_refund(order: &Value, refund_id: &str) -> Option<RefundSettlement> {
+    refunds_of(order)
+        .into_iter()
+        .filter(|refund| refund["custom_id"].as_str() == Some(refund_id))
+        .filter_map(refund_settlement)
+        .max_by_key(refund_rank)
 }
 
 /// What an order says once nothing more can be done to it: captured, declined, or canceled.
@@ -1088,7 +1094,10 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
 
     /// `POST /v2/payments/captures/{capture_id}/refund` under the refund's key (Payments v2
     /// keeps it 45 days), the order's capture read first; our refund id as `custom_id` and
-    /// `invoice_id`. A refusal is final: a re-send under the key answers the refund it made.
+    /// `invoice_id`. A refusal is final: a re-send under the key answers the refund it made. A
+    /// re-send (an earlier call under the key may have reached PayPal) first looks for our
+    /// refund among the order's, so that a key PayPal no longer keeps cannot make a second
+    /// refund, nor turn a refusal caused by our own earlier refund into a failure.
     async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {
         let started = Instant::now();
         let order = match self.order(&request.provider_payment_id, timeout).await {
@@ -1107,6 +1116,11 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
                 }
             }
         };
+        if request.resend {
+            if let Some(settlement) = our_refund(&order, &request.refund_id) {
+                return RefundOutcome::Answered(settlement);
+            }
+        }
         let Some(capture_id) = capture_of(&order)
             .and_then(|capture| capture["id"].as_str())
             .filter(|id| is_object_id(id))
