@@ -152,6 +152,13 @@ impl PspKind {
         }
     }
 
+    /// Whether a payment with `token` can be authorized alone, for a manual capture: PayPal
+    /// authorizes only a vaulted source (the buyer's approval at PayPal, `paypal`, cannot be
+    /// held); every other PSP authorizes any token it accepts.
+    pub fn authorizes_alone(self, token: &str) -> bool {
+        !(self == PspKind::PayPal && token == "paypal")
+    }
+
     /// What [`PspKind::accepts_payment_method`] accepts, as the ECMA-262 regular expression the
     /// API document's `payment_method.pattern` states for a deployment on this PSP.
     pub fn payment_method_pattern(self) -> &'static str {
