@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::model::ModelConfig;
+use crate::paypal_signing::DEFAULT_PAYPAL_WEBHOOK_ID;
 use crate::provider::{
     Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_SQUARE_SIGNATURE_KEY,
     DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY, DEFAULT_WEBHOOK_SECRET,
@@ -15,7 +16,9 @@ pub struct FakePspConfig {
     pub provider: Provider,
     /// The only secret key accepted: as `Authorization: Bearer <api_key>` on `/v1/*` (Stripe) and
     /// `/v2/*` (Square, the access token), as the HTTP Basic user name (Omise); the merchant's
-    /// secret key on the 2C2P face.
+    /// secret key on the 2C2P face; the OAuth client secret on the PayPal face (with
+    /// [`paypal_client_id`](Self::paypal_client_id), it buys access tokens at
+    /// `POST /v1/oauth2/token`).
     pub api_key: String,
     /// Where signed webhook events are POSTed; `None` sends no webhooks.
     pub webhook_url: Option<String>,
@@ -39,7 +42,8 @@ pub struct FakePspConfig {
     /// How long a `pm_fake_processing` PaymentIntent stays `processing` before it succeeds.
     pub processing_for: Duration,
     /// How long a `pm_fake_requires_action` PaymentIntent stays `requires_action` before it
-    /// fails with `authentication_required`.
+    /// fails with `authentication_required`; on the PayPal face, how long an order waits for its
+    /// payer's approval before it lapses (PayPal: 3 h).
     pub requires_action_for: Duration,
     /// Search shows each PaymentIntent, and each change to it, only after a random lag of up to
     /// this long; zero (the default) makes search read-after-write.
@@ -49,10 +53,33 @@ pub struct FakePspConfig {
     /// How long a refund of a `pm_fake_refund_pending` charge stays `pending` before it succeeds.
     pub refund_pending_for: Duration,
     /// How long a `capture_method=manual` PaymentIntent may wait in `requires_capture` before
-    /// the PSP cancels it (`cancellation_reason: automatic`); 7 days by default, as Stripe.
+    /// the PSP cancels it (`cancellation_reason: automatic`); 7 days by default, as Stripe. On
+    /// the PayPal face, an authorization's `expiration_time`.
     pub authorization_expires_after: Duration,
     /// How webhooks are delivered (duplicates, delay, order).
     pub webhooks: WebhookKnobs,
+    /// PayPal face only: the OAuth client id; the client secret is [`api_key`](Self::api_key).
+    pub paypal_client_id: String,
+    /// PayPal face only: how long an access token lives (`expires_in`); 32 400 s by default, as
+    /// a live PayPal token.
+    pub paypal_token_lifetime: Duration,
+    /// PayPal face only: how long an Orders API `PayPal-Request-Id` is remembered; 6 h by
+    /// default ("The server stores keys for 6 hours"). Payments API ids are kept 45 days.
+    pub paypal_request_id_ttl: Duration,
+    /// PayPal face only: whether a create with a vaulted payment source charges at once (`true`,
+    /// the default: order `COMPLETED`) or leaves the order `CREATED` for `/capture` or
+    /// `/authorize`. PayPal does both, depending on what is UNCONFIRMED.
+    pub paypal_one_step_vault: bool,
+    /// PayPal face only: the account's "unique invoice id" setting (on by default): an
+    /// `invoice_id` another order already used is refused, 422 `DUPLICATE_INVOICE_ID`.
+    pub paypal_unique_invoice_id: bool,
+    /// PayPal face only: the RSA private key webhooks are signed with, PEM (PKCS#8, or PKCS#1);
+    /// `None` (the default) generates an RSA-2048 key at start. Its self-signed certificate is
+    /// served at `GET /_fake/paypal/cert.pem`. Starting with a PEM that is not an RSA key fails.
+    pub paypal_signing_key_pem: Option<String>,
+    /// PayPal face only: the webhook (subscription) id in each delivery's signed string;
+    /// [`DEFAULT_PAYPAL_WEBHOOK_ID`] by default.
+    pub paypal_webhook_id: String,
 }
 
 impl Default for FakePspConfig {
@@ -73,6 +100,13 @@ impl Default for FakePspConfig {
             omise_honours_idempotency_key: model.omise_honours_idempotency_key,
             twoc2p_merchant_id: model.twoc2p_merchant_id,
             webhooks: WebhookKnobs::default(),
+            paypal_client_id: model.paypal_client_id,
+            paypal_token_lifetime: model.paypal_token_lifetime,
+            paypal_request_id_ttl: model.paypal_request_id_ttl,
+            paypal_one_step_vault: model.paypal_one_step_vault,
+            paypal_unique_invoice_id: model.paypal_unique_invoice_id,
+            paypal_signing_key_pem: None,
+            paypal_webhook_id: DEFAULT_PAYPAL_WEBHOOK_ID.to_owned(),
         }
     }
 }
@@ -93,6 +127,21 @@ impl FakePspConfig {
         Self {
             provider: Provider::Square,
             webhook_secret: DEFAULT_SQUARE_SIGNATURE_KEY.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// The defaults with the PayPal face: client id
+    /// [`DEFAULT_PAYPAL_CLIENT_ID`](crate::DEFAULT_PAYPAL_CLIENT_ID), client secret
+    /// [`DEFAULT_API_KEY`] (as `api_key`), webhooks signed with a key generated at start for the
+    /// webhook id [`DEFAULT_PAYPAL_WEBHOOK_ID`]; `webhook_secret` is not used. An order nobody
+    /// approves lapses after 3 h, as PayPal's ([`requires_action_for`](Self::requires_action_for)).
+    pub fn paypal() -> Self {
+        Self {
+            provider: Provider::PayPal,
+            // PayPal: "The API caller has 3 hours … to redirect your payer", then 3 hours for the
+            // payer to approve (checkout_orders_v2.json, the order's `links`).
+            requires_action_for: Duration::from_secs(3 * 60 * 60),
             ..Self::default()
         }
     }

@@ -1,7 +1,8 @@
 //! A local payment-service provider (PSP) that speaks a subset of Stripe's PaymentIntents and
 //! Refunds wire protocol over HTTP — or, with [`Provider::Omise`], of Omise's Charges, Refunds and
 //! Search, with [`Provider::TwoC2p`] of 2C2P PGW v4.3, with [`Provider::Square`] of Square's
-//! Payments and Refunds (one face per instance, [`FakePspConfig::provider`]).
+//! Payments and Refunds, with [`Provider::PayPal`] of PayPal's Orders v2 and Payments v2 (one
+//! face per instance, [`FakePspConfig::provider`]).
 //!
 //! Integration tests and the local sandbox point payonce at it instead of Stripe, so that every
 //! failure mode payonce must survive — declines, a response lost after the charge was made, a
@@ -100,10 +101,41 @@
 //! webhook URL and the body (see [`sign_square_webhook`]). The rules and their sources are in
 //! the `faces::square` module.
 //!
+//! **The PayPal face** ([`FakePspConfig::paypal`]) serves the same model as PayPal's REST API:
+//! `POST /v1/oauth2/token` (HTTP Basic with [`FakePspConfig::paypal_client_id`] and the
+//! [`api_key`](FakePspConfig::api_key) as client secret, `grant_type=client_credentials`) buys
+//! an access token living [`FakePspConfig::paypal_token_lifetime`], which every other call
+//! carries as `Authorization: Bearer`. `POST /v2/checkout/orders` (one purchase unit: `custom_id`,
+//! `invoice_id`, `amount {currency_code, value}` as a decimal string; `payment_source` `card` or
+//! `paypal` with the test token as `vault_id`, or a `paypal` buyer approval) under
+//! `PayPal-Request-Id` (required with a payment source, 1 to 108 characters, remembered
+//! [`FakePspConfig::paypal_request_id_ttl`], 6 h; Payments API ids 45 days; a replay answers 200
+//! with the latest state), `GET /v2/checkout/orders/{id}`, `POST …/{id}/capture` and
+//! `/authorize`, `GET` and `POST /v2/payments/authorizations/{id}/capture` and `/void`, `GET
+//! /v2/payments/captures/{id}`, `POST …/{id}/refund`, `GET /v2/payments/refunds/{id}`; `Prefer:
+//! return=representation` answers whole objects, else minimal ones. A vaulted source is charged
+//! in the create ([`FakePspConfig::paypal_one_step_vault`]: order `COMPLETED` with its capture,
+//! which may be `DECLINED`) or left `CREATED` for `/capture`; the 3-D Secure cards and a buyer's
+//! approval wait `PAYER_ACTION_REQUIRED` for the fake's page (`payer-action`), which approves the
+//! order and sends the payer back with `token` and `PayerID`; an order never approved lapses
+//! after [`FakePspConfig::requires_action_for`] (3 h in [`FakePspConfig::paypal`]). Invoice ids
+//! are unique while [`FakePspConfig::paypal_unique_invoice_id`] holds (`DUPLICATE_INVOICE_ID`).
+//! Errors are
+//! PayPal's `{name, message, debug_id, details[{issue}]}`. Webhooks (`CHECKOUT.ORDER.APPROVED`,
+//! `PAYMENT.CAPTURE.COMPLETED` / `PENDING` / `DECLINED` / `REFUNDED`,
+//! `PAYMENT.AUTHORIZATION.CREATED` / `VOIDED`) carry `PAYPAL-TRANSMISSION-ID`, `-TIME`, `-SIG`
+//! (RSASSA-PKCS1-v1_5 SHA-256 over `<id>|<time>|<webhook id>|<crc32 of the body>`, see
+//! [`sign_paypal_webhook`]), `PAYPAL-AUTH-ALGO: SHA256withRSA` and `PAYPAL-CERT-URL`, where `GET
+//! /_fake/paypal/cert.pem` (no auth, not counted) serves the self-signed certificate of the
+//! signing key ([`FakePspConfig::paypal_signing_key_pem`], or one generated at start;
+//! [`PayPalSigner`]) for [`FakePspConfig::paypal_webhook_id`]. The rules and their sources are in
+//! the `faces::paypal` module.
+//!
 //! `GET /_fake/charges` and `GET /_fake/refunds` (no auth, not counted) list everything created,
 //! with `provider`, `id`, `outcome`, `amount`, `currency`, `payment_id`, `idempotency_key` and,
 //! for refunds, `refund_id` on every face, `invoice_no` on the 2C2P face and `object` (the
-//! Payment as `GET /v2/payments/{id}` answers it) on the Square face; charges also carry
+//! Payment as `GET /v2/payments/{id}` answers it) on the Square face, the order as `GET
+//! /v2/checkout/orders/{id}` answers it on the PayPal face; charges also carry
 //! `capture_method`, `amount_captured` and the `captures` and `cancels` that took effect, each
 //! with the idempotency key it came under.
 //! `POST /_fake/webhooks/hold` and `POST /_fake/webhooks/release` stop webhook delivery and let
@@ -128,6 +160,7 @@ mod currency;
 mod faces;
 mod ledger;
 pub mod model;
+mod paypal_signing;
 mod provider;
 mod running;
 mod server;
@@ -135,9 +168,14 @@ mod webhooks;
 
 pub use config::{FakePspConfig, WebhookKnobs};
 pub use ledger::{FakeCancel, FakeCapture, FakeCharge, FakeRefund};
+pub use paypal_signing::{
+    paypal_signed_string, sign_paypal_webhook, PayPalKeyError, PayPalSigner,
+    DEFAULT_PAYPAL_WEBHOOK_ID, PAYPAL_AUTH_ALGO, PAYPAL_CERT_COMMON_NAME, PAYPAL_CERT_PATH,
+};
 pub use provider::{
-    Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_SQUARE_SIGNATURE_KEY,
-    DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY, DEFAULT_WEBHOOK_SECRET,
+    Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_PAYPAL_CLIENT_ID,
+    DEFAULT_SQUARE_SIGNATURE_KEY, DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY,
+    DEFAULT_WEBHOOK_SECRET,
 };
 pub use running::{FakePsp, RunningFakePsp};
 pub use webhooks::{sign_omise_webhook, sign_square_webhook, sign_webhook};

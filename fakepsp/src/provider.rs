@@ -1,5 +1,5 @@
-//! Which PSP a fake PSP instance speaks (Stripe, Omise, 2C2P or Square), and the credentials
-//! each face accepts and signs with unless told otherwise.
+//! Which PSP a fake PSP instance speaks (Stripe, Omise, 2C2P, Square or PayPal), and the
+//! credentials each face accepts and signs with unless told otherwise.
 
 /// The API key the fake PSP accepts unless told otherwise.
 pub const DEFAULT_API_KEY: &str = "sk_test_payonce_fake";
@@ -24,6 +24,11 @@ pub const DEFAULT_TWOC2P_SECRET_KEY: &str =
 /// used as text for HMAC-SHA256 (see [`sign_square_webhook`](crate::sign_square_webhook)).
 pub const DEFAULT_SQUARE_SIGNATURE_KEY: &str = "payonce_fake_square_signature_key";
 
+/// The OAuth client id the PayPal face accepts unless told otherwise
+/// ([`FakePspConfig::paypal`](crate::FakePspConfig::paypal)); its client secret is the
+/// [`api_key`](crate::FakePspConfig::api_key), [`DEFAULT_API_KEY`] by default.
+pub const DEFAULT_PAYPAL_CLIENT_ID: &str = "payonce_fake_paypal_client";
+
 /// The wire format one fake PSP instance speaks. Whatever the face, the charges, refunds, test
 /// tokens, time-driven transitions, search lag and injected failures are those of the one
 /// [`model`](crate::model); only the requests understood and the objects, errors and webhooks written differ.
@@ -40,6 +45,10 @@ pub enum Provider {
     /// Square's Payments and Refunds API under `/v2`, with delayed capture and cancel by
     /// idempotency key (see the `faces::square` module).
     Square,
+    /// PayPal's OAuth token endpoint, Orders v2 (`/v2/checkout/orders`) and Payments v2
+    /// (`/v2/payments`: authorizations, captures, refunds), with webhooks signed SHA256withRSA
+    /// (see the `faces::paypal` module).
+    PayPal,
 }
 
 impl Provider {
@@ -50,6 +59,7 @@ impl Provider {
             Self::Omise => "omise",
             Self::TwoC2p => "2c2p",
             Self::Square => "square",
+            Self::PayPal => "paypal",
         }
     }
 }

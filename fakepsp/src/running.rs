@@ -12,6 +12,7 @@ use crate::config::{FakePspConfig, WebhookKnobs};
 use crate::conn::{ConnHandle, SeverableListener};
 use crate::ledger::{FakeCharge, FakeRefund};
 use crate::model::{FakeModel, ModelConfig};
+use crate::paypal_signing::{PayPalSigner, PAYPAL_CERT_PATH};
 use crate::provider::Provider;
 use crate::server::{self, now_ms, App};
 use crate::webhooks::{Signer, Webhooks};
@@ -35,12 +36,34 @@ impl FakePsp {
     /// or dropped.
     ///
     /// Fails with [`InvalidInput`](std::io::ErrorKind::InvalidInput) for an Omise face whose
-    /// webhook secret is not base64. Must be called within a Tokio runtime.
+    /// webhook secret is not base64, or a PayPal face whose signing key PEM is not an RSA
+    /// private key. Must be called within a Tokio runtime.
     pub async fn start(config: FakePspConfig, addr: SocketAddr) -> std::io::Result<RunningFakePsp> {
-        let signer = Signer::new(config.provider, config.webhook_secret)
-            .map_err(|reason| std::io::Error::new(std::io::ErrorKind::InvalidInput, reason))?;
+        let invalid =
+            |reason: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, reason);
+        // The PayPal face signs with an RSA key, whose certificate names this very listener;
+        // the key is read (or made) before binding, so that a bad one fails fast.
+        let paypal_signer = match config.provider {
+            Provider::PayPal => Some(Arc::new(paypal_signer(config.paypal_signing_key_pem)?)),
+            _ => None,
+        };
+        let secret_signer = match config.provider {
+            Provider::PayPal => None,
+            provider => Some(Signer::new(provider, config.webhook_secret).map_err(invalid)?),
+        };
         let listener = TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
+        let base_url = format!("http://{local_addr}");
+        let signer = match (secret_signer, &paypal_signer) {
+            (Some(signer), _) => signer,
+            (None, Some(signer)) => Signer::PayPal {
+                signer: Arc::clone(signer),
+                webhook_id: config.paypal_webhook_id,
+                cert_url: format!("{base_url}{PAYPAL_CERT_PATH}"),
+            },
+            // Every provider gets one of the two above; kept total.
+            (None, None) => Signer::new(config.provider, String::new()).map_err(invalid)?,
+        };
 
         let client = reqwest::Client::builder()
             .timeout(WEBHOOK_TIMEOUT)
@@ -63,7 +86,12 @@ impl FakePsp {
             refund_pending_for: config.refund_pending_for,
             authorization_expires_after: config.authorization_expires_after,
             // Where the customer-facing pages are served: this very listener.
-            base_url: format!("http://{local_addr}"),
+            base_url,
+            paypal_client_id: config.paypal_client_id,
+            paypal_token_lifetime: config.paypal_token_lifetime,
+            paypal_request_id_ttl: config.paypal_request_id_ttl,
+            paypal_one_step_vault: config.paypal_one_step_vault,
+            paypal_unique_invoice_id: config.paypal_unique_invoice_id,
             ..ModelConfig::default()
         };
         // The real clock and a fresh seed: determinism is the simulation's business.
@@ -79,6 +107,7 @@ impl FakePsp {
             webhooks,
             ticker,
             stopping: stopping.clone(),
+            paypal_signer,
         };
         let service =
             server::router(app.clone()).into_make_service_with_connect_info::<ConnHandle>();
@@ -105,6 +134,15 @@ impl FakePsp {
             ticker_task: Some(ticker_task),
         })
     }
+}
+
+/// The PayPal face's signing key: the PEM given, or an RSA-2048 key made now.
+fn paypal_signer(pem: Option<String>) -> std::io::Result<PayPalSigner> {
+    let signer = match pem {
+        Some(pem) => PayPalSigner::from_pem(&pem),
+        None => PayPalSigner::generate(),
+    };
+    signer.map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, error.to_string()))
 }
 
 /// Applies the model's time-driven transitions (`processing` → `succeeded`, `requires_action`
@@ -137,8 +175,8 @@ pub struct RunningFakePsp {
 }
 
 impl RunningFakePsp {
-    /// The base URL to point the face's PSP client (Stripe, Omise, 2C2P or Square) at, e.g.
-    /// `http://127.0.0.1:PORT` (no trailing slash).
+    /// The base URL to point the face's PSP client (Stripe, Omise, 2C2P, Square or PayPal) at,
+    /// e.g. `http://127.0.0.1:PORT` (no trailing slash).
     pub fn base_url(&self) -> String {
         format!("http://{}", self.local_addr)
     }
@@ -146,6 +184,21 @@ impl RunningFakePsp {
     /// The wire format this instance speaks.
     pub fn provider(&self) -> Provider {
         self.app.model.provider()
+    }
+
+    /// PayPal face only: the key its webhook deliveries are signed with (its certificate is
+    /// [`PayPalSigner::certificate_pem`]); `None` on the other faces.
+    pub fn paypal_signer(&self) -> Option<Arc<PayPalSigner>> {
+        self.app.paypal_signer.clone()
+    }
+
+    /// PayPal face only: where its certificate is served (`PAYPAL-CERT-URL`,
+    /// `<base_url>/_fake/paypal/cert.pem`); `None` on the other faces.
+    pub fn paypal_cert_url(&self) -> Option<String> {
+        self.app
+            .paypal_signer
+            .as_ref()
+            .map(|_| format!("{}{PAYPAL_CERT_PATH}", self.base_url()))
     }
 
     /// The address the server is bound to.
@@ -193,7 +246,7 @@ impl RunningFakePsp {
     }
 
     /// Every HTTP request received on `/v1/*` (Stripe; on the other faces, every request but
-    /// `/_fake/*`) so far, whatever its outcome (including 401s and requests whose response was
+    /// `/_fake/*`, PayPal's token calls included) so far, whatever its outcome (including 401s and requests whose response was
     /// dropped), for "the PSP saw nothing" assertions.
     pub fn requests_seen(&self) -> u64 {
         self.app.model.requests_seen()

@@ -20,6 +20,8 @@ use tokio::sync::{watch, Notify};
 
 use crate::conn::ConnHandle;
 use crate::model::{Delivery, FakeModel, PageAnswer, WireAnswer, WireRequest};
+use crate::paypal_signing::{PayPalSigner, PAYPAL_CERT_PATH};
+use crate::provider::Provider;
 use crate::webhooks::Webhooks;
 
 /// The header Stripe sets on a response that was replayed from the idempotency cache.
@@ -35,6 +37,8 @@ pub(crate) struct App {
     /// Turns `true` when the server is stopping, so a held-back `pm_fake_slow` answer does not
     /// keep a graceful shutdown waiting.
     pub(crate) stopping: watch::Receiver<bool>,
+    /// PayPal face only: the key webhooks are signed with, whose certificate is served.
+    pub(crate) paypal_signer: Option<Arc<PayPalSigner>>,
 }
 
 /// The router: the test-inspection endpoints, and the model for everything else.
@@ -48,6 +52,7 @@ pub(crate) fn router(app: App) -> Router {
             "/_fake/authenticate/{id}",
             get(show_action_page).post(answer_action_page),
         )
+        .route(PAYPAL_CERT_PATH, get(paypal_certificate))
         .fallback(wire)
         .method_not_allowed_fallback(wire)
         .with_state(app)
@@ -70,13 +75,19 @@ async fn wire(
     body: Bytes,
 ) -> Response {
     let header_text = |name: &str| headers.get(name).map(|value| value.to_str().unwrap_or(""));
+    // PayPal names its idempotency key `PayPal-Request-Id`; the model takes it as the key.
+    let key_header = match app.model.provider() {
+        Provider::PayPal => "paypal-request-id",
+        _ => "idempotency-key",
+    };
     let request = WireRequest {
         method: method.as_str(),
         path: uri.path(),
         query: uri.query(),
         authorization: header_text(header::AUTHORIZATION.as_str()),
         // A key that is not visible ASCII arrives empty, which the model refuses as invalid.
-        idempotency_key: header_text("idempotency-key"),
+        idempotency_key: header_text(key_header),
+        prefer: header_text("prefer"),
         body: &body,
     };
     let WireAnswer {
@@ -168,6 +179,22 @@ fn deliver_page(app: &App, page: PageAnswer) -> Response {
         headers.insert(header::LOCATION, location);
     }
     response
+}
+
+/// `GET /_fake/paypal/cert.pem`: the PayPal face's certificate (`PAYPAL-CERT-URL`), PEM. No
+/// auth, not counted; 404 on the other faces.
+async fn paypal_certificate(State(app): State<App>) -> Response {
+    match &app.paypal_signer {
+        Some(signer) => {
+            let mut response = Response::new(Body::from(signer.certificate_pem().to_owned()));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/x-pem-file"),
+            );
+            response
+        }
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 /// `GET /_fake/charges`: every PaymentIntent in creation order. No auth, and not counted as a

@@ -1,5 +1,5 @@
-//! Webhook delivery: signing events the way the face's PSP does (Stripe, Omise or Square; 2C2P
-//! signs inside the body) and sending them
+//! Webhook delivery: signing events the way the face's PSP does (Stripe, Omise, Square or
+//! PayPal; 2C2P signs inside the body) and sending them
 //! from a background task, so that an API answer is never held up by a webhook receiver. The
 //! events themselves come from the [model](crate::model), already in the face's format.
 //!
@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use crate::config::WebhookKnobs;
 use crate::ledger::ModelEvent;
+use crate::paypal_signing::{sign_paypal_webhook, PayPalSigner, PAYPAL_AUTH_ALGO};
 use crate::provider::Provider;
 
 /// Retries after the first attempt when the receiver fails or answers non-2xx.
@@ -96,6 +97,14 @@ pub(crate) enum Signer {
     /// `x-square-hmacsha256-signature` over the delivery URL and the body, with the signature
     /// key as it is.
     Square(String),
+    /// PayPal's `PAYPAL-TRANSMISSION-*` headers: a fresh transmission id and time per attempt,
+    /// signed SHA256withRSA with the key for the subscription `webhook_id`, the certificate at
+    /// `cert_url`.
+    PayPal {
+        signer: Arc<PayPalSigner>,
+        webhook_id: String,
+        cert_url: String,
+    },
 }
 
 impl std::fmt::Debug for Signer {
@@ -105,15 +114,20 @@ impl std::fmt::Debug for Signer {
             Self::Omise(_) => "Signer::Omise(<secret>)",
             Self::TwoC2p => "Signer::TwoC2p",
             Self::Square(_) => "Signer::Square(<signature key>)",
+            Self::PayPal { .. } => "Signer::PayPal(<RSA key>)",
         })
     }
 }
 
 impl Signer {
     /// The signer of `provider`'s face with `secret` as configured; for Omise the secret must be
-    /// standard, padded base64 of a non-empty key, as Omise shows its secrets.
+    /// standard, padded base64 of a non-empty key, as Omise shows its secrets. PayPal signs
+    /// with a key, not a secret: its signer is [`Signer::PayPal`], built by the caller.
     pub(crate) fn new(provider: Provider, secret: String) -> Result<Self, String> {
         match provider {
+            Provider::PayPal => {
+                Err("the PayPal face signs with an RSA key, not a webhook secret".to_owned())
+            }
             Provider::Stripe => Ok(Self::Stripe(secret)),
             Provider::TwoC2p => Ok(Self::TwoC2p),
             Provider::Square => Ok(Self::Square(secret)),
@@ -145,6 +159,29 @@ impl Signer {
                 ]
             }
             Self::TwoC2p => Vec::new(),
+            Self::PayPal {
+                signer,
+                webhook_id,
+                cert_url,
+            } => {
+                // A new transmission at each attempt, as a retry is a new transmission.
+                let transmission_id = uuid::Uuid::new_v4().to_string();
+                let transmission_time = crate::faces::iso8601(now_s);
+                let signature = sign_paypal_webhook(
+                    signer,
+                    &transmission_id,
+                    &transmission_time,
+                    webhook_id,
+                    body,
+                );
+                vec![
+                    ("PAYPAL-TRANSMISSION-ID", transmission_id),
+                    ("PAYPAL-TRANSMISSION-TIME", transmission_time),
+                    ("PAYPAL-TRANSMISSION-SIG", signature),
+                    ("PAYPAL-CERT-URL", cert_url.clone()),
+                    ("PAYPAL-AUTH-ALGO", PAYPAL_AUTH_ALGO.to_owned()),
+                ]
+            }
         }
     }
 }
@@ -393,7 +430,7 @@ mod tests {
     }
 
     /// The vector of square/square-nodejs-sdk's `tests/integration/webhooks.test.ts`
-    /// (re-verified with Python's hmac, `/work/research/square.md` §8).
+    /// (re-verified with Python's hmac, `docs/psp-research-square.md` §8).
     #[test]
     fn square_signature_matches_the_sdk_vector() {
         let body = br#"{"data":{"type":"webhooks","id":"fake_id"}}"#;

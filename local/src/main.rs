@@ -1,7 +1,7 @@
 //! `payonce-local`: the whole payonce system on one machine with no AWS account.
 //!
 //! ```text
-//! payonce-local [--port 3000] [--psp stripe|omise|2c2p] [--psp-port 0]
+//! payonce-local [--port 3000] [--psp stripe|omise|2c2p|square|paypal] [--psp-port 0]
 //!               [--dynamodb-endpoint URL|aws] [--sqs-endpoint URL|aws]
 //!               [--allowed-origin ORIGIN]... [--host ADDR --allow-remote]
 //!               [--reconcile-every-seconds 30] [--count-dynamodb]

@@ -65,7 +65,8 @@ pub struct Sandbox<S, I, Q> {
     pub allow_remote: bool,
     /// The fake PSP's base URL (shown to the demo page).
     pub psp_url: String,
-    /// The PSP the sandbox runs (`stripe`, `omise`), shown to the demo page.
+    /// The PSP the sandbox runs (`stripe`, `omise`, `2c2p`, `square`, `paypal`), shown to the
+    /// demo page.
     pub psp_name: &'static str,
     /// DynamoDB requests and capacity, when counted (`--count-dynamodb`).
     pub dynamodb_usage: Option<payonce::adapters::dynamodb::CapacityMeter>,
@@ -144,11 +145,11 @@ where
 
 /// The sandbox's own routes ([`Server::Sandbox`] in the route table): the demo checkout page
 /// and the key manager it loads, and its development endpoints: `/_sandbox/health`,
-/// `/_sandbox/config` (the PSP, the fake PSP's URL and test tokens, the same on every PSP, for
-/// the demo page), `/_sandbox/token?user=<id>` (a development token — only the sandbox hands
-/// out tokens; in AWS they come from your identity provider) and, with `--count-dynamodb`,
-/// `/_sandbox/dynamodb-usage` (DynamoDB requests and capacity so far). All are read-only and
-/// public.
+/// `/_sandbox/config` (the PSP, the fake PSP's URL and test tokens, the same on every PSP but
+/// for the 3-D Secure card and PayPal's `paypal`, for the demo page), `/_sandbox/token?user=<id>`
+/// (a development token — only the sandbox hands out tokens; in AWS they come from your
+/// identity provider) and, with `--count-dynamodb`, `/_sandbox/dynamodb-usage` (DynamoDB
+/// requests and capacity so far). All are read-only and public.
 fn sandbox_endpoint<S, I, Q>(
     sandbox: &Sandbox<S, I, Q>,
     operation: Operation,
@@ -182,17 +183,24 @@ fn sandbox_endpoint<S, I, Q>(
                 "pm_fake_lost_response",
                 "pm_fake_slow",
             ];
-            // The fake's Stripe and Omise faces ask for 3-D Secure on this card (their page on
-            // the fake).
-            if matches!(sandbox.psp_name, "stripe" | "omise") {
+            // The fake's Stripe, Omise and PayPal faces ask for 3-D Secure on this card (their
+            // page on the fake).
+            if matches!(sandbox.psp_name, "stripe" | "omise" | "paypal") {
                 methods.push("pm_card_threeDSecure2Required");
             }
+            // PayPal's buyer approval: the buyer approves at PayPal (the fake's page), then
+            // payonce captures.
+            if sandbox.psp_name == "paypal" {
+                methods.push("paypal");
+            }
+            // Whether `capture: "manual"` can be offered (authorize now, capture later).
+            let manual_capture =
+                matches!(sandbox.psp_name, "stripe" | "omise" | "square" | "paypal");
             axum::Json(serde_json::json!({
                 "psp": sandbox.psp_name,
                 "psp_url": sandbox.psp_url,
                 "payment_methods": methods,
-                // Whether `capture: "manual"` can be offered (authorize now, capture later).
-                "manual_capture": matches!(sandbox.psp_name, "stripe" | "omise" | "square"),
+                "manual_capture": manual_capture,
             }))
             .into_response()
         }

@@ -200,18 +200,26 @@ pub async fn run(
     let merchant_id = kind.merchant_id_var().and_then(set);
     let webhook_secret_is_default = webhook_secret.is_none();
     let merchant_id_is_default = merchant_id.is_none();
+    // PayPal's signing key: a PEM file named by its variable, else one generated at start.
+    let signing_key_pem = match kind.signing_key_var().and_then(set) {
+        Some(path) => Some(kind.read_signing_key(&path)?),
+        None => None,
+    };
     let defaults = kind.default_secrets();
     let secrets = PspSecrets {
         secret: webhook_secret.unwrap_or(defaults.secret),
         merchant_id: merchant_id.unwrap_or(defaults.merchant_id),
+        signing_key_pem,
     };
     // Checked before the fake PSP starts: an unusable secret names its variable.
-    let webhooks = kind.webhooks(&secrets, &api_url)?;
+    kind.check_secrets(&secrets, &api_url)?;
     let psp = FakePsp::start(
         kind.fake_config(&api_url, &secrets),
         format!("127.0.0.1:{}", options.psp_port).parse()?,
     )
     .await?;
+    // PayPal's verifier fetches its certificate from this fake, wherever it listens.
+    let webhooks = kind.webhooks(&secrets, &api_url, &psp.base_url())?;
     let usage = options.count_dynamodb.then(CapacityMeter::default);
     let context = Context {
         cors,
@@ -308,7 +316,7 @@ struct Context {
     jwt_secret: String,
     /// The one webhook scheme accepted (the PSP's).
     webhooks: Providers,
-    /// The PSP's secrets (the adapters of 2C2P sign with them).
+    /// The PSP's secrets (the adapters of 2C2P sign with them; PayPal's key is the fake's).
     secrets: PspSecrets,
     /// Whether the webhook secret is the printed development default.
     webhook_secret_is_default: bool,
@@ -435,11 +443,27 @@ fn banner(context: &Context) {
                 SandboxPsp::Omise => " in base64",
                 SandboxPsp::TwoC2p => " (the merchant secret key)",
                 SandboxPsp::Square => " (the signature key, over this webhook URL)",
+                SandboxPsp::PayPal => "",
             },
             kind.default_webhook_secret()
         )
     } else {
         format!("{}, set", kind.webhook_secret_var())
+    };
+    // PayPal's RSA key: from its file, or generated now, its certificate served by the fake;
+    // the webhook id is signed into every delivery.
+    let secret = match kind.signing_key_var() {
+        None => secret,
+        Some(var) => format!(
+            "{var}, {}, its certificate at {}{}; webhook id {secret}",
+            if context.secrets.signing_key_pem.is_some() {
+                "set"
+            } else {
+                "unset: a key generated at start"
+            },
+            context.psp_url,
+            payonce_fake_psp::PAYPAL_CERT_PATH,
+        ),
     };
     // 2C2P's merchant id, the same way: its default printed, a value set never.
     let secret = match kind.merchant_id_var() {
@@ -570,6 +594,18 @@ mod tests {
         assert_eq!(
             (o.dynamodb.as_deref(), o.sqs.as_deref()),
             (Some("aws"), Some("aws"))
+        );
+        for spelled in ["paypal", "PayPal"] {
+            assert_eq!(
+                options(&["--psp", spelled], &[]).unwrap().psp,
+                SandboxPsp::PayPal
+            );
+        }
+        assert_eq!(
+            options(&[], &[("PAYONCE_LOCAL_PSP", "paypal")])
+                .unwrap()
+                .psp,
+            SandboxPsp::PayPal
         );
         // An empty variable is unset.
         let o = options(

@@ -1,15 +1,22 @@
 //! Starts `payonce-local` as a process and runs the README walkthrough over HTTP: create an
 //! order, pay, a double-click storm, a lost response settled by the webhook, a duplicate
 //! webhook, a decline and a retry, the refund route's scope gate — checking statuses, bodies and
-//! the fake PSP's charges (one per payment). Once per PSP (`--psp stripe|omise|2c2p|square`),
-//! each on the embedded store and on DynamoDB Local; webhooks for another provider are answered
-//! 404. 2C2P has no refunds: past the scope gate, its sandbox answers 409 `refund-not-supported`.
-//! Square has no redirect for 3-D Secure (a card that needs it is refused) and captures whole;
-//! its captures and cancels take no idempotency key, and its refunds start pending.
+//! the fake PSP's charges (one per payment). Once per PSP
+//! (`--psp stripe|omise|2c2p|square|paypal`), each on the embedded store and on DynamoDB Local;
+//! webhooks for another provider are answered 404. 2C2P has no refunds: past the scope gate, its
+//! sandbox answers 409 `refund-not-supported`. Square has no redirect for 3-D Secure (a card that
+//! needs it is refused) and captures whole; its captures and cancels take no idempotency key, and
+//! its refunds start pending. PayPal's webhooks are signed with an RSA key the test gives the
+//! sandbox (`PAYONCE_LOCAL_PAYPAL_SIGNING_KEY`) and verified with the certificate the sandbox
+//! fetches from its fake, and only from there; a buyer's approval at PayPal (3-D Secure, or
+//! `payment_method: "paypal"`) is captured by reconcile; its voids take no key.
 
 use base64::Engine as _;
 use payonce::adapters::psp::twoc2p_webhook::sign_token;
-use payonce_fake_psp::{sign_omise_webhook, sign_square_webhook, sign_webhook, DEFAULT_API_KEY};
+use payonce_fake_psp::{
+    sign_omise_webhook, sign_paypal_webhook, sign_square_webhook, sign_webhook, PayPalSigner,
+    DEFAULT_API_KEY, DEFAULT_PAYPAL_CLIENT_ID, PAYPAL_AUTH_ALGO, PAYPAL_CERT_PATH,
+};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -25,6 +32,7 @@ enum Psp {
     Omise,
     TwoC2p,
     Square,
+    PayPal,
 }
 
 /// The webhook secret the test sets for the Stripe sandbox.
@@ -37,6 +45,16 @@ const TWOC2P_SECRET_KEY: &str = "payonce-local-sandbox-test-2c2p-merchant-secret
 const TWOC2P_MERCHANT_ID: &str = "PAYONCESANDBOX7";
 /// The webhook subscription's signature key the test sets for the Square sandbox.
 const SQUARE_SIGNATURE_KEY: &str = "payonce-local-sandbox-test-square-signature-key";
+/// The webhook (subscription) id the test sets for the PayPal sandbox: signed into every
+/// delivery, never read from one.
+const PAYPAL_WEBHOOK_ID: &str = "PAYONCETESTWH0042";
+
+/// The RSA key the test gives every PayPal sandbox (through a PEM file), so that it can sign
+/// deliveries the sandbox verifies with the certificate its fake serves for that key.
+fn paypal_signer() -> &'static PayPalSigner {
+    static SIGNER: std::sync::OnceLock<PayPalSigner> = std::sync::OnceLock::new();
+    SIGNER.get_or_init(|| PayPalSigner::generate().expect("an RSA key"))
+}
 
 impl Psp {
     fn name(self) -> &'static str {
@@ -45,6 +63,7 @@ impl Psp {
             Psp::Omise => "omise",
             Psp::TwoC2p => "2c2p",
             Psp::Square => "square",
+            Psp::PayPal => "paypal",
         }
     }
 
@@ -55,6 +74,7 @@ impl Psp {
             Psp::Omise => "omise",
             Psp::TwoC2p => "2c2p",
             Psp::Square => "square",
+            Psp::PayPal => "paypal",
         }
     }
 
@@ -77,13 +97,17 @@ impl Psp {
                 "PAYONCE_LOCAL_SQUARE_SIGNATURE_KEY",
                 SQUARE_SIGNATURE_KEY.to_owned(),
             ),
+            Psp::PayPal => (
+                "PAYONCE_LOCAL_PAYPAL_WEBHOOK_ID",
+                PAYPAL_WEBHOOK_ID.to_owned(),
+            ),
         }
     }
 
     /// The merchant id variable and the value the test gives it (2C2P only).
     fn merchant_env(self) -> Option<(&'static str, String)> {
         match self {
-            Psp::Stripe | Psp::Omise | Psp::Square => None,
+            Psp::Stripe | Psp::Omise | Psp::Square | Psp::PayPal => None,
             Psp::TwoC2p => Some((
                 "PAYONCE_LOCAL_2C2P_MERCHANT_ID",
                 TWOC2P_MERCHANT_ID.to_owned(),
@@ -113,12 +137,25 @@ impl Sandbox {
         let port = free_port().to_string();
         let started = Instant::now();
         let (secret_var, secret) = kind.secret_env();
-        let mut child = Command::new(BIN)
+        let mut command = Command::new(BIN);
+        command
             .args(["--port", &port, "--psp", kind.name()])
             .args(extra)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env(secret_var, &secret)
-            .envs(kind.merchant_env())
+            .envs(kind.merchant_env());
+        // PayPal: the test's signing key, in a file the sandbox reads at start; and reconcile
+        // every second, since it is what captures an order the buyer approved (once the payment
+        // is 30 s old), where the other PSPs' webhooks settle such a payment.
+        let key_file = (kind == Psp::PayPal).then(|| {
+            let path = std::env::temp_dir().join(format!("payonce-local-test-paypal-{port}.pem"));
+            std::fs::write(&path, paypal_signer().private_key_pem().unwrap()).unwrap();
+            command
+                .env("PAYONCE_LOCAL_PAYPAL_SIGNING_KEY", &path)
+                .args(["--reconcile-every-seconds", "1"]);
+            path
+        });
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -142,6 +179,10 @@ impl Sandbox {
             if done {
                 break;
             }
+        }
+        // The key was read at start; the file is not needed any more.
+        if let Some(path) = key_file {
+            std::fs::remove_file(path).unwrap();
         }
         println!(
             "payonce-local --psp {} ready in {} ms (process start to banner){}",
@@ -179,6 +220,15 @@ impl Sandbox {
             !banner.iter().any(|l| l.contains(&secret)),
             "a secret that was set is never printed: {banner:?}"
         );
+        if kind == Psp::PayPal {
+            // The key given, and where its certificate is served: the fake PSP's own origin.
+            let psp = field("fake PSP");
+            assert!(
+                webhooks.contains("PAYONCE_LOCAL_PAYPAL_SIGNING_KEY, set")
+                    && webhooks.contains(&format!("{psp}{PAYPAL_CERT_PATH}")),
+                "{webhooks}"
+            );
+        }
         if let Some((merchant_var, merchant_id)) = kind.merchant_env() {
             assert!(
                 webhooks.contains(merchant_var) && webhooks.contains("set"),
@@ -282,6 +332,40 @@ impl Sandbox {
 
 async fn walkthrough(sandbox: &Sandbox) {
     let token = sandbox.token("alice", 3600);
+
+    // The demo page's configuration: the PSP, and what its checkout can offer.
+    let config: Value = sandbox
+        .http
+        .get(format!("{}/_sandbox/config", sandbox.api))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let offers = |method: &str| {
+        config["payment_methods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m == method)
+    };
+    let kind = sandbox.kind;
+    assert_eq!(
+        (
+            config["psp"].as_str(),
+            config["manual_capture"].as_bool(),
+            offers("pm_card_threeDSecure2Required"),
+            offers("paypal")
+        ),
+        (
+            Some(kind.name()),
+            Some(kind != Psp::TwoC2p),
+            matches!(kind, Psp::Stripe | Psp::Omise | Psp::PayPal),
+            kind == Psp::PayPal
+        ),
+        "{config}"
+    );
     let order_body =
         json!({"currency": "jpy", "items": [{"sku": "A1", "quantity": 2, "unit_amount": 1500}]});
 
@@ -376,7 +460,9 @@ async fn walkthrough(sandbox: &Sandbox) {
     // the charge whose answer was lost, so the payment succeeds at once; the backend
     // notification still arrives, and is delivered again in 3b. Square too: its adapter sends a
     // create whose answer was lost once more under the same key, Square answers the one payment
-    // again, and the charge path completes it; 3b delivers its `payment.updated` again.)
+    // again, and the charge path completes it; 3b delivers its `payment.updated` again. And
+    // PayPal: the order create is sent again under its `PayPal-Request-Id`, PayPal answers the
+    // order it made, captured; 3b delivers its `PAYMENT.CAPTURE.COMPLETED` again.)
     let (_, lost_order, _) = sandbox
         .post("/orders", &token, None, order_body.clone())
         .await;
@@ -388,7 +474,7 @@ async fn walkthrough(sandbox: &Sandbox) {
             pay(&lost_order, "pm_fake_lost_response"),
         )
         .await;
-    let settled = if matches!(sandbox.kind, Psp::TwoC2p | Psp::Square) {
+    let settled = if matches!(sandbox.kind, Psp::TwoC2p | Psp::Square | Psp::PayPal) {
         assert_eq!(
             (status, pending["status"].as_str()),
             (201, Some("succeeded")),
@@ -518,7 +604,19 @@ async fn replay_until(
     body: &Value,
     until: u16,
 ) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    replay_within(sandbox, token, key, body, until, Duration::from_secs(20)).await
+}
+
+/// [`replay_until`], giving up after `within`.
+async fn replay_within(
+    sandbox: &Sandbox,
+    token: &str,
+    key: &str,
+    body: &Value,
+    until: u16,
+    within: Duration,
+) -> Value {
+    let deadline = Instant::now() + within;
     loop {
         let (status, answer, _) = sandbox
             .post("/payments", token, Some(key), body.clone())
@@ -552,7 +650,8 @@ async fn answer_page(sandbox: &Sandbox, url: &str, result: &str) {
 /// origins (400, nothing written), no `return_url` (402 `authentication-required`), one
 /// (202 `requires_action`, replayed from the store), a failed challenge (402
 /// `authentication-failed`, the order free), and a completed one (201, one charge). Square has
-/// no redirect to offer: [`square_verification_required`].
+/// no redirect to offer: [`square_verification_required`]. On PayPal a failed challenge leaves
+/// the order waiting: [`paypal_approvals`].
 async fn customer_action(sandbox: &Sandbox, token: &str) {
     let order = new_order(sandbox, token).await;
     let return_url = format!("{}/?order={order}", sandbox.api);
@@ -665,6 +764,10 @@ async fn customer_action(sandbox: &Sandbox, token: &str) {
     // The customer fails the challenge: 402 authentication-failed on the return page, the order
     // free again.
     answer_page(sandbox, &url, "fail").await;
+    if sandbox.kind == Psp::PayPal {
+        paypal_approvals(sandbox, token, (&order, &body, &waiting)).await;
+        return;
+    }
     let failed = replay_until(sandbox, token, "action-2", &body, 402).await;
     assert_eq!(
         failed["type"], "/problems/authentication-failed",
@@ -761,6 +864,115 @@ async fn square_verification_required(
     );
     assert_eq!(sandbox.charges().await.len(), seen + 1);
     assert_eq!(payment_state(sandbox, token, order).await, "paid");
+}
+
+/// PayPal after a failed challenge: PayPal sends the buyer back to the `cancel_url` and the order
+/// stays as it was, waiting (the page can be answered again), so the payment is still 202
+/// `requires_action`, replayed from the store. `payment_method: "paypal"` (no card: the buyer
+/// approves at PayPal) has nowhere to send the buyer without a `return_url`: 402
+/// `authentication-required`, as the card without one, and nothing sent; with one, 202
+/// `requires_action` to the same page. The buyer
+/// completes both: each order is approved (`CHECKOUT.ORDER.APPROVED`, which only says the order
+/// waits for payonce's capture), and reconcile captures each under the key derived from its
+/// payment once the payment is 30 s old: 201, one capture, both orders paid.
+async fn paypal_approvals(
+    sandbox: &Sandbox,
+    token: &str,
+    (order, body, waiting): (&str, &Value, &Value),
+) {
+    let url = waiting["next_action"]["url"].as_str().unwrap();
+    let payment_id = waiting["payment_id"].as_str().unwrap();
+    let (status, still, headers) = sandbox
+        .post("/payments", token, Some("action-2"), body.clone())
+        .await;
+    assert_eq!((status, &still), (202, waiting), "{still}");
+    assert_eq!(headers.get("idempotent-replayed").unwrap(), "true");
+    let made = charges_of(sandbox, payment_id).await;
+    assert_eq!(
+        (made.len(), made[0]["status"].as_str()),
+        (1, Some("PAYER_ACTION_REQUIRED")),
+        "{made:?}"
+    );
+
+    // The buyer approves at PayPal: without a return_url, refused before anything is sent.
+    let approving = new_order(sandbox, token).await;
+    let return_url = format!("{}/?order={approving}", sandbox.api);
+    let buyer = |return_url: Option<&str>| {
+        let mut body = json!({"order_id": approving, "order_version": 1,
+            "payment_method": "paypal"});
+        if let Some(url) = return_url {
+            body["return_url"] = json!(url);
+        }
+        body
+    };
+    let before = sandbox.charges().await.len();
+    let (status, refused, _) = sandbox
+        .post("/payments", token, Some("buyer-1"), buyer(None))
+        .await;
+    assert_eq!(
+        (status, refused["type"].as_str()),
+        (402, Some("/problems/authentication-required")),
+        "{refused}"
+    );
+    assert_eq!(sandbox.charges().await.len(), before, "nothing sent");
+    assert_eq!(payment_state(sandbox, token, &approving).await, "unpaid");
+    let buyer_body = buyer(Some(&return_url));
+    let (status, asked, _) = sandbox
+        .post("/payments", token, Some("buyer-2"), buyer_body.clone())
+        .await;
+    assert_eq!(
+        (
+            status,
+            asked["status"].as_str(),
+            asked["next_action"]["type"].as_str()
+        ),
+        (202, Some("requires_action"), Some("redirect")),
+        "{asked}"
+    );
+    let buyer_url = asked["next_action"]["url"].as_str().unwrap();
+    assert!(buyer_url.starts_with(&sandbox.psp), "{buyer_url}");
+    let buyer_id = asked["payment_id"].as_str().unwrap();
+    let made = charges_of(sandbox, buyer_id).await;
+    assert_eq!(
+        (
+            made.len(),
+            made[0]["outcome"].as_str(),
+            made[0]["payment_method"].as_str()
+        ),
+        (1, Some("pending"), Some("paypal")),
+        "{made:?}"
+    );
+
+    // Both complete at PayPal's page and come back to the checkout; reconcile captures each.
+    answer_page(sandbox, url, "complete").await;
+    answer_page(sandbox, buyer_url, "complete").await;
+    let within = Duration::from_secs(90);
+    let paid = replay_within(sandbox, token, "action-2", body, 201, within).await;
+    let bought = replay_within(sandbox, token, "buyer-2", &buyer_body, 201, within).await;
+    for (answer, id) in [(&paid, payment_id), (&bought, buyer_id)] {
+        assert_eq!(
+            (answer["status"].as_str(), answer["payment_id"].as_str()),
+            (Some("succeeded"), Some(id)),
+            "{answer}"
+        );
+        let charges = charges_of(sandbox, id).await;
+        assert_eq!(
+            (
+                charges.len(),
+                charges[0]["outcome"].as_str(),
+                charges[0]["captures"].as_array().map(Vec::len)
+            ),
+            (1, Some("succeeded"), Some(1)),
+            "{charges:?}"
+        );
+        assert_eq!(
+            charges[0]["captures"][0]["idempotency_key"],
+            format!("payonce-capture-{id}"),
+            "{charges:?}"
+        );
+    }
+    assert_eq!(payment_state(sandbox, token, order).await, "paid");
+    assert_eq!(payment_state(sandbox, token, &approving).await, "paid");
 }
 
 /// Sends a capture (`amount`, or all when `None`) or a cancel of `payment_id` with `token`.
@@ -968,8 +1180,9 @@ async fn capture_later(sandbox: &Sandbox, token: &str) {
         (Some("canceled"), Some(1)),
         "{charge}"
     );
+    // PayPal's void takes no `PayPal-Request-Id` either.
     let derived = match sandbox.kind {
-        Psp::Square => Value::Null,
+        Psp::Square | Psp::PayPal => Value::Null,
         _ => json!(format!("payonce-cancel-{payment_id}")),
     };
     assert_eq!(charge["cancels"][0]["idempotency_key"], derived, "{charge}");
@@ -1015,8 +1228,9 @@ async fn settled_by_the_webhook(
 }
 
 /// The charge `payment_id` was settled by, as the fake PSP's own API returns it (a Stripe
-/// PaymentIntent, an Omise charge, a Square Payment), or for 2C2P the claims of its approval as
-/// a backend notification carries them (the fake's inquiry view: invoice, amount, `tranRef`).
+/// PaymentIntent, an Omise charge, a Square Payment, the capture of a PayPal order), or for 2C2P
+/// the claims of its approval as a backend notification carries them (the fake's inquiry view:
+/// invoice, amount, `tranRef`).
 async fn provider_object(sandbox: &Sandbox, payment_id: &str) -> Value {
     let charges = sandbox.charges().await;
     let charge = charges
@@ -1045,11 +1259,36 @@ async fn provider_object(sandbox: &Sandbox, payment_id: &str) -> Value {
             .http
             .get(format!("{}/v2/payments/{id}", sandbox.psp))
             .bearer_auth(DEFAULT_API_KEY),
+        // The order's capture, as `PAYMENT.CAPTURE.COMPLETED` carries it.
+        Psp::PayPal => {
+            let capture = &charge["object"]["purchase_units"][0]["payments"]["captures"][0];
+            sandbox
+                .http
+                .get(format!(
+                    "{}/v2/payments/captures/{}",
+                    sandbox.psp,
+                    capture["id"].as_str().unwrap()
+                ))
+                .bearer_auth(paypal_access_token(sandbox).await)
+        }
         Psp::TwoC2p => unreachable!("answered above"),
     };
     let response = request.send().await.unwrap();
     assert_eq!(response.status(), 200);
     let object: Value = response.json().await.unwrap();
+    if sandbox.kind == Psp::PayPal {
+        // Completed, ours by its custom_id, naming its order.
+        assert_eq!(
+            (
+                object["status"].as_str(),
+                object["custom_id"].as_str(),
+                object["supplementary_data"]["related_ids"]["order_id"].as_str()
+            ),
+            (Some("COMPLETED"), Some(payment_id), Some(id)),
+            "{object}"
+        );
+        return object;
+    }
     if sandbox.kind != Psp::Square {
         return object;
     }
@@ -1063,6 +1302,75 @@ async fn provider_object(sandbox: &Sandbox, payment_id: &str) -> Value {
     payment
 }
 
+/// An access token from the fake PayPal (client credentials: its default client id, and the
+/// sandbox's API key as the secret).
+async fn paypal_access_token(sandbox: &Sandbox) -> String {
+    let answer: Value = sandbox
+        .http
+        .post(format!("{}/v1/oauth2/token", sandbox.psp))
+        .basic_auth(DEFAULT_PAYPAL_CLIENT_ID, Some(DEFAULT_API_KEY))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("grant_type=client_credentials")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    answer["access_token"].as_str().unwrap().to_owned()
+}
+
+/// `epoch_s` as RFC 3339 in UTC, to the second (PayPal's `PAYPAL-TRANSMISSION-TIME`).
+fn rfc3339(epoch_s: i64) -> String {
+    // Days to the civil date (Howard Hinnant's `civil_from_days`).
+    let (days, secs) = (epoch_s.div_euclid(86_400), epoch_s.rem_euclid(86_400));
+    let z = days + 719_468;
+    let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+/// PayPal's delivery headers for `body`, sent at `sent_s`, signed by `signer` for the webhook id
+/// `webhook_id`, naming the certificate at `cert_url`.
+fn paypal_headers(
+    signer: &PayPalSigner,
+    webhook_id: &str,
+    cert_url: &str,
+    sent_s: i64,
+    body: &str,
+) -> Vec<(&'static str, String)> {
+    let transmission_id = format!("sandbox-test-{}", uuid_suffix());
+    let time = rfc3339(sent_s);
+    let signature =
+        sign_paypal_webhook(signer, &transmission_id, &time, webhook_id, body.as_bytes());
+    vec![
+        ("paypal-transmission-id", transmission_id),
+        ("paypal-transmission-time", time),
+        ("paypal-transmission-sig", signature),
+        ("paypal-cert-url", cert_url.to_owned()),
+        ("paypal-auth-algo", PAYPAL_AUTH_ALGO.to_owned()),
+    ]
+}
+
+/// A PayPal `PAYMENT.CAPTURE.COMPLETED` event `event_id` about the capture `capture`.
+fn paypal_capture_event(event_id: &str, capture: &Value) -> String {
+    json!({"id": event_id, "event_version": "1.0", "create_time": "2026-01-01T00:00:00Z",
+        "resource_type": "capture", "resource_version": "2.0",
+        "event_type": "PAYMENT.CAPTURE.COMPLETED", "summary": "Payment completed",
+        "resource": capture})
+    .to_string()
+}
+
 /// The claims of a 2C2P approval of invoice `invoice_no` (JPY `amount`, major units = minor),
 /// charge `tran_ref`, for the test's merchant.
 fn twoc2p_claims(invoice_no: &str, tran_ref: &str, amount: &str) -> Value {
@@ -1072,13 +1380,15 @@ fn twoc2p_claims(invoice_no: &str, tran_ref: &str, amount: &str) -> Value {
 }
 
 /// A signed event of `kind`'s format about `object` (a success), with its signature headers;
-/// a Square event is signed for the notification URL of the sandbox at `api`.
+/// a Square event is signed for the notification URL of `sandbox`, a PayPal one with the test's
+/// key for its webhook id, naming the certificate on `sandbox`'s fake PSP.
 fn signed_event(
     kind: Psp,
-    api: &str,
+    sandbox: &Sandbox,
     event_id: &str,
     object: &Value,
 ) -> (String, Vec<(&'static str, String)>) {
+    let api = &sandbox.api;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -1128,6 +1438,21 @@ fn signed_event(
             let signature = sign_square_webhook(SQUARE_SIGNATURE_KEY, &url, body.as_bytes());
             (body, vec![("x-square-hmacsha256-signature", signature)])
         }
+        // PayPal's `PAYMENT.CAPTURE.COMPLETED` carries the capture; its signature covers the
+        // transmission id and time, our webhook id and the body's CRC-32, by the key of the
+        // certificate `PAYPAL-CERT-URL` names.
+        Psp::PayPal => {
+            let body = paypal_capture_event(event_id, object);
+            let cert_url = format!("{}{PAYPAL_CERT_PATH}", sandbox.psp);
+            let headers = paypal_headers(
+                paypal_signer(),
+                PAYPAL_WEBHOOK_ID,
+                &cert_url,
+                now as i64,
+                &body,
+            );
+            (body, headers)
+        }
     }
 }
 
@@ -1156,8 +1481,9 @@ async fn duplicate_webhook(sandbox: &Sandbox, token: &str, payment_id: &str) {
         Psp::Omise => "evnt_test_sandbox_duplicate_1",
         Psp::TwoC2p => "unused",
         Psp::Square => "5d0c2a8e-3f41-4b6a-9c1e-7a2b9f0d4e61",
+        Psp::PayPal => "WH-2SANDBOXDUPLICAT-1SANDBOXDUPLICAT",
     };
-    let event = signed_event(sandbox.kind, &sandbox.api, event_id, &object);
+    let event = signed_event(sandbox.kind, sandbox, event_id, &object);
     for _ in 0..2 {
         assert_eq!(
             post_webhook(sandbox, sandbox.kind.provider(), &event).await,
@@ -1461,6 +1787,11 @@ async fn the_walkthrough_on_square_on_the_embedded_store() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walkthrough_on_paypal_on_the_embedded_store() {
+    on_the_embedded_store(Psp::PayPal).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_walkthrough_on_dynamodb_local_and_moto() {
     on_dynamodb_local_and_moto(Psp::Stripe).await;
 }
@@ -1481,8 +1812,19 @@ async fn the_walkthrough_on_square_on_dynamodb_local_and_moto() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walkthrough_on_paypal_on_dynamodb_local_and_moto() {
+    on_dynamodb_local_and_moto(Psp::PayPal).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_for_another_provider_get_404() {
-    let all = [Psp::Stripe, Psp::Omise, Psp::TwoC2p, Psp::Square];
+    let all = [
+        Psp::Stripe,
+        Psp::Omise,
+        Psp::TwoC2p,
+        Psp::Square,
+        Psp::PayPal,
+    ];
     for kind in all {
         let sandbox = Sandbox::start(kind, &[], &[]);
         let (own, others): (&[&str], &[&str]) = match kind {
@@ -1490,6 +1832,7 @@ async fn webhooks_for_another_provider_get_404() {
             Psp::Omise => (&["omise"], &["fake", "stripe", "2c2p", "square", "paypal"]),
             Psp::TwoC2p => (&["2c2p"], &["fake", "stripe", "omise", "square", "paypal"]),
             Psp::Square => (&["square"], &["fake", "stripe", "omise", "2c2p", "paypal"]),
+            Psp::PayPal => (&["paypal"], &["fake", "stripe", "omise", "2c2p", "square"]),
         };
         // Each format's correctly signed event, about no payment of ours.
         let object = |id: &str| match kind {
@@ -1501,8 +1844,11 @@ async fn webhooks_for_another_provider_get_404() {
             // A payment taken another way on the account: no reference_id of ours.
             Psp::Square => json!({"id": id, "status": "COMPLETED",
                 "amount_money": {"amount": 3000, "currency": "JPY"}}),
+            // A capture of an order made another way: no custom_id of ours.
+            Psp::PayPal => json!({"id": id, "status": "COMPLETED",
+                "amount": {"currency_code": "JPY", "value": "3000"}}),
         };
-        let mine = signed_event(kind, &sandbox.api, "evt_other_1", &object("pi_other_1"));
+        let mine = signed_event(kind, &sandbox, "evt_other_1", &object("pi_other_1"));
         // The other formats' signed events: the 2C2P one (a JWT body, no header) too.
         let theirs: Vec<_> = all
             .into_iter()
@@ -1510,11 +1856,11 @@ async fn webhooks_for_another_provider_get_404() {
             .map(|other| {
                 let object = match other {
                     Psp::TwoC2p => twoc2p_claims("INVNOTOURS2", "1234567", "3000"),
-                    Psp::Stripe | Psp::Omise | Psp::Square => {
+                    Psp::Stripe | Psp::Omise | Psp::Square | Psp::PayPal => {
                         json!({"id": "x", "object": "charge", "metadata": {}})
                     }
                 };
-                signed_event(other, &sandbox.api, "evt_other_2", &object)
+                signed_event(other, &sandbox, "evt_other_2", &object)
             })
             .collect();
         for provider in others {
@@ -1544,8 +1890,73 @@ async fn webhooks_for_another_provider_get_404() {
                 kind.name()
             );
         }
+        if kind == Psp::PayPal {
+            paypal_certificate_rules(&sandbox).await;
+        }
         sandbox.stop();
     }
+}
+
+/// The PayPal sandbox verifies a delivery with the certificate its fake PSP serves, fetched
+/// from the fake's own origin and nowhere else: the same event is refused 401 when another key
+/// signed it, when it names a certificate anywhere else (never fetched), when it was signed for
+/// another webhook id, or when its transmission time is stale; signed as the fake signs, 200.
+async fn paypal_certificate_rules(sandbox: &Sandbox) {
+    let capture = json!({"id": "3C679366HH908993F", "status": "COMPLETED",
+        "amount": {"currency_code": "JPY", "value": "3000"}});
+    let body = paypal_capture_event("WH-1SANDBOXCERTRULE-2SANDBOXCERTRULE", &capture);
+    let fake_cert = format!("{}{PAYPAL_CERT_PATH}", sandbox.psp);
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let stranger = PayPalSigner::generate().unwrap();
+    for (what, signer, webhook_id, cert_url, sent_s) in [
+        (
+            "another key",
+            &stranger,
+            PAYPAL_WEBHOOK_ID,
+            fake_cert.clone(),
+            now_s,
+        ),
+        (
+            "PayPal's own host",
+            paypal_signer(),
+            PAYPAL_WEBHOOK_ID,
+            format!("https://api.paypal.com{PAYPAL_CERT_PATH}"),
+            now_s,
+        ),
+        (
+            "the sandbox's own origin",
+            paypal_signer(),
+            PAYPAL_WEBHOOK_ID,
+            format!("{}{PAYPAL_CERT_PATH}", sandbox.api),
+            now_s,
+        ),
+        (
+            "another webhook id",
+            paypal_signer(),
+            "PAYONCEOTHERWH001",
+            fake_cert.clone(),
+            now_s,
+        ),
+        (
+            "ten minutes ago",
+            paypal_signer(),
+            PAYPAL_WEBHOOK_ID,
+            fake_cert.clone(),
+            now_s - 600,
+        ),
+    ] {
+        let headers = paypal_headers(signer, webhook_id, &cert_url, sent_s, &body);
+        assert_eq!(
+            post_webhook(sandbox, "paypal", &(body.clone(), headers)).await,
+            401,
+            "{what}"
+        );
+    }
+    let headers = paypal_headers(paypal_signer(), PAYPAL_WEBHOOK_ID, &fake_cert, now_s, &body);
+    assert_eq!(post_webhook(sandbox, "paypal", &(body, headers)).await, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

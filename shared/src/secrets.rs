@@ -314,6 +314,10 @@ impl<P: Psp + 'static> Psp for RefreshingPsp<P> {
         self.cache.current().await.fence(request).await
     }
 
+    fn charge_keys_kept(&self) -> std::time::Duration {
+        self.cache.latest().charge_keys_kept()
+    }
+
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError> {
         self.cache.current().await.cancel(provider_payment_id).await
     }
@@ -376,9 +380,18 @@ impl RefreshingScheme {
     }
 }
 
+#[async_trait::async_trait]
 impl WebhookScheme for RefreshingScheme {
     fn provider(&self) -> &str {
         &self.provider
+    }
+
+    async fn fetch_keys(
+        &self,
+        headers: &lambda_http::http::HeaderMap,
+    ) -> Result<(), SignatureError> {
+        let scheme = self.cache.latest();
+        scheme.fetch_keys(headers).await
     }
 
     fn verify(
@@ -589,6 +602,7 @@ mod tests {
                 PspKind::Omise => r#"{"secret_key":"skey_test_1"}"#,
                 PspKind::TwoC2p => r#"{"merchant_id":"JT01","secret_key":"k"}"#,
                 PspKind::Square => r#"{"access_token":"EAAA1"}"#,
+                PspKind::PayPal => r#"{"client_id":"A1","client_secret":"s"}"#,
             }
         };
         for kind in PspKind::ALL {

@@ -636,8 +636,11 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
                 }
                 PaymentStatus::Failed => match payment.failure.as_ref().map(|f| f.kind) {
                     // A decline leaves the charge failed (Stripe: back to
-                    // `requires_payment_method` after a failed attempt).
-                    Some(FailureKind::Declined) => psp == "failed",
+                    // `requires_payment_method` after a failed attempt); PayPal makes no order
+                    // for an instrument it declines at the create (422 INSTRUMENT_DECLINED).
+                    Some(FailureKind::Declined) => {
+                        psp == "failed" || (settled.psp == PspKind::PayPal && psp == "none")
+                    }
                     // Proven never run: nothing at the PSP, or its own cancel. On 2C2P also a
                     // challenge the inquiry did not know (`2002`) when the fence asked, whose
                     // page nobody was ever sent to: it lapses, failed, nothing paid. On Square a

@@ -6,11 +6,16 @@
 use crate::faults::{SimTransport, API_KEY, TWOC2P_MERCHANT_ID};
 use lambda_http::http::{HeaderMap, HeaderName, HeaderValue};
 use payonce::adapters::psp::b64::{self, Alphabet};
-use payonce::adapters::psp::{ConfiguredPsp, OmisePsp, SquarePsp, StripePsp, TwoC2pPsp};
+use payonce::adapters::psp::paypal_webhook::{self, CertFetch, PayPalWebhooks};
+use payonce::adapters::psp::{ConfiguredPsp, OmisePsp, PayPalPsp, SquarePsp, StripePsp, TwoC2pPsp};
 use payonce::config::{webhook_parsers_for, webhook_providers_for, PspKind, PspSecrets};
 use payonce::domain::Currency;
 use payonce::service::webhooks::Providers;
-use payonce_fake_psp::{sign_omise_webhook, sign_square_webhook, sign_webhook, Provider};
+use payonce_fake_psp::{
+    sign_omise_webhook, sign_paypal_webhook, sign_square_webhook, sign_webhook, PayPalSigner,
+    Provider, DEFAULT_PAYPAL_CLIENT_ID,
+};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// Stripe's webhook signing secret, shared by the PSP and the receiver.
@@ -26,6 +31,34 @@ const SQUARE_SIGNATURE_KEY: &str = "payonce-sim-square-signature-key";
 /// The Square subscription's notification URL, which Square signs with each body.
 const SQUARE_NOTIFICATION_URL: &str = "https://payonce.sim.example/webhooks/square";
 
+/// The PayPal subscription's webhook id, which PayPal signs with each notification.
+const PAYPAL_WEBHOOK_ID: &str = "WH-SIM-4XM1T2";
+
+/// Where the simulated PayPal names its certificate: on PayPal's sandbox host, which the
+/// receiver allows (the certificate itself comes from [`paypal_signer`], no network).
+const PAYPAL_CERT_URL: &str = "https://api.sandbox.paypal.com/v1/notifications/certs/CERT-sim";
+
+/// The simulated PayPal's signing key and its certificate, valid from a day before the
+/// simulation's epoch for a year: one per process (RSA key generation is its only cost).
+fn paypal_signer() -> &'static PayPalSigner {
+    static SIGNER: OnceLock<PayPalSigner> = OnceLock::new();
+    SIGNER.get_or_init(|| {
+        PayPalSigner::generate()
+            .and_then(|signer| signer.valid_from(crate::world::EPOCH_MS / 1000 - 86_400))
+            .expect("an RSA key and its certificate")
+    })
+}
+
+/// The simulated PayPal's certificate, served to the receiver as PayPal's host would.
+struct SimCertificate;
+
+#[async_trait::async_trait]
+impl CertFetch for SimCertificate {
+    async fn fetch(&self, _url: &str) -> Result<Vec<u8>, String> {
+        Ok(paypal_signer().certificate_pem().as_bytes().to_vec())
+    }
+}
+
 /// How long the adapter waits for one PSP call (the adapters' default).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -36,6 +69,7 @@ pub fn provider(psp: PspKind) -> Provider {
         PspKind::Omise => Provider::Omise,
         PspKind::TwoC2p => Provider::TwoC2p,
         PspKind::Square => Provider::Square,
+        PspKind::PayPal => Provider::PayPal,
     }
 }
 
@@ -51,6 +85,7 @@ pub fn currencies(psp: PspKind) -> &'static [Currency] {
         PspKind::Omise => &[Currency::Jpy, Currency::Thb, Currency::Sgd],
         PspKind::TwoC2p => &[Currency::Thb, Currency::Sgd, Currency::Usd, Currency::Jpy],
         PspKind::Square => &[Currency::Usd, Currency::Jpy, Currency::Gbp, Currency::Eur],
+        PspKind::PayPal => &[Currency::Usd, Currency::Jpy, Currency::Thb, Currency::Eur],
     }
 }
 
@@ -68,7 +103,9 @@ pub fn minimum_minor(psp: PspKind, currency: Currency) -> i64 {
 pub fn fence_proves_unused(psp: PspKind) -> bool {
     match psp {
         PspKind::Stripe | PspKind::TwoC2p | PspKind::Square => true,
-        PspKind::Omise => false,
+        // PayPal proves nothing: a re-send under the key (within its 6 h) learns what it made, but
+        // one it keeps failing leaves the attempt to an operator.
+        PspKind::Omise | PspKind::PayPal => false,
     }
 }
 
@@ -104,6 +141,13 @@ pub fn adapter(psp: PspKind, transport: SimTransport) -> ConfiguredPsp<SimTransp
             None,
             REQUEST_TIMEOUT,
         )),
+        PspKind::PayPal => ConfiguredPsp::PayPal(PayPalPsp::with_transport(
+            transport,
+            psp.name(),
+            DEFAULT_PAYPAL_CLIENT_ID,
+            API_KEY,
+            REQUEST_TIMEOUT,
+        )),
     }
 }
 
@@ -131,11 +175,30 @@ fn secrets(psp: PspKind) -> PspSecrets {
             notification_url: Some(SQUARE_NOTIFICATION_URL.to_owned()),
             ..PspSecrets::default()
         },
+        PspKind::PayPal => PspSecrets {
+            client_id: Some(DEFAULT_PAYPAL_CLIENT_ID.to_owned()),
+            client_secret: Some(API_KEY.to_owned()),
+            webhook_id: Some(PAYPAL_WEBHOOK_ID.to_owned()),
+            ..PspSecrets::default()
+        },
     }
 }
 
 /// The webhook receiver's providers: `psp`'s scheme, verifying with the deployment's secret.
+/// PayPal's fetches its certificate from PayPal's host in a deployment; here the simulated
+/// PayPal's own certificate stands at that host (the allow-list and every check are the same,
+/// but for the test certificate's name).
 pub fn receiver_providers(psp: PspKind) -> Providers {
+    if psp == PspKind::PayPal {
+        let scheme = PayPalWebhooks::with_origins(
+            PAYPAL_WEBHOOK_ID,
+            Arc::new(SimCertificate),
+            &paypal_webhook::DEFAULT_CERT_ORIGINS,
+            ".paypal.example",
+        )
+        .expect("the simulation's PayPal webhook id");
+        return Providers::new().with(scheme);
+    }
     webhook_providers_for(psp, &secrets(psp)).expect("the simulation's PSP secret is well formed")
 }
 
@@ -173,6 +236,20 @@ pub fn signature_headers(psp: PspKind, now_s: i64, body: &[u8]) -> HeaderMap {
             "x-square-hmacsha256-signature",
             sign_square_webhook(SQUARE_SIGNATURE_KEY, SQUARE_NOTIFICATION_URL, body),
         )],
+        PspKind::PayPal => {
+            let time = rfc3339(now_s);
+            // A transmission id per delivery, derived from what it carries (deterministic).
+            let id = format!("sim-{:08x}-{now_s}", crc32fast::hash(body));
+            let signature =
+                sign_paypal_webhook(paypal_signer(), &id, &time, PAYPAL_WEBHOOK_ID, body);
+            vec![
+                ("paypal-transmission-id", id),
+                ("paypal-transmission-time", time),
+                ("paypal-transmission-sig", signature),
+                ("paypal-cert-url", PAYPAL_CERT_URL.to_owned()),
+                ("paypal-auth-algo", "SHA256withRSA".to_owned()),
+            ]
+        }
     };
     let mut headers = HeaderMap::new();
     for (name, value) in pairs {
@@ -183,9 +260,44 @@ pub fn signature_headers(psp: PspKind, now_s: i64, body: &[u8]) -> HeaderMap {
     headers
 }
 
+/// `now_s` as RFC 3339 UTC (`2026-01-01T00:00:00Z`), as PayPal writes its transmission time.
+fn rfc3339(now_s: i64) -> String {
+    let days = now_s.div_euclid(86_400);
+    let secs = now_s.rem_euclid(86_400);
+    // H. Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_written_as_paypal_writes_them() {
+        assert_eq!(
+            rfc3339(crate::world::EPOCH_MS / 1000),
+            "2026-01-01T00:00:00Z"
+        );
+        assert_eq!(rfc3339(1_796_032_805), "2026-11-30T10:00:05Z");
+        assert_eq!(
+            payonce::logging::epoch_ms_of_rfc3339(&rfc3339(1_796_032_805)),
+            Some(1_796_032_805_000)
+        );
+    }
 
     #[test]
     fn the_omise_secret_is_base64_of_a_32_byte_key() {
@@ -207,11 +319,11 @@ mod tests {
     }
 
     #[test]
-    fn only_omise_cannot_prove_a_key_unused() {
+    fn omise_and_paypal_cannot_prove_a_key_unused() {
         let unprovable: Vec<_> = PspKind::ALL
             .into_iter()
             .filter(|psp| !fence_proves_unused(*psp))
             .collect();
-        assert_eq!(unprovable, [PspKind::Omise]);
+        assert_eq!(unprovable, [PspKind::Omise, PspKind::PayPal]);
     }
 }

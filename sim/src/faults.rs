@@ -829,7 +829,10 @@ impl SimTransport {
                 path: &call.path,
                 query: (!query.is_empty()).then_some(query.as_str()),
                 authorization: call.header("Authorization"),
-                idempotency_key: call.header("Idempotency-Key"),
+                idempotency_key: call
+                    .header("Idempotency-Key")
+                    .or_else(|| call.header("PayPal-Request-Id")),
+                prefer: call.header("Prefer"),
                 body: body.as_bytes(),
             },
             now_ms,
@@ -874,6 +877,7 @@ impl SimTransport {
                     .into_bytes(),
             }),
             Provider::Square => Some(square_error(401, "AUTHENTICATION_ERROR", "UNAUTHORIZED")),
+            Provider::PayPal => Some(paypal_error(401, "AUTHENTICATION_FAILURE")),
         }
     }
 
@@ -891,6 +895,7 @@ impl SimTransport {
             Provider::Omise => omise_error(429, "rate_limit"),
             Provider::TwoC2p => plain_reply(429, "Too Many Requests (simulated)"),
             Provider::Square => square_error(429, "RATE_LIMIT_ERROR", "RATE_LIMITED"),
+            Provider::PayPal => paypal_error(429, "RATE_LIMIT_REACHED"),
         }
     }
 
@@ -901,6 +906,7 @@ impl SimTransport {
             Provider::Omise => omise_error(500, "internal_error"),
             Provider::TwoC2p => plain_reply(500, "Internal Server Error (simulated)"),
             Provider::Square => square_error(500, "API_ERROR", "INTERNAL_SERVER_ERROR"),
+            Provider::PayPal => paypal_error(500, "INTERNAL_SERVER_ERROR"),
         }
     }
 }
@@ -929,6 +935,19 @@ fn error_reply(status: u16, kind: &str, code: &str) -> WireReply {
 }
 
 /// An Omise error object.
+fn paypal_error(status: u16, name: &str) -> WireReply {
+    WireReply {
+        status,
+        body: serde_json::json!({
+            "name": name,
+            "message": "simulated",
+            "debug_id": "sim",
+        })
+        .to_string()
+        .into_bytes(),
+    }
+}
+
 fn square_error(status: u16, category: &str, code: &str) -> WireReply {
     WireReply {
         status,

@@ -30,8 +30,10 @@ use payonce::mutations::Mutation;
 /// Every planted hole (a fixed hole put back at run time), with the PSP whose model the mutation
 /// check runs it on: each must break an invariant within the check's seeds. Most are found on
 /// Stripe; `one-reconcile-at-a-time` needs a PSP that does not deduplicate refunds by key, which
-/// only the Omise model can be (per seed).
-pub const PLANTED_HOLES: [(Mutation, PspKind); 15] = [
+/// only the Omise model can be (per seed). A hole that matters on several PSPs is listed once per
+/// PSP it is checked on (`operation-under-client-key`: Stripe, and PayPal's authorization
+/// captures).
+pub const PLANTED_HOLES: [(Mutation, PspKind); 16] = [
     (Mutation::ReleaseOnAnyNotSent, PspKind::Stripe),
     (Mutation::FenceWithConfirmOnlyParameter, PspKind::Stripe),
     (Mutation::RefusalIsUnknown, PspKind::Stripe),
@@ -47,4 +49,5 @@ pub const PLANTED_HOLES: [(Mutation, PspKind); 15] = [
     (Mutation::ReleaseOnUnknownCancel, PspKind::Stripe),
     (Mutation::TwoC2pNamesByTranRef, PspKind::TwoC2p),
     (Mutation::CompleteBeforeStored, PspKind::Square),
+    (Mutation::OperationUnderClientKey, PspKind::PayPal),
 ];

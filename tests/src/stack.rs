@@ -13,8 +13,8 @@ use payonce::adapters::dynamodb::{
     RequestCounter, Tables,
 };
 use payonce::adapters::psp::{
-    ConfiguredPsp, OmiseConfig, OmisePsp, ParseOnlyWebhooks, SquareConfig, SquarePsp, StripeConfig,
-    StripePsp, StripeWebhooks, TwoC2pConfig, TwoC2pPsp,
+    ConfiguredPsp, OmiseConfig, OmisePsp, ParseOnlyWebhooks, PayPalConfig, PayPalPsp, SquareConfig,
+    SquarePsp, StripeConfig, StripePsp, StripeWebhooks, TwoC2pConfig, TwoC2pPsp,
 };
 use payonce::clock::{system_clock, Clock, ManualClock};
 use payonce::config::{webhook_parsers_for, webhook_providers_for, PspKind, PspSecrets};
@@ -34,7 +34,8 @@ use payonce::service::{
 };
 use payonce_fake_psp::{
     FakePsp, FakePspConfig, Provider, RunningFakePsp, DEFAULT_OMISE_WEBHOOK_SECRET,
-    DEFAULT_SQUARE_SIGNATURE_KEY, DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_WEBHOOK_SECRET,
+    DEFAULT_PAYPAL_CLIENT_ID, DEFAULT_PAYPAL_WEBHOOK_ID, DEFAULT_SQUARE_SIGNATURE_KEY,
+    DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_WEBHOOK_SECRET,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -140,7 +141,7 @@ impl PaymentStack {
         );
         // Orders are checked against the charge limits of the PSP that charges them.
         let orders = OrderService::new(store.clone(), idempotency).for_psp(charge.psp().kind());
-        let (providers, parsers, webhook_provider) = webhook_schemes(psp.provider());
+        let (providers, parsers, webhook_provider) = webhook_schemes_of(&psp);
         Self {
             charge,
             processor: WebhookProcessor::new(store.clone(), parsers, ProcessorConfig::default()),
@@ -670,6 +671,8 @@ pub async fn start_fake_psp(mut config: FakePspConfig) -> RunningFakePsp {
         Provider::Stripe | Provider::TwoC2p => DEFAULT_WEBHOOK_SECRET.into(),
         Provider::Omise => DEFAULT_OMISE_WEBHOOK_SECRET.into(),
         Provider::Square => DEFAULT_SQUARE_SIGNATURE_KEY.into(),
+        // PayPal signs with its RSA key; the secret is unused.
+        Provider::PayPal => DEFAULT_WEBHOOK_SECRET.into(),
     };
     FakePsp::start(config, "127.0.0.1:0".parse().expect("loopback address"))
         .await
@@ -706,6 +709,7 @@ pub fn psp_for(psp: &RunningFakePsp) -> ConfiguredPsp {
         Provider::Omise => ConfiguredPsp::Omise(omise_for(psp)),
         Provider::TwoC2p => ConfiguredPsp::TwoC2p(twoc2p_for(psp)),
         Provider::Square => ConfiguredPsp::Square(square_for(psp)),
+        Provider::PayPal => ConfiguredPsp::PayPal(paypal_for(psp)),
     }
 }
 
@@ -734,6 +738,12 @@ pub fn adapter_at(provider: Provider, base_url: &str, secret: &str) -> Configure
             let mut config = SquareConfig::new(secret).with_base_url(base_url);
             (config.connect_timeout, config.request_timeout) = (connect, request);
             ConfiguredPsp::Square(SquarePsp::new(config).expect("HTTP client"))
+        }
+        Provider::PayPal => {
+            let mut config =
+                PayPalConfig::new(DEFAULT_PAYPAL_CLIENT_ID, secret).with_base_url(base_url);
+            (config.connect_timeout, config.request_timeout) = (connect, request);
+            ConfiguredPsp::PayPal(PayPalPsp::new(config).expect("HTTP client"))
         }
     }
 }
@@ -774,6 +784,16 @@ pub fn square_for(psp: &RunningFakePsp) -> SquarePsp {
     SquarePsp::new(square).expect("HTTP client")
 }
 
+/// The PayPal adapter over HTTP to `psp`, which must speak the PayPal face (its client id, the
+/// shared secret; 1 s to connect, 5 s per request).
+pub fn paypal_for(psp: &RunningFakePsp) -> PayPalPsp {
+    let mut paypal =
+        PayPalConfig::new(DEFAULT_PAYPAL_CLIENT_ID, FAKE_API_KEY).with_base_url(psp.base_url());
+    paypal.connect_timeout = Duration::from_secs(1);
+    paypal.request_timeout = Duration::from_secs(5);
+    PayPalPsp::new(paypal).expect("HTTP client")
+}
+
 /// The notification URL the receivers of the Square tests verify against (the fake signs over
 /// the URL it posts to: tests that verify point it here or sign themselves).
 pub const SQUARE_NOTIFICATION_URL: &str = "http://127.0.0.1/webhooks/square";
@@ -793,6 +813,7 @@ pub const STRIPE_WEBHOOK_SECRET: &str = "whsec_test_stripe_payonce";
 ///   processor's notifications); deliveries arrive under `omise` / `2c2p`.
 pub fn webhook_schemes(provider: Provider) -> (Providers, Providers, &'static str) {
     let kind = match provider {
+        Provider::PayPal => panic!("PayPal's receiver needs the running fake: webhook_schemes_of"),
         Provider::Stripe => {
             let parsers = Providers::new()
                 .with(ParseOnlyWebhooks::stripe("stripe"))
@@ -815,6 +836,29 @@ pub fn webhook_schemes(provider: Provider) -> (Providers, Providers, &'static st
         webhook_providers_for(kind, &secrets).expect("the face's webhook providers"),
         webhook_parsers_for(kind, Some(&secrets)).expect("the face's webhook parsers"),
         kind.name(),
+    )
+}
+
+/// [`webhook_schemes`] for the running fake `psp`: PayPal's receiver fetches the certificate the
+/// fake serves at its own loopback origin (the only origin it allows; a sandbox's rule), with
+/// the fake's webhook id and test certificate name.
+pub fn webhook_schemes_of(psp: &RunningFakePsp) -> (Providers, Providers, &'static str) {
+    if psp.provider() != Provider::PayPal {
+        return webhook_schemes(psp.provider());
+    }
+    let fetch =
+        payonce::adapters::psp::HttpCertFetch::new(Duration::from_secs(3)).expect("HTTP client");
+    let receiver = payonce::adapters::psp::PayPalWebhooks::with_origins(
+        DEFAULT_PAYPAL_WEBHOOK_ID,
+        Arc::new(fetch),
+        &[psp.base_url().trim_end_matches('/')],
+        ".paypal.example",
+    )
+    .expect("the fake's webhook id and origin");
+    (
+        Providers::new().with(receiver),
+        Providers::new().with(ParseOnlyWebhooks::paypal("paypal")),
+        "paypal",
     )
 }
 

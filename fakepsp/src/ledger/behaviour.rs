@@ -101,6 +101,15 @@ pub(crate) fn refund_behaviour_for(token: &str) -> RefundBehaviour {
     }
 }
 
+/// Whether confirming with `token` asks for a customer action (`pm_fake_requires_action` and
+/// the 3-D Secure cards), for a face that must know before it attempts anything.
+pub(crate) fn asks_for_action(token: &str) -> bool {
+    matches!(
+        behaviour_for(token),
+        Behaviour::RequiresAction | Behaviour::Authenticate
+    )
+}
+
 /// Looks up what confirming a PaymentIntent with `token` does.
 pub(crate) fn behaviour_for(token: &str) -> Behaviour {
     TABLE
@@ -153,6 +162,21 @@ mod tests {
             refund_behaviour_for("pm_card_visa"),
             RefundBehaviour::Succeed
         );
+    }
+
+    #[test]
+    fn only_the_action_tokens_ask_for_an_action() {
+        assert!(asks_for_action("pm_fake_requires_action"));
+        assert!(asks_for_action("pm_card_threeDSecure2Required"));
+        assert!(asks_for_action("pm_card_authenticationRequired"));
+        for token in [
+            "pm_card_visa",
+            "pm_fake_processing",
+            "pm_card_visa_chargeDeclined",
+            "x",
+        ] {
+            assert!(!asks_for_action(token), "{token}");
+        }
     }
 
     #[test]

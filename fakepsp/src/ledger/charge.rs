@@ -150,6 +150,14 @@ pub(crate) enum OnAction {
     /// in the browser first, and is told so with the charge): a token that asks for
     /// authentication is charged like one that does not.
     AlreadyAuthenticated,
+    /// Wait in `requires_action` for the customer, who is sent back to `return_url` (if any),
+    /// for at most `requires_action_for` (then the attempt fails with
+    /// [`Failure::AuthenticationRequired`]); once the customer completes the action the charge
+    /// is not attempted yet but waits in `requires_confirmation`, authenticated, until the
+    /// merchant confirms it (`Ledger::confirm`): a PSP where the customer approves a payment
+    /// that the merchant then executes (Stripe's `confirmation_method=manual`, a wallet payment
+    /// the buyer approves before the merchant captures it).
+    WaitForApproval { return_url: Option<String> },
 }
 
 /// A charge: a PaymentIntent on the Stripe face, a charge on the Omise and 2C2P faces. The state
@@ -190,6 +198,11 @@ pub(crate) struct Intent {
     pub(crate) return_url: Option<String>,
     /// How long an authorization is held and what happens once it lapses (manual capture).
     pub(crate) hold: Hold,
+    /// Once the customer completes the action the charge waits for, it waits for the
+    /// merchant's confirm rather than being attempted at once ([`OnAction::WaitForApproval`]).
+    pub(crate) confirm_after_action: bool,
+    /// The customer completed an action already, so a later confirm does not ask for one again.
+    pub(crate) authenticated: bool,
     /// Every capture that took effect, oldest first.
     pub(crate) captures: Vec<Capture>,
     /// Every cancellation that took effect (at most one).

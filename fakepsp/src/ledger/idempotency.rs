@@ -4,9 +4,13 @@
 //! parameters or a key in flight, forget each stored key at a random moment 24–48 h after it was
 //! stored: Stripe, "Idempotent requests", which the other faces borrow) are the ledger's
 //! (`Ledger::idempotent`, `Ledger::validated`). A face decides what a key is compared on
-//! ([`Fingerprint`]) and how the refusals read ([`KeyRefusals`]).
+//! ([`Fingerprint`]) and how the refusals read ([`KeyRefusals`]). A face whose PSP documents how
+//! long it keeps keys, or answers a replay with the latest state of what the first request made,
+//! presents and stores keys itself (`Ledger::recall`, `Ledger::remember`), with a [`Retention`]
+//! and a subject kept beside the answer ([`Stored`]).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use super::wire::Reply;
 
@@ -39,6 +43,17 @@ pub(crate) struct KeyRefusals {
     pub(crate) in_use: fn(&str) -> Reply,
 }
 
+/// How long a stored answer is kept under its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Retention {
+    /// Until a random moment 24–48 h after it was stored (Stripe: "at least 24 hours old"; the
+    /// faces that borrow Stripe's rule): the moment is drawn from the ledger's randomness.
+    Random,
+    /// Exactly this long after it was stored, for a PSP that documents how long it keeps keys;
+    /// draws nothing.
+    Exactly(Duration),
+}
+
 /// What the memory holds for a key.
 #[derive(Debug)]
 enum KeyEntry {
@@ -50,6 +65,9 @@ enum KeyEntry {
         reply: Reply,
         /// The id of the charge the request that stored the answer created, if it created one.
         created: Option<String>,
+        /// What the answer is about, in the face's words, for a face whose replays answer the
+        /// latest state of it rather than the stored answer; `None` for the others.
+        subject: Option<String>,
         /// From this moment (epoch ms) the key is forgotten.
         prune_at_ms: i64,
     },
@@ -57,11 +75,15 @@ enum KeyEntry {
 
 /// The outcome of presenting an idempotency key.
 #[derive(Debug)]
-pub(super) enum Claim {
+pub(crate) enum Claim {
     /// Unknown key: run the request.
     Fresh,
-    /// Answered before with the same parameters: send this again.
-    Replay(Reply),
+    /// Answered before with the same parameters: send `reply` again, or (a face that answers
+    /// replays with the latest state) what `subject` names as it is now.
+    Replay {
+        reply: Reply,
+        subject: Option<String>,
+    },
     /// Answered before, with other parameters or on another endpoint.
     Mismatch,
     /// Another request with this key is running.
@@ -80,6 +102,18 @@ pub(crate) enum KeyState {
     Answered { created: Option<String> },
 }
 
+/// An answer to store under a key, with what the idempotency layer keeps beside it.
+#[derive(Clone, Debug)]
+pub(crate) struct Stored {
+    /// The answer.
+    pub(crate) reply: Reply,
+    /// The id of the charge the request created, if it created one.
+    pub(crate) created: Option<String>,
+    /// What the answer is about, in the face's words, for a face whose replays answer the
+    /// latest state of it; `None` replays the answer itself.
+    pub(crate) subject: Option<String>,
+}
+
 /// Every key held: in flight, or answered and not yet forgotten.
 #[derive(Debug, Default)]
 pub(super) struct Keys {
@@ -95,10 +129,14 @@ impl Keys {
             Some(KeyEntry::Done {
                 fingerprint: stored,
                 reply,
+                subject,
                 ..
             }) => {
                 if stored == fingerprint {
-                    Claim::Replay(reply.clone())
+                    Claim::Replay {
+                        reply: reply.clone(),
+                        subject: subject.clone(),
+                    }
                 } else {
                     Claim::Mismatch
                 }
@@ -118,19 +156,25 @@ impl Keys {
     }
 
     /// Stores the answer under `key`, with the id of the charge its request `created` (if
-    /// any), to be forgotten from `prune_at_ms` (epoch ms).
+    /// any) and its `subject` (if the face names one), to be forgotten from `prune_at_ms`
+    /// (epoch ms).
     pub(super) fn store(
         &mut self,
         key: String,
         fingerprint: Fingerprint,
-        stored: (Reply, Option<String>),
+        stored: Stored,
         prune_at_ms: i64,
     ) {
-        let (reply, created) = stored;
+        let Stored {
+            reply,
+            created,
+            subject,
+        } = stored;
         let entry = KeyEntry::Done {
             fingerprint,
             reply,
             created,
+            subject,
             prune_at_ms,
         };
         self.entries.insert(key, entry);

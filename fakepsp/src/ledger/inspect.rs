@@ -13,10 +13,10 @@ use super::charge::{Intent, Refund, Status};
 /// [`FakeModel::charges`](crate::model::FakeModel::charges)) reports it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FakeCharge {
-    /// `stripe`, `omise`, `2c2p` or `square`: the wire format the fake spoke.
+    /// `stripe`, `omise`, `2c2p`, `square` or `paypal`: the wire format the fake spoke.
     pub provider: String,
     /// The PaymentIntent id, `pi_...` (Stripe), the charge id, `chrg_test_...` (Omise), the
-    /// `tranRef` (2C2P) or the Payment id (Square).
+    /// `tranRef` (2C2P), the Payment id (Square) or the order id (PayPal).
     pub id: String,
     /// Amount in the currency's minor unit.
     pub amount: i64,
@@ -24,8 +24,10 @@ pub struct FakeCharge {
     pub currency: String,
     /// The status now, in the face's words: Stripe's (`succeeded`, `requires_payment_method`,
     /// `canceled`, ...), Omise's (`successful`, `failed`, `pending`, `expired`, `reversed`),
-    /// 2C2P's (the Payment Inquiry's `respCode`: `0000`, `4005`, `4051`, `0004`, `0001`) or
-    /// Square's (`APPROVED`, `PENDING`, `COMPLETED`, `CANCELED`, `FAILED`).
+    /// 2C2P's (the Payment Inquiry's `respCode`: `0000`, `4005`, `4051`, `0004`, `0001`),
+    /// Square's (`APPROVED`, `PENDING`, `COMPLETED`, `CANCELED`, `FAILED`) or the PayPal order's
+    /// (`CREATED`, `PAYER_ACTION_REQUIRED`, `APPROVED`, `COMPLETED`, `VOIDED`, and the fake's
+    /// `EXPIRED` for an order never approved, which PayPal answers 404 for).
     pub status: String,
     /// What the status means for the money: `succeeded` (captured); `failed` (back to
     /// `requires_payment_method` after a failed attempt; Omise `failed` and `expired`);
@@ -33,29 +35,33 @@ pub struct FakeCharge {
     /// (`requires_capture`: held, not captured); or `pending` (every other non-final status:
     /// `requires_confirmation`, `requires_action`, `processing`; Omise `pending`).
     pub outcome: String,
-    /// The `payment_method` (Stripe), `card` (Omise), `securePayToken` (2C2P) or `source_id`
-    /// (Square, as sent) token it was created with.
+    /// The `payment_method` (Stripe), `card` (Omise), `securePayToken` (2C2P), `source_id`
+    /// (Square, as sent) or `vault_id` (PayPal; `paypal` for a buyer's approval) token it was
+    /// created with.
     pub payment_method: String,
     /// Its metadata.
     pub metadata: BTreeMap<String, String>,
     /// `metadata.payment_id`, if it has one: the payonce payment it was made for (2C2P: read
-    /// from the invoice number; Square: the `reference_id`).
+    /// from the invoice number; Square: the `reference_id`; PayPal: the purchase unit's
+    /// `custom_id`).
     pub payment_id: Option<String>,
     /// The `Idempotency-Key` of the request that created it, if any; on the 2C2P face the
-    /// invoice number.
+    /// invoice number; on the PayPal face the create's `PayPal-Request-Id`.
     pub idempotency_key: Option<String>,
     /// Creation time, epoch seconds.
     pub created: i64,
     /// `automatic` or `manual` (Stripe's `capture_method`; on the Omise face `manual` for
-    /// `capture=false`, on the Square face for `autocomplete: false`; `automatic` on the 2C2P
-    /// face).
+    /// `capture=false`, on the Square face for `autocomplete: false`, on the PayPal face for
+    /// intent `AUTHORIZE`; `automatic` on the 2C2P face).
     #[serde(default)]
     pub capture_method: String,
     /// What was captured, once it succeeded: the amount for an automatic capture, the captured
     /// amount for a manual one; `None` before (and for a charge that never succeeded).
     #[serde(default)]
     pub amount_captured: Option<i64>,
-    /// Every capture that took effect, oldest first, with the key it came under.
+    /// Every capture that took effect, oldest first, with the key it came under (on the PayPal
+    /// face an order's `/capture` and an authorization's capture, each with its
+    /// `PayPal-Request-Id`).
     #[serde(default)]
     pub captures: Vec<FakeCapture>,
     /// Every cancellation that took effect, with the key it came under; one with no key and
@@ -67,8 +73,9 @@ pub struct FakeCharge {
     /// out of their JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invoice_no: Option<String>,
-    /// Square face only: the Payment as `GET /v2/payments/{id}` answers it now (its
-    /// `payment`); absent on the other faces, and left out of their JSON.
+    /// Square face: the Payment as `GET /v2/payments/{id}` answers it now (its `payment`);
+    /// PayPal face: the order as `GET /v2/checkout/orders/{id}` answers it (even once it
+    /// lapsed); absent on the other faces, and left out of their JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<serde_json::Value>,
 }
@@ -96,26 +103,28 @@ pub struct FakeCancel {
 /// [`FakeModel::refunds`](crate::model::FakeModel::refunds)) reports it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FakeRefund {
-    /// `stripe`, `omise` or `square`: the wire format the fake spoke.
+    /// `stripe`, `omise`, `square` or `paypal`: the wire format the fake spoke.
     pub provider: String,
-    /// The Refund id, `re_...` (Stripe), `rfnd_test_...` (Omise) or `<payment id>_...`
-    /// (Square).
+    /// The Refund id, `re_...` (Stripe), `rfnd_test_...` (Omise), `<payment id>_...`
+    /// (Square) or PayPal's 17-character refund id.
     pub id: String,
     /// What the status means for the money: `succeeded`, `failed`, `canceled`, or `pending`
     /// (Stripe's `pending` and `requires_action`).
     pub outcome: String,
     /// The Refund status now: `pending`, `succeeded` or `failed` (the fake never produces
     /// Stripe's `requires_action` or `canceled`, which card refunds do not reach); on the Omise
-    /// face `closed` (succeeded), `pending` or `failed`; on the Square face `COMPLETED`,
-    /// `PENDING` or `FAILED`.
+    /// face `closed` (succeeded), `pending` or `failed`; on the Square and PayPal faces
+    /// `COMPLETED`, `PENDING` or `FAILED`.
     pub status: String,
     /// Amount in the currency's minor unit.
     pub amount: i64,
     /// Lowercase ISO currency code (the PaymentIntent's).
     pub currency: String,
-    /// The refunded PaymentIntent, `pi_...` (Stripe), or charge, `chrg_test_...` (Omise).
+    /// The refunded PaymentIntent, `pi_...` (Stripe), charge, `chrg_test_...` (Omise), or
+    /// order (PayPal).
     pub payment_intent: String,
-    /// The refunded charge, `ch_...` (the PaymentIntent's `latest_charge`; Omise: the charge).
+    /// The refunded charge, `ch_...` (the PaymentIntent's `latest_charge`; Omise: the charge;
+    /// PayPal: the capture).
     pub charge: Option<String>,
     /// `duplicate`, `fraudulent` or `requested_by_customer`, if given.
     pub reason: Option<String>,
@@ -126,7 +135,8 @@ pub struct FakeRefund {
     pub metadata: BTreeMap<String, String>,
     /// `metadata.payment_id`, if it has one.
     pub payment_id: Option<String>,
-    /// `metadata.refund_id`, if it has one: the payonce refund it was made for.
+    /// `metadata.refund_id`, if it has one: the payonce refund it was made for (PayPal: the
+    /// refund's `custom_id`).
     pub refund_id: Option<String>,
     /// The `Idempotency-Key` of the request that created it, if any.
     pub idempotency_key: Option<String>,

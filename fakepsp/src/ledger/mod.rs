@@ -6,11 +6,12 @@
 //! (`behaviour`), the idempotency layer (`idempotency`), search lag, and the operations each
 //! face calls after validating a request in its own terms — [`Ledger::attempt_charge`],
 //! [`Ledger::attempt_refund`], [`Ledger::insert`], [`Ledger::capture`], [`Ledger::cancel`],
-//! and [`Ledger::complete_action`] for a customer's answer on the face's action page. How a
-//! charge treats a token that asks for a customer action ([`OnAction`]) and when its funds are
-//! taken ([`CaptureMethod`]) are the face's to say from the request; what follows is the
-//! ledger's. A face parses its requests, authenticates
-//! them, and writes its own objects, errors and webhook events; where the ledger needs the
+//! [`Ledger::confirm`] for a charge created unconfirmed (or approved by its customer,
+//! [`Ledger::await_approval`]), and [`Ledger::complete_action`] for a customer's answer on the
+//! face's action page. How a charge treats a token that asks for a customer action
+//! ([`OnAction`]) and when its funds are taken ([`CaptureMethod`]) are the face's to say from
+//! the request; what follows is the ledger's. A face parses its requests, authenticates them,
+//! and writes its own objects, errors and webhook events; where the ledger needs the
 //! face's words (ids, search snapshots, the events of a time-driven transition, the inspection
 //! status) it asks through the [`Face`] trait. Nothing here knows a wire format, and nothing
 //! here imports a face.
@@ -32,17 +33,17 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub(crate) use self::behaviour::Decline;
+pub(crate) use self::behaviour::{asks_for_action, Decline};
 use self::behaviour::{behaviour_for, refund_behaviour_for, Behaviour, RefundBehaviour};
 use self::charge::{Cancel, Capture};
 pub(crate) use self::charge::{
     CaptureMethod, Failure, Hold, Intent, OnAction, OnLapse, Refund, RefundStatus, Status,
 };
-pub(crate) use self::idempotency::KeyState;
 pub(crate) use self::idempotency::{
     is_valid_idempotency_key, Fingerprint, KeyRefusals, MAX_IDEMPOTENCY_KEY_LEN,
 };
-use self::idempotency::{Claim, Keys, KEY_KEPT_AT_LEAST_MS, KEY_KEPT_AT_MOST_MS};
+pub(crate) use self::idempotency::{Claim, KeyState, Retention, Stored};
+use self::idempotency::{Keys, KEY_KEPT_AT_LEAST_MS, KEY_KEPT_AT_MOST_MS};
 pub use self::inspect::{FakeCancel, FakeCapture, FakeCharge, FakeRefund};
 pub use self::wire::{Delivery, ModelEvent, PageAnswer, WireAnswer, WireRequest};
 pub(crate) use self::wire::{Handled, Reply};
@@ -79,7 +80,7 @@ pub(crate) struct Timings {
 /// this, and one arm where the model picks its face (`crate::model`).
 pub(crate) trait Face: fmt::Debug + Send {
     /// The face's name, as `GET /_fake/charges` reports it (`stripe`, `omise`, `2c2p`,
-    /// `square`).
+    /// `square`, `paypal`).
     fn name(&self) -> &'static str;
 
     /// Answers one request at `now_ms`; what fell due by then has already been applied.
@@ -285,6 +286,20 @@ pub(crate) enum CaptureAttempt {
     Made(usize),
 }
 
+/// What a confirm ([`Ledger::confirm`]) came to.
+#[derive(Debug)]
+pub(crate) enum ConfirmAttempt {
+    /// No charge with that id.
+    NoSuchCharge,
+    /// The charge is not `requires_confirmation`: nothing changed.
+    UnexpectedState,
+    /// `pm_fake_error_before_charge`: the PSP failed before charging; nothing changed, and the
+    /// face's 5xx answer is not stored under a key.
+    FailedBeforeCharge,
+    /// The charge at this index was attempted; the answer is delivered as `delivery` says.
+    Made { index: usize, delivery: Delivery },
+}
+
 /// What a cancel request came to, before a face writes it.
 #[derive(Debug)]
 pub(crate) enum CancelAttempt {
@@ -456,12 +471,38 @@ impl Ledger {
                 .intents
                 .get(charges_before)
                 .map(|intent| intent.id.clone());
-            let kept_ms = self.rng.i64(KEY_KEPT_AT_LEAST_MS..=KEY_KEPT_AT_MOST_MS);
-            let prune_at_ms = now_ms.saturating_add(kept_ms);
-            let stored = (handled.reply.clone(), created);
-            self.keys.store(key, fingerprint, stored, prune_at_ms);
+            let stored = Stored {
+                reply: handled.reply.clone(),
+                created,
+                subject: None,
+            };
+            self.remember(key, fingerprint, stored, Retention::Random, now_ms);
         }
         handled
+    }
+
+    /// Presents `key` with `fingerprint` to the idempotency layer without answering: what a face
+    /// that words its own replays acts on ([`Claim`]). Pruned keys are already forgotten.
+    pub(crate) fn recall(&self, key: &str, fingerprint: &Fingerprint) -> Claim {
+        self.keys.claim(key, fingerprint)
+    }
+
+    /// Stores `stored` under `key` at `now_ms`, kept as `retention` says ([`Retention::Random`]
+    /// draws the moment from the ledger's randomness, then and only then).
+    pub(crate) fn remember(
+        &mut self,
+        key: String,
+        fingerprint: Fingerprint,
+        stored: Stored,
+        retention: Retention,
+        now_ms: i64,
+    ) {
+        let kept_ms = match retention {
+            Retention::Random => self.rng.i64(KEY_KEPT_AT_LEAST_MS..=KEY_KEPT_AT_MOST_MS),
+            Retention::Exactly(kept) => millis(kept),
+        };
+        let prune_at_ms = now_ms.saturating_add(kept_ms);
+        self.keys.store(key, fingerprint, stored, prune_at_ms);
     }
 
     /// What the idempotency layer holds for `key` now: nothing (never seen, or forgotten), a
@@ -512,7 +553,7 @@ impl Ledger {
         let key = key?;
         match self.keys.claim(key, fingerprint) {
             Claim::Fresh => None,
-            Claim::Replay(reply) => Some(Handled {
+            Claim::Replay { reply, .. } => Some(Handled {
                 reply,
                 replayed: true,
                 // The effect happened long ago; a retry is answered at once.
@@ -552,8 +593,9 @@ impl Ledger {
     /// - Confirmed: approvals (and the lost-response and slow tokens, which tell the server how
     ///   to misdeliver the answer) succeed; declines fail with their [`Failure`]; the processing
     ///   and requires-action tokens wait, due to move on after `processing_for` and
-    ///   `requires_action_for`; the authenticate tokens fail or wait without a time limit, as
-    ///   `on_action` says (unknown to a face that cannot ask for an action).
+    ///   `requires_action_for`; the authenticate tokens fail, wait without a time limit, or wait
+    ///   for the customer's approval for at most `requires_action_for`, as `on_action` says
+    ///   (unknown to a face that cannot ask for an action).
     /// - With a manual capture, what would have succeeded is authorized (`requires_capture`)
     ///   instead, until captured, cancelled, or `authorization_expires_after` has passed.
     pub(crate) fn attempt_charge(
@@ -599,17 +641,42 @@ impl Ledger {
             action_url: None,
             return_url: None,
             hold: charge.hold,
+            confirm_after_action: false,
+            authenticated: false,
             captures: Vec::new(),
             cancels: Vec::new(),
             search_versions: Vec::new(),
         };
-        let mut delivery = Delivery::Now;
         if !charge.confirm {
             return Attempt::Made {
                 intent: Box::new(intent),
-                delivery,
+                delivery: Delivery::Now,
             };
         }
+        match self.run_attempt(face, &mut intent, behaviour, charge.on_action, now_ms) {
+            Some(delivery) => Attempt::Made {
+                intent: Box::new(intent),
+                delivery,
+            },
+            // Answered above; kept total rather than panicking.
+            None => Attempt::UnknownMethod,
+        }
+    }
+
+    /// Attempts `intent` (not yet recorded, or taken out of `intents`) with `behaviour`, its
+    /// token's: what a confirmed create and [`confirm`](Self::confirm) share. Draws the attempt's
+    /// id when the token attempts a charge. Returns how to deliver the answer, or `None` (and
+    /// changes nothing) for a behaviour that attempts nothing (unknown, error before charge, or
+    /// an action the face cannot ask for), which the callers answer before.
+    fn run_attempt(
+        &mut self,
+        face: &dyn Face,
+        intent: &mut Intent,
+        behaviour: Behaviour,
+        on_action: OnAction,
+        now_ms: i64,
+    ) -> Option<Delivery> {
+        let mut delivery = Delivery::Now;
         match behaviour {
             Behaviour::Approve | Behaviour::LostResponse | Behaviour::Slow => {
                 if behaviour == Behaviour::LostResponse {
@@ -620,7 +687,7 @@ impl Ledger {
                 intent.status = Status::Succeeded;
                 intent.latest_charge = Some(face.new_attempt_id(self, &intent.id));
                 if intent.capture_method == CaptureMethod::Manual {
-                    let expires_after_ms = self.hold_ms(&intent);
+                    let expires_after_ms = self.hold_ms(intent);
                     intent.authorize(now_ms, expires_after_ms);
                 }
             }
@@ -639,7 +706,7 @@ impl Ledger {
                 intent.due_ms =
                     Some(now_ms.saturating_add(millis(self.timings.requires_action_for)));
             }
-            Behaviour::Authenticate => match charge.on_action {
+            Behaviour::Authenticate => match on_action {
                 OnAction::Fail => {
                     intent.status = Status::RequiresPaymentMethod;
                     intent.failure = Some(Failure::AuthenticationRequired);
@@ -648,18 +715,83 @@ impl Ledger {
                     intent.status = Status::RequiresAction;
                     intent.return_url = return_url;
                 }
-                // Turned into an approval above; kept total.
-                OnAction::Unsupported | OnAction::AlreadyAuthenticated => {
-                    return Attempt::UnknownMethod
+                OnAction::WaitForApproval { return_url } => {
+                    self.wait_for_approval(intent, return_url, now_ms);
                 }
+                // Turned into an approval, or refused, by the callers; kept total.
+                OnAction::Unsupported | OnAction::AlreadyAuthenticated => return None,
             },
-            // Both answered above; kept total rather than panicking.
-            Behaviour::ErrorBeforeCharge | Behaviour::Unknown => return Attempt::UnknownMethod,
+            Behaviour::ErrorBeforeCharge | Behaviour::Unknown => return None,
         }
-        Attempt::Made {
-            intent: Box::new(intent),
-            delivery,
+        Some(delivery)
+    }
+
+    /// `intent` waits in `requires_action` for its customer's approval, sent back to
+    /// `return_url`, for at most `requires_action_for`; approved, it waits for the merchant's
+    /// confirm ([`OnAction::WaitForApproval`]).
+    fn wait_for_approval(&self, intent: &mut Intent, return_url: Option<String>, now_ms: i64) {
+        intent.status = Status::RequiresAction;
+        intent.return_url = return_url;
+        intent.confirm_after_action = true;
+        intent.due_ms = Some(now_ms.saturating_add(millis(self.timings.requires_action_for)));
+    }
+
+    /// Makes a charge just created unconfirmed (`requires_confirmation`, not yet recorded) wait
+    /// for its customer's approval first, whatever its token, as
+    /// [`OnAction::WaitForApproval`] does for a token that asks for authentication: a PSP whose
+    /// customer approves every such payment on the PSP's own page (a wallet, a redirect payment
+    /// method). Returns `false`, changing nothing, for a charge in any other status.
+    pub(crate) fn await_approval(
+        &self,
+        intent: &mut Intent,
+        return_url: Option<String>,
+        now_ms: i64,
+    ) -> bool {
+        if intent.status != Status::RequiresConfirmation {
+            return false;
         }
+        self.wait_for_approval(intent, return_url, now_ms);
+        true
+    }
+
+    /// Confirms the charge `charge_id` waiting in `requires_confirmation` at `now_ms`: attempts
+    /// it with its token exactly as a confirmed create would (`on_action` for a token that asks
+    /// for authentication, unless the customer already completed an action for it), drawing the
+    /// attempt's id then. `pm_fake_error_before_charge` changes nothing
+    /// ([`ConfirmAttempt::FailedBeforeCharge`]); any other status is refused, changing nothing.
+    pub(crate) fn confirm(
+        &mut self,
+        face: &dyn Face,
+        charge_id: &str,
+        on_action: OnAction,
+        now_ms: i64,
+    ) -> ConfirmAttempt {
+        let Some(&index) = self.by_id.get(charge_id) else {
+            return ConfirmAttempt::NoSuchCharge;
+        };
+        if self.intents[index].status != Status::RequiresConfirmation {
+            return ConfirmAttempt::UnexpectedState;
+        }
+        let mut intent = self.intents[index].clone();
+        let on_action = if intent.authenticated {
+            OnAction::AlreadyAuthenticated
+        } else {
+            on_action
+        };
+        let mut behaviour = behaviour_for(&intent.payment_method);
+        if behaviour == Behaviour::Authenticate && on_action == OnAction::AlreadyAuthenticated {
+            behaviour = Behaviour::Approve;
+        }
+        if behaviour == Behaviour::ErrorBeforeCharge {
+            return ConfirmAttempt::FailedBeforeCharge;
+        }
+        let Some(delivery) = self.run_attempt(face, &mut intent, behaviour, on_action, now_ms)
+        else {
+            return ConfirmAttempt::UnexpectedState;
+        };
+        self.intents[index] = intent;
+        self.record_search_version(face, index, now_ms);
+        ConfirmAttempt::Made { index, delivery }
     }
 
     /// Refunds `amount` (default: what is left) of the succeeded charge `charge_id` if that much
@@ -740,8 +872,10 @@ impl Ledger {
     }
 
     /// The customer's answer to the action the charge `charge_id` waits for, at `now_ms`:
-    /// `completed` authorizes it (`succeeded`, or `requires_capture` for a manual capture),
-    /// otherwise it fails with [`Failure::AuthenticationFailed`]. A charge not waiting for an
+    /// `completed` authorizes it (`succeeded`, or `requires_capture` for a manual capture) — or,
+    /// for a charge that waits for approval ([`OnAction::WaitForApproval`]), leaves it
+    /// `requires_confirmation`, authenticated, for the merchant's confirm — otherwise it fails
+    /// with [`Failure::AuthenticationFailed`]. A charge not waiting for an
     /// action any more is left as it is, so a second answer never moves it twice.
     pub(crate) fn complete_action(
         &mut self,
@@ -758,10 +892,15 @@ impl Ledger {
         }
         let expires_after_ms = self.hold_ms(&self.intents[index]);
         let id = self.intents[index].id.clone();
-        let attempt = completed.then(|| face.new_attempt_id(self, &id));
+        // Approved for the merchant to confirm later: nothing is attempted yet.
+        let approved_only = completed && self.intents[index].confirm_after_action;
+        let attempt = (completed && !approved_only).then(|| face.new_attempt_id(self, &id));
         let intent = &mut self.intents[index];
         intent.due_ms = None;
-        if let Some(attempt) = attempt {
+        if approved_only {
+            intent.status = Status::RequiresConfirmation;
+            intent.authenticated = true;
+        } else if let Some(attempt) = attempt {
             intent.latest_charge = Some(attempt);
             if intent.capture_method == CaptureMethod::Manual {
                 intent.authorize(now_ms, expires_after_ms);

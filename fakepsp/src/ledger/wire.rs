@@ -18,9 +18,14 @@ pub struct WireRequest<'a> {
     pub query: Option<&'a str>,
     /// The raw `Authorization` header value, if any.
     pub authorization: Option<&'a str>,
-    /// The raw `Idempotency-Key` header value, if any. Ignored on `GET`, as at Stripe.
+    /// The raw `Idempotency-Key` header value, if any — on the PayPal face the
+    /// `PayPal-Request-Id` header's. Ignored on `GET`, as at Stripe.
     pub idempotency_key: Option<&'a str>,
-    /// The `application/x-www-form-urlencoded` body.
+    /// The raw `Prefer` header value, if any: PayPal's `return=minimal` (its default) or
+    /// `return=representation`; the other faces ignore it.
+    pub prefer: Option<&'a str>,
+    /// The body as it came: `application/x-www-form-urlencoded` (Stripe, Omise, PayPal's token
+    /// endpoint) or JSON (2C2P, Square, PayPal).
     pub body: &'a [u8],
 }
 
@@ -57,10 +62,12 @@ pub struct WireAnswer {
 /// One webhook event.
 #[derive(Clone, Debug)]
 pub struct ModelEvent {
-    /// `evt_...` (Stripe) or `evnt_test_...` (Omise), also the de-duplication key receivers use.
+    /// `evt_...` (Stripe), `evnt_test_...` (Omise), a UUID (Square) or `WH-<17>-<17>`
+    /// (PayPal), also the de-duplication key receivers use.
     pub id: String,
-    /// E.g. `payment_intent.succeeded`, `refund.created`, `charge.refunded` (Stripe's `type`) or
-    /// `charge.create`, `charge.complete`, `refund.create` (Omise's `key`).
+    /// E.g. `payment_intent.succeeded`, `refund.created`, `charge.refunded` (Stripe's `type`),
+    /// `charge.create`, `charge.complete`, `refund.create` (Omise's `key`) or
+    /// `PAYMENT.CAPTURE.COMPLETED` (PayPal's `event_type`).
     pub kind: String,
     /// The event JSON in the face's format, serialised once so that every copy and retry sends
     /// the same bytes.

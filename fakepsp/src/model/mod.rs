@@ -2,8 +2,9 @@
 //! that both the fake PSP's HTTP server and payonce's in-process simulation call, speaking one
 //! PSP's wire format — Stripe's PaymentIntents and Refunds (`faces::stripe`, the default),
 //! Omise's Charges, Refunds and Search (`faces::omise`), 2C2P's Payment Token, Do Payment and
-//! Payment Inquiry (`faces::twoc2p`) or Square's Payments and Refunds (`faces::square`) — as
-//! [`ModelConfig::provider`] says. One model speaks one face.
+//! Payment Inquiry (`faces::twoc2p`), Square's Payments and Refunds (`faces::square`) or
+//! PayPal's OAuth, Orders v2 and Payments v2 (`faces::paypal`) — as [`ModelConfig::provider`]
+//! says. One model speaks one face.
 //!
 //! A [`FakeModel`] is the provider-neutral ledger (`crate::ledger`: charges, refunds, the
 //! idempotency layer, time-driven transitions, search lag, the test tokens) with the face
@@ -26,7 +27,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::faces::{OmiseFace, SquareFace, StripeFace, TwoC2pFace};
+use crate::faces::{OmiseFace, PayPalFace, PayPalSettings, SquareFace, StripeFace, TwoC2pFace};
 pub use crate::ledger::{
     Delivery, FakeCancel, FakeCapture, FakeCharge, FakeRefund, ModelEvent, PageAnswer, WireAnswer,
     WireRequest,
@@ -51,7 +52,8 @@ pub struct ModelConfig {
     /// How long a `pm_fake_processing` PaymentIntent stays `processing` before it succeeds.
     pub processing_for: Duration,
     /// How long a `pm_fake_requires_action` PaymentIntent stays `requires_action` before it fails
-    /// with `authentication_required` (nobody ever authenticates).
+    /// with `authentication_required` (nobody ever authenticates); on the PayPal face, how long an
+    /// order waits for its payer's approval before it lapses.
     pub requires_action_for: Duration,
     /// How long a `pm_fake_slow` answer is held back ([`Delivery::After`]).
     pub slow_delay: Duration,
@@ -79,12 +81,25 @@ pub struct ModelConfig {
     /// How long an authorization (a `capture_method=manual` PaymentIntent in
     /// `requires_capture`) may be captured before the PSP cancels it with
     /// `cancellation_reason: automatic`. Stripe: 7 days for online card payments ("Place a hold
-    /// on a payment method").
+    /// on a payment method"). On the PayPal face, an authorization's `expiration_time`.
     pub authorization_expires_after: Duration,
     /// The fake's own base URL (`http://127.0.0.1:PORT`, no trailing slash), where it sends
     /// customers to act: `next_action.redirect_to_url.url` (Stripe) or `authorize_uri` (Omise)
-    /// is `<base_url>/_fake/authenticate/<id>`. The server sets it to the address it listens on.
+    /// is `<base_url>/_fake/authenticate/<id>`; PayPal's links point under it. The server sets
+    /// it to the address it listens on.
     pub base_url: String,
+    /// PayPal face only: the OAuth client id; the client secret is `api_key`.
+    pub paypal_client_id: String,
+    /// PayPal face only: how long an access token lives (`expires_in`); 32 400 s by default.
+    pub paypal_token_lifetime: Duration,
+    /// PayPal face only: how long an Orders API `PayPal-Request-Id` is remembered (exactly);
+    /// 6 h by default. Payments API ids are remembered 45 days.
+    pub paypal_request_id_ttl: Duration,
+    /// PayPal face only: a create with a vaulted payment source charges at once (`true`, the
+    /// default) or leaves the order `CREATED` for `/capture` or `/authorize`.
+    pub paypal_one_step_vault: bool,
+    /// PayPal face only: the account's "unique invoice id" setting (on by default).
+    pub paypal_unique_invoice_id: bool,
 }
 
 /// [`ModelConfig::base_url`] until the server sets its own: a name that resolves nowhere.
@@ -109,11 +124,18 @@ impl Default for ModelConfig {
             twoc2p_challenge_unregistered: false,
             authorization_expires_after: Duration::from_secs(7 * 24 * 60 * 60),
             base_url: UNSERVED_BASE_URL.to_owned(),
+            paypal_client_id: crate::provider::DEFAULT_PAYPAL_CLIENT_ID.to_owned(),
+            // A live token's `expires_in` (research §1).
+            paypal_token_lifetime: Duration::from_secs(32_400),
+            // "The server stores keys for 6 hours."
+            paypal_request_id_ttl: Duration::from_secs(6 * 60 * 60),
+            paypal_one_step_vault: true,
+            paypal_unique_invoice_id: true,
         }
     }
 }
 
-/// The fake PSP's model, whatever its face (Stripe, Omise, 2C2P or Square). All methods take `&self` (the
+/// The fake PSP's model, whatever its face (Stripe, Omise, 2C2P, Square or PayPal). All methods take `&self` (the
 /// state sits behind a mutex), so one model can be shared between threads; each call is atomic.
 #[derive(Debug)]
 pub struct FakeModel {
@@ -148,6 +170,11 @@ impl FakeModel {
             twoc2p_challenge_unregistered,
             authorization_expires_after,
             base_url,
+            paypal_client_id,
+            paypal_token_lifetime,
+            paypal_request_id_ttl,
+            paypal_one_step_vault,
+            paypal_unique_invoice_id,
         } = config;
         let timings = Timings {
             search_lag_max,
@@ -173,6 +200,16 @@ impl FakeModel {
                     .with_challenge_unregistered(twoc2p_challenge_unregistered),
             ),
             Provider::Square => Box::new(SquareFace::new(api_key, minimum_overrides)),
+            // PayPal documents no minimum amount, so `minimum_overrides` does not apply.
+            Provider::PayPal => Box::new(PayPalFace::new(PayPalSettings {
+                client_id: paypal_client_id,
+                client_secret: api_key,
+                token_lifetime: paypal_token_lifetime,
+                request_id_ttl: paypal_request_id_ttl,
+                one_step_vault: paypal_one_step_vault,
+                unique_invoice_id: paypal_unique_invoice_id,
+                base_url,
+            })),
         };
         Self {
             provider,
@@ -273,7 +310,7 @@ impl FakeModel {
     }
 
     /// Requests seen so far, whatever their answer (401s included): those on `/v1/*` (Stripe),
-    /// every request the model is handed (Omise, 2C2P).
+    /// every request the model is handed (Omise, 2C2P, Square, PayPal: token calls included).
     pub fn requests_seen(&self) -> u64 {
         self.lock().ledger.requests_seen
     }

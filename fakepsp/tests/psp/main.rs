@@ -11,6 +11,7 @@ mod binary;
 mod faults;
 mod idempotency;
 mod omise;
+mod paypal;
 mod refunds;
 mod square;
 mod webhooks;

@@ -79,6 +79,11 @@ impl PayBody {
             Some(raw) => CaptureMethod::parse(raw)
                 .ok_or_else(|| invalid("capture must be \"automatic\" or \"manual\""))?,
         };
+        if capture == CaptureMethod::Manual && !psp.authorizes_alone(&self.payment_method) {
+            return Err(invalid(
+                "capture \"manual\" needs a vaulted payment method on this PSP (paypal_vault:<id> or card_vault:<id>): the buyer's approval at PayPal cannot be held",
+            ));
+        }
         if let Some(url) = &self.return_url {
             if !payonce::http::return_url_allowed(url, checkout_origins) {
                 // Never echo the value back.

@@ -1,6 +1,6 @@
 //! Scheduled event → one bounded reconcile run → its report (also logged).
 
-use payonce::ports::{ChargeStore, InflightScan, OperationStore, Psp, RefundStore};
+use payonce::ports::{ChargeStore, InflightScan, OperationStore, OrderStore, Psp, RefundStore};
 use payonce::service::reconcile::{ReconcileReport, Reconciler};
 
 /// Time kept back from the invocation's deadline: one attempt may take a lookup, a fence, a
@@ -10,7 +10,10 @@ const DEADLINE_RESERVE_MS: i64 = 60_000;
 /// Handles one scheduled invocation; the event's content does not matter. With the invocation's
 /// deadline (epoch milliseconds) the run stops taking attempts in time to finish the last one;
 /// without a plausible one (local tools pass a duration) it runs for its configured bound.
-pub async fn handle<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp>(
+pub async fn handle<
+    S: ChargeStore + RefundStore + OperationStore + OrderStore + InflightScan,
+    P: Psp,
+>(
     reconciler: &Reconciler<S, P>,
     _event: serde_json::Value,
     deadline_ms: Option<i64>,

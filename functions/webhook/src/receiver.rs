@@ -59,6 +59,14 @@ async fn receive<Q: QueueSend>(
                 "no valid signature for this body within the tolerance",
             ))
         }
+        Err(ReceiveError::Signature(SignatureError::KeyUnavailable)) => {
+            // An allowed certificate that did not come: PayPal delivers again.
+            Err(Problem::new(
+                ProblemType::ServiceUnavailable,
+                "the signing certificate could not be fetched; retry later",
+            )
+            .retry_after(Duration::from_secs(5)))
+        }
         Err(ReceiveError::Unreadable(detail)) => {
             Err(Problem::new(ProblemType::MalformedJson, detail))
         }

@@ -135,6 +135,7 @@ impl PspKind {
             PspKind::Omise => "omise",
             PspKind::TwoC2p => "2c2p",
             PspKind::Square => "square",
+            PspKind::PayPal => "paypal",
         }
     }
 
@@ -160,7 +161,7 @@ impl PspKind {
     }
 
     /// The API base used when none is configured. Stripe and Omise serve test and live keys on
-    /// one host; 2C2P and Square have a separate sandbox, used unless `live`.
+    /// one host; 2C2P, Square and PayPal have a separate sandbox, used unless `live`.
     #[cfg(feature = "psp")]
     pub fn default_api_base(self, live: bool) -> &'static str {
         match self {
@@ -170,6 +171,8 @@ impl PspKind {
             PspKind::TwoC2p => crate::adapters::psp::twoc2p::SANDBOX_BASE_URL,
             PspKind::Square if live => crate::adapters::psp::square::SQUARE_API_BASE,
             PspKind::Square => crate::adapters::psp::square::SQUARE_SANDBOX_BASE,
+            PspKind::PayPal if live => crate::adapters::psp::paypal::PAYPAL_API_BASE,
+            PspKind::PayPal => crate::adapters::psp::paypal::PAYPAL_SANDBOX_BASE,
         }
     }
 }
@@ -224,6 +227,9 @@ mod tests {
             PspKind::Omise => secret(r#"{"secret_key":"skey_test_cfg"}"#),
             PspKind::TwoC2p => twoc2p_secret(),
             PspKind::Square => secret(r#"{"access_token":"EAAAsq_cfg","location_id":"L1"}"#),
+            PspKind::PayPal => {
+                secret(r#"{"client_id":"AbPayPal","client_secret":"pp-secret-cfg"}"#)
+            }
         }
     }
 
@@ -238,6 +244,7 @@ mod tests {
             PspKind::Square => secret(
                 r#"{"signature_key":"sq-sig-key","notification_url":"https://api.example.com/webhooks/square"}"#,
             ),
+            PspKind::PayPal => secret(r#"{"webhook_id":"1JE4291016473214C"}"#),
         }
     }
 
@@ -262,6 +269,7 @@ mod tests {
             "c2p-merchant-key",
             "EAAAsq_cfg",
             "sq-sig-key",
+            "pp-secret-cfg",
         ] {
             assert!(!error.contains(value), "the error shows a value: {error}");
         }
@@ -299,12 +307,12 @@ mod tests {
         }
         assert_eq!(
             PspKind::ALL.map(PspKind::name),
-            ["stripe", "omise", "2c2p", "square"]
+            ["stripe", "omise", "2c2p", "square", "paypal"]
         );
-        for unknown in ["paypal", "Stripe", "twoc2p", "fake", ""] {
+        for unknown in ["PayPal", "Stripe", "twoc2p", "fake", ""] {
             let error = PspKind::from_name(unknown).unwrap_err().to_string();
             assert!(
-                error.contains("PSP") && error.contains("stripe, omise, 2c2p, square"),
+                error.contains("PSP") && error.contains("stripe, omise, 2c2p, square, paypal"),
                 "{error}"
             );
         }
@@ -322,6 +330,7 @@ mod tests {
                 ConfiguredPsp::Omise(_) => PspKind::Omise,
                 ConfiguredPsp::TwoC2p(_) => PspKind::TwoC2p,
                 ConfiguredPsp::Square(_) => PspKind::Square,
+                ConfiguredPsp::PayPal(_) => PspKind::PayPal,
             };
             assert_eq!(variant, kind);
             assert_eq!(psp.name(), kind.name());
@@ -429,6 +438,22 @@ mod tests {
                 "notification_url",
             );
         }
+        // PayPal: the REST app's client id and secret; the subscription's webhook id.
+        api_refusal(
+            PspKind::PayPal,
+            &secret(r#"{"client_id":"AbPayPal"}"#),
+            "client_secret",
+        );
+        api_refusal(
+            PspKind::PayPal,
+            &secret(r#"{"client_secret":"pp-secret-cfg"}"#),
+            "client_id",
+        );
+        webhook_refusal(
+            PspKind::PayPal,
+            &secret(r#"{"webhook_id":" "}"#),
+            "webhook_id",
+        );
         assert!(webhook_providers_for(
             PspKind::Square,
             &secret(r#"{"signature_key":"k","notification_url":"http://127.0.0.1:8080/webhooks/square"}"#)

@@ -99,6 +99,13 @@ pub struct PspSecrets {
     /// `notification_url`: the Square subscription's notification URL, byte for byte as
     /// registered (Square signs it with the body).
     pub notification_url: Option<String>,
+    /// `client_id`: the PayPal REST app's client id.
+    pub client_id: Option<String>,
+    /// `client_secret`: the PayPal REST app's secret.
+    pub client_secret: Option<String>,
+    /// `webhook_id`: the id PayPal gave our webhook subscription (it is signed with each
+    /// notification).
+    pub webhook_id: Option<String>,
 }
 
 impl std::fmt::Debug for PspSecrets {
@@ -113,6 +120,9 @@ impl std::fmt::Debug for PspSecrets {
             .field("location_id", &self.location_id)
             .field("signature_key", &shown(&self.signature_key))
             .field("notification_url", &self.notification_url)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &shown(&self.client_secret))
+            .field("webhook_id", &self.webhook_id)
             .finish()
     }
 }
@@ -120,7 +130,7 @@ impl std::fmt::Debug for PspSecrets {
 impl PspSecrets {
     /// Checks the PSP API secret has `kind`'s shape: Stripe's `api_key`, Omise's `secret_key`,
     /// 2C2P's `merchant_id` and `secret_key`, Square's `access_token` (and `location_id`, if
-    /// given, not blank), each present and not blank. Other fields are ignored. Errors name the
+    /// given, not blank), PayPal's `client_id` and `client_secret`, each present and not blank. Other fields are ignored. Errors name the
     /// secret and the field, never a value.
     pub fn check_api(&self, kind: PspKind) -> Result<(), ConfigError> {
         let text = Self::text(SecretRole::Api, kind);
@@ -138,6 +148,10 @@ impl PspSecrets {
                     None => Ok(()),
                 }
             }
+            PspKind::PayPal => {
+                text("client_id", &self.client_id)?;
+                text("client_secret", &self.client_secret)
+            }
         }
     }
 
@@ -145,13 +159,17 @@ impl PspSecrets {
     /// `webhook_secrets` entry, none of them blank (an HMAC under an empty key is one anyone can
     /// compute), Omise's each valid base64; for 2C2P the `merchant_id` and `secret_key` that sign
     /// its notifications; for Square the subscription's `signature_key` and its
-    /// `notification_url`, an absolute `https` URL. Every function that reads the secret checks
+    /// `notification_url`, an absolute `https` URL; for PayPal the subscription's `webhook_id`
+    /// (PayPal signs with its own certificate, fetched from PayPal's hosts only). Every function that reads the secret checks
     /// the whole shape, so a wrong secret stops the first deploy, not a webhook days later.
     pub fn check_webhook(&self, kind: PspKind) -> Result<(), ConfigError> {
         if kind == PspKind::TwoC2p {
             let text = Self::text(SecretRole::Webhook, kind);
             text("merchant_id", &self.merchant_id)?;
             return text("secret_key", &self.secret_key);
+        }
+        if kind == PspKind::PayPal {
+            return Self::text(SecretRole::Webhook, kind)("webhook_id", &self.webhook_id);
         }
         if kind == PspKind::Square {
             let text = Self::text(SecretRole::Webhook, kind);
@@ -238,7 +256,7 @@ pub enum SecretOrigin {
     /// A Secrets Manager secret (its ARN), re-read after the TTL.
     Arn(String),
     /// Fixed at start-up: a local run's JSON, or Stripe's local variable.
-    Fixed(PspSecrets),
+    Fixed(Box<PspSecrets>),
 }
 
 /// Where `role`'s secret comes from: in AWS, the Secrets Manager secret whose ARN is `arn`
@@ -258,7 +276,7 @@ pub fn secret_origin(
     }
     if let Some(json) = json {
         return parse_psp_secrets(&json)
-            .map(SecretOrigin::Fixed)
+            .map(|secrets| SecretOrigin::Fixed(Box::new(secrets)))
             .map_err(|reason| {
                 ConfigError::Env(EnvError::Invalid {
                     name: role.json_variable(),
@@ -267,7 +285,7 @@ pub fn secret_origin(
             });
     }
     match stripe.filter(|_| kind == PspKind::Stripe) {
-        Some(value) => Ok(SecretOrigin::Fixed(match role {
+        Some(value) => Ok(SecretOrigin::Fixed(Box::new(match role {
             SecretRole::Api => PspSecrets {
                 api_key: Some(value),
                 ..PspSecrets::default()
@@ -276,7 +294,7 @@ pub fn secret_origin(
                 webhook_secrets: split_list(&value),
                 ..PspSecrets::default()
             },
-        })),
+        }))),
         None => Err(ConfigError::Env(EnvError::Missing(role.arn_variable()))),
     }
 }
@@ -296,13 +314,14 @@ pub fn secret_source(
             optional(role.stripe_variable()),
         )? {
             SecretOrigin::Arn(arn) => Box::new(SecretsManagerSecret::new(aws, arn, role)),
-            SecretOrigin::Fixed(secrets) => Box::new(FixedSecret(secrets)),
+            SecretOrigin::Fixed(secrets) => Box::new(FixedSecret(*secrets)),
         },
     )
 }
 
 /// Parses the secret's JSON object: `api_key`, `secret_key`, `merchant_id`, `access_token`,
-/// `location_id`, `signature_key`, `notification_url` (strings) and
+/// `location_id`, `signature_key`, `notification_url`, `client_id`, `client_secret`,
+/// `webhook_id` (strings) and
 /// `webhook_secrets` (a comma-separated string, blanks skipped, or an array of strings), each
 /// optional here; which ones the configured PSP needs is checked by
 /// [`PspSecrets::check_api`] and
@@ -333,6 +352,9 @@ pub fn parse_psp_secrets(text: &str) -> Result<PspSecrets, String> {
         location_id: text("location_id"),
         signature_key: text("signature_key"),
         notification_url: text("notification_url"),
+        client_id: text("client_id"),
+        client_secret: text("client_secret"),
+        webhook_id: text("webhook_id"),
     })
 }
 
@@ -368,8 +390,8 @@ pub fn psp_with(
     secrets: &PspSecrets,
 ) -> Result<ConfiguredPsp, ConfigError> {
     use crate::adapters::psp::{
-        OmiseConfig, OmisePsp, SquareConfig, SquarePsp, StripeConfig, StripePsp, TwoC2pConfig,
-        TwoC2pPsp,
+        OmiseConfig, OmisePsp, PayPalConfig, PayPalPsp, SquareConfig, SquarePsp, StripeConfig,
+        StripePsp, TwoC2pConfig, TwoC2pPsp,
     };
     secrets.check_api(settings.kind)?;
     let timeouts = |connect: &mut Duration, request: &mut Duration| {
@@ -419,6 +441,15 @@ pub fn psp_with(
             timeouts(&mut config.connect_timeout, &mut config.request_timeout);
             ConfiguredPsp::Square(SquarePsp::new(config).map_err(ConfigError::PspClient)?)
         }
+        PspKind::PayPal => {
+            let mut config = PayPalConfig::new(
+                PspSecrets::field(&secrets.client_id),
+                PspSecrets::field(&secrets.client_secret),
+            )
+            .with_base_url(base);
+            timeouts(&mut config.connect_timeout, &mut config.request_timeout);
+            ConfiguredPsp::PayPal(PayPalPsp::new(config).map_err(ConfigError::PspClient)?)
+        }
     })
 }
 
@@ -454,7 +485,8 @@ pub fn verifying_scheme(
     secrets: &PspSecrets,
 ) -> Result<Arc<dyn WebhookScheme>, ConfigError> {
     use crate::adapters::psp::{
-        OmiseWebhooks, SquareWebhooks, StripeWebhooks, TwoC2pNotifications,
+        HttpCertFetch, OmiseWebhooks, PayPalWebhooks, SquareWebhooks, StripeWebhooks,
+        TwoC2pNotifications,
     };
     secrets.check_webhook(kind)?;
     let refused = |field: &'static str, problem: String| ConfigError::Secret {
@@ -488,15 +520,32 @@ pub fn verifying_scheme(
             )
             .map_err(|e| refused("signature_key/notification_url", e.to_string()))?,
         ),
+        PspKind::PayPal => {
+            // Certificates from PayPal's own hosts only, over HTTPS, within 3 s.
+            let fetch =
+                HttpCertFetch::new(Duration::from_secs(3)).map_err(ConfigError::PspClient)?;
+            Arc::new(
+                PayPalWebhooks::new(&PspSecrets::field(&secrets.webhook_id), Arc::new(fetch))
+                    .map_err(|e| refused("webhook_id", e.to_string()))?,
+            )
+        }
     })
 }
 
 /// A scheme shared behind an `Arc`, to register in [`Providers`].
 struct SharedScheme(Arc<dyn WebhookScheme>);
 
+#[async_trait::async_trait]
 impl WebhookScheme for SharedScheme {
     fn provider(&self) -> &str {
         self.0.provider()
+    }
+
+    async fn fetch_keys(
+        &self,
+        headers: &lambda_http::http::HeaderMap,
+    ) -> Result<(), crate::ports::SignatureError> {
+        self.0.fetch_keys(headers).await
     }
 
     fn verify(
@@ -523,7 +572,7 @@ pub fn webhook_providers_for(
 }
 
 /// The webhook processor's providers: the configured PSP's scheme (`PSP`), to read the events
-/// the receiver verified and queued. Stripe's, Omise's and Square's events are read without a secret
+/// the receiver verified and queued. Stripe's, Omise's, Square's and PayPal's events are read without a secret
 /// ([`ParseOnlyWebhooks`], which never verifies), so for them the processor reads no secret. A
 /// 2C2P notification is a signed JWT whose claims its scheme reads only after verifying them
 /// with the merchant's secret key, and checks against the merchant id: for 2C2P the processor
@@ -540,7 +589,7 @@ pub async fn webhook_parsers(
             let scheme = webhook_scheme_for(aws, kind).await?;
             Ok((scheme.providers(), Some(scheme)))
         }
-        PspKind::Stripe | PspKind::Omise | PspKind::Square => {
+        PspKind::Stripe | PspKind::Omise | PspKind::Square | PspKind::PayPal => {
             Ok((webhook_parsers_for(kind, None)?, None))
         }
     }
@@ -557,6 +606,7 @@ pub fn webhook_parsers_for(
         PspKind::Stripe => Providers::new().with(ParseOnlyWebhooks::stripe(kind.name())),
         PspKind::Omise => Providers::new().with(ParseOnlyWebhooks::omise(kind.name())),
         PspKind::Square => Providers::new().with(ParseOnlyWebhooks::square(kind.name())),
+        PspKind::PayPal => Providers::new().with(ParseOnlyWebhooks::paypal(kind.name())),
         PspKind::TwoC2p => {
             let secrets = secrets.ok_or(ConfigError::Env(EnvError::Missing(
                 SecretRole::Webhook.arn_variable(),

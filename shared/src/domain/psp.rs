@@ -16,15 +16,18 @@ pub enum PspKind {
     TwoC2p,
     /// Square.
     Square,
+    /// PayPal.
+    PayPal,
 }
 
 impl PspKind {
     /// Every PSP payonce speaks, in the order the template lists them.
-    pub const ALL: [PspKind; 4] = [
+    pub const ALL: [PspKind; 5] = [
         PspKind::Stripe,
         PspKind::Omise,
         PspKind::TwoC2p,
         PspKind::Square,
+        PspKind::PayPal,
     ];
 
     /// Whether payonce can refund through this PSP (2C2P's refunds need its Payment Maintenance
@@ -36,11 +39,15 @@ impl PspKind {
 
     /// Whether payonce can authorize now and capture later through this PSP: Stripe
     /// (`capture_method=manual`), Omise (`capture=false`, captured whole) and Square
-    /// (`autocomplete: false`, completed whole); not 2C2P, whose
+    /// (`autocomplete: false`, completed whole) and PayPal (intent `AUTHORIZE`, with a vaulted
+    /// payment method); not 2C2P, whose
     /// captures and voids need its Payment Maintenance API. Without it `capture: "manual"` is
     /// answered 409 `capture-not-supported` before anything is claimed.
     pub fn captures_later(self) -> bool {
-        matches!(self, Self::Stripe | Self::Omise | Self::Square)
+        matches!(
+            self,
+            Self::Stripe | Self::Omise | Self::Square | Self::PayPal
+        )
     }
 
     /// The smallest total this PSP charges in `currency`, in minor units; `None` if it does not
@@ -58,6 +65,8 @@ impl PspKind {
     ///   Canada; UNCONFIRMED elsewhere), and charges only in its seller's country's currency:
     ///   payonce knows four of those (USD, EUR, GBP, JPY; not THB or SGD, where Square does not
     ///   take payments).
+    /// - PayPal documents none beyond a positive amount (UNCONFIRMED); payonce offers the
+    ///   currencies it knows that PayPal takes: all six (THB and SGD among PayPal's).
     pub fn minimum_charge_minor(self, currency: Currency) -> Option<i64> {
         match self {
             PspKind::Stripe => Some(match currency {
@@ -75,6 +84,7 @@ impl PspKind {
                 Currency::Jpy | Currency::Usd | Currency::Eur | Currency::Gbp => Some(1),
                 Currency::Thb | Currency::Sgd => None,
             },
+            PspKind::PayPal => Some(1),
         }
     }
 
@@ -89,6 +99,9 @@ impl PspKind {
     /// - Square: a payment token of its Web Payments SDK (`cnon:…`) or a card on file
     ///   (`ccof:…`), letters, digits, `_` or `-` after the colon; `pm_…` test tokens are
     ///   accepted too (the sandbox's).
+    /// - PayPal: `paypal` (the buyer approves at PayPal, which needs a `return_url`), a vaulted
+    ///   PayPal wallet `paypal_vault:<id>` or card `card_vault:<id>` (PayPal's vault ids:
+    ///   letters, digits, `_` or `-`), and the sandbox's `pm_…` test tokens (vaulted cards).
     pub fn accepts_payment_method(self, token: &str) -> bool {
         let word = |rest: &str| {
             !rest.is_empty()
@@ -121,7 +134,29 @@ impl PspKind {
                     .is_some_and(square)
                     || token.strip_prefix("pm_").is_some_and(word)
             }
+            PspKind::PayPal => {
+                let vault = |rest: &str| {
+                    !rest.is_empty()
+                        && token.len() <= 255
+                        && rest
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                };
+                token == "paypal"
+                    || token
+                        .strip_prefix("paypal_vault:")
+                        .or_else(|| token.strip_prefix("card_vault:"))
+                        .is_some_and(vault)
+                    || token.strip_prefix("pm_").is_some_and(word)
+            }
         }
+    }
+
+    /// Whether a payment with `token` can be authorized alone, for a manual capture: PayPal
+    /// authorizes only a vaulted source (the buyer's approval at PayPal, `paypal`, cannot be
+    /// held); every other PSP authorizes any token it accepts.
+    pub fn authorizes_alone(self, token: &str) -> bool {
+        !(self == PspKind::PayPal && token == "paypal")
     }
 
     /// What [`PspKind::accepts_payment_method`] accepts, as the ECMA-262 regular expression the
@@ -132,6 +167,9 @@ impl PspKind {
             PspKind::Omise => "^(tokn_[A-Za-z0-9_]{1,250}|pm_[A-Za-z0-9_]{1,252})$",
             PspKind::TwoC2p => "^[A-Za-z0-9+/=_.-]{4,2048}$",
             PspKind::Square => "^((cnon|ccof):[A-Za-z0-9_-]{1,250}|pm_[A-Za-z0-9_]{1,252})$",
+            PspKind::PayPal => {
+                "^(paypal|(paypal_vault|card_vault):[A-Za-z0-9_-]{1,242}|pm_[A-Za-z0-9_]{1,252})$"
+            }
         }
     }
 
@@ -143,6 +181,9 @@ impl PspKind {
             PspKind::TwoC2p => "a 2C2P securePayToken: up to 2048 letters, digits or + / = _ . -",
             PspKind::Square => {
                 "a Square payment token (cnon:…) or card on file (ccof:…): letters, digits, _ or - after the colon"
+            }
+            PspKind::PayPal => {
+                "paypal (the buyer approves at PayPal), or a vaulted paypal_vault:<id> or card_vault:<id>"
             }
         }
     }

@@ -366,6 +366,11 @@ pub trait Psp: Send + Sync {
     /// Proves whether the PSP ever ran `request`'s key, by re-sending the create under the
     /// same key without confirming it (search APIs lag, so "not found" is never proof).
     async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError>;
+    /// How long the PSP keeps a charge's idempotency key at least: a create is never re-sent,
+    /// nor a fence relied on, past it. 24 hours by default (Stripe's documented minimum).
+    fn charge_keys_kept(&self) -> Duration {
+        Duration::from_secs(24 * 3600)
+    }
     /// Cancels an unconfirmed charge created by [`Psp::fence`].
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError>;
     /// Whether a capture may take less than the whole authorization (Omise's ordinary
@@ -426,6 +431,10 @@ pub enum Fence {
     /// authorizes under it, and payonce completes only a payment whose PSP id it stored — which
     /// it never stores for an attempt it gives up. Nothing was, nor can be, charged.
     Voided,
+    /// The PSP offers no proof that a key was never used, but answers a re-send under it with
+    /// what the key made (or makes the one charge now) while it keeps keys (PayPal's request
+    /// ids, [`Psp::charge_keys_kept`]): re-send the byte-identical create.
+    Resend,
 }
 
 /// An amount a PSP reports (in an event or a lookup), to be checked against ours.

@@ -18,6 +18,10 @@ pub enum SignatureError {
     /// The signed timestamp is outside the tolerance (401).
     #[error("the signature timestamp is outside the tolerance")]
     Stale,
+    /// The key to verify with could not be had right now (PayPal's certificate, from an allowed
+    /// host that did not answer): 503, so the PSP delivers again.
+    #[error("the signing key could not be fetched right now")]
+    KeyUnavailable,
 }
 
 /// A verified PSP event, as payonce reads it.
@@ -58,9 +62,19 @@ pub struct RefundEvent {
 }
 
 /// A PSP's webhook scheme: verification of the raw body, then parsing.
+#[async_trait::async_trait]
 pub trait WebhookScheme: Send + Sync {
     /// The provider name in `/webhooks/{provider}`.
     fn provider(&self) -> &str;
+    /// Fetches what [`WebhookScheme::verify`] needs and the request names (PayPal's certificate,
+    /// from an allowed origin only), before it is called; by default nothing.
+    async fn fetch_keys(
+        &self,
+        headers: &lambda_http::http::HeaderMap,
+    ) -> Result<(), SignatureError> {
+        let _ = headers;
+        Ok(())
+    }
     /// Verifies the raw body against the request's signature headers at `now_s`.
     fn verify(
         &self,

@@ -578,8 +578,13 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                 key: record.key.to_string(),
                 reason: format!("payment {} of the record is missing", record.attempt_id),
             })?;
-        let too_late =
-            self.store.now_ms() - payment.created_at_ms > duration_ms(self.config.takeover_window);
+        // A re-send under the key is safe only while the PSP keeps keys (PayPal: 6 hours).
+        let window = self.config.takeover_window.min(
+            self.psp
+                .charge_keys_kept()
+                .saturating_sub(Duration::from_secs(3600)),
+        );
+        let too_late = self.store.now_ms() - payment.created_at_ms > duration_ms(window);
         if payment.status != PaymentStatus::Processing || too_late {
             // Settled meanwhile (webhook, reconcile), or too old to re-send safely: record the
             // state as it is under the lapsed lease; only reconcile moves it further.

@@ -61,13 +61,18 @@ pub async fn store_authorized<S: ChargeStore + ?Sized>(
 }
 
 /// The PSP payment to complete, if `stored` (as [`store_authorized`] left it) may be completed:
-/// still processing, under the very id `authorized` names. Settled meanwhile (a fence gave the
-/// attempt up, a webhook, another completion), or word about another payment: none.
+/// still processing — or waiting for a buyer the PSP says approved (PayPal) — under the very id
+/// `authorized` names. Settled meanwhile (a fence gave the attempt up, a webhook, another
+/// completion), or word about another payment: none.
 pub fn completable(stored: &Payment, authorized: &Settlement) -> Option<String> {
     let named = authorized.provider_payment_id()?;
     let stored_under_it = stored.provider_payment_id.as_ref() == Some(named)
         || active(Mutation::CompleteBeforeStored);
-    (stored.status == PaymentStatus::Processing && stored_under_it).then(|| named.clone())
+    let open = matches!(
+        stored.status,
+        PaymentStatus::Processing | PaymentStatus::RequiresAction
+    );
+    (open && stored_under_it).then(|| named.clone())
 }
 
 /// Completes `payment`'s PSP payment `provider_payment_id` within `timeout` (a capture of all

@@ -24,9 +24,9 @@ use crate::domain::{
 };
 use crate::idempotency::{Lease, LeaseToken, RecordKey, RecordState, StoreError, TakeoverOutcome};
 use crate::ports::{
-    ChargeRequest, ChargeStore, Fence, FinishedBy, InflightScan, OperationStore, Psp, PspError,
-    PspLookup, RefundLeaseOutcome, RefundOutcome, RefundRecordWrite, RefundRequest, RefundStore,
-    SenderFence, SettleOutcome,
+    ChargeRequest, ChargeStore, Fence, FinishedBy, InflightScan, OperationStore, OrderStore, Psp,
+    PspError, PspLookup, RefundLeaseOutcome, RefundOutcome, RefundRecordWrite, RefundRequest,
+    RefundStore, SenderFence, SettleOutcome,
 };
 use serde::Serialize;
 use std::time::Duration;
@@ -233,7 +233,9 @@ pub struct Reconciler<S, P> {
     config: ReconcileConfig,
 }
 
-impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Reconciler<S, P> {
+impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, P: Psp>
+    Reconciler<S, P>
+{
     /// The job over the payments store (attempts, refunds and their records) and the PSP.
     pub fn new(store: S, psp: P, config: ReconcileConfig) -> Self {
         Self { store, psp, config }
@@ -311,6 +313,26 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
         Ok(report)
     }
 
+    /// How old an attempt may be for a fence, or a re-send of its create, to be relied on:
+    /// the configured window, within the time the PSP keeps keys less an hour.
+    fn fence_window_ms(&self) -> i64 {
+        let kept = self
+            .psp
+            .charge_keys_kept()
+            .saturating_sub(Duration::from_secs(3600));
+        duration_ms(self.config.fence_window.min(kept))
+    }
+
+    /// Whether `payment`'s order is still held by it (stored `processing` under it): an attempt
+    /// keeps its order from its claim until it settles, unless it gave it back as never sent.
+    async fn holds_its_order(&self, payment: &Payment) -> Result<bool, ReconcileError> {
+        Ok(self
+            .store
+            .get_order(&payment.order_id)
+            .await?
+            .is_some_and(|order| order.payment_id.as_deref() == Some(payment.payment_id.as_str())))
+    }
+
     /// Reconciles one attempt.
     pub async fn reconcile_one(&self, payment_id: &str) -> Result<Reconciled, ReconcileError> {
         let Some(payment) = self.store.get_payment(payment_id).await? else {
@@ -362,9 +384,7 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
                 return Ok(Reconciled::Pending);
             }
             Some(settlement) => settlement,
-            None if matches!(lookup, PspLookup::NotFound)
-                && age_ms > duration_ms(self.config.fence_window) =>
-            {
+            None if matches!(lookup, PspLookup::NotFound) && age_ms > self.fence_window_ms() => {
                 // The PSP may have forgotten the key: a fence could create a new charge and
                 // "prove" nothing. Only an operator can settle this attempt now.
                 tracing::error!(
@@ -413,7 +433,17 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
                             Settlement::Refused
                         }
                     }
-                    Fence::KeyUsed => {
+                    Fence::Resend if !self.holds_its_order(&payment).await? => {
+                        // An attempt that gave its order back did so because no call under its
+                        // key could have reached the PSP (the not-sent rule): nothing to send
+                        // again, and a re-send would charge a customer told nothing was charged.
+                        tracing::info!(
+                            payment_id,
+                            "an attempt released as never sent: given up without a call"
+                        );
+                        Settlement::Abandoned
+                    }
+                    Fence::KeyUsed | Fence::Resend => {
                         // The key holds the original request's stored answer, yet no charge
                         // shows (an error answer creates none, or search lags): re-send the
                         // byte-identical request, which the PSP answers from its store and
@@ -559,6 +589,20 @@ impl<S: ChargeStore + RefundStore + OperationStore + InflightScan, P: Psp> Recon
         };
         // Word that moves nothing (the action still open, the authorization still held) is as
         // good as none: the bounds below still apply.
+        // A buyer approved an order the PSP waits for us to capture (PayPal): capture it now.
+        let settlement = match settlement {
+            Some(approved) if complete::needs_completion(payment, &approved) => {
+                let budget = self.budget();
+                let timeout = budget.call_timeout(self.store.now_ms(), &self.config);
+                match (complete::completable(payment, &approved), timeout) {
+                    (Some(provider_payment_id), Some(timeout)) => {
+                        complete::complete(&self.psp, payment, provider_payment_id, timeout).await
+                    }
+                    _ => None,
+                }
+            }
+            other => other,
+        };
         let settlement = settlement.filter(|s| transition(payment, s) != Transition::Unchanged);
         let settlement = match settlement {
             Some(settlement) => settlement,

@@ -96,14 +96,19 @@ impl<Q: QueueSend> WebhookReceiver<Q> {
         if body.len() > MAX_WEBHOOK_BYTES {
             return Err(ReceiveError::TooLarge);
         }
-        // The raw bytes are verified before anything parses them.
-        scheme
-            .verify(headers, body, self.clock.now_s())
+        // The raw bytes are verified before anything parses them; a key the request names
+        // (PayPal's certificate) is fetched first, from an allowed origin only.
+        let verified = match scheme.fetch_keys(headers).await {
+            Ok(()) => scheme.verify(headers, body, self.clock.now_s()),
+            Err(error) => Err(error),
+        };
+        verified
             .inspect_err(|error| {
                 crate::metrics::count_webhook(crate::metrics::WEBHOOK_SIGNATURE_REJECTED, provider);
                 // A header that does not parse or verify: a secret out of step with the PSP, or
-                // a forgery. A request with no signature header at all is not worth waking anyone.
-                if !matches!(error, SignatureError::Missing) {
+                // a forgery. A request with no signature header at all is not worth waking
+                // anyone, nor is a key that could not be fetched this time (the PSP retries).
+                if !matches!(error, SignatureError::Missing | SignatureError::KeyUnavailable) {
                     tracing::warn!(provider, error = %error, alarm = "webhook-signature", "webhook signature refused");
                 }
             })?;

@@ -1,7 +1,7 @@
 //! The conformance cases, each written once for any [`Face`].
 
 use super::harness::{post, Delivery, Pipeline, WebhookEndpoint};
-use super::{Approval, EventFacts, Face, FenceProof, LookupBy};
+use super::{Approval, EventFacts, Face, FenceProof, LookupBy, PayerAction};
 use payonce::adapters::psp::twoc2p_ids::invoice_no_for;
 use payonce::clock::{Clock, SystemClock};
 use payonce::domain::{OperationKind, Payment, PaymentStatus, Progress, Settlement};
@@ -12,7 +12,7 @@ use payonce::ports::{
 use payonce::service::webhooks::{Processed, QueuedEvent, PROVIDER_ATTRIBUTE};
 use payonce::service::{ChargeConfig, EventApplied};
 use payonce_fake_psp::{FakeCharge, FakePspConfig};
-use payonce_tests::stack::{adapter_at, api_event, PaymentStack, Reply};
+use payonce_tests::stack::{adapter_at, api_event, PaymentStack, Reply, CHECKOUT_ORIGIN};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -178,12 +178,13 @@ fn completion(request: &ChargeRequest, provider_payment_id: &str) -> OperationRe
     }
 }
 
-/// Whether `settlement` is the PSP's word that it approved a good card: succeeded, or on a PSP
-/// that approves then is completed, authorized.
+/// Whether `settlement` is the PSP's word that it approved a good card: succeeded, on a PSP
+/// that approves then is completed authorized, on one that captures at once captured.
 fn is_approval<F: Face>(settlement: &Settlement) -> bool {
     match F::APPROVAL {
         Approval::Charges => matches!(settlement, Settlement::Succeeded { .. }),
         Approval::ApprovesThenCompleted => matches!(settlement, Settlement::Authorized { .. }),
+        Approval::Captures => matches!(settlement, Settlement::Captured { .. }),
     }
 }
 
@@ -510,9 +511,9 @@ pub async fn lost_response<F: Face>() {
         assert_eq!(first.json["status"], "processing");
         assert!(first.header("retry-after").is_some());
     }
-    if F::APPROVAL == Approval::ApprovesThenCompleted {
-        // (Square: the create, its re-send under the key, which Square answers with the one
-        // payment, then the completion)
+    if F::LOOKUP == LookupBy::StoredId {
+        // (A PSP that cannot be searched by our reference: the create, then its re-send under
+        // the key, which the PSP answers with the one payment; on Square then the completion)
         assert_eq!(stack.psp.requests_seen(), F::CHARGE_REQUESTS + 1);
     }
     // AND the PSP's own webhooks, through receiver, SQS and processor, settle it
@@ -637,7 +638,7 @@ pub async fn slow<F: Face>() {
         pipeline.poll(&stack).await;
         let stored = stack.payment(&payment_id).await;
         let moved = match F::APPROVAL {
-            Approval::Charges => stored.status.as_str() != "processing",
+            Approval::Charges | Approval::Captures => stored.status.as_str() != "processing",
             Approval::ApprovesThenCompleted => {
                 stored.status.as_str() != "processing" || stored.provider_payment_id.is_some()
             }
@@ -675,6 +676,24 @@ pub async fn lookup_states<F: Face>() {
                 matches!(&lookup, PspLookup::Succeeded { provider_payment_id, .. } if *provider_payment_id == id),
                 "{lookup:?}"
             );
+        }
+        Approval::Captures => {
+            // Charged in the create; the lookup reads the capture, of the whole amount
+            assert_eq!(
+                created,
+                PspOutcome::Approved {
+                    provider_payment_id: id.clone()
+                }
+            );
+            let lookup = look_up::<F>(&stack, &approved, Some(&id)).await;
+            assert!(
+                matches!(&lookup, PspLookup::Captured { provider_payment_id, amount_captured, amount }
+                    if *provider_payment_id == id && *amount_captured == F::AMOUNT
+                        && amount.as_ref().map(|a| (a.minor, a.currency.as_str()))
+                            == Some((F::AMOUNT, F::CURRENCY.as_str()))),
+                "{lookup:?}"
+            );
+            assert_eq!(stack.psp.succeeded_charges_for(&approved.payment_id), 1);
         }
         Approval::ApprovesThenCompleted => {
             assert!(
@@ -718,6 +737,10 @@ pub async fn lookup_states<F: Face>() {
 
     // Non-final states are pending, never "not found"
     for token in ["pm_fake_processing", "pm_fake_requires_action"] {
+        if token == "pm_fake_requires_action" && F::PAYER_ACTION == PayerAction::NeedsReturnUrl {
+            payer_must_act::<F>(&stack, token).await;
+            continue;
+        }
         let waiting = charge_request::<F>(token);
         let created = psp.create_charge(&waiting, timeout).await;
         let charge = the_charge(&stack, &waiting.payment_id);
@@ -753,7 +776,63 @@ pub async fn lookup_states<F: Face>() {
     if F::LOOKUP == LookupBy::StoredId {
         assert_eq!(stack.psp.requests_seen(), seen);
     }
-    assert_eq!(stack.psp.charges().len(), 4);
+    // (One more where the payer's action was asked for both without and with a return URL.)
+    let payer_charges = usize::from(F::PAYER_ACTION == PayerAction::NeedsReturnUrl);
+    assert_eq!(stack.psp.charges().len(), 4 + payer_charges);
+}
+
+/// On a PSP that hands a payer's action only to a create with somewhere to send them back to
+/// (`token`, whose payer must act): without a return URL the create is answered as an
+/// authentication nobody can be sent to, naming the charge the PSP made; with one, as the
+/// action, at the PSP's page. Either way the charge waits for its payer (nothing is charged),
+/// and a lookup by the stored id says where.
+async fn payer_must_act<F: Face>(stack: &PaymentStack, token: &str) {
+    let psp = stack.charge.psp();
+    let timeout = Duration::from_secs(10);
+    let nowhere = charge_request::<F>(token);
+    let answered = psp.create_charge(&nowhere, timeout).await;
+    let charge = the_charge(stack, &nowhere.payment_id);
+    let id = F::psp_id(&charge);
+    assert_eq!(
+        answered,
+        PspOutcome::AuthenticationRequired {
+            provider_payment_id: Some(id.clone())
+        },
+        "{token}"
+    );
+    assert_eq!(charge.outcome, "pending", "{token}");
+    let lookup = look_up::<F>(stack, &nowhere, Some(&id)).await;
+    assert!(
+        matches!(&lookup, PspLookup::ActionRequired { provider_payment_id, .. } if *provider_payment_id == id),
+        "{token}: {lookup:?}"
+    );
+    let waiting = ChargeRequest {
+        return_url: Some(format!("{CHECKOUT_ORIGIN}/return")),
+        ..charge_request::<F>(token)
+    };
+    let created = psp.create_charge(&waiting, timeout).await;
+    let charge = the_charge(stack, &waiting.payment_id);
+    let id = F::psp_id(&charge);
+    let PspOutcome::ActionRequired {
+        provider_payment_id,
+        redirect_url,
+    } = created
+    else {
+        panic!("{token}: {created:?}")
+    };
+    assert_eq!(provider_payment_id, id, "{token}");
+    assert_eq!(charge.outcome, "pending", "{token}");
+    let lookup = look_up::<F>(stack, &waiting, Some(&id)).await;
+    assert_eq!(
+        lookup,
+        PspLookup::ActionRequired {
+            provider_payment_id: id,
+            redirect_url
+        },
+        "{token}"
+    );
+    assert_eq!(stack.psp.succeeded_charges_for(&nowhere.payment_id), 0);
+    assert_eq!(stack.psp.succeeded_charges_for(&waiting.payment_id), 0);
 }
 
 pub async fn fence<F: Face>() {
@@ -821,6 +900,35 @@ pub async fn fence<F: Face>() {
             };
             assert_eq!(again, expected);
             assert_eq!(stack.psp.succeeded_charges_for(&unused.payment_id), 0);
+        }
+        FenceProof::Resend => {
+            // No proof and no call: the PSP keeps the key long enough for reconcile to send the
+            // create again under it
+            assert_eq!(fence, Fence::Resend);
+            assert_eq!(stack.psp.requests_seen(), seen, "nothing was asked");
+            assert_eq!(psp.charge_keys_kept(), Duration::from_secs(6 * 3600));
+            // The re-send reconcile makes charges once under the key
+            let resent = psp.create_charge(&unused, Duration::from_secs(10)).await;
+            let PspOutcome::Approved {
+                provider_payment_id,
+            } = resent.clone()
+            else {
+                panic!("the re-send charges: {resent:?}")
+            };
+            let charge = the_charge(&stack, &unused.payment_id);
+            assert_eq!(
+                (charge.id.as_str(), charge.idempotency_key.as_deref()),
+                (
+                    provider_payment_id.as_str(),
+                    Some(unused.idempotency_key.as_str())
+                )
+            );
+            // AND a late create of the original attempt under the same key is answered with
+            // that one charge: nothing more is charged
+            let late = psp.create_charge(&unused, Duration::from_secs(10)).await;
+            assert_eq!(late, resent);
+            assert_eq!(charges_for(&stack, &unused.payment_id).len(), 1);
+            assert_eq!(stack.psp.succeeded_charges_for(&unused.payment_id), 1);
         }
         FenceProof::VoidedByKey => {
             // One cancel by the key, which found nothing and made nothing.
@@ -891,7 +999,7 @@ pub async fn fence<F: Face>() {
     let used = charge_request::<F>("pm_card_visa");
     let created = psp.create_charge(&used, Duration::from_secs(10)).await;
     match (F::APPROVAL, &created) {
-        (Approval::Charges, PspOutcome::Approved { .. }) => {}
+        (Approval::Charges | Approval::Captures, PspOutcome::Approved { .. }) => {}
         (
             Approval::ApprovesThenCompleted,
             PspOutcome::Authorized {
@@ -926,6 +1034,12 @@ pub async fn fence<F: Face>() {
         FenceProof::VoidedByKey => {
             assert!(fence.is_err(), "{fence:?}");
             assert!(the_charge(&stack, &used.payment_id).cancels.is_empty());
+        }
+        // The re-send is answered with what the key made: the same charge, not a second.
+        FenceProof::Resend => {
+            assert_eq!(fence.expect("fence"), Fence::Resend);
+            let again = psp.create_charge(&used, Duration::from_secs(10)).await;
+            assert_eq!(again, created);
         }
     }
     assert_eq!(stack.psp.succeeded_charges_for(&used.payment_id), 1);
@@ -1036,7 +1150,7 @@ pub async fn webhook_five_times_in_sequence<F: Face>() {
 
     // THEN five messages were processed, one transition written (none where the undecided
     // create already stored what the approval says), the queue drained
-    let transitions = u64::from(!id_stored_before_approval::<F>());
+    let transitions = u64::from(!approval_already_stored::<F>());
     assert_eq!(processed.len(), 5);
     assert_eq!(
         stack
@@ -1137,7 +1251,7 @@ pub async fn webhook_five_times_at_once<F: Face>() {
 
     // THEN one transition, one dedup record (none where the undecided create already stored
     // what the approval says), the queue drained
-    let transitions = usize::from(!id_stored_before_approval::<F>());
+    let transitions = usize::from(!approval_already_stored::<F>());
     assert_eq!(moved, transitions);
     assert_eq!(pipeline.depth().await, 0);
     assert_eq!(dedup_records(&stack).await.len(), transitions);
@@ -1147,11 +1261,12 @@ pub async fn webhook_five_times_at_once<F: Face>() {
     assert_paid_once::<F>(&stack, USER, "k", &order, "pm_fake_processing", &payment_id).await;
 }
 
-/// Whether the payment [`processing_payment`] leaves holds its PSP id before the approval's
-/// webhook: on a PSP that cannot be asked by our reference, the undecided create's answer
-/// stored it.
-fn id_stored_before_approval<F: Face>() -> bool {
-    F::LOOKUP == LookupBy::StoredId
+/// Whether the payment [`processing_payment`] leaves already holds all the approval's webhook
+/// says: on a PSP that approves then is completed and cannot be asked by our reference, the
+/// undecided create's answer stored the PSP id, and the approval only names it again. (Where
+/// the approval is the capture itself, it settles the payment.)
+fn approval_already_stored<F: Face>() -> bool {
+    F::APPROVAL == Approval::ApprovesThenCompleted && F::LOOKUP == LookupBy::StoredId
 }
 
 /// Posts each delivery and processes it before the next, so the processor sees them in order.
@@ -1175,7 +1290,8 @@ pub async fn webhooks_reordered<F: Face>() {
     let (order_a, payment_a, charge_a) = processing_payment::<F>(&stack, "ann", "ka").await;
     let (order_b, payment_b, charge_b) = processing_payment::<F>(&stack, "bob", "kb").await;
     let events = |payment: &str, charge: &str| {
-        [false, true].map(|succeeded| F::event(&facts::<F>(payment, charge, succeeded), now_s))
+        [false, true]
+            .map(|succeeded| F::event(&facts::<F>(payment, charge, succeeded), now_s, &stack.psp))
     };
 
     // WHEN A's arrive as they happened: the decline, then the success
@@ -1237,6 +1353,7 @@ pub async fn late_failure<F: Face>() {
     let late = F::event(
         &facts::<F>(&payment_id, &charge, false),
         SystemClock.now_s(),
+        &stack.psp,
     );
     let answer = pipeline.post(F::WEBHOOK_PROVIDER, &late).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
@@ -1264,10 +1381,10 @@ pub async fn signature_attacks<F: Face>() {
         "charge_1",
         true,
     );
-    let valid = F::event(&facts, now_s);
+    let valid = F::event(&facts, now_s, &stack.psp);
 
     // WHEN every forgery of the face's scheme, an unknown provider and an oversized body arrive
-    for attack in F::attacks(&facts, now_s) {
+    for attack in F::attacks(&facts, now_s, &stack.psp) {
         let reply = pipeline.post(F::WEBHOOK_PROVIDER, &attack.delivery).await;
         assert_eq!(
             (reply.status, reply.problem_type()),
@@ -1277,7 +1394,7 @@ pub async fn signature_attacks<F: Face>() {
             reply.body
         );
     }
-    let unknown = pipeline.post("paypal", &valid).await;
+    let unknown = pipeline.post("adyen", &valid).await;
     assert_eq!(
         (unknown.status, unknown.problem_type()),
         (404, "/problems/not-found")

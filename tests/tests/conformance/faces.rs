@@ -1,16 +1,22 @@
-//! The four PSPs as the conformance suite sees them: the fake's face, the amounts, and each
+//! The five PSPs as the conformance suite sees them: the fake's face, the amounts, and each
 //! one's webhooks in its own wire format (the shapes the fake's event builders write), signed as
 //! the fake signs them, and forged the ways its scheme must refuse.
 
 use super::harness::{Attack, Delivery};
-use super::{Approval, EventFacts, Face, FenceProof, LookupBy};
+use super::{Approval, EventFacts, Face, FenceProof, LookupBy, PayerAction};
 use payonce::adapters::psp::b64::{self, Alphabet};
+use payonce::adapters::psp::paypal_webhook::{
+    AUTH_ALGO, CERT_URL, TRANSMISSION_ID, TRANSMISSION_SIG, TRANSMISSION_TIME,
+};
 use payonce::adapters::psp::twoc2p_ids::invoice_no_for;
 use payonce::domain::Currency;
 use payonce_fake_psp::{
     sign_omise_webhook, sign_square_webhook, sign_twoc2p_jwt, sign_webhook, FakeCharge,
-    FakePspConfig, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_SQUARE_SIGNATURE_KEY,
+    FakePspConfig, RunningFakePsp, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_SQUARE_SIGNATURE_KEY,
     DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_WEBHOOK_SECRET,
+};
+use payonce_fake_psp::{
+    sign_paypal_webhook, PayPalSigner, DEFAULT_PAYPAL_WEBHOOK_ID, PAYPAL_AUTH_ALGO,
 };
 use payonce_tests::stack::{FAKE_API_KEY, SQUARE_NOTIFICATION_URL};
 use serde_json::{json, Value};
@@ -68,6 +74,7 @@ impl Face for Stripe {
     const FENCE: FenceProof = FenceProof::CanceledIntent;
     const APPROVAL: Approval = Approval::Charges;
     const LOOKUP: LookupBy = LookupBy::OurId;
+    const PAYER_ACTION: PayerAction = PayerAction::Waits;
     // The confirmed PaymentIntent create.
     const CHARGE_REQUESTS: u64 = 1;
 
@@ -75,7 +82,7 @@ impl Face for Stripe {
         FakePspConfig::default()
     }
 
-    fn event(facts: &EventFacts, now_s: i64) -> Delivery {
+    fn event(facts: &EventFacts, now_s: i64, _psp: &RunningFakePsp) -> Delivery {
         let body = Self::body(facts);
         Delivery {
             headers: header(
@@ -86,7 +93,7 @@ impl Face for Stripe {
         }
     }
 
-    fn attacks(facts: &EventFacts, now_s: i64) -> Vec<Attack> {
+    fn attacks(facts: &EventFacts, now_s: i64, _psp: &RunningFakePsp) -> Vec<Attack> {
         let body = Self::body(facts);
         let signed = |secret: &str, at: i64, body: &str| Delivery {
             headers: header(
@@ -191,6 +198,7 @@ impl Face for Omise {
     const FENCE: FenceProof = FenceProof::Unprovable;
     const APPROVAL: Approval = Approval::Charges;
     const LOOKUP: LookupBy = LookupBy::OurId;
+    const PAYER_ACTION: PayerAction = PayerAction::Waits;
     // The charge create.
     const CHARGE_REQUESTS: u64 = 1;
 
@@ -198,11 +206,11 @@ impl Face for Omise {
         FakePspConfig::omise()
     }
 
-    fn event(facts: &EventFacts, now_s: i64) -> Delivery {
+    fn event(facts: &EventFacts, now_s: i64, _psp: &RunningFakePsp) -> Delivery {
         Self::signed(&Self::key(), &now_s.to_string(), &Self::body(facts))
     }
 
-    fn attacks(facts: &EventFacts, now_s: i64) -> Vec<Attack> {
+    fn attacks(facts: &EventFacts, now_s: i64, _psp: &RunningFakePsp) -> Vec<Attack> {
         let body = Self::body(facts);
         let now = now_s.to_string();
         let valid = Self::signed(&Self::key(), &now, &body);
@@ -330,6 +338,7 @@ impl Face for TwoC2p {
     const FENCE: FenceProof = FenceProof::TakenInvoice;
     const APPROVAL: Approval = Approval::Charges;
     const LOOKUP: LookupBy = LookupBy::OurId;
+    const PAYER_ACTION: PayerAction = PayerAction::Waits;
     // The Payment Token, the Do Payment, then the Payment Inquiry.
     const CHARGE_REQUESTS: u64 = 3;
 
@@ -342,12 +351,12 @@ impl Face for TwoC2p {
         invoice.expect("a 2C2P charge has an invoice number")
     }
 
-    fn event(facts: &EventFacts, _now_s: i64) -> Delivery {
+    fn event(facts: &EventFacts, _now_s: i64, _psp: &RunningFakePsp) -> Delivery {
         Self::envelope(&sign_twoc2p_jwt(FAKE_API_KEY, &Self::claims(facts)))
     }
 
     /// No timestamp is signed (2C2P sends none), so there is no stale-signature attack.
-    fn attacks(facts: &EventFacts, _now_s: i64) -> Vec<Attack> {
+    fn attacks(facts: &EventFacts, _now_s: i64, _psp: &RunningFakePsp) -> Vec<Attack> {
         let claims = Self::claims(facts);
         let valid = sign_twoc2p_jwt(FAKE_API_KEY, &claims);
         let segments: Vec<&str> = valid.split('.').collect();
@@ -514,6 +523,7 @@ impl Face for Square {
     const FENCE: FenceProof = FenceProof::VoidedByKey;
     const APPROVAL: Approval = Approval::ApprovesThenCompleted;
     const LOOKUP: LookupBy = LookupBy::StoredId;
+    const PAYER_ACTION: PayerAction = PayerAction::Waits;
     // The create (approved), then the completion of the payment whose id was stored.
     const CHARGE_REQUESTS: u64 = 2;
 
@@ -521,7 +531,7 @@ impl Face for Square {
         FakePspConfig::square()
     }
 
-    fn event(facts: &EventFacts, _now_s: i64) -> Delivery {
+    fn event(facts: &EventFacts, _now_s: i64, _psp: &RunningFakePsp) -> Delivery {
         Self::signed(
             DEFAULT_SQUARE_SIGNATURE_KEY,
             SQUARE_NOTIFICATION_URL,
@@ -529,7 +539,7 @@ impl Face for Square {
         )
     }
 
-    fn attacks(facts: &EventFacts, _now_s: i64) -> Vec<Attack> {
+    fn attacks(facts: &EventFacts, _now_s: i64, _psp: &RunningFakePsp) -> Vec<Attack> {
         let body = Self::body(facts);
         let valid = sign_square_webhook(
             DEFAULT_SQUARE_SIGNATURE_KEY,
@@ -590,6 +600,314 @@ impl Face for Square {
                 "not base64",
                 Self::with_signature(format!("{valid}!"), &body),
             ),
+        ]
+    }
+}
+
+/// PayPal: Orders v2 with a vaulted card, charged in the create (the fake's default one-step
+/// mode); webhooks signed as PayPal signs them: `PAYPAL-TRANSMISSION-SIG`, the base64 of an RSA
+/// PKCS#1 v1.5 SHA-256 signature over `<transmission id>|<transmission time>|<webhook id>|<crc32
+/// of the raw body>` by the key of the certificate `PAYPAL-CERT-URL` names. The signer is the
+/// running fake's, and the certificate the one it serves on its own origin, the only origin the
+/// stack's receiver fetches from.
+pub struct PayPal;
+
+/// A PayPal delivery's transmission, as its headers state it.
+struct Transmission {
+    id: String,
+    time: String,
+    cert_url: String,
+    algorithm: String,
+}
+
+impl PayPal {
+    /// A `PAYMENT.CAPTURE.COMPLETED` / `PAYMENT.CAPTURE.DECLINED` event in PayPal's envelope, its
+    /// resource the capture as the Payments API writes it (`capture-2`): our payment id as
+    /// `custom_id` and `invoice_id`, the order in `supplementary_data.related_ids`; a declined
+    /// one with `status_details.reason`.
+    fn body(facts: &EventFacts) -> String {
+        let (kind, status, summary) = if facts.succeeded {
+            (
+                "PAYMENT.CAPTURE.COMPLETED",
+                "COMPLETED",
+                "Payment completed",
+            )
+        } else {
+            ("PAYMENT.CAPTURE.DECLINED", "DECLINED", "Payment declined")
+        };
+        let currency = facts.currency.as_str().to_ascii_uppercase();
+        let value = facts.currency.decimal_from_minor(facts.amount);
+        // PayPal's event ids are `WH-<17>-<17>`, its object ids upper-case letters and digits.
+        let upper = facts.event_id.to_ascii_uppercase();
+        let (first, rest) = upper.split_at(upper.len().min(17));
+        let mut capture = json!({
+            "id": format!("3C{}", &first[..first.len().min(15)]),
+            "status": status,
+            "amount": {"currency_code": currency, "value": value},
+            "final_capture": true,
+            "seller_protection": {"status": "NOT_ELIGIBLE"},
+            "custom_id": facts.payment_id,
+            "invoice_id": facts.payment_id,
+            "supplementary_data": {"related_ids": {"order_id": facts.provider_payment_id}},
+            "create_time": "2026-11-29T10:00:00Z",
+            "update_time": "2026-11-29T10:00:01Z",
+        });
+        if !facts.succeeded {
+            capture["status_details"] = json!({"reason": "DECLINED_BY_RISK_FRAUD_FILTERS"});
+        }
+        json!({"id": format!("WH-{first}-{rest}"), "event_version": "1.0",
+               "create_time": "2026-11-29T10:00:01.000Z", "resource_type": "capture",
+               "resource_version": "2.0", "event_type": kind,
+               "summary": format!("{summary} for {value} {currency}"), "resource": capture})
+        .to_string()
+    }
+
+    /// The running fake's signer (the PayPal face has one).
+    fn signer(psp: &RunningFakePsp) -> std::sync::Arc<PayPalSigner> {
+        psp.paypal_signer()
+            .expect("the PayPal face signs its webhooks")
+    }
+
+    /// A transmission at `now_s` naming the fake's certificate, as the fake sends one.
+    fn transmission(psp: &RunningFakePsp, now_s: i64) -> Transmission {
+        Transmission {
+            id: uuid::Uuid::new_v4().to_string(),
+            time: rfc3339(now_s),
+            cert_url: psp
+                .paypal_cert_url()
+                .expect("the PayPal face's certificate"),
+            algorithm: PAYPAL_AUTH_ALGO.to_owned(),
+        }
+    }
+
+    /// `body` with the headers of `transmission` and `signature`.
+    fn delivery(transmission: &Transmission, signature: String, body: &str) -> Delivery {
+        Delivery {
+            headers: vec![
+                (TRANSMISSION_ID.to_owned(), transmission.id.clone()),
+                (TRANSMISSION_TIME.to_owned(), transmission.time.clone()),
+                (TRANSMISSION_SIG.to_owned(), signature),
+                (CERT_URL.to_owned(), transmission.cert_url.clone()),
+                (AUTH_ALGO.to_owned(), transmission.algorithm.clone()),
+            ],
+            body: body.to_owned(),
+        }
+    }
+
+    /// `body` sent as `transmission`, signed by `signer` for the subscription `webhook_id` over
+    /// what the transmission states.
+    fn signed(
+        signer: &PayPalSigner,
+        webhook_id: &str,
+        transmission: &Transmission,
+        body: &str,
+    ) -> Delivery {
+        let signature = sign_paypal_webhook(
+            signer,
+            &transmission.id,
+            &transmission.time,
+            webhook_id,
+            body.as_bytes(),
+        );
+        Self::delivery(transmission, signature, body)
+    }
+
+    /// `delivery` with header `name` set to `value` (the signature left as it was).
+    fn with_header(mut delivery: Delivery, name: &str, value: String) -> Delivery {
+        for (header, old) in &mut delivery.headers {
+            if header == name {
+                *old = value.clone();
+            }
+        }
+        delivery
+    }
+}
+
+/// Epoch seconds as PayPal writes a transmission time (RFC 3339, UTC, whole seconds).
+fn rfc3339(epoch_s: i64) -> String {
+    let text = payonce::logging::rfc3339_ms(epoch_s * 1000);
+    text.replace(".000Z", "Z")
+}
+
+impl Face for PayPal {
+    const NAME: &'static str = "paypal";
+    const WEBHOOK_PROVIDER: &'static str = "paypal";
+    // Yen, which PayPal writes without decimals ("3000").
+    const CURRENCY: Currency = Currency::Jpy;
+    const AMOUNT: i64 = 3000;
+    // PayPal documents no minimum beyond a positive amount: the face refuses 0 with 422
+    // CANNOT_BE_ZERO_OR_NEGATIVE, a refusal every re-send repeats.
+    const BELOW_MINIMUM: i64 = 0;
+    const BELOW_MINIMUM_ANSWER: (u16, &'static str) = (402, "/problems/payment-failed");
+    // A total of nothing is refused as invalid (it is below every minimum).
+    const BELOW_MINIMUM_ORDER_PROBLEM: &'static str = "/problems/invalid-request";
+    // A completed order holding a declined capture, its `status_details.reason`.
+    const DECLINE_CODE: &'static str = "DECLINED_BY_RISK_FRAUD_FILTERS";
+    // An unknown vault id is 422 TOKEN_ID_NOT_FOUND: the payment method is rejected.
+    const REJECTED_METHOD_ANSWER: (u16, &'static str) = (402, "/problems/payment-method-rejected");
+    // The adapter sends a create whose answer was lost again at once under its request id, and
+    // PayPal's replay (200) answers the one order, captured.
+    const LOST_RESPONSE_STATUS: u16 = 201;
+    // PAYMENT.CAPTURE.COMPLETED.
+    const CHARGE_WEBHOOKS: usize = 1;
+    const REFUNDS: bool = true;
+    // The capture's refund is COMPLETED at once for an ordinary card.
+    const REFUND_STARTS_PENDING: bool = false;
+    const FENCE: FenceProof = FenceProof::Resend;
+    const APPROVAL: Approval = Approval::Captures;
+    const LOOKUP: LookupBy = LookupBy::StoredId;
+    const PAYER_ACTION: PayerAction = PayerAction::NeedsReturnUrl;
+    // The OAuth token (the adapter's first call), then the create.
+    const CHARGE_REQUESTS: u64 = 2;
+
+    fn fake() -> FakePspConfig {
+        FakePspConfig::paypal()
+    }
+
+    fn event(facts: &EventFacts, now_s: i64, psp: &RunningFakePsp) -> Delivery {
+        Self::signed(
+            &Self::signer(psp),
+            DEFAULT_PAYPAL_WEBHOOK_ID,
+            &Self::transmission(psp, now_s),
+            &Self::body(facts),
+        )
+    }
+
+    fn attacks(facts: &EventFacts, now_s: i64, psp: &RunningFakePsp) -> Vec<Attack> {
+        let body = Self::body(facts);
+        let signer = Self::signer(psp);
+        let at = |now_s: i64| Self::transmission(psp, now_s);
+        let valid = Self::signed(&signer, DEFAULT_PAYPAL_WEBHOOK_ID, &at(now_s), &body);
+        let mut tampered = valid.clone();
+        tampered.body = body.replace(&facts.payment_id, "pay_someone_else");
+        let header_of = |name: &str| {
+            valid
+                .headers
+                .iter()
+                .find(|(header, _)| header == name)
+                .map(|(_, value)| value.clone())
+                .unwrap_or_default()
+        };
+        let without = |name: &str| Delivery {
+            headers: valid
+                .headers
+                .iter()
+                .filter(|(header, _)| header != name)
+                .cloned()
+                .collect(),
+            body: body.clone(),
+        };
+        // The same delivery, signed over what it states, but naming another certificate URL.
+        let naming = |cert_url: String| {
+            let transmission = Transmission {
+                cert_url,
+                ..at(now_s)
+            };
+            Self::signed(&signer, DEFAULT_PAYPAL_WEBHOOK_ID, &transmission, &body)
+        };
+        let base = psp.base_url();
+        let port = psp.local_addr().port();
+        let another_key = PayPalSigner::generate().expect("an RSA key");
+        vec![
+            Attack::invalid("tampered body", tampered),
+            Attack::invalid(
+                "signed by another key",
+                Self::signed(&another_key, DEFAULT_PAYPAL_WEBHOOK_ID, &at(now_s), &body),
+            ),
+            Attack::invalid(
+                "signed for another subscription's webhook id",
+                Self::signed(&signer, "WH0THERSUBSCRIPT", &at(now_s), &body),
+            ),
+            Attack::invalid(
+                "another transmission id",
+                Self::with_header(
+                    valid.clone(),
+                    TRANSMISSION_ID,
+                    uuid::Uuid::new_v4().to_string(),
+                ),
+            ),
+            Attack::invalid(
+                "signature moved to another time",
+                Self::with_header(valid.clone(), TRANSMISSION_TIME, rfc3339(now_s - 10)),
+            ),
+            Attack::invalid(
+                "transmission 301 s old",
+                Self::signed(&signer, DEFAULT_PAYPAL_WEBHOOK_ID, &at(now_s - 301), &body),
+            ),
+            // (Further ahead than the tolerance by a margin: the attacks are posted a few
+            // seconds after `now_s`, which brings a time ahead closer.)
+            Attack::invalid(
+                "transmission 330 s ahead",
+                Self::signed(&signer, DEFAULT_PAYPAL_WEBHOOK_ID, &at(now_s + 330), &body),
+            ),
+            Attack::invalid(
+                "another algorithm",
+                Self::with_header(valid.clone(), AUTH_ALGO, "SHA1withRSA".into()),
+            ),
+            // Certificate URLs off the allow-list (the fake's origin exactly) are never fetched.
+            Attack::invalid(
+                "a certificate on PayPal's own host (not the sandbox's)",
+                naming("https://api.paypal.com/v1/notifications/certs/CERT-1".into()),
+            ),
+            Attack::invalid(
+                "a certificate on a foreign host",
+                naming("https://evil.example/_fake/paypal/cert.pem".into()),
+            ),
+            Attack::invalid(
+                "a certificate on the fake's port under another host name",
+                naming(format!("http://localhost:{port}/_fake/paypal/cert.pem")),
+            ),
+            Attack::invalid(
+                "a certificate on the fake's host and port over https",
+                naming(format!("https://127.0.0.1:{port}/_fake/paypal/cert.pem")),
+            ),
+            Attack::invalid(
+                "a certificate URL with credentials",
+                naming(format!(
+                    "http://user@127.0.0.1:{port}/_fake/paypal/cert.pem"
+                )),
+            ),
+            Attack::missing("missing transmission id", without(TRANSMISSION_ID)),
+            Attack::missing("missing transmission time", without(TRANSMISSION_TIME)),
+            Attack::missing("missing signature", without(TRANSMISSION_SIG)),
+            Attack::missing("missing certificate URL", without(CERT_URL)),
+            Attack::missing("missing algorithm", without(AUTH_ALGO)),
+            Attack::missing(
+                "signature not base64",
+                Self::with_header(
+                    valid.clone(),
+                    TRANSMISSION_SIG,
+                    format!("{}!", header_of(TRANSMISSION_SIG)),
+                ),
+            ),
+            Attack::missing(
+                "empty signature",
+                Self::with_header(valid.clone(), TRANSMISSION_SIG, String::new()),
+            ),
+            Attack::missing(
+                "transmission time not RFC 3339",
+                Self::with_header(valid.clone(), TRANSMISSION_TIME, now_s.to_string()),
+            ),
+            Attack::missing(
+                "a separator in the transmission id",
+                Self::signed(
+                    &signer,
+                    DEFAULT_PAYPAL_WEBHOOK_ID,
+                    &Transmission {
+                        id: format!("{}|{}", header_of(TRANSMISSION_ID), facts.event_id),
+                        ..at(now_s)
+                    },
+                    &body,
+                ),
+            ),
+            // An allowed origin that serves no certificate: nothing can be verified now, and
+            // PayPal is asked to deliver again (503), rather than told the delivery is forged.
+            Attack {
+                name: "a certificate URL on the allowed origin that serves none",
+                delivery: naming(format!("{base}/_fake/paypal/no-such-cert.pem")),
+                status: 503,
+                problem: "/problems/service-unavailable",
+            },
         ]
     }
 }

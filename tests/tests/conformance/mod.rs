@@ -2,7 +2,7 @@
 //! wire format: every case is written once in [`cases`], generic over a [`Face`] (what differs
 //! between PSPs: the fake's face, the currency and amounts, the decline code, how a webhook is
 //! signed and forged, whether refunds exist, what the fence proves, how a charge is approved and
-//! looked up), and instantiated below for `stripe`, `omise`, `twoc2p` and `square`, so
+//! looked up), and instantiated below for `stripe`, `omise`, `twoc2p`, `square` and `paypal`, so
 //! `cargo test -p payonce-tests conformance::omise` runs one PSP.
 //!
 //! The cases go through the whole stack where that is what a client sees (the status and problem
@@ -35,6 +35,11 @@
 //!   for an attempt it gave up, so nothing made under the key can move money, including a
 //!   create that lands late. A key whose payment was completed is refused, which proves
 //!   nothing; reconcile then looks that payment up by its stored id.
+//! - **PayPal**: none, and no call ([`FenceProof::Resend`]). PayPal keeps an Orders request id
+//!   6 hours (`Psp::charge_keys_kept`) and answers a re-send under it with what the first
+//!   request made, so reconcile re-sends the attempt's byte-identical create within that window:
+//!   the key makes at most one order, and a late create of the original attempt is answered with
+//!   that same order.
 //!
 //! **Square charges in two steps** ([`Approval::ApprovesThenCompleted`]). The create only
 //! approves (`autocomplete: false`). The charge path stores the id, then completes the
@@ -45,17 +50,28 @@
 //! approval then only fills in the id, since the webhook processor never calls the PSP, and a
 //! reconcile run completes the payment. Square cannot be searched by our reference
 //! ([`LookupBy::StoredId`]).
+//!
+//! **PayPal charges a vaulted card in the create** ([`Approval::Captures`], the fake's default
+//! one-step mode): the order comes back `COMPLETED` with its capture, so the create answers
+//! approved, while PayPal's lookups and webhooks word it as the order's capture
+//! (`Captured`). A payer's action is handed over only to a create with a return URL
+//! ([`PayerAction::NeedsReturnUrl`]). PayPal cannot be searched by our reference either
+//! ([`LookupBy::StoredId`]); a create whose answer was lost is sent again at once under its
+//! request id. Its webhooks are signed with RSA by the running fake's key, and name the
+//! certificate the fake serves on its own origin, so [`Face::event`] and [`Face::attacks`] take
+//! the running fake.
 
 mod cases;
 mod faces;
 mod harness;
 
 use payonce::domain::Currency;
-use payonce_fake_psp::{FakeCharge, FakePspConfig};
+use payonce_fake_psp::{FakeCharge, FakePspConfig, RunningFakePsp};
 
 /// What a conformance case needs to know about one PSP.
 pub trait Face: Send + Sync + 'static {
-    /// The provider name payonce stores on payments (`stripe`, `omise`, `2c2p`, `square`).
+    /// The provider name payonce stores on payments (`stripe`, `omise`, `2c2p`, `square`,
+    /// `paypal`).
     const NAME: &'static str;
     /// The provider name its webhooks arrive under (`/webhooks/{name}`) in the test stack.
     const WEBHOOK_PROVIDER: &'static str;
@@ -89,6 +105,8 @@ pub trait Face: Send + Sync + 'static {
     const APPROVAL: Approval;
     /// How payonce looks a charge up at the PSP.
     const LOOKUP: LookupBy;
+    /// What the PSP does with a charge whose payer must act, when the create names no return URL.
+    const PAYER_ACTION: PayerAction;
     /// The PSP requests one payment with a good card costs (the create, and whatever the
     /// adapter asks next in the same invocation).
     const CHARGE_REQUESTS: u64;
@@ -103,12 +121,12 @@ pub trait Face: Send + Sync + 'static {
     }
 
     /// A webhook delivery about `facts`, in the face's wire format, signed (at `now_s`) as the
-    /// fake signs its own.
-    fn event(facts: &EventFacts, now_s: i64) -> harness::Delivery;
+    /// running fake `psp` signs its own (PayPal: with its key, naming its certificate's URL).
+    fn event(facts: &EventFacts, now_s: i64, psp: &RunningFakePsp) -> harness::Delivery;
 
     /// Forged or damaged deliveries of `facts` (the scheme's own attacks), each with the status
     /// and problem type the receiver must refuse it with.
-    fn attacks(facts: &EventFacts, now_s: i64) -> Vec<harness::Attack>;
+    fn attacks(facts: &EventFacts, now_s: i64, psp: &RunningFakePsp) -> Vec<harness::Attack>;
 }
 
 /// What a PSP's fence can prove about a key (see the module documentation).
@@ -124,6 +142,9 @@ pub enum FenceProof {
     /// ([`payonce::ports::Fence::Voided`]). Nothing made under the key is ever completed, so
     /// nothing can move money. A key whose payment was completed is refused: no proof.
     VoidedByKey,
+    /// PayPal: no proof and no call ([`payonce::ports::Fence::Resend`]); a re-send of the
+    /// create under the key, while the PSP keeps it, is answered with what the key made.
+    Resend,
 }
 
 /// What a PSP's create does with a good card.
@@ -139,6 +160,23 @@ pub enum Approval {
     /// (Square's `PENDING`) is stored from the create's own answer, so the webhook of its
     /// approval then changes nothing.
     ApprovesThenCompleted,
+    /// It charges by capturing at once (PayPal's vaulted card: the order `COMPLETED` with its
+    /// capture). The create answers approved; the PSP's lookups and webhooks word it as a capture
+    /// (`Captured`), which settles the payment as a success does.
+    Captures,
+}
+
+/// What a PSP's create answers for a charge whose payer must act (`pm_fake_requires_action`)
+/// when it names no return URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayerAction {
+    /// An undecided charge, pending until the payer acts or it lapses (Stripe, Omise, 2C2P,
+    /// Square).
+    Waits,
+    /// An authentication nobody can be sent to (`PspOutcome::AuthenticationRequired`, naming
+    /// the order, which waits at its `payer-action` link for a payer payonce never sends there,
+    /// then lapses); with a return URL, that link as the action (PayPal).
+    NeedsReturnUrl,
 }
 
 /// How payonce looks a charge up at the PSP.
@@ -196,3 +234,4 @@ conformance!(stripe, crate::conformance::faces::Stripe);
 conformance!(omise, crate::conformance::faces::Omise);
 conformance!(twoc2p, crate::conformance::faces::TwoC2p);
 conformance!(square, crate::conformance::faces::Square);
+conformance!(paypal, crate::conformance::faces::PayPal);

@@ -988,7 +988,7 @@ async fn a_store_outage_answers_503_with_retry_after_and_calls_no_psp() {
 /// The request budget of a first charge and of its replay, per PSP: what the README states. A
 /// PSP that only authorizes (Square) costs one write more, to store its payment's id before the
 /// completion, and a second PSP call; 2C2P's one payment is a token, the Do Payment and an
-/// inquiry.
+/// inquiry; PayPal's an OAuth token (once per token) and the order, charged in the create.
 #[tokio::test]
 async fn each_psp_charges_within_its_request_budget_and_replays_from_one_request() {
     use payonce_fake_psp::FakePspConfig;
@@ -998,6 +998,7 @@ async fn each_psp_charges_within_its_request_budget_and_replays_from_one_request
         (FakePspConfig::omise(), 3, 1),
         (FakePspConfig::twoc2p(), 3, 3),
         (FakePspConfig::square(), 4, 2),
+        (FakePspConfig::paypal(), 3, 2),
     ];
     for (fake, dynamodb, psp_calls) in budgets {
         let provider = fake.provider;

@@ -5,6 +5,7 @@ mod bad_input;
 mod charge;
 mod checkout;
 mod checkout_2c2p;
+mod checkout_paypal;
 mod checkout_square;
 mod concurrency;
 mod limits;

@@ -1,6 +1,6 @@
 //! What the Square face writes: Payment and PaymentRefund objects, error bodies, webhook events,
 //! ids and version tokens (shapes of `square/connect-api-specification`'s `api.json`, cited as
-//! `spec:L<n>` in `/work/research/square.md`, and of the sandbox captures it quotes).
+//! `spec:L<n>` in `docs/psp-research-square.md`, and of the sandbox captures it quotes).
 
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};

@@ -9,10 +9,9 @@
 //! `Ledger::key_state`, `Ledger::defer_refund_success`) after validating a request in Square's
 //! terms (`params`).
 //!
-//! Sources are `/work/research/square.md` (Square's OpenAPI spec `square/connect-api-specification`
-//! `api.json` at release 2025-08-20, cited `spec:L<n>`, and the pages it cites) and the face's
-//! brief (`/work/research/square-face-brief.md`); the inspection fields are this crate's own
-//! contract (its top-level docs). Each rule names what it follows; where Square says nothing,
+//! Sources are `docs/psp-research-square.md` (Square's OpenAPI spec
+//! `square/connect-api-specification` `api.json` at release 2025-08-20, cited `spec:L<n>`, and
+//! the pages it cites); the inspection fields are this crate's own contract (its top-level docs). Each rule names what it follows; where Square says nothing,
 //! the rule says "UNCONFIRMED: the fake's choice" and what the fake does:
 //!
 //! - **Authentication** (spec:L141, L221; active_merchant's trace): `Authorization: Bearer

@@ -2,6 +2,7 @@
 //! module per face, named after it, and the helpers they share.
 
 mod omise;
+mod paypal;
 mod square;
 mod stripe;
 mod twoc2p;

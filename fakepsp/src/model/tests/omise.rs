@@ -44,6 +44,7 @@ fn request<'a>(
         query,
         authorization,
         idempotency_key: key,
+        prefer: None,
         body: body.as_bytes(),
     }
 }

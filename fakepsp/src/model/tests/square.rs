@@ -43,6 +43,7 @@ fn call(
             query: None,
             authorization,
             idempotency_key: None,
+            prefer: None,
             body: body.as_bytes(),
         },
         now_ms,

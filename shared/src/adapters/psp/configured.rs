@@ -7,7 +7,7 @@
 //! already verified, for the schemes whose reading needs no secret (Stripe, Omise, Square).
 
 use super::transport::{HttpTransport, PspTransport};
-use super::{OmisePsp, SquarePsp, StripePsp, TwoC2pPsp};
+use super::{OmisePsp, PayPalPsp, SquarePsp, StripePsp, TwoC2pPsp};
 use crate::domain::{Payment, RefundSettlement};
 use crate::ports::{
     ChargeRequest, Fence, OperationOutcome, OperationRequest, Psp, PspError, PspEvent, PspLookup,
@@ -28,6 +28,8 @@ pub enum ConfiguredPsp<T = HttpTransport> {
     TwoC2p(TwoC2pPsp<T>),
     /// Square's Payments and Refunds.
     Square(SquarePsp<T>),
+    /// PayPal's Orders and Payments.
+    PayPal(PayPalPsp<T>),
 }
 
 /// Hands the call to the adapter held, whichever it is.
@@ -38,6 +40,7 @@ macro_rules! delegate {
             ConfiguredPsp::Omise($psp) => $call,
             ConfiguredPsp::TwoC2p($psp) => $call,
             ConfiguredPsp::Square($psp) => $call,
+            ConfiguredPsp::PayPal($psp) => $call,
         }
     };
 }
@@ -70,6 +73,10 @@ impl<T: PspTransport> Psp for ConfiguredPsp<T> {
 
     async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError> {
         delegate!(self, psp => psp.fence(request).await)
+    }
+
+    fn charge_keys_kept(&self) -> Duration {
+        delegate!(self, psp => psp.charge_keys_kept())
     }
 
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError> {
@@ -128,6 +135,14 @@ impl ParseOnlyWebhooks {
         Self {
             provider: provider.into(),
             parse: super::omise_webhook::parse_event,
+        }
+    }
+
+    /// Reads PayPal events (`paypal_events::parse_event`) under `provider`.
+    pub fn paypal(provider: impl Into<String>) -> Self {
+        Self {
+            provider: provider.into(),
+            parse: super::paypal_events::parse_event,
         }
     }
 
@@ -201,6 +216,7 @@ mod tests {
             ConfiguredPsp::Omise(p) => p.transport().calls(),
             ConfiguredPsp::TwoC2p(p) => p.transport().calls(),
             ConfiguredPsp::Square(p) => p.transport().calls(),
+            ConfiguredPsp::PayPal(p) => p.transport().calls(),
         }
     }
 
