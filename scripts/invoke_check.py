@@ -216,6 +216,12 @@ def main():
 
         r = invoke("reconcile", "reconcile-schedule.json")
         check("reconcile: scheduled run -> report", r.get("examined") == 0 and r.get("errors") == 0, r)
+        r = invoke("reconcile", "reconcile-request-sqs.json", with_ids(payment_id=payment_id))
+        check("reconcile: a request for a settled payment -> already settled",
+              r.get("examined") == 1 and r.get("already_settled") == 1 and r.get("errors") == 0, r)
+        r = invoke("reconcile", "reconcile-request-sqs.json")
+        check("reconcile: a request for an unknown payment -> skipped",
+              r.get("examined") == 1 and r.get("skipped") == 1 and r.get("errors") == 0, r)
         r = invoke("cleanup", "cleanup-schedule.json")
         check("cleanup: scheduled run -> report", r.get("finished") is True and r.get("deleted_records") == 0, r)
 

@@ -53,6 +53,9 @@ pub struct Sandbox<S, I, Q> {
     pub records: I,
     /// The queue the processor polls.
     pub queue: Q,
+    /// The processor's requests to reconcile one payment now (a PSP's approval), which
+    /// [`Sandbox::reconcile_on_request_forever`] polls as the reconcile function's SQS trigger.
+    pub reconcile_requests: payonce::adapters::memory::MemoryQueue,
     /// The HS256 secret tokens are verified with.
     pub jwt_secret: String,
     /// The demo checkout page.
@@ -111,6 +114,39 @@ where
                 }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(error = %error, "the webhook queue is unavailable"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Polls the reconcile requests as the reconcile function's SQS trigger would: one at a
+    /// time, each deleted once reconciled, a failed one left to reappear.
+    pub async fn reconcile_on_request_forever(self: Arc<Self>) {
+        loop {
+            match self
+                .reconcile_requests
+                .receive(1, Duration::from_secs(60))
+                .await
+            {
+                Ok(messages) if !messages.is_empty() => {
+                    for message in messages {
+                        let report = self
+                            .reconciler
+                            .reconcile_requested([message.body.as_str()])
+                            .await;
+                        if report.errors == 0 {
+                            let _ = self
+                                .reconcile_requests
+                                .delete(&message.receipt_handle)
+                                .await;
+                        }
+                    }
+                    continue;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(error = %error, "the reconcile requests are unavailable")
+                }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

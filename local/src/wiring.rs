@@ -18,6 +18,7 @@ use payonce::ports::{
 };
 use payonce::service::limits::{AttemptLimiter, AttemptLimits};
 use payonce::service::reconcile::{ReconcileConfig, Reconciler};
+use payonce::service::reconcile_soon::QueuedRequests;
 use payonce::service::webhooks::{
     ProcessorConfig, Providers, WebhookProcessor, WebhookReceiver, MAX_WEBHOOK_BYTES,
 };
@@ -349,6 +350,7 @@ where
             .adapter(&context.psp_url, &context.secrets)
     };
     let providers = context.webhooks.clone();
+    let reconcile_requests = MemoryQueue::new(system_clock(), 1024);
     let sandbox = Arc::new(Sandbox {
         orders: OrderService::new(
             store.clone(),
@@ -372,7 +374,8 @@ where
         refund: RefundService::new(store.clone(), adapter()?, RefundConfig::default()),
         operations: OperationService::new(store.clone(), adapter()?, OperationConfig::default()),
         receiver: WebhookReceiver::new(providers.clone(), queue.clone(), system_clock()),
-        processor: WebhookProcessor::new(store.clone(), providers, ProcessorConfig::default()),
+        processor: WebhookProcessor::new(store.clone(), providers, ProcessorConfig::default())
+            .with_reconcile_soon(Arc::new(QueuedRequests(reconcile_requests.clone()))),
         reconciler: Reconciler::new(
             store,
             adapter()?,
@@ -383,6 +386,7 @@ where
         ),
         records,
         queue,
+        reconcile_requests,
         jwt_secret: context.jwt_secret.clone(),
         page: crate::sandbox_page(),
         page_csp: crate::exposure::page_csp(crate::sandbox_page()),
@@ -394,6 +398,7 @@ where
     });
     let tasks = [
         tokio::spawn(sandbox.clone().process_queue_forever()),
+        tokio::spawn(sandbox.clone().reconcile_on_request_forever()),
         tokio::spawn(
             sandbox
                 .clone()

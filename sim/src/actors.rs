@@ -42,8 +42,8 @@ const TOKENS: &[(&str, u32)] = &[
 pub(crate) const CHECKOUT_ORIGIN: &str = "https://shop.example";
 
 /// How a shopper checks out: at once, with a card that asks for 3-D Secure (with or without a
-/// page to come back to; every PSP), or authorized now for staff to capture later (Stripe,
-/// Omise).
+/// page to come back to; every PSP), approving at PayPal (PayPal), or authorized now for staff
+/// to capture later (the PSPs that hold an authorization).
 fn pick_flow(world: &World, psp: PspKind, request: &mut PayRequest) {
     if !world.checkout_flows() {
         return;
@@ -55,6 +55,10 @@ fn pick_flow(world: &World, psp: PspKind, request: &mut PayRequest) {
         if world.chance(0.85) {
             request.return_url = Some(format!("{CHECKOUT_ORIGIN}/checkout/return"));
         }
+    } else if draw < 16 && psp == PspKind::PayPal {
+        // The buyer approves at PayPal, then payonce captures the approved order.
+        request.payment_method = "paypal".to_owned();
+        request.return_url = Some(format!("{CHECKOUT_ORIGIN}/checkout/return"));
     } else if draw < 22 && psp.captures_later() {
         request.capture = CaptureMethod::Manual;
     }

@@ -1,5 +1,5 @@
 //! The background loops of a run: the PSP's webhook deliveries, the queue's processor, the
-//! reconcile schedule, the cleanup job, and the clock jumps. They reach the system through
+//! reconcile schedule and its requests, the cleanup job, and the clock jumps. They reach the system through
 //! [`System`] only.
 
 use crate::check::Observed;
@@ -215,6 +215,88 @@ pub(crate) async fn reconcile_every_5_minutes(system: Arc<System>) {
     }
 }
 
+/// SQS: a reconcile request that failed is received again after this (6 x reconcile's timeout).
+const REQUEST_VISIBILITY: Duration = Duration::from_secs(720);
+
+/// The reconcile function's SQS trigger: a request is picked up a moment after the processor
+/// sends it (one per invocation, within the function's reserved concurrency, shared with the
+/// schedule), its payment reconciled in an invocation that may die, overlapping whatever else
+/// runs; a request that failed or died comes back after the visibility timeout.
+pub(crate) async fn reconcile_on_request(system: Arc<System>) {
+    loop {
+        tokio::select! {
+            biased; // as in the pump: the seed, not tokio, decides the order
+            () = system.requested.notified() => {}
+            () = tokio::time::sleep(POLL_FOR_REDELIVERIES) => {}
+        }
+        loop {
+            tokio::time::sleep(system.world.millis(0, 500)).await;
+            let Ok(messages) = system
+                .reconcile_requests
+                .receive(1, REQUEST_VISIBILITY)
+                .await
+            else {
+                break;
+            };
+            let Some(message) = messages.into_iter().next() else {
+                break;
+            };
+            // Throttled while both reserved invocations run: the mapping retries shortly.
+            while !reserve_reconcile(&system) {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            let system = system.clone();
+            tokio::spawn(async move {
+                let ran = invoke(
+                    &system.world,
+                    RECONCILE_TIMEOUT,
+                    system
+                        .reconciler
+                        .reconcile_requested([message.body.as_str()]),
+                )
+                .await;
+                system
+                    .reconciles
+                    .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                match ran {
+                    Some(report) if report.errors == 0 => {
+                        let _ = system
+                            .reconcile_requests
+                            .delete(&message.receipt_handle)
+                            .await;
+                        system.world.trace(format!(
+                            "reconcile on request {} succeeded {} declined {} pending {} skipped {} settled {}",
+                            message.body,
+                            report.succeeded,
+                            report.declined,
+                            report.pending,
+                            report.skipped,
+                            report.already_settled
+                        ));
+                    }
+                    Some(_) => system
+                        .world
+                        .trace(format!("reconcile on request {} failed", message.body)),
+                    None => system
+                        .world
+                        .trace(format!("reconcile on request {} died", message.body)),
+                }
+            });
+        }
+    }
+}
+
+/// Takes one of the reconcile function's reserved invocations, if one is free.
+fn reserve_reconcile(system: &System) -> bool {
+    use std::sync::atomic::Ordering;
+    let running = system.reconciles.fetch_add(1, Ordering::SeqCst);
+    if running >= RECONCILE_CONCURRENCY {
+        system.reconciles.fetch_sub(1, Ordering::SeqCst);
+        return false;
+    }
+    true
+}
+
 /// The reserved concurrency of the reconcile function.
 const RECONCILE_CONCURRENCY: u32 = 2;
 
@@ -222,12 +304,10 @@ const RECONCILE_CONCURRENCY: u32 = 2;
 /// it; the next schedule runs it).
 fn start_reconcile(system: &Arc<System>, why: &'static str) {
     use std::sync::atomic::Ordering;
-    let running = system.reconciles.fetch_add(1, Ordering::SeqCst);
-    if running >= RECONCILE_CONCURRENCY {
-        system.reconciles.fetch_sub(1, Ordering::SeqCst);
-        system
-            .world
-            .trace(format!("reconcile ({why}) throttled: {running} running"));
+    if !reserve_reconcile(system) {
+        system.world.trace(format!(
+            "reconcile ({why}) throttled: {RECONCILE_CONCURRENCY} running"
+        ));
         return;
     }
     let system = system.clone();

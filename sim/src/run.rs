@@ -7,11 +7,11 @@ use crate::alarms::{Alarms, PAYMENT_UNPROVABLE};
 use crate::check::{check, Answer, Observed, Refunded, Settled};
 use crate::daemons::{
     cleanup_every_6_hours, jump_the_clock, process_the_queue, pump_webhooks,
-    reconcile_every_5_minutes,
+    reconcile_every_5_minutes, reconcile_on_request,
 };
 use crate::face;
 use crate::faults::{FaultyStore, Outbox, SimTransport, API_KEY, TWOC2P_MERCHANT_ID};
-use crate::system::{lock, System};
+use crate::system::{lock, SimReconcileSoon, System};
 use crate::world::{FaultKind, Schedule, World};
 use payonce::adapters::memory::{MemoryIdempotencyStore, MemoryPaymentStore, MemoryQueue};
 use payonce::clock::SharedClock;
@@ -143,6 +143,8 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
     // One adapter per service, as each function builds its own; they share the one network.
     let transport = SimTransport::new(world.clone(), model.clone(), outbox.clone());
     let adapter = || face::adapter(psp, transport.clone());
+    let reconcile_requests = MemoryQueue::new(clock.clone(), 1024);
+    let requested = Arc::new(tokio::sync::Notify::new());
     let system = Arc::new(System {
         world: world.clone(),
         psp,
@@ -175,7 +177,13 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
             store.clone(),
             face::processor_providers(psp),
             ProcessorConfig::default(),
-        ),
+        )
+        .with_reconcile_soon(Arc::new(SimReconcileSoon {
+            queue: reconcile_requests.clone(),
+            requested: requested.clone(),
+        })),
+        reconcile_requests,
+        requested,
         observed: Mutex::new(Observed::default()),
         reconciles: std::sync::atomic::AtomicU32::new(0),
         invocations: std::sync::atomic::AtomicU64::new(0),
@@ -187,6 +195,7 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
         tokio::spawn(process_the_queue(system.clone())),
         tokio::spawn(process_the_queue(system.clone())),
         tokio::spawn(reconcile_every_5_minutes(system.clone())),
+        tokio::spawn(reconcile_on_request(system.clone())),
         tokio::spawn(cleanup_every_6_hours(system.clone())),
         tokio::spawn(jump_the_clock(system.clone())),
     ];

@@ -8,7 +8,9 @@ use crate::world::SharedWorld;
 use payonce::adapters::memory::MemoryQueue;
 use payonce::adapters::psp::ConfiguredPsp;
 use payonce::config::PspKind;
+use payonce::ports::{QueueError, ReconcileSoon};
 use payonce::service::reconcile::Reconciler;
+use payonce::service::reconcile_soon::QueuedRequests;
 use payonce::service::webhooks::{WebhookProcessor, WebhookReceiver};
 use payonce::service::{ChargeService, OperationService, OrderService, RefundService};
 use payonce_fake_psp::model::FakeModel;
@@ -34,11 +36,34 @@ pub(crate) struct System {
     pub(crate) queue: MemoryQueue,
     pub(crate) dead_letters: MemoryQueue,
     pub(crate) processor: WebhookProcessor<FaultyStore>,
+    /// The processor's requests to reconcile one payment now (the reconcile function's SQS
+    /// trigger serves them).
+    pub(crate) reconcile_requests: MemoryQueue,
+    /// Rung when the processor asks for a payment, so the trigger wakes for it.
+    pub(crate) requested: Arc<tokio::sync::Notify>,
     pub(crate) observed: Mutex<Observed>,
     /// Reconcile invocations running now (the template reserves 2).
     pub(crate) reconciles: std::sync::atomic::AtomicU32,
     /// Numbers the shoppers' and staff's requests, whose own writes the checker follows.
     pub(crate) invocations: std::sync::atomic::AtomicU64,
+}
+
+/// The processor's requests to reconcile a payment now: put on the request queue, waking its
+/// trigger.
+pub(crate) struct SimReconcileSoon {
+    pub(crate) queue: MemoryQueue,
+    pub(crate) requested: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait::async_trait]
+impl ReconcileSoon for SimReconcileSoon {
+    async fn reconcile_soon(&self, payment_id: &str) -> Result<(), QueueError> {
+        QueuedRequests(self.queue.clone())
+            .reconcile_soon(payment_id)
+            .await?;
+        self.requested.notify_one();
+        Ok(())
+    }
 }
 
 /// Locks `mutex`, taking it over even if a task panicked while holding it.

@@ -12,6 +12,7 @@ use payonce::adapters::dynamodb::{
     create_idempotency_table, create_payments_table, DynamoIdempotencyStore, DynamoPaymentStore,
     RequestCounter, Tables,
 };
+use payonce::adapters::memory::MemoryQueue;
 use payonce::adapters::psp::{
     ConfiguredPsp, OmiseConfig, OmisePsp, ParseOnlyWebhooks, PayPalConfig, PayPalPsp, SquareConfig,
     SquarePsp, StripeConfig, StripePsp, StripeWebhooks, TwoC2pConfig, TwoC2pPsp,
@@ -22,8 +23,9 @@ use payonce::domain::{Currency, LineItem, Order, OrderPaymentState, PaymentView}
 use payonce::idempotency::{
     Idempotency, IdempotencyConfig, IdempotencyRecord, RecordKey, RecordState,
 };
-use payonce::ports::{ChargeStore, OrderStore, Psp, QueueSend};
+use payonce::ports::{ChargeStore, OrderStore, Psp, QueueReceive, QueueSend};
 use payonce::service::reconcile::{ReconcileConfig, ReconcileReport, Reconciler};
+use payonce::service::reconcile_soon::QueuedRequests;
 use payonce::service::webhooks::{
     ProcessError, Processed, ProcessorConfig, Providers, QueuedEvent, WebhookProcessor,
     WebhookReceiver,
@@ -65,6 +67,9 @@ pub struct PaymentStack {
     /// The webhook processor over the same store, reading the face's events as the deployed
     /// processor reads them (see [`webhook_schemes`]).
     pub processor: WebhookProcessor<DynamoPaymentStore>,
+    /// The processor's requests to reconcile a payment now (a PSP's approval waiting for
+    /// payonce's capture); [`PaymentStack::reconcile_requested`] serves them.
+    pub reconcile_requests: MemoryQueue,
     /// The receiver's (verifying) webhook providers of the face (see [`webhook_schemes`]).
     pub providers: Providers,
     /// The provider name the face's webhooks arrive under (`/webhooks/{name}`), which also
@@ -142,9 +147,12 @@ impl PaymentStack {
         // Orders are checked against the charge limits of the PSP that charges them.
         let orders = OrderService::new(store.clone(), idempotency).for_psp(charge.psp().kind());
         let (providers, parsers, webhook_provider) = webhook_schemes_of(&psp);
+        let reconcile_requests = MemoryQueue::new(clock.clone(), 1024);
         Self {
             charge,
-            processor: WebhookProcessor::new(store.clone(), parsers, ProcessorConfig::default()),
+            processor: WebhookProcessor::new(store.clone(), parsers, ProcessorConfig::default())
+                .with_reconcile_soon(Arc::new(QueuedRequests(reconcile_requests.clone()))),
+            reconcile_requests,
             providers,
             webhook_provider,
             refunds,
@@ -173,6 +181,27 @@ impl PaymentStack {
             .run()
             .await
             .expect("the reconcile run")
+    }
+
+    /// Serves the processor's reconcile requests as the reconcile function's SQS trigger does,
+    /// with the default settings: each request taken off the queue and its payment reconciled.
+    pub async fn reconcile_requested(&self) -> ReconcileReport {
+        let messages = self
+            .reconcile_requests
+            .receive(10, Duration::from_secs(720))
+            .await
+            .expect("the request queue");
+        let report = self
+            .reconciler(ReconcileConfig::default())
+            .reconcile_requested(messages.iter().map(|m| m.body.as_str()))
+            .await;
+        for message in &messages {
+            self.reconcile_requests
+                .delete(&message.receipt_handle)
+                .await
+                .expect("delete the request");
+        }
+        report
     }
 
     /// The charge record of `key` for `user`, as stored.

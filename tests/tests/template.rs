@@ -1076,9 +1076,14 @@ fn a_stripe_deployment_is_wired_as_before_the_psp_parameter() {
                 "WEBHOOK_QUEUE_URL": {"Ref": "WebhookQueue"},
             })
         );
+        // (plus the queue asking reconcile for a payment now, which a Stripe payment never
+        // needs: Stripe captures at once)
         assert_eq!(
             env_under(&t, "WebhookProcessorFunction", &params),
-            serde_json::json!({"PSP": "stripe"})
+            serde_json::json!({
+                "PSP": "stripe",
+                "RECONCILE_REQUEST_QUEUE_URL": {"Ref": "ReconcileRequestQueue"},
+            })
         );
         // AND each function's grants under these parameters are the ones it had
         let processor = resolve(

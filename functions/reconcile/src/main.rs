@@ -10,7 +10,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     payonce::metrics::init("reconcile");
     let tables = payonce::config::tables()?;
     let aws = payonce::config::lambda_aws();
-    // The PSP named by `PSP` (stripe, omise, 2c2p), from the PSP API secret's fields for it,
+    // The PSP named by `PSP` (stripe, omise, 2c2p, square, paypal), from the PSP API secret's fields for it,
     // rebuilt when the secret has rotated (re-read after `SECRETS_TTL_SECONDS`).
     let psp = payonce::config::psp(&aws).await?;
     let client = payonce::adapters::dynamodb::traced_client(&aws);
@@ -27,7 +27,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::run(service_fn(
         |event: LambdaEvent<serde_json::Value>| async move {
             let deadline_ms = i64::try_from(event.context.deadline).ok();
-            payonce_reconcile::handler::handle(reconciler, event.payload, deadline_ms).await
+            payonce_reconcile::handler::handle(reconciler, event.payload, deadline_ms)
+                .await
+                .map_err(lambda_runtime::Error::from)
         },
     ))
     .await

@@ -1,4 +1,5 @@
-//! The webhook queue: messages as sent and as received, and its two ends.
+//! The webhook queue: messages as sent and as received, and its two ends; and the requests that
+//! ask reconcile for one payment.
 
 use async_trait::async_trait;
 use std::time::Duration;
@@ -86,6 +87,16 @@ pub fn queue_accepts(text: &str) -> bool {
     text.chars().all(|c| {
         matches!(c, '\u{9}' | '\u{A}' | '\u{D}' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
     })
+}
+
+/// Asks reconcile to settle one payment now rather than at its next scheduled run. The webhook
+/// processor, which never calls the PSP, asks when a PSP says a payment waits for payonce's
+/// second step (a buyer approved at PayPal; a Square payment approved whose completion had no
+/// answer). A request is a hint: lost, the scheduled run still settles the payment.
+#[async_trait]
+pub trait ReconcileSoon: Send + Sync {
+    /// Asks for `payment_id`.
+    async fn reconcile_soon(&self, payment_id: &str) -> Result<(), QueueError>;
 }
 
 /// Puts messages on a queue (the webhook receiver).

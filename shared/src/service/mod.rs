@@ -7,6 +7,7 @@ pub mod limits;
 pub mod operations;
 pub mod orders;
 pub mod reconcile;
+pub mod reconcile_soon;
 pub mod refund;
 pub mod settle;
 pub mod webhooks;

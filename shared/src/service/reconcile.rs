@@ -149,6 +149,24 @@ pub struct ReconcileReport {
     pub out_of_time: bool,
 }
 
+impl ReconcileReport {
+    /// Counts what reconciling one attempt did.
+    pub fn tally(&mut self, reconciled: &Result<Reconciled, ReconcileError>) {
+        let count = match reconciled {
+            Ok(Reconciled::RefundSucceeded) => &mut self.refunds_succeeded,
+            Ok(Reconciled::RefundFailed) => &mut self.refunds_failed,
+            Ok(Reconciled::Succeeded) => &mut self.succeeded,
+            Ok(Reconciled::Declined) => &mut self.declined,
+            Ok(Reconciled::Abandoned) => &mut self.abandoned,
+            Ok(Reconciled::Pending) => &mut self.pending,
+            Ok(Reconciled::Skipped) => &mut self.skipped,
+            Ok(Reconciled::AlreadySettled) => &mut self.already_settled,
+            Err(_) => &mut self.errors,
+        };
+        *count += 1;
+    }
+}
+
 /// What happened to one attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reconciled {
@@ -271,23 +289,14 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
                 } else {
                     self.reconcile_one(&payment_id).await
                 };
+                report.tally(&reconciled);
                 match reconciled {
-                    Ok(Reconciled::RefundSucceeded) => report.refunds_succeeded += 1,
-                    Ok(Reconciled::RefundFailed) => report.refunds_failed += 1,
-                    Ok(Reconciled::Succeeded) => report.succeeded += 1,
-                    Ok(Reconciled::Declined) => report.declined += 1,
-                    Ok(Reconciled::Abandoned) => report.abandoned += 1,
-                    Ok(Reconciled::Pending) => {
-                        report.pending += 1;
-                        self.recheck_later(&payment_id).await;
-                    }
-                    Ok(Reconciled::Skipped) => report.skipped += 1,
-                    Ok(Reconciled::AlreadySettled) => report.already_settled += 1,
+                    Ok(Reconciled::Pending) => self.recheck_later(&payment_id).await,
                     Err(error) => {
                         tracing::warn!(payment_id, error = %error, "reconcile failed for this attempt; the next run retries");
-                        report.errors += 1;
                         self.recheck_later(&payment_id).await;
                     }
+                    Ok(_) => {}
                 }
             }
             cursor = next;

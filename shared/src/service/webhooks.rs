@@ -1,11 +1,13 @@
 //! Webhooks: the receiver verifies the raw body and buffers it in a queue; the
 //! processor applies each event exactly once.
 
+use super::complete;
 use super::refund::{apply_refund_settlement, RefundApplied};
 use super::settle::{apply_event, EventApplied, EventError};
 use crate::clock::{duration_ms, SharedClock};
+use crate::domain::Settlement;
 use crate::ports::{
-    ChargeStore, EventMark, InflightScan, OutgoingMessage, QueueError, QueueSend,
+    ChargeStore, EventMark, InflightScan, OutgoingMessage, QueueError, QueueSend, ReconcileSoon,
     RefundRecordWrite, RefundStore, SignatureError, WebhookScheme,
 };
 use std::collections::{BTreeMap, HashMap};
@@ -259,6 +261,7 @@ pub struct WebhookProcessor<S> {
     store: S,
     providers: Providers,
     config: ProcessorConfig,
+    reconcile_soon: Option<Arc<dyn ReconcileSoon>>,
 }
 
 impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
@@ -268,7 +271,15 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             store,
             providers,
             config,
+            reconcile_soon: None,
         }
+    }
+
+    /// Asks `requests` to reconcile a payment a webhook says waits for payonce's second step
+    /// (see [`super::reconcile_soon`]); without it, the payment waits for reconcile's schedule.
+    pub fn with_reconcile_soon(mut self, requests: Arc<dyn ReconcileSoon>) -> Self {
+        self.reconcile_soon = Some(requests);
+        self
     }
 
     /// The store.
@@ -349,7 +360,33 @@ impl<S: ChargeStore + RefundStore + InflightScan> WebhookProcessor<S> {
             // Logged with its alarm where it was found.
             EventApplied::Rejected(_) => count_webhook(WEBHOOK_MISMATCH, provider),
         }
+        if let EventApplied::Moved(payment) | EventApplied::Unchanged(payment) = &applied {
+            self.ask_completion(payment, settlement).await;
+        }
         Ok(Processed::Applied(applied))
+    }
+
+    /// Asks reconcile to complete `payment` now if `settlement` says the PSP approved it and
+    /// waits for payonce's capture, and the payment holds the very PSP id it names. Only a hint:
+    /// a request that cannot be sent is logged, and the scheduled run completes the payment.
+    async fn ask_completion(&self, payment: &crate::domain::Payment, settlement: &Settlement) {
+        let Some(requests) = &self.reconcile_soon else {
+            return;
+        };
+        if !(complete::needs_completion(payment, settlement)
+            && complete::completable(payment, settlement).is_some())
+        {
+            return;
+        }
+        let payment_id = payment.payment_id.as_str();
+        match requests.reconcile_soon(payment_id).await {
+            Ok(()) => tracing::info!(
+                payment_id,
+                "the PSP approved the payment: reconcile asked to complete it now"
+            ),
+            Err(error) => tracing::warn!(payment_id, error = %error,
+                "reconcile could not be asked to complete the payment now; its scheduled run will"),
+        }
     }
 
     /// An event refused before it reaches our books (the alarm already logged): counted as a

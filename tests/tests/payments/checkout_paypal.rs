@@ -246,6 +246,30 @@ impl PayPalStack {
         self.reconcile_with(self.psp()).await
     }
 
+    /// Serves the processor's reconcile requests (as the reconcile function's SQS trigger),
+    /// through this stack's recorded adapter: each taken off the queue and reconciled.
+    async fn reconcile_requested(&self) -> ReconcileReport {
+        let requests = &self.stack.reconcile_requests;
+        let messages = requests
+            .receive(10, Duration::from_secs(720))
+            .await
+            .expect("the request queue");
+        let report = Reconciler::new(
+            self.stack.charge.store().clone(),
+            self.psp(),
+            ReconcileConfig::default(),
+        )
+        .reconcile_requested(messages.iter().map(|m| m.body.as_str()))
+        .await;
+        for message in &messages {
+            requests
+                .delete(&message.receipt_handle)
+                .await
+                .expect("delete the request");
+        }
+        report
+    }
+
     /// One reconcile run with the default settings, calling `psp`.
     async fn reconcile_with<P: Psp>(&self, psp: P) -> ReconcileReport {
         Reconciler::new(
@@ -733,7 +757,7 @@ async fn webhooks_of(
 }
 
 #[tokio::test]
-async fn the_buyer_approves_at_paypal_then_reconcile_captures_the_order_exactly_once() {
+async fn the_buyer_approves_at_paypal_and_the_approval_webhook_has_the_order_captured_at_once() {
     // GIVEN a PayPal deployment, its webhooks kept
     let pp = PayPalStack::one_step().await;
     let sink = pp.stack.webhook_sink().await;
@@ -824,7 +848,8 @@ async fn the_buyer_approves_at_paypal_then_reconcile_captures_the_order_exactly_
     let seen = pp.stack.psp.requests_seen();
     let processed = receive_and_process(&pp, &approval[0]).await;
 
-    // THEN it is verified and read, but captures nothing: the processor never calls PayPal
+    // THEN it is verified and read, but captures nothing itself (the processor never calls
+    // PayPal): it asks reconcile to capture the order now, with one request
     assert!(
         !matches!(processed, Processed::Applied(EventApplied::Moved(_))),
         "{processed:?}"
@@ -834,10 +859,13 @@ async fn the_buyer_approves_at_paypal_then_reconcile_captures_the_order_exactly_
         pp.stack.payment(&id).await.status,
         PaymentStatus::RequiresAction
     );
+    assert_eq!(
+        pp.stack.reconcile_requests.bodies(),
+        [format!(r#"{{"reconcile":"{id}"}}"#)]
+    );
 
-    // WHEN reconcile runs
-    pp.stack.clock.advance(Duration::from_secs(180));
-    let report = pp.reconcile().await;
+    // WHEN reconcile serves the request, at once (not waiting for its schedule)
+    let report = pp.reconcile_requested().await;
 
     // THEN it reads the order approved and captures it under the capture's request id: paid
     assert_eq!(
@@ -864,14 +892,18 @@ async fn the_buyer_approves_at_paypal_then_reconcile_captures_the_order_exactly_
         paid.body
     );
     assert_eq!(pp.stack.psp.requests_seen(), seen);
-    // AND PayPal's PAYMENT.CAPTURE.COMPLETED changes nothing, and a second run captures
-    // nothing more
+    // AND PayPal's PAYMENT.CAPTURE.COMPLETED changes nothing and asks for nothing, nor does
+    // the approval delivered again (the payment is settled); a scheduled run captures nothing
+    // more
     let completed = webhooks_of(&sink, 1, "PAYMENT.CAPTURE.COMPLETED", &id).await;
     let processed = receive_and_process(&pp, &completed[0]).await;
     assert!(
         !matches!(processed, Processed::Applied(EventApplied::Moved(_))),
         "{processed:?}"
     );
+    assert!(pp.stack.reconcile_requests.is_empty());
+    receive_and_process(&pp, &approval[0]).await;
+    assert!(pp.stack.reconcile_requests.is_empty());
     pp.stack.clock.advance(Duration::from_secs(600));
     assert_eq!(pp.reconcile().await.examined, 0);
     assert_eq!(pp.wire.calls().len(), 3);

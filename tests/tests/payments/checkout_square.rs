@@ -401,7 +401,7 @@ async fn a_square_3ds_card_is_declined_at_once_and_the_order_is_paid_with_anothe
 }
 
 #[tokio::test]
-async fn a_lost_square_create_is_named_by_the_webhook_then_completed_by_reconcile_once() {
+async fn a_lost_square_create_is_named_by_the_webhook_then_completed_at_once_on_its_request() {
     // GIVEN a Square deployment whose charge calls have under a second: the adapter sends a
     // create whose answer was lost again under its key only with a second left, so here the
     // lost answer stays unknown
@@ -461,10 +461,14 @@ async fn a_lost_square_create_is_named_by_the_webhook_then_completed_by_reconcil
     assert_eq!(order_state(&stack, &order).await, "processing");
     assert_eq!(stack.psp.requests_seen(), 1);
     assert_eq!(stack.psp.succeeded_charges_for(&id), 0);
+    // AND it asked reconcile to complete the payment now
+    assert_eq!(
+        stack.reconcile_requests.bodies(),
+        [format!(r#"{{"reconcile":"{id}"}}"#)]
+    );
 
-    // WHEN reconcile runs once the attempt is old enough
-    stack.clock.advance(Duration::from_secs(180));
-    let report = stack.reconcile().await;
+    // WHEN reconcile serves the request
+    let report = stack.reconcile_requested().await;
 
     // THEN it completes the payment: a lookup by the stored id, then the completion; paid once
     assert_eq!(
@@ -472,6 +476,10 @@ async fn a_lost_square_create_is_named_by_the_webhook_then_completed_by_reconcil
         (1, 1, 0),
         "{report:?}"
     );
+    assert_eq!(stack.psp.requests_seen(), 3);
+    // AND its scheduled run finds nothing left to do
+    stack.clock.advance(Duration::from_secs(180));
+    assert_eq!(stack.reconcile().await.examined, 0);
     assert_eq!(stack.psp.requests_seen(), 3);
     let charge = charge_of(&stack, &id);
     assert_eq!(

@@ -3,7 +3,12 @@
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{service_fn, LambdaEvent};
 use payonce::adapters::dynamodb::DynamoPaymentStore;
+use payonce::adapters::sqs::SqsQueue;
+use payonce::service::reconcile_soon::QueuedRequests;
 use payonce::service::webhooks::{ProcessorConfig, WebhookProcessor};
+
+/// The request queue's `MaximumMessageSize` (a request is one payment id).
+const REQUEST_MAX_BYTES: usize = 1024;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
@@ -26,6 +31,18 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         providers,
         ProcessorConfig::from_env()?,
     );
+    // A payment the PSP approved that waits for payonce's capture (a PayPal buyer's approval)
+    // is handed to reconcile at once through its request queue, when the stack has one.
+    let processor = match payonce::env::optional("RECONCILE_REQUEST_QUEUE_URL") {
+        Some(queue_url) => {
+            processor.with_reconcile_soon(std::sync::Arc::new(QueuedRequests(SqsQueue::new(
+                payonce::adapters::sqs::traced_client(&aws),
+                queue_url,
+                REQUEST_MAX_BYTES,
+            ))))
+        }
+        None => processor,
+    };
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| async {
         if let Some(scheme) = &scheme {
             scheme.refresh_if_stale().await;

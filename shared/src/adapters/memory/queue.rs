@@ -95,6 +95,11 @@ impl MemoryQueue {
         self.lock().is_empty()
     }
 
+    /// The bodies of the messages held, visible or not, oldest first; nothing is received.
+    pub fn bodies(&self) -> Vec<String> {
+        self.lock().iter().map(|m| m.body.clone()).collect()
+    }
+
     fn lock(&self) -> MutexGuard<'_, VecDeque<Stored>> {
         // Every operation replaces whole entries under the lock, so a panic while holding it
         // cannot leave a message half-updated and a poisoned queue is still consistent.
