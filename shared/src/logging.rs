@@ -434,9 +434,9 @@ pub fn rfc3339_ms(ms: i64) -> String {
     )
 }
 
-/// The epoch milliseconds of an RFC 3339 UTC time (`2026-05-01T09:30:12Z`, with or without a
-/// fraction of a second), as PSPs write them; `None` for anything else (another offset
-/// included).
+/// The epoch milliseconds of an RFC 3339 time (`2026-05-01T09:30:12Z`, with or without a
+/// fraction of a second, in UTC or at an offset such as `-07:00`, as PSPs write them); `None` for
+/// anything else.
 pub fn epoch_ms_of_rfc3339(text: &str) -> Option<i64> {
     let bytes = text.as_bytes();
     let at = |range: std::ops::Range<usize>| -> Option<i64> {
@@ -458,8 +458,23 @@ pub fn epoch_ms_of_rfc3339(text: &str) -> Option<i64> {
         }
         None => ("", rest),
     };
-    if zone != "Z"
-        || !(1..=12).contains(&month)
+    let offset_minutes = match zone.as_bytes() {
+        [b'Z'] => 0,
+        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
+            let (hours, minutes) = (at_zone(zone, 1..3)?, at_zone(zone, 4..6)?);
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            let magnitude = hours * 60 + minutes;
+            if *sign == b'-' {
+                -magnitude
+            } else {
+                magnitude
+            }
+        }
+        _ => return None,
+    };
+    if !(1..=12).contains(&month)
         || !(1..=31).contains(&day)
         || hour > 23
         || minute > 59
@@ -469,7 +484,15 @@ pub fn epoch_ms_of_rfc3339(text: &str) -> Option<i64> {
     }
     let milli = format!("{fraction:0<3}").get(..3)?.parse::<i64>().ok()?;
     let days = days_from_civil(year, month, day);
-    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + milli)
+    Some(((days * 24 + hour) * 60 + minute - offset_minutes) * 60_000 + second * 1000 + milli)
+}
+
+/// The digits of `zone` in `range`, as a number.
+fn at_zone(zone: &str, range: std::ops::Range<usize>) -> Option<i64> {
+    let part = zone.get(range)?;
+    part.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| part.parse().ok())?
 }
 
 /// The days from 1970-01-01 to the proleptic Gregorian date (H. Hinnant's `days_from_civil`).
@@ -613,8 +636,23 @@ mod tests {
             super::epoch_ms_of_rfc3339("2026-12-11T05:00:00Z"),
             Some(1_796_965_200_000)
         );
+        // An offset names the same instant (PayPal writes `-07:00` times).
+        for same in [
+            "2026-12-11T12:00:00+07:00",
+            "2026-12-10T22:00:00-07:00",
+            "2026-12-11T05:00:00.000+00:00",
+        ] {
+            assert_eq!(
+                super::epoch_ms_of_rfc3339(same),
+                Some(1_796_965_200_000),
+                "{same}"
+            );
+        }
         for bad in [
-            "2026-12-11T05:00:00+07:00",
+            "2026-12-11T05:00:00+7:00",
+            "2026-12-11T05:00:00+24:00",
+            "2026-12-11T05:00:00+07",
+            "2026-12-11T05:00:00 07:00",
             "2026-13-11T05:00:00Z",
             "tomorrow",
             "",

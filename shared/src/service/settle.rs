@@ -195,6 +195,29 @@ pub fn amount_mismatch(
     reported.is_some_and(|r| r.minor != amount || r.currency != currency.as_str())
 }
 
+/// Whether what an event reports disagrees with `payment`: its amount and currency, except that
+/// a capture of a manual payment (staff may capture part of it) reports what it captured, which
+/// must be the capture's own amount, in the payment's currency, and no more than the payment.
+fn event_amount_mismatch(
+    reported: Option<&CheckedAmount>,
+    payment: &crate::domain::Payment,
+    settlement: &Settlement,
+) -> bool {
+    match (settlement, reported) {
+        (
+            Settlement::Captured {
+                amount_captured, ..
+            },
+            Some(reported),
+        ) if payment.capture_is_manual() => {
+            reported.currency != payment.currency.as_str()
+                || reported.minor != *amount_captured
+                || reported.minor > payment.amount
+        }
+        _ => amount_mismatch(reported, payment.amount, payment.currency),
+    }
+}
+
 /// Errors of [`apply_event`].
 #[derive(Debug, thiserror::Error)]
 pub enum EventError {
@@ -246,7 +269,7 @@ pub async fn apply_event<S: ChargeStore + ?Sized>(
                 EventApplied::Duplicate
             });
         }
-        if amount_mismatch(reported, payment.amount, payment.currency) {
+        if event_amount_mismatch(reported, &payment, settlement) {
             tracing::error!(payment_id, event_id = %event.event_id, provider = %event.provider,
                 reported = ?reported, amount = payment.amount, currency = payment.currency.as_str(),
                 alarm = "webhook-mismatch", "a webhook reports another amount or currency than the payment's; nothing applied");

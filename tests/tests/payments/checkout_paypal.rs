@@ -1246,6 +1246,7 @@ async fn a_paypal_manual_capture_is_authorized_then_captured_whole_once_by_staff
 async fn a_paypal_partial_capture_captures_that_part_once_and_bounds_the_refunds() {
     // GIVEN a PayPal authorization of 30.00 (PayPal captures an authorization in part)
     let pp = PayPalStack::one_step().await;
+    let sink = pp.stack.webhook_sink().await;
     assert!(pp.psp().captures_partially());
     let authorized = authorize(&pp, "pp-part").await;
     let id = authorized["payment_id"].as_str().unwrap().to_owned();
@@ -1292,6 +1293,14 @@ async fn a_paypal_partial_capture_captures_that_part_once_and_bounds_the_refunds
         (PaymentStatus::Succeeded, 1000)
     );
     assert_eq!(pp.order_state().await, "paid");
+    // AND PayPal's PAYMENT.CAPTURE.COMPLETED, reporting the 10.00 captured (not the 30.00
+    // authorized), agrees with the books: it changes nothing and is no mismatch
+    let completed = webhooks_of(&sink, 1, "PAYMENT.CAPTURE.COMPLETED", &id).await;
+    let processed = receive_and_process(&pp, &completed[0]).await;
+    assert!(
+        matches!(processed, Processed::Applied(EventApplied::Unchanged(_))),
+        "{processed:?}"
+    );
 
     // WHEN staff refund more than was captured, then all of it
     let above = pp

@@ -1002,6 +1002,16 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
                     return PspOutcome::Unknown { reason };
                 }
             };
+            if lost_once && !(200..300).contains(&reply.status) {
+                // PayPal may fail a request sent under an id whose first request still runs
+                // ("might fail the second request"): only an order answered is a word about it.
+                break PspOutcome::Unknown {
+                    reason: format!(
+                        "PayPal answered {} to the create sent again while the first may still run",
+                        reply.status
+                    ),
+                };
+            }
             break match Self::classify_create(request, manual, &reply) {
                 PspOutcome::NotSent { reason } if retried || lost_once => {
                     PspOutcome::Unknown { reason }
@@ -1053,9 +1063,21 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
                 }
                 lookup_of(&order)
             }
-            None => Ok(PspLookup::Canceled {
-                provider_payment_id: id.to_owned(),
-                reason: None,
+            // An order waiting for its buyer (an approval, 3-D Secure) that PayPal no longer
+            // knows lapsed before the buyer finished. For any other payment the order may hold
+            // money: PayPal forgetting it (another account's credentials, a sandbox/live
+            // mix-up) is an error to alarm on, never a cancel.
+            None if payment.status == crate::domain::PaymentStatus::RequiresAction => {
+                Ok(PspLookup::Canceled {
+                    provider_payment_id: id.to_owned(),
+                    reason: None,
+                })
+            }
+            None => Err(PspError {
+                reason: format!(
+                    "PayPal knows no order {id}, which {} holds: the credentials may be another account's",
+                    payment.payment_id
+                ),
             }),
         }
     }
@@ -1094,10 +1116,11 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
 
     /// `POST /v2/payments/captures/{capture_id}/refund` under the refund's key (Payments v2
     /// keeps it 45 days), the order's capture read first; our refund id as `custom_id` and
-    /// `invoice_id`. A refusal is final: a re-send under the key answers the refund it made. A
-    /// re-send (an earlier call under the key may have reached PayPal) first looks for our
-    /// refund among the order's, so that a key PayPal no longer keeps cannot make a second
-    /// refund, nor turn a refusal caused by our own earlier refund into a failure.
+    /// `invoice_id`. A refusal of a first send is final: a re-send under the key answers the
+    /// refund it made. A re-send (an earlier call under the key may have reached PayPal) first
+    /// looks for our refund among the order's, so that a key PayPal no longer keeps cannot make a
+    /// second refund; a refusal of it is read against the order again and is otherwise unknown,
+    /// never a failure (the earlier call may still be running).
     async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {
         let started = Instant::now();
         let order = match self.order(&request.provider_payment_id, timeout).await {
@@ -1164,16 +1187,27 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
             };
         }
         let issues = issues_of(&body);
-        if is_client_error(reply.status)
-            && !issues.is_empty()
-            && !issues
-                .iter()
-                .any(|i| i == "PAYPAL_REQUEST_ID_PREVIOUSLY_USED")
-        {
+        // Our refund id is the invoice id: PayPal refusing it as used names a refund of ours.
+        let ours_exists = issues
+            .iter()
+            .any(|i| i == "PAYPAL_REQUEST_ID_PREVIOUSLY_USED" || i == "DUPLICATE_INVOICE_ID");
+        if is_client_error(reply.status) && !issues.is_empty() && !ours_exists && !request.resend {
             return RefundOutcome::Answered(RefundSettlement::Failed {
                 provider_refund_id: None,
                 code: issues[0].clone(),
             });
+        }
+        if is_client_error(reply.status) && (ours_exists || request.resend) {
+            // A refusal of a re-send may be caused by our own earlier refund, which PayPal may
+            // not list yet while it runs: our refund if the order shows it, else unknown (the
+            // refund stays pending for reconcile), never a failure.
+            let left = timeout.saturating_sub(started.elapsed());
+            if let Ok(Some(settlement)) = self
+                .find_refund(&request.provider_payment_id, &request.refund_id, left)
+                .await
+            {
+                return RefundOutcome::Answered(settlement);
+            }
         }
         RefundOutcome::Unknown {
             reason: format!("PSP answered {} {}", reply.status, issues.join(",")),
@@ -1188,5 +1222,178 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
     ) -> Result<Option<RefundSettlement>, PspError> {
         self.find_refund(provider_payment_id, refund_id, self.request_timeout)
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::psp::transport::scripted::{after_connect, reply, Scripted, Step};
+    use crate::domain::{CaptureMethod, Currency};
+
+    const PAY: &str = "pay_0123456789abcdef0123456789abcdef";
+    const ORDER: &str = "5O190127TN364715T";
+    const REFUND: &str = "rfd_0123456789abcdef0123456789abcdef_1";
+
+    fn scripted(steps: impl IntoIterator<Item = Step>) -> PayPalPsp<Scripted> {
+        let token = reply(
+            200,
+            json!({"access_token": "A21AA-scripted", "token_type": "Bearer", "expires_in": 32400}),
+        );
+        PayPalPsp::with_transport(
+            Scripted::new(std::iter::once(token).chain(steps)),
+            "paypal",
+            "client",
+            "secret",
+            Duration::from_secs(10),
+        )
+    }
+
+    fn issue(status: u16, issue: &str) -> Step {
+        reply(
+            status,
+            json!({"name": "UNPROCESSABLE_ENTITY", "debug_id": "0a1b2c3d4e5f6",
+                   "details": [{"issue": issue}]}),
+        )
+    }
+
+    /// A completed order of ours, its capture of 30.00, and these refunds.
+    fn captured_order(refunds: Value) -> Value {
+        json!({"id": ORDER, "status": "COMPLETED", "intent": "CAPTURE",
+            "purchase_units": [{"custom_id": PAY, "invoice_id": PAY,
+                "amount": {"currency_code": "USD", "value": "30.00"},
+                "payments": {
+                    "captures": [{"id": "2GG279541U471931P", "status": "COMPLETED",
+                        "amount": {"currency_code": "USD", "value": "30.00"}, "custom_id": PAY}],
+                    "refunds": refunds}}]})
+    }
+
+    fn charge() -> ChargeRequest {
+        ChargeRequest {
+            payment_id: PAY.into(),
+            amount: 3000,
+            currency: Currency::Usd,
+            payment_method: "pm_card_visa".into(),
+            idempotency_key: format!("payonce-charge-{PAY}"),
+            return_url: None,
+            capture: CaptureMethod::Automatic,
+        }
+    }
+
+    fn refund(resend: bool) -> RefundRequest {
+        RefundRequest {
+            refund_id: REFUND.into(),
+            payment_id: PAY.into(),
+            provider_payment_id: ORDER.into(),
+            amount: 1000,
+            currency: Currency::Usd,
+            reason: None,
+            idempotency_key: format!("payonce-refund-{PAY}-1"),
+            resend,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refusal_of_the_create_sent_again_after_a_lost_answer_is_unknown() {
+        // PayPal "might fail the second request" sent under an id whose first still runs: a
+        // refusal of the re-send says nothing of what the first made.
+        for refusal in [
+            issue(422, "INSTRUMENT_DECLINED"),
+            issue(422, "TRANSACTION_REFUSED"),
+            issue(400, "INVALID_REQUEST"),
+            issue(422, "PAYER_ACTION_REQUIRED"),
+        ] {
+            // GIVEN a create whose answer is lost, and a re-send PayPal refuses
+            let paypal = scripted([after_connect(), refusal]);
+            // WHEN the charge is made
+            let outcome = paypal
+                .create_charge(&charge(), Duration::from_secs(10))
+                .await;
+            // THEN its outcome is unknown, after the create and one re-send under one id
+            assert!(matches!(outcome, PspOutcome::Unknown { .. }), "{outcome:?}");
+            let calls = paypal.transport().calls();
+            let creates: Vec<Option<String>> = calls
+                .iter()
+                .filter(|c| c.path == "/v2/checkout/orders")
+                .map(|c| {
+                    c.headers
+                        .iter()
+                        .find(|(name, _)| name.eq_ignore_ascii_case("paypal-request-id"))
+                        .map(|(_, value)| value.clone())
+                })
+                .collect();
+            assert_eq!(creates, vec![Some(charge().idempotency_key); 2]);
+        }
+        // AND a decline answering a first send is still a decline
+        let paypal = scripted([issue(422, "INSTRUMENT_DECLINED")]);
+        assert!(matches!(
+            paypal
+                .create_charge(&charge(), Duration::from_secs(10))
+                .await,
+            PspOutcome::Declined { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_refusal_of_a_refund_sent_again_is_read_against_the_order_never_a_failure() {
+        let ours = json!([{"id": "1JU08902781691411", "status": "COMPLETED", "custom_id": REFUND,
+            "amount": {"currency_code": "USD", "value": "10.00"}}]);
+        // GIVEN a refund sent again, not yet listed on the order, refused by PayPal while the
+        // first may still run; the order read again then lists it
+        let paypal = scripted([
+            reply(200, captured_order(json!([]))),
+            issue(422, "REFUND_AMOUNT_EXCEEDED"),
+            reply(200, captured_order(ours.clone())),
+        ]);
+        // THEN the refund is ours, succeeded
+        assert_eq!(
+            paypal
+                .create_refund(&refund(true), Duration::from_secs(10))
+                .await,
+            RefundOutcome::Answered(RefundSettlement::Succeeded {
+                provider_refund_id: "1JU08902781691411".into()
+            })
+        );
+        // GIVEN the same, but the order read again still does not list it
+        let paypal = scripted([
+            reply(200, captured_order(json!([]))),
+            issue(422, "REFUND_AMOUNT_EXCEEDED"),
+            reply(200, captured_order(json!([]))),
+        ]);
+        // THEN it is unknown (pending for reconcile), not failed
+        assert!(matches!(
+            paypal
+                .create_refund(&refund(true), Duration::from_secs(10))
+                .await,
+            RefundOutcome::Unknown { .. }
+        ));
+        // AND PayPal refusing our refund id as an invoice id already used is never a failure,
+        // even on a first send
+        let paypal = scripted([
+            reply(200, captured_order(json!([]))),
+            issue(422, "DUPLICATE_INVOICE_ID"),
+            reply(200, captured_order(json!([]))),
+        ]);
+        assert!(matches!(
+            paypal
+                .create_refund(&refund(false), Duration::from_secs(10))
+                .await,
+            RefundOutcome::Unknown { .. }
+        ));
+        // AND a first send's refusal is final, without another read
+        let paypal = scripted([
+            reply(200, captured_order(json!([]))),
+            issue(422, "REFUND_AMOUNT_EXCEEDED"),
+        ]);
+        assert_eq!(
+            paypal
+                .create_refund(&refund(false), Duration::from_secs(10))
+                .await,
+            RefundOutcome::Answered(RefundSettlement::Failed {
+                provider_refund_id: None,
+                code: "REFUND_AMOUNT_EXCEEDED".into()
+            })
+        );
+        assert_eq!(paypal.transport().calls().len(), 3);
     }
 }

@@ -13,7 +13,9 @@
 //! 2. the algorithm `SHA256withRSA`, and the certificate URL on an allowed origin — exactly:
 //!    `https://api.paypal.com` and `https://api.sandbox.paypal.com` by default; a host that only
 //!    ends with an allowed name, another scheme, a port or credentials are refused and never
-//!    fetched (SSRF); the sandbox allows only its fake's own loopback origin;
+//!    fetched (SSRF); on PayPal's hosts only under `/v1/notifications/certs/`, without a
+//!    query; the sandbox allows only its fake's own loopback origin. A certificate is fetched
+//!    only for a request whose signature headers are all there and well formed;
 //! 3. the transmission time within 300 s of now ([`SignatureError::Stale`], our choice: PayPal
 //!    publishes no tolerance);
 //! 4. the certificate valid now (not before, not after), its subject's common name under the
@@ -52,6 +54,10 @@ pub const ALGORITHM: &str = "SHA256withRSA";
 /// The origins certificates are fetched from unless configured otherwise.
 pub const DEFAULT_CERT_ORIGINS: [&str; 2] =
     ["https://api.paypal.com", "https://api.sandbox.paypal.com"];
+
+/// Where PayPal serves its certificates on those origins
+/// (`https://api.paypal.com/v1/notifications/certs/CERT-…`).
+pub const DEFAULT_CERT_PATH_PREFIX: &str = "/v1/notifications/certs/";
 
 /// The suffix a production certificate's common name must end with.
 pub const DEFAULT_SUBJECT_SUFFIX: &str = ".paypal.com";
@@ -203,6 +209,9 @@ pub struct PayPalWebhooks {
     provider: String,
     webhook_id: String,
     origins: Vec<String>,
+    /// What an allowed certificate URL's path starts with (PayPal's:
+    /// [`DEFAULT_CERT_PATH_PREFIX`]); it has no query.
+    path_prefix: String,
     subject_suffix: String,
     fetch: Arc<dyn CertFetch>,
     cache: Mutex<Vec<(String, Arc<Cert>)>>,
@@ -214,6 +223,7 @@ impl std::fmt::Debug for PayPalWebhooks {
             .field("provider", &self.provider)
             .field("webhook_id", &self.webhook_id)
             .field("origins", &self.origins)
+            .field("path_prefix", &self.path_prefix)
             .field("subject_suffix", &self.subject_suffix)
             .finish_non_exhaustive()
     }
@@ -243,12 +253,19 @@ impl PayPalWebhooks {
     /// PayPal's own hosts only ([`DEFAULT_CERT_ORIGINS`]), whose names end with
     /// [`DEFAULT_SUBJECT_SUFFIX`].
     pub fn new(webhook_id: &str, fetch: Arc<dyn CertFetch>) -> Result<Self, PayPalSetupError> {
-        Self::with_origins(
+        Ok(Self::with_origins(
             webhook_id,
             fetch,
             &DEFAULT_CERT_ORIGINS,
             DEFAULT_SUBJECT_SUFFIX,
-        )
+        )?
+        .with_cert_path_prefix(DEFAULT_CERT_PATH_PREFIX))
+    }
+
+    /// Only certificate URLs whose path starts with `prefix` are allowed (any path unless set).
+    pub fn with_cert_path_prefix(mut self, prefix: &str) -> Self {
+        self.path_prefix = prefix.to_owned();
+        self
     }
 
     /// The same, fetching only from `origins` (each exactly `https://host`, or
@@ -277,6 +294,7 @@ impl PayPalWebhooks {
             provider: PAYPAL_PROVIDER.to_owned(),
             webhook_id: webhook_id.to_owned(),
             origins,
+            path_prefix: "/".to_owned(),
             subject_suffix: subject_suffix.to_owned(),
             fetch,
             cache: Mutex::new(Vec::new()),
@@ -290,12 +308,18 @@ impl PayPalWebhooks {
     }
 
     /// Whether `cert_url` is on an allowed origin, compared whole: scheme, host and port (a
-    /// lookalike host, another scheme, credentials or a port are not).
+    /// lookalike host, another scheme, credentials or a port are not), under the allowed path,
+    /// without a query or fragment.
     fn allowed(&self, cert_url: &str) -> bool {
         let Ok(url) = url::Url::parse(cert_url) else {
             return false;
         };
-        if !url.username().is_empty() || url.password().is_some() {
+        if !url.username().is_empty()
+            || url.password().is_some()
+            || url.query().is_some()
+            || url.fragment().is_some()
+            || !url.path().starts_with(&self.path_prefix)
+        {
             return false;
         }
         let origin = url.origin().ascii_serialization();
@@ -353,13 +377,29 @@ impl WebhookScheme for PayPalWebhooks {
     }
 
     /// Fetches the certificate the request names, if it is on an allowed origin and not kept
-    /// yet. A URL off the allow-list is never fetched (verification refuses it); a fetch that
-    /// fails is [`SignatureError::KeyUnavailable`] (503: PayPal delivers again).
+    /// yet, and only for a request whose signature headers are all there and well formed (a
+    /// request that will be refused anyway makes no outbound call). A URL off the allow-list is
+    /// never fetched (verification refuses it); a fetch that fails is
+    /// [`SignatureError::KeyUnavailable`] (503: PayPal delivers again).
     async fn fetch_keys(&self, headers: &HeaderMap) -> Result<(), SignatureError> {
         let Ok(cert_url) = header(headers, CERT_URL) else {
             return Ok(());
         };
         if !self.allowed(cert_url) || self.cached(cert_url).is_some() {
+            return Ok(());
+        }
+        let well_formed = || -> Option<()> {
+            let id = header(headers, TRANSMISSION_ID).ok()?;
+            let time = header(headers, TRANSMISSION_TIME).ok()?;
+            let signature = header(headers, TRANSMISSION_SIG).ok()?;
+            (header(headers, AUTH_ALGO).ok()? == ALGORITHM
+                && !id.is_empty()
+                && !id.contains('|')
+                && crate::logging::epoch_ms_of_rfc3339(time).is_some()
+                && b64::decode(signature, Alphabet::Standard).is_some_and(|b| !b.is_empty()))
+            .then_some(())
+        };
+        if well_formed().is_none() {
             return Ok(());
         }
         let pem = self.fetch.fetch(cert_url).await.map_err(|reason| {
@@ -516,7 +556,8 @@ mod tests {
                 &DEFAULT_CERT_ORIGINS,
                 ".paypal.example",
             )
-            .unwrap();
+            .unwrap()
+            .with_cert_path_prefix(DEFAULT_CERT_PATH_PREFIX);
             let headers = headers(case);
             let body = case["body"].as_str().unwrap().as_bytes();
             let now = case["now"].as_i64().unwrap();
@@ -527,11 +568,12 @@ mod tests {
                 case["valid"].as_bool().unwrap(),
                 "{name}: {outcome:?}"
             );
-            // A certificate off the allow-list is never fetched.
+            // A certificate off the allow-list is never fetched, nor one for a request that will
+            // be refused whatever the certificate (another algorithm).
             let off_list = name.starts_with("cert_url_");
             assert_eq!(
                 fetch.asked.load(Ordering::SeqCst),
-                usize::from(!off_list),
+                usize::from(!off_list && name != "other_algorithm"),
                 "{name}"
             );
             let expected = match name {
@@ -600,6 +642,45 @@ mod tests {
             ".paypal.example"
         )
         .is_ok());
+    }
+
+    #[tokio::test]
+    async fn on_paypals_hosts_only_the_certificate_path_is_fetched() {
+        // GIVEN the production scheme and a valid delivery's headers
+        let vectors = vectors();
+        let case = &vectors["cases"][0];
+        let fetch = Arc::new(Serving {
+            pem: vectors["certs"]["main"]
+                .as_str()
+                .unwrap()
+                .as_bytes()
+                .to_vec(),
+            asked: AtomicUsize::new(0),
+        });
+        let scheme =
+            PayPalWebhooks::new(vectors["webhook_id"].as_str().unwrap(), fetch.clone()).unwrap();
+        // WHEN the certificate URL names another path, a query or a fragment on PayPal's host
+        for url in [
+            "https://api.paypal.com/v1/oauth2/token",
+            "https://api.paypal.com/v1/notifications/certs/CERT-1?x=1",
+            "https://api.paypal.com/v1/notifications/certs/CERT-1#x",
+            "https://api.paypal.com/v1/notifications/certsX/CERT-1",
+            "https://api.sandbox.paypal.com/",
+        ] {
+            let mut headers = headers(case);
+            headers.insert(
+                HeaderName::from_static(CERT_URL),
+                HeaderValue::from_str(url).unwrap(),
+            );
+            // THEN nothing is fetched, and nothing verifies
+            scheme.fetch_keys(&headers).await.unwrap();
+            assert_eq!(fetch.asked.load(Ordering::SeqCst), 0, "{url}");
+            assert_eq!(
+                scheme.verify(&headers, b"{}", case["now"].as_i64().unwrap()),
+                Err(SignatureError::NoValidSignature),
+                "{url}"
+            );
+        }
     }
 
     #[tokio::test]
