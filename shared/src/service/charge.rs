@@ -753,9 +753,19 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                         })?;
                 }
                 Err(StoreError::LeaseLost { .. }) => {
+                    // Another request took the key over: it answers now. The PSP's success
+                    // this one heard still moves the payment, so nothing learned is lost.
+                    if let Some(settlement) = &settlement {
+                        super::settle::keep_money_word(
+                            &self.store,
+                            &current.payment_id,
+                            settlement,
+                        )
+                        .await?;
+                    }
                     return Err(ChargeError::KeyInUse {
                         retry_after: Duration::from_secs(1),
-                    })
+                    });
                 }
                 Err(error) => return Err(error.into()),
             }

@@ -529,7 +529,12 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
                 _ => Reconciled::Declined,
             }),
             Ok(SettleOutcome::Moved | SettleOutcome::Duplicate)
-            | Err(StoreError::LeaseLost { .. }) => Ok(Reconciled::Skipped),
+            | Err(StoreError::LeaseLost { .. }) => {
+                // Someone else moved it first; the PSP's success still applies over theirs.
+                super::settle::keep_money_word(&self.store, &payment.payment_id, &settlement)
+                    .await?;
+                Ok(Reconciled::Skipped)
+            }
             Err(error) => Err(error.into()),
         }
     }
@@ -669,7 +674,11 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
                 PaymentStatus::Failed => Reconciled::Declined,
                 _ => Reconciled::Pending,
             }),
-            Ok(SettleOutcome::Moved | SettleOutcome::Duplicate) => Ok(Reconciled::Skipped),
+            Ok(SettleOutcome::Moved | SettleOutcome::Duplicate) => {
+                super::settle::keep_money_word(&self.store, &payment.payment_id, &settlement)
+                    .await?;
+                Ok(Reconciled::Skipped)
+            }
             Err(error) => Err(error.into()),
         }
     }

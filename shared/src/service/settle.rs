@@ -49,6 +49,29 @@ pub async fn apply_settlement<S: ChargeStore + ?Sized>(
     })
 }
 
+/// Applies a PSP's word that money moved (succeeded, captured) which a writer could not write
+/// under its own claim (its lease lost, the payment moved under it): without a lease, as a
+/// webhook would, since states only rise. Any other word is left to whoever holds the payment.
+pub async fn keep_money_word<S: ChargeStore + ?Sized>(
+    store: &S,
+    payment_id: &str,
+    settlement: &Settlement,
+) -> Result<(), StoreError> {
+    if matches!(
+        settlement,
+        Settlement::Succeeded { .. } | Settlement::Captured { .. }
+    ) {
+        if let Applied::Moved(payment) = apply_settlement(store, payment_id, settlement).await? {
+            tracing::info!(
+                payment_id,
+                status = payment.status.as_str(),
+                "the PSP's success applied after the payment moved under its writer"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The settlement a PSP lookup implies, if any (a pending or unknown charge implies none). An
 /// action the lookup finds open stays open until `action_expires_at_ms`.
 pub fn settlement_of(lookup: PspLookup, action_expires_at_ms: i64) -> Option<Settlement> {

@@ -1031,7 +1031,21 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
                     .authorize(&provider_payment_id, &request.payment_id, left)
                     .await
                 {
-                    Ok(Sent { reply, .. }) => Self::classify_create(request, manual, &reply),
+                    // A decline of the authorization is about this order, which its answer
+                    // may not name: a payment already read authorized (an approval webhook
+                    // first) must not stay so.
+                    Ok(Sent { reply, .. }) => {
+                        match Self::classify_create(request, manual, &reply) {
+                            PspOutcome::Declined {
+                                provider_payment_id: None,
+                                decline_code,
+                            } => PspOutcome::Declined {
+                                provider_payment_id: Some(provider_payment_id),
+                                decline_code,
+                            },
+                            outcome => outcome,
+                        }
+                    }
                     Err(NoAnswer::NotSent(reason) | NoAnswer::Unknown(reason)) => {
                         PspOutcome::Unknown { reason }
                     }
