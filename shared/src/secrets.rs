@@ -349,6 +349,17 @@ impl<P: Psp + 'static> Psp for RefreshingPsp<P> {
             .lookup_refund(provider_payment_id, refund_id)
             .await
     }
+
+    fn refunds_need_siblings(&self) -> bool {
+        self.cache.latest().refunds_need_siblings()
+    }
+
+    async fn lookup_refund_for(
+        &self,
+        request: &RefundRequest,
+    ) -> Result<Option<RefundSettlement>, PspError> {
+        self.cache.current().await.lookup_refund_for(request).await
+    }
 }
 
 /// A verifying webhook scheme rebuilt from the webhook secret after the TTL. Verifying is

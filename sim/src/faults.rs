@@ -820,7 +820,7 @@ impl SimTransport {
         let body = match &call.body {
             WireBody::Empty => String::new(),
             WireBody::Form(form) => encode(form),
-            WireBody::Json(json) => json.clone(),
+            WireBody::Json(json) | WireBody::Text(json) => json.clone(),
         };
         let now_ms = payonce::clock::Clock::now_ms(self.world.clock());
         let answer = self.model.handle(

@@ -29,6 +29,39 @@ pub struct RefundRequest {
     /// ignores refund keys may then refuse this one because of that earlier refund, so its
     /// refusal proves nothing.
     pub resend: bool,
+    /// The PSP's id of this refund, once known (a lookup reads that one).
+    pub provider_refund_id: Option<String>,
+    /// The payment's other refunds, for a PSP whose refunds carry none of our ids
+    /// ([`Psp::refunds_need_siblings`]); empty otherwise.
+    pub siblings: SiblingRefunds,
+}
+
+/// What a PSP whose refunds carry none of our ids (2C2P) needs to tell one refund of a payment
+/// from the others: the PSP's ids the others hold, and how many of them are unanswered (may be
+/// at the PSP with no id stored).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SiblingRefunds {
+    /// The PSP's ids of the payment's other refunds.
+    pub known: Vec<String>,
+    /// The payment's other refunds still pending without a PSP id.
+    pub unresolved: usize,
+}
+
+impl SiblingRefunds {
+    /// The siblings of `refund_id` among `refunds` (all refunds of its payment).
+    pub fn of(refund_id: &str, refunds: &[Refund]) -> Self {
+        let mut siblings = Self::default();
+        for other in refunds.iter().filter(|other| other.refund_id != refund_id) {
+            match &other.provider_refund_id {
+                Some(id) => siblings.known.push(id.clone()),
+                None if other.status == crate::domain::RefundStatus::Pending => {
+                    siblings.unresolved += 1
+                }
+                None => {}
+            }
+        }
+        siblings
+    }
 }
 
 impl RefundRequest {
@@ -44,7 +77,15 @@ impl RefundRequest {
             reason: refund.reason,
             idempotency_key: refund.psp_key(),
             resend: refund.psp_maybe_reached,
+            provider_refund_id: refund.provider_refund_id.clone(),
+            siblings: SiblingRefunds::default(),
         }
+    }
+
+    /// This request with the payment's other refunds (`refunds`: all of the payment's).
+    pub fn with_siblings(mut self, refunds: &[Refund]) -> Self {
+        self.siblings = SiblingRefunds::of(&self.refund_id, refunds);
+        self
     }
 }
 
@@ -396,6 +437,19 @@ pub trait Psp: Send + Sync {
         provider_payment_id: &str,
         refund_id: &str,
     ) -> Result<Option<RefundSettlement>, PspError>;
+    /// Whether telling this PSP's refunds apart needs the payment's other refunds (its refunds
+    /// carry none of our ids: 2C2P), so callers fill [`RefundRequest::siblings`].
+    fn refunds_need_siblings(&self) -> bool {
+        false
+    }
+    /// What the PSP holds for `request`'s refund: by default [`Psp::lookup_refund`] by our id.
+    async fn lookup_refund_for(
+        &self,
+        request: &RefundRequest,
+    ) -> Result<Option<RefundSettlement>, PspError> {
+        self.lookup_refund(&request.provider_payment_id, &request.refund_id)
+            .await
+    }
 }
 
 /// What fencing a PSP key proved.

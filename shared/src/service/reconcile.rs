@@ -808,12 +808,7 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
         budget: &Budget,
     ) -> Result<(Reconciled, bool), ReconcileError> {
         let refund_id = refund.refund_id.as_str();
-        let Some(charge) = self
-            .store
-            .get_payment(&refund.payment_id)
-            .await?
-            .and_then(|p| p.provider_payment_id)
-        else {
+        let Some(request) = self.refund_request(refund).await? else {
             return Err(StoreError::Corrupt {
                 key: refund.refund_id.clone(),
                 reason: "the refunded payment or its PSP id is missing".into(),
@@ -827,7 +822,7 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
         {
             return Ok((Reconciled::Pending, false));
         }
-        let settlement = match self.psp.lookup_refund(&charge, refund_id).await? {
+        let settlement = match self.psp.lookup_refund_for(&request).await? {
             Some(settlement) => settlement,
             None if age_ms > duration_ms(self.config.fence_window) => {
                 tracing::error!(
@@ -844,10 +839,7 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
                 let Some(timeout) = budget.call_timeout(self.store.now_ms(), &self.config) else {
                     return Ok((Reconciled::Pending, false));
                 };
-                let outcome = self
-                    .psp
-                    .create_refund(&RefundRequest::for_refund(refund, &charge), timeout)
-                    .await;
+                let outcome = self.psp.create_refund(&request, timeout).await;
                 let in_flight = matches!(outcome, RefundOutcome::Unknown { .. });
                 match refund_settlement_of(outcome) {
                     Some(settlement) => settlement,
@@ -892,15 +884,10 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
             self.store.stop_watching(refund).await?;
             return Ok(Reconciled::AlreadySettled);
         }
-        let Some(charge) = self
-            .store
-            .get_payment(&refund.payment_id)
-            .await?
-            .and_then(|p| p.provider_payment_id)
-        else {
+        let Some(request) = self.refund_request(refund).await? else {
             return Ok(Reconciled::Skipped);
         };
-        match self.psp.lookup_refund(&charge, &refund.refund_id).await? {
+        match self.psp.lookup_refund_for(&request).await? {
             Some(failed @ RefundSettlement::Failed { .. }) => {
                 let expires_at_s = (self.store.now_ms()
                     + duration_ms(self.config.record_retention))
@@ -923,6 +910,23 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
             }
             _ => Ok(Reconciled::Pending),
         }
+    }
+
+    /// The PSP request of `refund` (with the payment's other refunds where the PSP needs
+    /// them); `None` if the payment or its PSP id is missing.
+    async fn refund_request(&self, refund: &Refund) -> Result<Option<RefundRequest>, StoreError> {
+        let Some(payment) = self.store.get_payment(&refund.payment_id).await? else {
+            return Ok(None);
+        };
+        let Some(charge) = payment.provider_payment_id.as_deref() else {
+            return Ok(None);
+        };
+        let request = RefundRequest::for_refund(refund, charge);
+        Ok(Some(if self.psp.refunds_need_siblings() {
+            request.with_siblings(&self.store.refunds_of(&payment).await?)
+        } else {
+            request
+        }))
     }
 
     /// The budget of the item a run takes up now.

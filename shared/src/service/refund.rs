@@ -287,8 +287,7 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
             };
             match self.store.begin_refund(&claim, read, &refund).await {
                 Ok(BeginRefundOutcome::Begun) => {
-                    let charge = provider_charge(read)?;
-                    return self.send(refund, &charge, &lease, deadline_ms).await;
+                    return self.send(refund, read, &lease, deadline_ms).await;
                 }
                 Ok(BeginRefundOutcome::KeyTaken(existing)) => record = Some(existing),
                 Ok(BeginRefundOutcome::PaymentChanged(now)) => {
@@ -375,8 +374,7 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                     key: refund.refund_id.clone(),
                     reason: "the refunded payment is missing".into(),
                 })?;
-                let charge = provider_charge(payment)?;
-                self.send(refund, &charge, &lease, deadline_ms)
+                self.send(refund, payment, &lease, deadline_ms)
                     .await
                     .map(Resumed::Answer)
             }
@@ -389,11 +387,25 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
         }
     }
 
+    /// The PSP request of `refund` of `payment`, with the payment's other refunds where the
+    /// PSP needs them to tell its refunds apart (one more read, for that PSP alone).
+    async fn refund_request(
+        &self,
+        refund: &Refund,
+        payment: &Payment,
+    ) -> Result<RefundRequest, StoreError> {
+        let request = RefundRequest::for_refund(refund, &provider_charge(payment)?);
+        if !self.psp.refunds_need_siblings() {
+            return Ok(request);
+        }
+        Ok(request.with_siblings(&self.store.refunds_of(payment).await?))
+    }
+
     /// Calls the PSP for `refund` under `lease` and records what it said.
     async fn send(
         &self,
         refund: Refund,
-        provider_charge: &str,
+        payment: &Payment,
         lease: &Lease,
         deadline_ms: i64,
     ) -> Result<RefundAnswer, RefundError> {
@@ -408,12 +420,14 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 reason: "no time left before the deadline".into(),
             }
         } else {
-            self.psp
-                .create_refund(
-                    &RefundRequest::for_refund(&refund, provider_charge),
-                    timeout,
-                )
-                .await
+            match self.refund_request(&refund, payment).await {
+                Ok(request) => self.psp.create_refund(&request, timeout).await,
+                Err(error) => RefundOutcome::NotSent {
+                    reason: format!(
+                        "the PSP request could not be built, so nothing was sent: {error}"
+                    ),
+                },
+            }
         };
         // Only a known answer gives the sender lease back: after an unknown one the request may
         // still be running at the PSP, and the lease, kept until it lapses, keeps every other

@@ -211,6 +211,8 @@ fn refund_request(
         reason: None,
         idempotency_key: refund_key(&charge.payment_id, &n.to_string()),
         resend: false,
+        provider_refund_id: None,
+        siblings: Default::default(),
     }
 }
 

@@ -110,7 +110,7 @@ impl PspTransport for Recording {
                 .to_owned(),
             body: match &call.body {
                 WireBody::Json(text) => serde_json::from_str(text).ok(),
-                WireBody::Empty | WireBody::Form(_) => None,
+                WireBody::Empty | WireBody::Form(_) | WireBody::Text(_) => None,
             },
             status: answer.as_ref().ok().map(|reply| reply.status),
         });
@@ -1093,6 +1093,8 @@ fn refund_request(
         reason: None,
         idempotency_key: refund_key(&charge.payment_id, &n.to_string()),
         resend,
+        provider_refund_id: None,
+        siblings: Default::default(),
     }
 }
 

@@ -278,6 +278,8 @@ async fn refunds_are_not_supported_and_never_sent() {
         reason: None,
         idempotency_key: refund_key(&request.payment_id, "1"),
         resend: false,
+        provider_refund_id: None,
+        siblings: Default::default(),
     };
     assert_eq!(
         twoc2p.create_refund(&refund, TIMEOUT).await,

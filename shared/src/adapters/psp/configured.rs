@@ -102,6 +102,17 @@ impl<T: PspTransport> Psp for ConfiguredPsp<T> {
     ) -> Result<Option<RefundSettlement>, PspError> {
         delegate!(self, psp => psp.lookup_refund(provider_payment_id, refund_id).await)
     }
+
+    fn refunds_need_siblings(&self) -> bool {
+        delegate!(self, psp => psp.refunds_need_siblings())
+    }
+
+    async fn lookup_refund_for(
+        &self,
+        request: &RefundRequest,
+    ) -> Result<Option<RefundSettlement>, PspError> {
+        delegate!(self, psp => psp.lookup_refund_for(request).await)
+    }
 }
 
 /// A webhook scheme that only reads: for the processor, which takes events off the queue only
@@ -242,6 +253,8 @@ mod tests {
             reason: Some(RefundReason::RequestedByCustomer),
             idempotency_key: "payonce-refund-pay_0123456789abcdef0123456789abcdef-1".into(),
             resend: false,
+            provider_refund_id: None,
+            siblings: Default::default(),
         }
     }
 

@@ -17,6 +17,7 @@ pub mod stripe_webhook;
 pub mod transport;
 pub mod twoc2p;
 pub mod twoc2p_ids;
+pub mod twoc2p_maintenance;
 pub mod twoc2p_webhook;
 
 pub use configured::{ConfiguredPsp, ParseOnlyWebhooks};

@@ -1843,6 +1843,8 @@ mod tests {
             reason: Some(crate::domain::RefundReason::RequestedByCustomer),
             idempotency_key: format!("payonce-refund-{PAY}-1"),
             resend: false,
+            provider_refund_id: None,
+            siblings: Default::default(),
         }
     }
 

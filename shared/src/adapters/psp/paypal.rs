@@ -1304,6 +1304,8 @@ mod tests {
             reason: None,
             idempotency_key: format!("payonce-refund-{PAY}-1"),
             resend,
+            provider_refund_id: None,
+            siblings: Default::default(),
         }
     }
 

@@ -1563,6 +1563,8 @@ mod tests {
             reason: None,
             idempotency_key: format!("payonce-refund-{PAY}-1"),
             resend,
+            provider_refund_id: None,
+            siblings: Default::default(),
         }
     }
 

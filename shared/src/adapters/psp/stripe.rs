@@ -921,6 +921,8 @@ mod tests {
             reason,
             idempotency_key: "payonce-refund-pay_1-1".into(),
             resend: false,
+            provider_refund_id: None,
+            siblings: Default::default(),
         }
     }
 

@@ -37,6 +37,8 @@ pub enum WireBody {
     Form(Vec<(String, String)>),
     /// The exact bytes to send as `application/json`.
     Json(String),
+    /// The exact bytes to send as `text/plain` (2C2P's maintenance tokens).
+    Text(String),
 }
 
 impl WireCall {
@@ -199,6 +201,9 @@ impl HttpTransport {
             WireBody::Json(json) => request
                 .header(CONTENT_TYPE, "application/json")
                 .body(json.clone()),
+            WireBody::Text(text) => request
+                .header(CONTENT_TYPE, "text/plain")
+                .body(text.clone()),
         };
         for (name, value) in &call.headers {
             request = match HeaderValue::from_str(value) {

@@ -53,6 +53,7 @@
 
 use super::transport::{CallFailure, HttpTransport, PspTransport, WireBody, WireCall, WireReply};
 use super::twoc2p_ids::invoice_no_for;
+use super::twoc2p_maintenance::Maintenance;
 use super::twoc2p_webhook::{
     checked_amount, classify, sign_claims_json, text, ResponseClass, TwoC2pConfigError,
     TwoC2pNotifications, TWOC2P_PROVIDER,
@@ -190,6 +191,7 @@ pub struct TwoC2pPsp<T = HttpTransport> {
     /// Verifies 2C2P's JWTs with the same key.
     verifier: TwoC2pNotifications,
     request_timeout: Duration,
+    maintenance: Option<Maintenance<T>>,
 }
 
 impl<T: std::fmt::Debug> std::fmt::Debug for TwoC2pPsp<T> {
@@ -366,7 +368,19 @@ impl<T: PspTransport> TwoC2pPsp<T> {
             secret_key,
             verifier,
             request_timeout,
+            maintenance: None,
         })
+    }
+
+    /// With 2C2P's Payment Maintenance API: refunds (and voids) become possible.
+    pub fn with_maintenance(mut self, maintenance: Maintenance<T>) -> Self {
+        self.maintenance = Some(maintenance);
+        self
+    }
+
+    /// The maintenance API, if configured.
+    pub fn maintenance(&self) -> Option<&Maintenance<T>> {
+        self.maintenance.as_ref()
     }
 
     /// The transport.
@@ -733,9 +747,14 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
         crate::domain::PspKind::TwoC2p
     }
 
-    /// 2C2P refunds need the Payment Maintenance API's exchanged RSA keys: none here.
+    /// 2C2P refunds need the Payment Maintenance API's exchanged RSA keys.
     fn supports_refunds(&self) -> bool {
-        false
+        self.maintenance.is_some()
+    }
+
+    /// 2C2P lists an invoice's refunds by its own references alone.
+    fn refunds_need_siblings(&self) -> bool {
+        true
     }
 
     /// Payment Token, then Do Payment with the token, then Payment Inquiry, which alone says
@@ -957,24 +976,44 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
         Ok(())
     }
 
-    /// Never sent: 2C2P refunds are not supported (see [`Psp::supports_refunds`]).
-    async fn create_refund(&self, request: &RefundRequest, _timeout: Duration) -> RefundOutcome {
-        tracing::error!(refund_id = %request.refund_id, payment_id = %request.payment_id,
-            "a 2C2P refund was attempted; 2C2P refunds are not supported, nothing sent");
-        RefundOutcome::NotSent {
-            reason: REFUNDS_UNSUPPORTED.to_owned(),
-        }
+    /// Through the Payment Maintenance API ([`Maintenance::refund`]); never sent without it.
+    async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {
+        let (Some(maintenance), Some(invoice_no)) =
+            (&self.maintenance, invoice_no_for(&request.payment_id))
+        else {
+            tracing::error!(refund_id = %request.refund_id, payment_id = %request.payment_id,
+                "a 2C2P refund was attempted without the maintenance keys; nothing sent");
+            return RefundOutcome::NotSent {
+                reason: REFUNDS_UNSUPPORTED.to_owned(),
+            };
+        };
+        maintenance.refund(request, &invoice_no, timeout).await
     }
 
-    /// An error: 2C2P refunds are not supported, so there is nothing to look up.
+    /// An error: a 2C2P refund is told apart only with its request ([`Psp::lookup_refund_for`]).
     async fn lookup_refund(
         &self,
         _provider_payment_id: &str,
-        _refund_id: &str,
+        refund_id: &str,
     ) -> Result<Option<RefundSettlement>, PspError> {
         Err(PspError {
-            reason: REFUNDS_UNSUPPORTED.to_owned(),
+            reason: format!("2C2P refund {refund_id} is looked up with its request"),
         })
+    }
+
+    /// The invoice's refund status (`RS`), read as [`Maintenance::find_refund`] says.
+    async fn lookup_refund_for(
+        &self,
+        request: &RefundRequest,
+    ) -> Result<Option<RefundSettlement>, PspError> {
+        let (Some(maintenance), Some(invoice_no)) =
+            (&self.maintenance, invoice_no_for(&request.payment_id))
+        else {
+            return Err(PspError {
+                reason: REFUNDS_UNSUPPORTED.to_owned(),
+            });
+        };
+        maintenance.find_refund(request, &invoice_no).await
     }
 }
 
@@ -1934,7 +1973,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn refunds_are_not_supported_and_nothing_pretends() {
+    async fn without_the_maintenance_keys_refunds_are_not_supported_and_nothing_pretends() {
         let psp = scripted([]);
         assert!(!psp.supports_refunds());
         let request = RefundRequest {
@@ -1946,6 +1985,8 @@ mod tests {
             reason: None,
             idempotency_key: format!("payonce-refund-{PAY}-1"),
             resend: false,
+            provider_refund_id: None,
+            siblings: Default::default(),
         };
         assert_eq!(
             psp.create_refund(&request, Duration::from_secs(10)).await,
@@ -1954,10 +1995,7 @@ mod tests {
             }
         );
         assert_eq!(
-            psp.lookup_refund("2868821", "rfd_1_1")
-                .await
-                .unwrap_err()
-                .reason,
+            psp.lookup_refund_for(&request).await.unwrap_err().reason,
             REFUNDS_UNSUPPORTED
         );
         assert!(calls(&psp).is_empty());
