@@ -363,6 +363,59 @@ mod tests {
     }
 
     #[test]
+    fn twoc2p_refunds_come_with_both_maintenance_keys_and_a_half_pair_stops_the_start() {
+        use crate::adapters::psp::b64::{encode, Alphabet};
+        use crate::adapters::psp::twoc2p_maintenance::MaintenanceKeys;
+        use crate::ports::Psp;
+        let settings = PspSettings::defaults(PspKind::TwoC2p);
+        // Without them: refunds are not supported, as before.
+        let psp = psp_with(&settings, &twoc2p_secret()).unwrap();
+        assert!(!psp.supports_refunds());
+        let (merchant_private, _) = MaintenanceKeys::generate_pair().unwrap();
+        let (_, twoc2p_public) = MaintenanceKeys::generate_pair().unwrap();
+        let private = encode(&merchant_private, Alphabet::Standard);
+        let public = format!(
+            "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
+            encode(&twoc2p_public, Alphabet::Standard)
+        );
+        let with = |private: Option<&str>, public: Option<&str>| PspSecrets {
+            maintenance_private_key: private.map(str::to_owned),
+            maintenance_public_key: public.map(str::to_owned),
+            ..twoc2p_secret()
+        };
+        let psp = psp_with(&settings, &with(Some(&private), Some(&public))).unwrap();
+        assert!(psp.supports_refunds());
+        assert!(!format!("{:?}", with(Some(&private), Some(&public))).contains(&private));
+        api_refusal(
+            PspKind::TwoC2p,
+            &with(Some(&private), None),
+            "maintenance_public_key",
+        );
+        api_refusal(
+            PspKind::TwoC2p,
+            &with(None, Some(&public)),
+            "maintenance_private_key",
+        );
+        // Swapped, or a certificate where a key belongs: refused, naming the field.
+        api_refusal(
+            PspKind::TwoC2p,
+            &with(
+                Some(&encode(&twoc2p_public, Alphabet::Standard)),
+                Some(&public),
+            ),
+            "maintenance_private_key",
+        );
+        let certificate = public.replace("PUBLIC KEY", "CERTIFICATE");
+        let error = api_refusal(
+            PspKind::TwoC2p,
+            &with(Some(&private), Some(&certificate)),
+            "maintenance_public_key",
+        );
+        assert!(error.contains("openssl x509"), "{error}");
+        assert!(!error.contains(&private));
+    }
+
+    #[test]
     fn a_missing_or_blank_field_is_refused_by_name() {
         // Stripe's API secret: the API key.
         for json in [

@@ -26,6 +26,20 @@ pub struct PspSettings {
     pub connect_timeout: Option<Duration>,
     /// `PSP_TIMEOUT_MS`, if set (else the adapter's 10 s).
     pub request_timeout: Option<Duration>,
+    /// 2C2P's Payment Maintenance action URL: `PSP_MAINTENANCE_URL`, else 2C2P's production one
+    /// when `PSP_LIVEMODE` is `true`, else its sandbox's (used only with the maintenance keys).
+    pub maintenance_url: String,
+}
+
+/// 2C2P's maintenance action URL for `live`.
+fn default_maintenance_url(live: bool) -> String {
+    use crate::adapters::psp::twoc2p_maintenance::{PRODUCTION_ACTION_URL, SANDBOX_ACTION_URL};
+    if live {
+        PRODUCTION_ACTION_URL
+    } else {
+        SANDBOX_ACTION_URL
+    }
+    .to_owned()
 }
 
 impl PspSettings {
@@ -38,16 +52,19 @@ impl PspSettings {
                 .map(|_| millis(name, Duration::ZERO))
                 .transpose()
         };
+        let live = optional("PSP_LIVEMODE").as_deref() == Some("true");
         Ok(Self {
             kind,
             api_base: api_base(
                 kind,
                 optional("PSP_API_BASE"),
                 optional("STRIPE_API_BASE"),
-                optional("PSP_LIVEMODE").as_deref() == Some("true"),
+                live,
             ),
             connect_timeout: optional_millis("PSP_CONNECT_TIMEOUT_MS")?,
             request_timeout: optional_millis("PSP_TIMEOUT_MS")?,
+            maintenance_url: optional("PSP_MAINTENANCE_URL")
+                .unwrap_or_else(|| default_maintenance_url(live)),
         })
     }
 
@@ -58,6 +75,7 @@ impl PspSettings {
             api_base: kind.default_api_base(false).to_owned(),
             connect_timeout: None,
             request_timeout: None,
+            maintenance_url: default_maintenance_url(false),
         }
     }
 }
@@ -106,6 +124,11 @@ pub struct PspSecrets {
     /// `webhook_id`: the id PayPal gave our webhook subscription (it is signed with each
     /// notification).
     pub webhook_id: Option<String>,
+    /// `maintenance_private_key`: the 2C2P merchant's private key for the Payment Maintenance
+    /// API (PKCS#8, PEM or base64 DER); with `maintenance_public_key`, 2C2P refunds work.
+    pub maintenance_private_key: Option<String>,
+    /// `maintenance_public_key`: 2C2P's JWE public key (SubjectPublicKeyInfo, PEM or base64 DER).
+    pub maintenance_public_key: Option<String>,
 }
 
 impl std::fmt::Debug for PspSecrets {
@@ -123,6 +146,14 @@ impl std::fmt::Debug for PspSecrets {
             .field("client_id", &self.client_id)
             .field("client_secret", &shown(&self.client_secret))
             .field("webhook_id", &self.webhook_id)
+            .field(
+                "maintenance_private_key",
+                &shown(&self.maintenance_private_key),
+            )
+            .field(
+                "maintenance_public_key",
+                &self.maintenance_public_key.as_ref().map(|_| "<set>"),
+            )
             .finish()
     }
 }
@@ -139,7 +170,8 @@ impl PspSecrets {
             PspKind::Omise => text("secret_key", &self.secret_key),
             PspKind::TwoC2p => {
                 text("merchant_id", &self.merchant_id)?;
-                text("secret_key", &self.secret_key)
+                text("secret_key", &self.secret_key)?;
+                self.maintenance("").map(drop)
             }
             PspKind::Square => {
                 text("access_token", &self.access_token)?;
@@ -153,6 +185,59 @@ impl PspSecrets {
                 text("client_secret", &self.client_secret)
             }
         }
+    }
+
+    /// 2C2P's Payment Maintenance API at `action_url` with the keys of this secret, if both are
+    /// given; one without the other, or one that is not a usable RSA key, is an error naming the
+    /// field.
+    pub fn maintenance(
+        &self,
+        action_url: &str,
+    ) -> Result<Option<crate::adapters::psp::twoc2p::MaintenanceConfig>, ConfigError> {
+        use crate::adapters::psp::twoc2p_maintenance::{key_der, MaintenanceKeys};
+        let refused = |field: &'static str, problem: String| ConfigError::Secret {
+            secret: SecretRole::Api,
+            psp: "2c2p",
+            field,
+            problem,
+        };
+        let (private, public) = match (&self.maintenance_private_key, &self.maintenance_public_key)
+        {
+            (None, None) => return Ok(None),
+            (Some(private), Some(public)) => (private, public),
+            (Some(_), None) => {
+                return Err(refused(
+                    "maintenance_public_key",
+                    "is missing (both maintenance keys, or neither)".into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(refused(
+                    "maintenance_private_key",
+                    "is missing (both maintenance keys, or neither)".into(),
+                ))
+            }
+        };
+        let private = key_der(private, "PRIVATE KEY")
+            .map_err(|problem| refused("maintenance_private_key", problem))?;
+        let public = key_der(public, "PUBLIC KEY")
+            .map_err(|problem| refused("maintenance_public_key", problem))?;
+        MaintenanceKeys::from_der(&private, &public).map_err(|error| {
+            let field = match error {
+                crate::adapters::psp::twoc2p_maintenance::MaintenanceKeyError::Merchant(_) => {
+                    "maintenance_private_key"
+                }
+                crate::adapters::psp::twoc2p_maintenance::MaintenanceKeyError::TwoC2p(_) => {
+                    "maintenance_public_key"
+                }
+            };
+            refused(field, "is not a usable RSA key".into())
+        })?;
+        Ok(Some(crate::adapters::psp::twoc2p::MaintenanceConfig {
+            action_url: action_url.to_owned(),
+            merchant_private_key: private,
+            twoc2p_public_key: public,
+        }))
     }
 
     /// Checks the webhook secret has `kind`'s shape: for Stripe and Omise at least one
@@ -355,6 +440,8 @@ pub fn parse_psp_secrets(text: &str) -> Result<PspSecrets, String> {
         client_id: text("client_id"),
         client_secret: text("client_secret"),
         webhook_id: text("webhook_id"),
+        maintenance_private_key: text("maintenance_private_key"),
+        maintenance_public_key: text("maintenance_public_key"),
     })
 }
 
@@ -422,9 +509,26 @@ pub fn psp_with(
                 PspSecrets::field(&secrets.secret_key),
             );
             timeouts(&mut config.connect_timeout, &mut config.request_timeout);
+            if let Some(maintenance) = secrets.maintenance(&settings.maintenance_url)? {
+                config = config.with_maintenance(maintenance);
+            }
             ConfiguredPsp::TwoC2p(TwoC2pPsp::new(config).map_err(|e| match e {
                 crate::adapters::psp::twoc2p::TwoC2pSetupError::Http(e) => {
                     ConfigError::PspClient(e)
+                }
+                crate::adapters::psp::twoc2p::TwoC2pSetupError::MaintenanceKeys(e) => {
+                    ConfigError::Secret {
+                        secret: SecretRole::Api,
+                        psp: "2c2p",
+                        field: "maintenance_private_key/maintenance_public_key",
+                        problem: e.to_string(),
+                    }
+                }
+                crate::adapters::psp::twoc2p::TwoC2pSetupError::MaintenanceUrl(url) => {
+                    ConfigError::Env(EnvError::Invalid {
+                        name: "PSP_MAINTENANCE_URL",
+                        reason: format!("{url:?} is not an absolute http(s) URL"),
+                    })
                 }
                 crate::adapters::psp::twoc2p::TwoC2pSetupError::Config(e) => ConfigError::Secret {
                     secret: SecretRole::Api,

@@ -53,7 +53,7 @@
 
 use super::transport::{CallFailure, HttpTransport, PspTransport, WireBody, WireCall, WireReply};
 use super::twoc2p_ids::invoice_no_for;
-use super::twoc2p_maintenance::Maintenance;
+use super::twoc2p_maintenance::{Maintenance, MaintenanceKeyError, MaintenanceKeys};
 use super::twoc2p_webhook::{
     checked_amount, classify, sign_claims_json, text, ResponseClass, TwoC2pConfigError,
     TwoC2pNotifications, TWOC2P_PROVIDER,
@@ -135,6 +135,32 @@ pub struct TwoC2pConfig {
     pub request_timeout: Duration,
     /// Name stored on payments (`2c2p`).
     pub provider_name: String,
+    /// The Payment Maintenance API (refunds, voids), if its keys were exchanged.
+    pub maintenance: Option<MaintenanceConfig>,
+}
+
+/// Where 2C2P's Payment Maintenance API is and the keys exchanged for it.
+#[derive(Clone)]
+pub struct MaintenanceConfig {
+    /// The action URL: [`SANDBOX_ACTION_URL`] or [`PRODUCTION_ACTION_URL`]; the fake PSP's in
+    /// tests.
+    ///
+    /// [`SANDBOX_ACTION_URL`]: super::twoc2p_maintenance::SANDBOX_ACTION_URL
+    /// [`PRODUCTION_ACTION_URL`]: super::twoc2p_maintenance::PRODUCTION_ACTION_URL
+    pub action_url: String,
+    /// The merchant's private key, PKCS#8 DER (never logged).
+    pub merchant_private_key: Vec<u8>,
+    /// 2C2P's JWE public key, SubjectPublicKeyInfo DER.
+    pub twoc2p_public_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for MaintenanceConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MaintenanceConfig")
+            .field("action_url", &self.action_url)
+            .field("merchant_private_key", &"<redacted>")
+            .finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for TwoC2pConfig {
@@ -146,6 +172,7 @@ impl std::fmt::Debug for TwoC2pConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("provider_name", &self.provider_name)
+            .field("maintenance", &self.maintenance)
             .finish()
     }
 }
@@ -165,7 +192,14 @@ impl TwoC2pConfig {
             connect_timeout: Duration::from_secs(3),
             request_timeout: Duration::from_secs(10),
             provider_name: TWOC2P_PROVIDER.to_owned(),
+            maintenance: None,
         }
+    }
+
+    /// With the Payment Maintenance API.
+    pub fn with_maintenance(mut self, maintenance: MaintenanceConfig) -> Self {
+        self.maintenance = Some(maintenance);
+        self
     }
 }
 
@@ -178,6 +212,12 @@ pub enum TwoC2pSetupError {
     /// The HTTP client could not be built.
     #[error("the HTTP client could not be built: {0}")]
     Http(#[from] reqwest::Error),
+    /// A Payment Maintenance key is not a usable RSA key.
+    #[error(transparent)]
+    MaintenanceKeys(#[from] MaintenanceKeyError),
+    /// The Payment Maintenance action URL is not an absolute http(s) URL.
+    #[error("the maintenance action URL {0:?} is not an absolute http(s) URL")]
+    MaintenanceUrl(String),
 }
 
 /// The 2C2P adapter: builds the Payment Token, Do Payment and Payment Inquiry calls and
@@ -214,13 +254,31 @@ impl TwoC2pPsp<HttpTransport> {
             config.connect_timeout,
             config.request_timeout,
         )?;
-        Ok(Self::with_transport(
+        let merchant_id = config.merchant_id.clone();
+        let psp = Self::with_transport(
             transport,
             config.provider_name,
             config.merchant_id,
             config.secret_key,
             config.request_timeout,
-        )?)
+        )?;
+        let Some(maintenance) = config.maintenance else {
+            return Ok(psp);
+        };
+        let keys = MaintenanceKeys::from_der(
+            &maintenance.merchant_private_key,
+            &maintenance.twoc2p_public_key,
+        )?;
+        let (origin, path) = split_url(&maintenance.action_url)
+            .ok_or_else(|| TwoC2pSetupError::MaintenanceUrl(maintenance.action_url.clone()))?;
+        let transport = HttpTransport::new(origin, config.connect_timeout, config.request_timeout)?;
+        Ok(psp.with_maintenance(Maintenance::new(
+            transport,
+            path,
+            merchant_id,
+            keys,
+            config.request_timeout,
+        )))
     }
 }
 
@@ -284,6 +342,16 @@ enum Paid {
 /// ever while the money was taken. The invoice is what every 2C2P call names, unique to the
 /// attempt, and 2C2P takes one payment per invoice. (`claims` is read only by the simulation's
 /// planted hole that puts the `tranRef` back.)
+/// `url` as its origin (`scheme://host[:port]`) and its path.
+fn split_url(url: &str) -> Option<(String, String)> {
+    let parsed = url::Url::parse(url).ok()?;
+    if !matches!(parsed.scheme(), "https" | "http") || parsed.host_str().is_none() {
+        return None;
+    }
+    let path = parsed.path().to_owned();
+    Some((parsed.origin().ascii_serialization(), path))
+}
+
 fn provider_id(claims: &Map<String, Value>, invoice_no: &str) -> String {
     if crate::mutations::active(crate::mutations::Mutation::TwoC2pNamesByTranRef) {
         if let Some(tran_ref) = text(claims.get("tranRef")).filter(|id| !id.is_empty()) {

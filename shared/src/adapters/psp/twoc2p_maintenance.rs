@@ -253,6 +253,39 @@ impl MaintenanceKeys {
     }
 }
 
+/// The DER of a key given as text: a PEM block labelled `label` (`PRIVATE KEY` for PKCS#8,
+/// `PUBLIC KEY` for SubjectPublicKeyInfo) or the DER in standard base64. A certificate is
+/// refused with how to take its key out: payonce reads no X.509.
+pub fn key_der(text: &str, label: &str) -> Result<Vec<u8>, String> {
+    let text = text.trim();
+    let body = match text.strip_prefix("-----BEGIN ") {
+        Some(rest) => {
+            let (found, rest) = rest
+                .split_once("-----")
+                .ok_or("an unterminated PEM header")?;
+            if found != label {
+                return Err(format!(
+                    "a PEM {found:?}, not {label:?}{}",
+                    if found == "CERTIFICATE" {
+                        " (take the key out with `openssl x509 -in <file> -pubkey -noout`)"
+                    } else if found == "RSA PRIVATE KEY" {
+                        " (convert it with `openssl pkcs8 -topk8 -nocrypt -in <file>`)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            rest.split_once(&format!("-----END {label}-----"))
+                .ok_or("no PEM footer")?
+                .0
+                .to_owned()
+        }
+        None => text.to_owned(),
+    };
+    let compact: String = body.chars().filter(|c| !c.is_whitespace()).collect();
+    b64::decode(&compact, Alphabet::Standard).ok_or_else(|| "not base64".to_owned())
+}
+
 fn decode_json(segment: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
     serde_json::from_slice(&b64::decode(segment, Alphabet::UrlSafeNoPad)?).ok()
 }
@@ -954,6 +987,43 @@ mod tests {
             assert!(ours.open(&forged).is_err(), "{alg}");
         }
         assert!(ours.open("not a token").is_err());
+    }
+
+    #[test]
+    fn keys_are_read_from_pem_or_base64_and_certificates_are_refused_with_the_way_out() {
+        let (private, public) = MaintenanceKeys::generate_pair().expect("keys");
+        let pem = |label: &str, der: &[u8]| {
+            let body = b64::encode(der, Alphabet::Standard);
+            let lines: Vec<&str> = body
+                .as_bytes()
+                .chunks(64)
+                .map(|c| std::str::from_utf8(c).expect("ascii"))
+                .collect();
+            format!(
+                "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+                lines.join("\n")
+            )
+        };
+        assert_eq!(
+            key_der(&pem("PRIVATE KEY", &private), "PRIVATE KEY").unwrap(),
+            private
+        );
+        assert_eq!(
+            key_der(&pem("PUBLIC KEY", &public), "PUBLIC KEY").unwrap(),
+            public
+        );
+        assert_eq!(
+            key_der(&b64::encode(&public, Alphabet::Standard), "PUBLIC KEY").unwrap(),
+            public
+        );
+        assert!(key_der(&pem("CERTIFICATE", &public), "PUBLIC KEY")
+            .unwrap_err()
+            .contains("openssl x509"));
+        assert!(key_der(&pem("PUBLIC KEY", &public), "PRIVATE KEY").is_err());
+        assert!(key_der("not a key!", "PUBLIC KEY").is_err());
+        // Each side's key in the other's place is refused when the keys are built.
+        assert!(MaintenanceKeys::from_der(&public, &public).is_err());
+        assert!(MaintenanceKeys::from_der(&private, &private).is_err());
     }
 
     #[test]
