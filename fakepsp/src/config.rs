@@ -8,6 +8,7 @@ use crate::provider::{
     Provider, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET, DEFAULT_SQUARE_SIGNATURE_KEY,
     DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY, DEFAULT_WEBHOOK_SECRET,
 };
+use crate::twoc2p_keys::TwoC2pMaintenanceKeys;
 
 /// How the fake PSP is set up when it starts.
 #[derive(Clone, Debug)]
@@ -37,6 +38,17 @@ pub struct FakePspConfig {
     /// 2C2P face only: the merchant id it knows; the merchant's secret key is
     /// [`api_key`](Self::api_key), which verifies requests and signs answers and notifications.
     pub twoc2p_merchant_id: String,
+    /// 2C2P face only: the Payment Maintenance API's RSA keys (2C2P's private key, the
+    /// merchant's public key, and optionally the merchant's private key to serve); `None` (the
+    /// default) generates both RSA-2048 pairs at start. The merchant's side is served at
+    /// `GET /_fake/2c2p/keys`
+    /// ([`RunningFakePsp::twoc2p_keys`](crate::RunningFakePsp::twoc2p_keys)).
+    /// Starting with keys that are not RSA keys of 2048 to 8192 bits fails.
+    pub twoc2p_maintenance_keys: Option<TwoC2pMaintenanceKeys>,
+    /// 2C2P face only: how long after it succeeded a charge settles (maintenance status `A`,
+    /// voidable, → `S`, refundable); zero (the default) settles at once, so the sandbox can
+    /// refund straight away.
+    pub twoc2p_settle_after: Duration,
     /// How long a `pm_fake_slow` charge holds its answer back.
     pub slow_delay: Duration,
     /// How long a `pm_fake_processing` PaymentIntent stays `processing` before it succeeds.
@@ -99,6 +111,8 @@ impl Default for FakePspConfig {
             authorization_expires_after: model.authorization_expires_after,
             omise_honours_idempotency_key: model.omise_honours_idempotency_key,
             twoc2p_merchant_id: model.twoc2p_merchant_id,
+            twoc2p_maintenance_keys: None,
+            twoc2p_settle_after: model.twoc2p_settle_after,
             webhooks: WebhookKnobs::default(),
             paypal_client_id: model.paypal_client_id,
             paypal_token_lifetime: model.paypal_token_lifetime,

@@ -83,7 +83,17 @@
 //! the test token as `securePayToken`. The invoice number is the idempotency key (`9015` for one
 //! used before), a payment token is single use (`9041`), declines read as 2C2P's issuer codes
 //! (`4005`, `4051`) in the inquiry, and final charges are notified with a signed backend
-//! notification. There are no refunds. The rules and their sources are in the `faces::twoc2p` module.
+//! notification. Refunds and voids go through 2C2P's Payment Maintenance API ("Payment Action
+//! 2.0"): `POST /2C2PFrontend/PaymentAction/2.0/action`, a `text/plain` body that is a compact
+//! JWS (PS256, signed with the merchant's key) of a JWE (RSA-OAEP + A256GCM, to 2C2P's key) of a
+//! `<PaymentProcessRequest>` XML (`processType` `I` inquiry, `RS` refund status, `R` refund of a
+//! settled payment, `V` void of an unsettled one), answered in the reverse envelope; an
+//! envelope that does not verify or decrypt is 401 with a plain-text body. A payment settles
+//! [`FakePspConfig::twoc2p_settle_after`] after it succeeded (at once by default). The keys are
+//! [`FakePspConfig::twoc2p_maintenance_keys`] or made at start; `GET /_fake/2c2p/keys` (no auth,
+//! not counted) serves the merchant's side ([`RunningFakePsp::twoc2p_keys`]) and `GET
+//! /_fake/2c2p/actions` every maintenance call ([`TwoC2pAction`]). The rules and their sources
+//! are in the `faces::twoc2p` module and its `maintenance` module.
 //!
 //! **The Square face** ([`FakePspConfig::square`]) serves the same model under `/v2`, with the
 //! access token as `Authorization: Bearer` and JSON bodies: `POST /v2/payments`
@@ -133,7 +143,8 @@
 //!
 //! `GET /_fake/charges` and `GET /_fake/refunds` (no auth, not counted) list everything created,
 //! with `provider`, `id`, `outcome`, `amount`, `currency`, `payment_id`, `idempotency_key` and,
-//! for refunds, `refund_id` on every face, `invoice_no` on the 2C2P face and `object` (the
+//! for refunds, `refund_id` on every face, `invoice_no` on the 2C2P face (refunds too) and
+//! `object` (the
 //! Payment as `GET /v2/payments/{id}` answers it) on the Square face, the order as `GET
 //! /v2/checkout/orders/{id}` answers it on the PayPal face; charges also carry
 //! `capture_method`, `amount_captured` and the `captures` and `cancels` that took effect, each
@@ -164,9 +175,11 @@ mod paypal_signing;
 mod provider;
 mod running;
 mod server;
+mod twoc2p_keys;
 mod webhooks;
 
 pub use config::{FakePspConfig, WebhookKnobs};
+pub use faces::twoc2p::maintenance::TwoC2pAction;
 pub use ledger::{FakeCancel, FakeCapture, FakeCharge, FakeRefund};
 pub use paypal_signing::{
     paypal_signed_string, sign_paypal_webhook, PayPalKeyError, PayPalSigner,
@@ -178,6 +191,7 @@ pub use provider::{
     DEFAULT_WEBHOOK_SECRET,
 };
 pub use running::{FakePsp, RunningFakePsp};
+pub use twoc2p_keys::{TwoC2pKeyError, TwoC2pMaintenanceKeys, TwoC2pMerchantKeys};
 pub use webhooks::{sign_omise_webhook, sign_square_webhook, sign_webhook};
 
 /// Signs `claims` as the 2C2P face signs its answers and backend notifications: a compact JWS

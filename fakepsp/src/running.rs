@@ -15,7 +15,9 @@ use crate::model::{FakeModel, ModelConfig};
 use crate::paypal_signing::{PayPalSigner, PAYPAL_CERT_PATH};
 use crate::provider::Provider;
 use crate::server::{self, now_ms, App};
+use crate::twoc2p_keys::{TwoC2pMaintenanceKeys, TwoC2pMerchantKeys};
 use crate::webhooks::{Signer, Webhooks};
+use crate::TwoC2pAction;
 
 /// How long [`RunningFakePsp::shutdown`] lets in-flight requests finish before cutting them off.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -36,8 +38,9 @@ impl FakePsp {
     /// or dropped.
     ///
     /// Fails with [`InvalidInput`](std::io::ErrorKind::InvalidInput) for an Omise face whose
-    /// webhook secret is not base64, or a PayPal face whose signing key PEM is not an RSA
-    /// private key. Must be called within a Tokio runtime.
+    /// webhook secret is not base64, a PayPal face whose signing key PEM is not an RSA
+    /// private key, or a 2C2P face whose maintenance keys are not usable RSA keys. Must be
+    /// called within a Tokio runtime.
     pub async fn start(config: FakePspConfig, addr: SocketAddr) -> std::io::Result<RunningFakePsp> {
         let invalid =
             |reason: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, reason);
@@ -45,6 +48,19 @@ impl FakePsp {
         // the key is read (or made) before binding, so that a bad one fails fast.
         let paypal_signer = match config.provider {
             Provider::PayPal => Some(Arc::new(paypal_signer(config.paypal_signing_key_pem)?)),
+            _ => None,
+        };
+        // The 2C2P face's maintenance keys, made (or checked) before binding as well.
+        let twoc2p_maintenance_keys = match config.provider {
+            Provider::TwoC2p => {
+                let keys = match config.twoc2p_maintenance_keys {
+                    Some(keys) => keys,
+                    None => TwoC2pMaintenanceKeys::generate()
+                        .map_err(|error| invalid(error.to_string()))?,
+                };
+                keys.parse().map_err(|error| invalid(error.to_string()))?;
+                Some(keys)
+            }
             _ => None,
         };
         let secret_signer = match config.provider {
@@ -77,6 +93,8 @@ impl FakePsp {
             provider: config.provider,
             omise_honours_idempotency_key: config.omise_honours_idempotency_key,
             twoc2p_merchant_id: config.twoc2p_merchant_id,
+            twoc2p_maintenance_keys,
+            twoc2p_settle_after: config.twoc2p_settle_after,
             api_key: config.api_key,
             search_lag_max: config.search_lag_max,
             processing_for: config.processing_for,
@@ -199,6 +217,19 @@ impl RunningFakePsp {
             .paypal_signer
             .as_ref()
             .map(|_| format!("{}{PAYPAL_CERT_PATH}", self.base_url()))
+    }
+
+    /// 2C2P face only: the merchant's side of the Payment Maintenance API's keys and the action
+    /// endpoint's absolute URL, as `GET /_fake/2c2p/keys` serves them (test keys only); `None`
+    /// on the other faces.
+    pub fn twoc2p_keys(&self) -> Option<TwoC2pMerchantKeys> {
+        self.app.model.twoc2p_keys()
+    }
+
+    /// 2C2P face only: every Payment Maintenance API call so far, in order, as
+    /// `GET /_fake/2c2p/actions` lists them; `None` on the other faces.
+    pub fn twoc2p_actions(&self) -> Option<Vec<TwoC2pAction>> {
+        self.app.model.twoc2p_actions()
     }
 
     /// The address the server is bound to.

@@ -1,5 +1,6 @@
 //! The faces: one PSP's wire format each, over the provider-neutral [ledger](crate::ledger) —
-//! Stripe's PaymentIntents (`stripe`), Omise's Charges (`omise`), 2C2P PGW v4.3 (`twoc2p`),
+//! Stripe's PaymentIntents (`stripe`), Omise's Charges (`omise`), 2C2P PGW v4.3 and its Payment
+//! Maintenance API (`twoc2p`),
 //! Square's Payments and Refunds (`square`) and PayPal's OAuth, Orders v2 and Payments v2
 //! (`paypal`).
 //! A face implements [`Face`](crate::ledger::Face): it reads its PSP's requests, validates them in
@@ -22,4 +23,5 @@ pub(crate) use self::omise::OmiseFace;
 pub(crate) use self::paypal::{PayPalFace, PayPalSettings};
 pub(crate) use self::square::SquareFace;
 pub(crate) use self::stripe::StripeFace;
+pub(crate) use self::twoc2p::maintenance::ACTION_PATH as TWOC2P_ACTION_PATH;
 pub(crate) use self::twoc2p::{sign as sign_twoc2p_jwt, TwoC2pFace};

@@ -210,6 +210,9 @@ pub(crate) struct Intent {
     /// What search shows of it: snapshots of its JSON, each with the epoch ms from which search
     /// sees it; the visible one is the last whose time has come.
     pub(crate) search_versions: Vec<(i64, Value)>,
+    /// When it succeeded (was captured), epoch ms; `None` until then. A face whose PSP settles
+    /// a payment some time after it succeeded (2C2P) reads it.
+    pub(crate) succeeded_ms: Option<i64>,
 }
 
 impl Intent {

@@ -103,10 +103,10 @@ pub struct FakeCancel {
 /// [`FakeModel::refunds`](crate::model::FakeModel::refunds)) reports it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FakeRefund {
-    /// `stripe`, `omise`, `square` or `paypal`: the wire format the fake spoke.
+    /// `stripe`, `omise`, `2c2p`, `square` or `paypal`: the wire format the fake spoke.
     pub provider: String,
-    /// The Refund id, `re_...` (Stripe), `rfnd_test_...` (Omise), `<payment id>_...`
-    /// (Square) or PayPal's 17-character refund id.
+    /// The Refund id, `re_...` (Stripe), `rfnd_test_...` (Omise), the `refundReferenceNo`
+    /// (2C2P, digits), `<payment id>_...` (Square) or PayPal's 17-character refund id.
     pub id: String,
     /// What the status means for the money: `succeeded`, `failed`, `canceled`, or `pending`
     /// (Stripe's `pending` and `requires_action`).
@@ -114,7 +114,7 @@ pub struct FakeRefund {
     /// The Refund status now: `pending`, `succeeded` or `failed` (the fake never produces
     /// Stripe's `requires_action` or `canceled`, which card refunds do not reach); on the Omise
     /// face `closed` (succeeded), `pending` or `failed`; on the Square and PayPal faces
-    /// `COMPLETED`, `PENDING` or `FAILED`.
+    /// `COMPLETED`, `PENDING` or `FAILED`; on the 2C2P face `RF`, `RP` or `RFF`.
     pub status: String,
     /// Amount in the currency's minor unit.
     pub amount: i64,
@@ -142,6 +142,10 @@ pub struct FakeRefund {
     pub idempotency_key: Option<String>,
     /// Creation time, epoch seconds.
     pub created: i64,
+    /// 2C2P face only: the `invoiceNo` of the refunded payment (absent on the other faces, and
+    /// left out of their JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoice_no: Option<String>,
 }
 
 impl Intent {
@@ -205,6 +209,7 @@ impl Refund {
             refund_id: self.metadata.get("refund_id").cloned(),
             idempotency_key: self.idempotency_key.clone(),
             created: self.created,
+            invoice_no: None,
         }
     }
 }

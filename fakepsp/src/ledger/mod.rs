@@ -6,6 +6,7 @@
 //! (`behaviour`), the idempotency layer (`idempotency`), search lag, and the operations each
 //! face calls after validating a request in its own terms — [`Ledger::attempt_charge`],
 //! [`Ledger::attempt_refund`], [`Ledger::insert`], [`Ledger::capture`], [`Ledger::cancel`],
+//! [`Ledger::void`] for a succeeded charge whose funds have not moved yet,
 //! [`Ledger::confirm`] for a charge created unconfirmed (or approved by its customer,
 //! [`Ledger::await_approval`]), and [`Ledger::complete_action`] for a customer's answer on the
 //! face's action page. How a charge treats a token that asks for a customer action
@@ -77,8 +78,10 @@ pub(crate) struct Timings {
 /// One PSP's wire format over the ledger. A face answers requests ([`handle`](Self::handle)),
 /// calling the ledger's neutral operations after validating each in its own terms; the ledger
 /// calls back for the few things only the face can word. Adding a PSP is one type implementing
-/// this, and one arm where the model picks its face (`crate::model`).
-pub(crate) trait Face: fmt::Debug + Send {
+/// this, and one arm where the model picks its face (`crate::model`). A face is `Any`, so the
+/// model can reach what only one face has (the 2C2P face's maintenance keys and call log)
+/// without this trait naming it.
+pub(crate) trait Face: fmt::Debug + Send + std::any::Any {
     /// The face's name, as `GET /_fake/charges` reports it (`stripe`, `omise`, `2c2p`,
     /// `square`, `paypal`).
     fn name(&self) -> &'static str;
@@ -398,7 +401,10 @@ impl Ledger {
             Status::Processing if intent.capture_method == CaptureMethod::Manual => {
                 intent.authorize(at_ms, expires_after_ms);
             }
-            Status::Processing => intent.status = Status::Succeeded,
+            Status::Processing => {
+                intent.status = Status::Succeeded;
+                intent.succeeded_ms = Some(at_ms);
+            }
             Status::RequiresAction => {
                 intent.status = Status::RequiresPaymentMethod;
                 intent.failure = Some(Failure::AuthenticationRequired);
@@ -406,6 +412,7 @@ impl Ledger {
             Status::RequiresCapture if intent.hold.on_lapse == OnLapse::Capture => {
                 // The PSP's own capture, of everything authorized, under no key.
                 intent.status = Status::Succeeded;
+                intent.succeeded_ms = Some(at_ms);
                 intent.amount_captured = Some(intent.amount);
                 intent.captures.push(Capture {
                     amount: intent.amount,
@@ -646,6 +653,7 @@ impl Ledger {
             captures: Vec::new(),
             cancels: Vec::new(),
             search_versions: Vec::new(),
+            succeeded_ms: None,
         };
         if !charge.confirm {
             return Attempt::Made {
@@ -689,6 +697,8 @@ impl Ledger {
                 if intent.capture_method == CaptureMethod::Manual {
                     let expires_after_ms = self.hold_ms(intent);
                     intent.authorize(now_ms, expires_after_ms);
+                } else {
+                    intent.succeeded_ms = Some(now_ms);
                 }
             }
             Behaviour::Decline(decline) => {
@@ -906,6 +916,7 @@ impl Ledger {
                 intent.authorize(now_ms, expires_after_ms);
             } else {
                 intent.status = Status::Succeeded;
+                intent.succeeded_ms = Some(now_ms);
             }
         } else {
             intent.status = Status::RequiresPaymentMethod;
@@ -941,6 +952,7 @@ impl Ledger {
             return CaptureAttempt::Exceeds;
         }
         intent.status = Status::Succeeded;
+        intent.succeeded_ms = Some(now_ms);
         intent.amount_captured = Some(amount);
         intent.due_ms = None;
         intent.captures.push(Capture {
@@ -974,6 +986,36 @@ impl Ledger {
         intent.due_ms = None;
         intent.cancels.push(Cancel {
             idempotency_key: key,
+            cancellation_reason: intent.cancellation_reason.clone(),
+        });
+        self.record_search_version(face, index, now_ms);
+        CancelAttempt::Canceled(index)
+    }
+
+    /// Voids the succeeded charge `charge_id` at `now_ms` before its funds moved (a PSP that
+    /// lets the merchant void a captured payment until it settles, which the face judges): it
+    /// is cancelled with `reason`, nothing captured, and no longer refundable. Refused, changing
+    /// nothing, for a charge in any other status or one that refunds already hold part of.
+    pub(crate) fn void(
+        &mut self,
+        face: &dyn Face,
+        charge_id: &str,
+        reason: Option<String>,
+        now_ms: i64,
+    ) -> CancelAttempt {
+        let Some(&index) = self.by_id.get(charge_id) else {
+            return CancelAttempt::NoSuchCharge;
+        };
+        if self.intents[index].status != Status::Succeeded || self.amount_held(charge_id) > 0 {
+            return CancelAttempt::NotCancelable(index);
+        }
+        let intent = &mut self.intents[index];
+        intent.status = Status::Canceled;
+        intent.amount_captured = None;
+        intent.cancellation_reason = reason;
+        intent.due_ms = None;
+        intent.cancels.push(Cancel {
+            idempotency_key: None,
             cancellation_reason: intent.cancellation_reason.clone(),
         });
         self.record_search_version(face, index, now_ms);

@@ -147,6 +147,14 @@ impl Reply {
         }
     }
 
+    /// An answer with `text` as its body as it is (the 2C2P face's plain-text answers).
+    pub(crate) fn text(status: u16, text: impl Into<String>) -> Self {
+        Self {
+            status,
+            body: text.into(),
+        }
+    }
+
     /// Whether the answer may be remembered under an idempotency key: everything except server
     /// errors. The fake's only 5xx (`pm_fake_error_before_charge`) fails before the endpoint did
     /// any work, and Stripe saves a result only once execution began ("Idempotent requests").

@@ -1,8 +1,9 @@
 //! The fake PSP's model: one synchronous, deterministic state machine of charges and refunds
 //! that both the fake PSP's HTTP server and payonce's in-process simulation call, speaking one
 //! PSP's wire format — Stripe's PaymentIntents and Refunds (`faces::stripe`, the default),
-//! Omise's Charges, Refunds and Search (`faces::omise`), 2C2P's Payment Token, Do Payment and
-//! Payment Inquiry (`faces::twoc2p`), Square's Payments and Refunds (`faces::square`) or
+//! Omise's Charges, Refunds and Search (`faces::omise`), 2C2P's Payment Token, Do Payment,
+//! Payment Inquiry and Payment Maintenance API (`faces::twoc2p`), Square's Payments and Refunds
+//! (`faces::square`) or
 //! PayPal's OAuth, Orders v2 and Payments v2 (`faces::paypal`) — as [`ModelConfig::provider`]
 //! says. One model speaks one face.
 //!
@@ -18,7 +19,9 @@
 //! the system clock: time is passed in (epoch ms, never running backwards inside the model), and
 //! every random choice (ids, how long an idempotency key is remembered, search lag) comes from a
 //! [`fastrand::Rng`] seeded in [`FakeModel::new`], so one seed and one call sequence give
-//! byte-identical answers.
+//! byte-identical answers — except the 2C2P Payment Maintenance API's envelopes, whose RSA
+//! padding, PSS salt, content keys and IVs (and, unless given, RSA keys) come from aws-lc's own
+//! randomness: what they carry is deterministic, their bytes are not.
 
 #[cfg(test)]
 mod tests;
@@ -27,6 +30,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use crate::faces::twoc2p::maintenance::TwoC2pAction;
 use crate::faces::{OmiseFace, PayPalFace, PayPalSettings, SquareFace, StripeFace, TwoC2pFace};
 pub use crate::ledger::{
     Delivery, FakeCancel, FakeCapture, FakeCharge, FakeRefund, ModelEvent, PageAnswer, WireAnswer,
@@ -34,6 +38,7 @@ pub use crate::ledger::{
 };
 use crate::ledger::{Face, Ledger, Timings};
 use crate::provider::Provider;
+use crate::twoc2p_keys::{TwoC2pMaintenanceKeys, TwoC2pMerchantKeys};
 
 /// How the model behaves where a PSP's behaviour depends on time or configuration, and which
 /// face it speaks.
@@ -78,6 +83,15 @@ pub struct ModelConfig {
     /// Inquiry (`2002`, no `tranRef`) until the challenge ends, rather than `0001` pending. What
     /// 2C2P answers then is UNCONFIRMED; the simulation runs both.
     pub twoc2p_challenge_unregistered: bool,
+    /// 2C2P face only: the Payment Maintenance API's RSA keys; `None` (the default) makes both
+    /// pairs on first use (the first maintenance request, or
+    /// [`FakeModel::twoc2p_keys`]), so a model that never sees one never pays for RSA key
+    /// generation.
+    pub twoc2p_maintenance_keys: Option<TwoC2pMaintenanceKeys>,
+    /// 2C2P face only: how long after it succeeded a charge settles (maintenance status `A` →
+    /// `S`: voidable before, refundable after), on the model's clock; zero (the default)
+    /// settles at once.
+    pub twoc2p_settle_after: Duration,
     /// How long an authorization (a `capture_method=manual` PaymentIntent in
     /// `requires_capture`) may be captured before the PSP cancels it with
     /// `cancellation_reason: automatic`. Stripe: 7 days for online card payments ("Place a hold
@@ -122,6 +136,8 @@ impl Default for ModelConfig {
             omise_honours_refund_keys: true,
             twoc2p_merchant_id: crate::provider::DEFAULT_TWOC2P_MERCHANT_ID.to_owned(),
             twoc2p_challenge_unregistered: false,
+            twoc2p_maintenance_keys: None,
+            twoc2p_settle_after: Duration::ZERO,
             authorization_expires_after: Duration::from_secs(7 * 24 * 60 * 60),
             base_url: UNSERVED_BASE_URL.to_owned(),
             paypal_client_id: crate::provider::DEFAULT_PAYPAL_CLIENT_ID.to_owned(),
@@ -168,6 +184,8 @@ impl FakeModel {
             omise_honours_refund_keys,
             twoc2p_merchant_id,
             twoc2p_challenge_unregistered,
+            twoc2p_maintenance_keys,
+            twoc2p_settle_after,
             authorization_expires_after,
             base_url,
             paypal_client_id,
@@ -197,7 +215,8 @@ impl FakeModel {
             )),
             Provider::TwoC2p => Box::new(
                 TwoC2pFace::new(api_key, twoc2p_merchant_id, minimum_overrides, base_url)
-                    .with_challenge_unregistered(twoc2p_challenge_unregistered),
+                    .with_challenge_unregistered(twoc2p_challenge_unregistered)
+                    .with_maintenance(twoc2p_maintenance_keys, twoc2p_settle_after),
             ),
             Provider::Square => Box::new(SquareFace::new(api_key, minimum_overrides)),
             // PayPal documents no minimum amount, so `minimum_overrides` does not apply.
@@ -302,6 +321,25 @@ impl FakeModel {
             .iter()
             .map(|r| face.inspect_refund(r))
             .collect()
+    }
+
+    /// 2C2P face only: the merchant's side of the Payment Maintenance API's keys (made now if
+    /// they were not given and not yet made) and the action endpoint's URL under
+    /// [`ModelConfig::base_url`]; `None` on the other faces, or if the configured keys are
+    /// unusable.
+    pub fn twoc2p_keys(&self) -> Option<TwoC2pMerchantKeys> {
+        let mut served = self.lock();
+        let face: &mut dyn std::any::Any = served.face.as_mut();
+        face.downcast_mut::<TwoC2pFace>()
+            .and_then(TwoC2pFace::merchant_keys)
+    }
+
+    /// 2C2P face only: every Payment Maintenance API call so far, in order (what
+    /// `GET /_fake/2c2p/actions` lists); `None` on the other faces.
+    pub fn twoc2p_actions(&self) -> Option<Vec<TwoC2pAction>> {
+        let served = self.lock();
+        let face: &dyn std::any::Any = served.face.as_ref();
+        face.downcast_ref::<TwoC2pFace>().map(TwoC2pFace::actions)
     }
 
     /// The wire format this model speaks.

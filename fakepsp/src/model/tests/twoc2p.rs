@@ -521,12 +521,14 @@ fn the_notification_is_the_signed_inquiry_with_payonces_dedup_id() {
 // No refunds (Payment Maintenance API, notes §12).
 
 #[test]
-fn there_are_no_refund_routes() {
+fn refunds_go_only_through_the_maintenance_api_at_its_sandbox_path() {
     let model = model();
     for (method, path) in [
         ("POST", "/v1/refunds"),
         ("POST", "/charges/1234567/refunds"),
+        // The production path; the fake serves the sandbox's, under /2C2PFrontend.
         ("POST", "/PaymentAction/2.0/action"),
+        ("GET", "/2C2PFrontend/PaymentAction/2.0/action"),
         ("GET", "/payment/4.3/paymentInquiry"),
     ] {
         let answer = model.handle(
@@ -543,7 +545,7 @@ fn there_are_no_refund_routes() {
         );
         assert_eq!(answer.status, 404, "{method} {path}");
     }
-    assert_eq!(model.requests_seen(), 4);
+    assert_eq!(model.requests_seen(), 5);
 }
 
 #[test]
@@ -733,4 +735,755 @@ fn a_bad_frontend_return_url_or_request3ds_is_9004_and_stores_nothing() {
     }
     // Nothing was stored: the invoice is still new.
     assert_eq!(claims(&token(&model, "bad1", T0 + 1))["respCode"], "0000");
+}
+
+// The Payment Maintenance API ("Payment Action 2.0", notes §12), through a client-side
+// envelope of the test's own: encrypted to 2C2P's public key, signed with the merchant's key.
+mod maintenance {
+    use std::collections::BTreeMap;
+    use std::sync::OnceLock;
+
+    use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+    use aws_lc_rs::rand::{fill, SystemRandom};
+    use aws_lc_rs::rsa::{
+        KeyPair, KeySize, OaepPrivateDecryptingKey, OaepPublicEncryptingKey, PrivateDecryptingKey,
+        PublicEncryptingKey, OAEP_SHA1_MGF1SHA1,
+    };
+    use aws_lc_rs::signature::{UnparsedPublicKey, RSA_PSS_2048_8192_SHA256, RSA_PSS_SHA256};
+
+    use super::*;
+    use crate::faces::twoc2p::maintenance::ACTION_PATH;
+    use crate::twoc2p_keys::TwoC2pMaintenanceKeys;
+
+    const HOUR_MS: i64 = 60 * 60 * 1000;
+
+    /// One pair of key pairs for every test (RSA key generation is slow).
+    fn keys() -> &'static TwoC2pMaintenanceKeys {
+        static KEYS: OnceLock<TwoC2pMaintenanceKeys> = OnceLock::new();
+        KEYS.get_or_init(|| TwoC2pMaintenanceKeys::generate().expect("RSA keys"))
+    }
+
+    /// The merchant: its key pair, and 2C2P's public key as the fake serves it.
+    struct Merchant {
+        signing: KeyPair,
+        decrypting: OaepPrivateDecryptingKey,
+        twoc2p_spki: Vec<u8>,
+        twoc2p_encrypting: OaepPublicEncryptingKey,
+    }
+
+    impl Merchant {
+        fn of(model: &FakeModel) -> Self {
+            let served = model.twoc2p_keys().expect("the 2C2P face serves its keys");
+            let private = served
+                .merchant_private_key_pkcs8
+                .expect("the merchant's key");
+            Self {
+                signing: KeyPair::from_pkcs8(&private).expect("PKCS#8"),
+                decrypting: OaepPrivateDecryptingKey::new(
+                    PrivateDecryptingKey::from_pkcs8(&private).expect("PKCS#8"),
+                )
+                .expect("OAEP"),
+                twoc2p_encrypting: OaepPublicEncryptingKey::new(
+                    PublicEncryptingKey::from_der(&served.twoc2p_public_key_spki).expect("SPKI"),
+                )
+                .expect("OAEP"),
+                twoc2p_spki: served.twoc2p_public_key_spki,
+            }
+        }
+
+        /// A compact JWE of `plaintext` to 2C2P's key.
+        fn encrypt(&self, plaintext: &str) -> String {
+            let header = URL_SAFE_NO_PAD.encode(r#"{"alg":"RSA-OAEP","enc":"A256GCM"}"#);
+            let (mut cek, mut iv) = ([0_u8; 32], [0_u8; 12]);
+            fill(&mut cek).expect("random");
+            fill(&mut iv).expect("random");
+            let mut wrapped = vec![0; self.twoc2p_encrypting.ciphertext_size()];
+            let wrapped = self
+                .twoc2p_encrypting
+                .encrypt(&OAEP_SHA1_MGF1SHA1, &cek, &mut wrapped, None)
+                .expect("OAEP");
+            let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &cek).expect("key"));
+            let mut sealed = plaintext.as_bytes().to_vec();
+            let tag = key
+                .seal_in_place_separate_tag(
+                    Nonce::assume_unique_for_key(iv),
+                    Aad::from(header.as_bytes()),
+                    &mut sealed,
+                )
+                .expect("seal");
+            [
+                header,
+                URL_SAFE_NO_PAD.encode(wrapped),
+                URL_SAFE_NO_PAD.encode(iv),
+                URL_SAFE_NO_PAD.encode(sealed),
+                URL_SAFE_NO_PAD.encode(tag.as_ref()),
+            ]
+            .join(".")
+        }
+
+        /// A compact JWS of `payload` with `header`, PS256 with `key`.
+        fn sign_with(key: &KeyPair, header: &str, payload: &str) -> String {
+            let input = format!(
+                "{}.{}",
+                URL_SAFE_NO_PAD.encode(header),
+                URL_SAFE_NO_PAD.encode(payload)
+            );
+            let mut signature = vec![0; key.public_modulus_len()];
+            key.sign(
+                &RSA_PSS_SHA256,
+                &SystemRandom::new(),
+                input.as_bytes(),
+                &mut signature,
+            )
+            .expect("PS256");
+            format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature))
+        }
+
+        /// The request body for `xml`.
+        fn request(&self, xml: &str) -> String {
+            Self::sign_with(
+                &self.signing,
+                r#"{"alg":"PS256","typ":"JWT"}"#,
+                &self.encrypt(xml),
+            )
+        }
+
+        /// The XML of an answer: verified with 2C2P's public key, then decrypted with the
+        /// merchant's key; `None` if either fails.
+        fn open(&self, body: &str) -> Option<String> {
+            let segments: Vec<&str> = body.split('.').collect();
+            let [header, payload, signature] = segments.as_slice() else {
+                return None;
+            };
+            let header = URL_SAFE_NO_PAD.decode(header).ok()?;
+            assert_eq!(header, br#"{"alg":"PS256","typ":"JWT"}"#);
+            UnparsedPublicKey::new(&RSA_PSS_2048_8192_SHA256, &self.twoc2p_spki)
+                .verify(
+                    format!("{}.{payload}", segments[0]).as_bytes(),
+                    &URL_SAFE_NO_PAD.decode(signature).ok()?,
+                )
+                .ok()?;
+            let jwe = String::from_utf8(URL_SAFE_NO_PAD.decode(payload).ok()?).ok()?;
+            let parts: Vec<&str> = jwe.split('.').collect();
+            let [header, wrapped, iv, sealed, tag] = parts.as_slice() else {
+                return None;
+            };
+            assert_eq!(
+                URL_SAFE_NO_PAD.decode(header).ok()?,
+                br#"{"alg":"RSA-OAEP","enc":"A256GCM"}"#
+            );
+            let mut cek = vec![0; self.decrypting.min_output_size()];
+            let cek = self
+                .decrypting
+                .decrypt(
+                    &OAEP_SHA1_MGF1SHA1,
+                    &URL_SAFE_NO_PAD.decode(wrapped).ok()?,
+                    &mut cek,
+                    None,
+                )
+                .ok()?;
+            let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, cek).ok()?);
+            let iv = URL_SAFE_NO_PAD.decode(iv).ok()?;
+            let mut sealed = URL_SAFE_NO_PAD.decode(sealed).ok()?;
+            sealed.extend(URL_SAFE_NO_PAD.decode(tag).ok()?);
+            let plaintext = key
+                .open_in_place(
+                    Nonce::try_assume_unique_for_key(&iv).ok()?,
+                    Aad::from(header.as_bytes()),
+                    &mut sealed,
+                )
+                .ok()?;
+            String::from_utf8(plaintext.to_vec()).ok()
+        }
+    }
+
+    /// The text of `<name>` in `xml`, if there is one.
+    fn element(xml: &str, name: &str) -> Option<String> {
+        let (_, after) = xml.split_once(&format!("<{name}>"))?;
+        let (text, _) = after.split_once(&format!("</{name}>"))?;
+        Some(text.to_owned())
+    }
+
+    /// The `<refund .../>` entries of a `refundList`: (amount, status, referenceNo, dateTime).
+    fn refund_list(xml: &str) -> Vec<[String; 4]> {
+        let list = element(xml, "refundList").unwrap_or_default();
+        list.split("<refund ")
+            .skip(1)
+            .map(|entry| {
+                let attribute = |name: &str| {
+                    entry
+                        .split_once(&format!("{name}=\""))
+                        .and_then(|(_, rest)| rest.split_once('"'))
+                        .map(|(value, _)| value.to_owned())
+                        .unwrap_or_default()
+                };
+                [
+                    attribute("amount"),
+                    attribute("status"),
+                    attribute("referenceNo"),
+                    attribute("dateTime"),
+                ]
+            })
+            .collect()
+    }
+
+    /// A request's XML.
+    fn xml(merchant: &str, invoice: &str, process_type: &str, amount: Option<&str>) -> String {
+        let amount = amount.map_or(String::new(), |amount| {
+            format!("<actionAmount>{amount}</actionAmount>")
+        });
+        format!(
+            "<PaymentProcessRequest><version>3.8</version><merchantID>{merchant}</merchantID>\
+             <invoiceNo>{invoice}</invoiceNo>{amount}<processType>{process_type}</processType>\
+             </PaymentProcessRequest>"
+        )
+    }
+
+    fn maintenance_model(settle_after: Duration) -> FakeModel {
+        model_with(ModelConfig {
+            twoc2p_maintenance_keys: Some(keys().clone()),
+            twoc2p_settle_after: settle_after,
+            ..config()
+        })
+    }
+
+    /// Posts `body` to the action endpoint.
+    fn act_raw(model: &FakeModel, body: &str, now_ms: i64) -> WireAnswer {
+        post(model, ACTION_PATH, body, now_ms)
+    }
+
+    /// Sends `xml` in a good envelope and opens the answer.
+    fn act(model: &FakeModel, xml: &str, now_ms: i64) -> String {
+        let merchant = Merchant::of(model);
+        let answer = act_raw(model, &merchant.request(xml), now_ms);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        merchant
+            .open(&answer.body)
+            .expect("a signed, encrypted answer")
+    }
+
+    /// `processType` on `invoice` (of the default merchant) and its answer.
+    fn action(
+        model: &FakeModel,
+        invoice: &str,
+        process_type: &str,
+        amount: Option<&str>,
+        now_ms: i64,
+    ) -> String {
+        act(model, &xml(MERCHANT, invoice, process_type, amount), now_ms)
+    }
+
+    fn code(answer: &str) -> String {
+        element(answer, "respCode").unwrap_or_default()
+    }
+
+    #[test]
+    fn a_refund_of_a_settled_payment_is_00_rf_listed_by_rs_and_in_fake_refunds() {
+        let model = maintenance_model(Duration::ZERO);
+        charge(&model, INVOICE, "pm_card_visa");
+        let tran_ref = model.charges()[0].id.clone();
+        let inquiry = action(&model, INVOICE, "I", None, T0 + 10);
+        assert_eq!(
+            [
+                code(&inquiry),
+                element(&inquiry, "status").unwrap_or_default(),
+                element(&inquiry, "amount").unwrap_or_default(),
+                element(&inquiry, "referenceNo").unwrap_or_default(),
+            ],
+            [
+                "00".to_owned(),
+                "S".to_owned(),
+                "30.00".to_owned(),
+                tran_ref.clone()
+            ],
+            "{inquiry}"
+        );
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<PaymentProcessRequest>\n  \
+             <processType>R</processType><invoiceNo>{INVOICE}</invoiceNo>\
+             <actionAmount>25.00</actionAmount><idempotencyID>idem-1</idempotencyID>\
+             <merchantID>{MERCHANT}</merchantID><version>3.8</version>\n</PaymentProcessRequest>"
+        );
+        let refund = act(&model, &body, T0 + 20);
+        assert_eq!(code(&refund), "00", "{refund}");
+        assert_eq!(element(&refund, "respDesc").as_deref(), Some("Success"));
+        assert_eq!(element(&refund, "processType").as_deref(), Some("R"));
+        assert_eq!(element(&refund, "invoiceNo").as_deref(), Some(INVOICE));
+        assert_eq!(element(&refund, "status").as_deref(), Some("RF"));
+        assert_eq!(element(&refund, "amount").as_deref(), Some("25.00"));
+        assert_eq!(element(&refund, "referenceNo"), Some(tran_ref.clone()));
+        assert_eq!(element(&refund, "version").as_deref(), Some("3.8"));
+        // ddMMyyHHmmss of T0 + 20 ms (2027-01-15 08:00:00 UTC).
+        assert_eq!(
+            element(&refund, "timeStamp").as_deref(),
+            Some("150127080000")
+        );
+        assert!(element(&refund, "refundList").is_none());
+        let reference = element(&refund, "refundReferenceNo").unwrap_or_default();
+        assert!(
+            reference.len() == 10 && reference.bytes().all(|b| b.is_ascii_digit()),
+            "{reference}"
+        );
+        let status = action(&model, INVOICE, "RS", None, T0 + 30);
+        assert_eq!(code(&status), "00");
+        assert_eq!(element(&status, "status").as_deref(), Some("S"));
+        assert_eq!(element(&status, "amount").as_deref(), Some("30.00"));
+        assert!(element(&status, "refundReferenceNo").is_none());
+        assert_eq!(
+            refund_list(&status),
+            vec![[
+                "25.00".to_owned(),
+                "RF".to_owned(),
+                reference.clone(),
+                "20270115080000".to_owned()
+            ]]
+        );
+        let refunds = model.refunds();
+        assert_eq!(refunds.len(), 1);
+        let listed = &refunds[0];
+        assert_eq!(
+            (
+                listed.provider.as_str(),
+                listed.id.as_str(),
+                listed.outcome.as_str(),
+                listed.status.as_str(),
+                listed.amount,
+                listed.currency.as_str(),
+                listed.payment_intent.as_str(),
+            ),
+            (
+                "2c2p",
+                reference.as_str(),
+                "succeeded",
+                "RF",
+                2500,
+                "sgd",
+                tran_ref.as_str()
+            )
+        );
+        assert_eq!(listed.invoice_no.as_deref(), Some(INVOICE));
+        assert_eq!(listed.payment_id, Some(format!("pay_{INVOICE}")));
+        assert_eq!(listed.refund_id, None);
+        assert_eq!(listed.idempotency_key.as_deref(), Some("idem-1"));
+        let view = serde_json::to_value(listed).unwrap_or_default();
+        assert_eq!(view["invoice_no"], INVOICE);
+        assert_eq!(view["refund_id"], Value::Null);
+        // The charge itself is still captured.
+        assert_eq!(model.charges()[0].outcome, "succeeded");
+    }
+
+    #[test]
+    fn before_settlement_a_refund_is_12_and_a_void_cancels_the_charge() {
+        let model = maintenance_model(Duration::from_secs(24 * 60 * 60));
+        charge(&model, INVOICE, "pm_card_visa");
+        let inquiry = action(&model, INVOICE, "I", None, T0 + 10);
+        assert_eq!(element(&inquiry, "status").as_deref(), Some("A"));
+        let refund = action(&model, INVOICE, "R", Some("25.00"), T0 + 20);
+        assert_eq!(code(&refund), "12", "{refund}");
+        assert_eq!(element(&refund, "status").as_deref(), Some("A"));
+        assert!(model.refunds().is_empty());
+        let void = action(&model, INVOICE, "V", None, T0 + 30);
+        assert_eq!(code(&void), "00", "{void}");
+        assert_eq!(element(&void, "status").as_deref(), Some("V"));
+        assert_eq!(element(&void, "amount").as_deref(), Some("30.00"));
+        let charge = &model.charges()[0];
+        assert_eq!(
+            (charge.outcome.as_str(), charge.amount_captured),
+            ("canceled", None)
+        );
+        assert_eq!(charge.cancels.len(), 1);
+        // Voided for good: inquiry V, a second void 29, a refund even once it would have
+        // settled 12.
+        let inquiry = action(&model, INVOICE, "I", None, T0 + 40);
+        assert_eq!(element(&inquiry, "status").as_deref(), Some("V"));
+        assert_eq!(code(&action(&model, INVOICE, "V", None, T0 + 50)), "29");
+        let later = T0 + 48 * HOUR_MS;
+        assert_eq!(
+            code(&action(&model, INVOICE, "R", Some("1.00"), later)),
+            "12"
+        );
+        assert!(model.refunds().is_empty());
+    }
+
+    #[test]
+    fn a_payment_settles_after_the_delay_on_the_model_clock_and_then_refuses_a_void() {
+        let model = maintenance_model(Duration::from_secs(60 * 60));
+        charge(&model, INVOICE, "pm_card_visa");
+        // Paid at T0 + 1: approved until an hour later, settled from then on.
+        let status = |now_ms| {
+            element(&action(&model, INVOICE, "I", None, now_ms), "status").unwrap_or_default()
+        };
+        assert_eq!(status(T0 + HOUR_MS), "A");
+        assert_eq!(status(T0 + 1 + HOUR_MS), "S");
+        let void = action(&model, INVOICE, "V", None, T0 + 2 * HOUR_MS);
+        assert_eq!(code(&void), "21", "{void}");
+        assert_eq!(element(&void, "status").as_deref(), Some("S"));
+        assert_eq!(model.charges()[0].outcome, "succeeded");
+        // And with the default (zero), at once.
+        let at_once = maintenance_model(Duration::ZERO);
+        charge(&at_once, INVOICE, "pm_card_visa");
+        assert_eq!(code(&action(&at_once, INVOICE, "V", None, T0 + 2)), "21");
+    }
+
+    #[test]
+    fn partial_refunds_are_listed_in_order_and_never_exceed_the_amount() {
+        let model = maintenance_model(Duration::ZERO);
+        charge(&model, INVOICE, "pm_card_visa");
+        assert_eq!(
+            code(&action(&model, INVOICE, "R", Some("30.01"), T0 + 10)),
+            "30"
+        );
+        let first = action(&model, INVOICE, "R", Some("10.00"), T0 + 20);
+        let second = action(&model, INVOICE, "R", Some("5.5"), T0 + 1_000);
+        assert_eq!(
+            (code(&first), code(&second)),
+            ("00".to_owned(), "00".to_owned())
+        );
+        assert_eq!(element(&second, "amount").as_deref(), Some("5.50"));
+        let references = [&first, &second]
+            .map(|answer| element(answer, "refundReferenceNo").unwrap_or_default());
+        assert_ne!(references[0], references[1]);
+        assert_eq!(
+            code(&action(&model, INVOICE, "R", Some("14.51"), T0 + 2_000)),
+            "30"
+        );
+        assert_eq!(
+            code(&action(&model, INVOICE, "R", Some("14.50"), T0 + 3_000)),
+            "00"
+        );
+        // Fully refunded: any further refund is 30 (the fake's choice over 49).
+        assert_eq!(
+            code(&action(&model, INVOICE, "R", Some("0.01"), T0 + 4_000)),
+            "30"
+        );
+        let listed = refund_list(&action(&model, INVOICE, "RS", None, T0 + 5_000));
+        let amounts: Vec<&str> = listed.iter().map(|entry| entry[0].as_str()).collect();
+        assert_eq!(amounts, ["10.00", "5.50", "14.50"]);
+        assert_eq!(listed[0][2], references[0]);
+        assert_eq!(listed[1][2], references[1]);
+        assert!(listed.iter().all(|entry| entry[1] == "RF"));
+        let amounts: Vec<i64> = model.refunds().iter().map(|refund| refund.amount).collect();
+        assert_eq!(amounts, [1000, 550, 1450]);
+    }
+
+    #[test]
+    fn a_repeated_refund_is_a_second_refund_idempotency_id_or_not() {
+        let model = maintenance_model(Duration::ZERO);
+        charge(&model, INVOICE, "pm_card_visa");
+        let body = format!(
+            "<PaymentProcessRequest><version>3.8</version><merchantID>{MERCHANT}</merchantID>\
+             <invoiceNo>{INVOICE}</invoiceNo><actionAmount>10.00</actionAmount>\
+             <processType>R</processType><idempotencyID>same</idempotencyID>\
+             </PaymentProcessRequest>"
+        );
+        let first = act(&model, &body, T0 + 10);
+        let again = act(&model, &body, T0 + 20);
+        assert_eq!(
+            (code(&first), code(&again)),
+            ("00".to_owned(), "00".to_owned())
+        );
+        assert_ne!(
+            element(&first, "refundReferenceNo"),
+            element(&again, "refundReferenceNo")
+        );
+        let refunds = model.refunds();
+        assert_eq!(refunds.len(), 2);
+        assert!(refunds.iter().all(
+            |refund| refund.amount == 1000 && refund.idempotency_key.as_deref() == Some("same")
+        ));
+        assert_eq!(
+            refund_list(&action(&model, INVOICE, "RS", None, T0 + 30)).len(),
+            2
+        );
+    }
+
+    #[test]
+    fn envelopes_that_do_not_verify_or_decrypt_are_401_in_plain_text_and_change_nothing() {
+        let model = maintenance_model(Duration::ZERO);
+        charge(&model, INVOICE, "pm_card_visa");
+        let merchant = Merchant::of(&model);
+        let refund = xml(MERCHANT, INVOICE, "R", Some("25.00"));
+        let jwe = merchant.encrypt(&refund);
+        let stranger = KeyPair::generate(KeySize::Rsa2048).expect("RSA key");
+        let ps256 = r#"{"alg":"PS256","typ":"JWT"}"#;
+        let hs256 = {
+            let input = format!(
+                "{}.{}",
+                URL_SAFE_NO_PAD.encode(r#"{"alg":"HS256","typ":"JWT"}"#),
+                URL_SAFE_NO_PAD.encode(&jwe)
+            );
+            let signature = mac(KEY, &input, "").finalize().into_bytes();
+            format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature))
+        };
+        let none = format!(
+            "{}.{}.",
+            URL_SAFE_NO_PAD.encode(r#"{"alg":"none","typ":"JWT"}"#),
+            URL_SAFE_NO_PAD.encode(&jwe)
+        );
+        let good = merchant.request(&refund);
+        let tampered = {
+            let (input, signature) = good.rsplit_once('.').unwrap_or_default();
+            let mut signature = URL_SAFE_NO_PAD.decode(signature).unwrap_or_default();
+            signature[0] ^= 1;
+            format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature))
+        };
+        let with_crit = Merchant::sign_with(
+            &merchant.signing,
+            r#"{"alg":"PS256","typ":"JWT","crit":["exp"]}"#,
+            &jwe,
+        );
+        // The JWE encrypted to the merchant's own key: signed right, undecryptable.
+        let to_wrong_key = {
+            let wrong = Merchant {
+                twoc2p_encrypting: OaepPublicEncryptingKey::new(
+                    PublicEncryptingKey::from_der(&keys().merchant_public_key_spki).expect("SPKI"),
+                )
+                .expect("OAEP"),
+                ..Merchant::of(&model)
+            };
+            Merchant::sign_with(&merchant.signing, ps256, &wrong.encrypt(&refund))
+        };
+        let zipped = {
+            let (_, rest) = jwe.split_once('.').unwrap_or_default();
+            let header =
+                URL_SAFE_NO_PAD.encode(r#"{"alg":"RSA-OAEP","enc":"A256GCM","zip":"DEF"}"#);
+            Merchant::sign_with(&merchant.signing, ps256, &format!("{header}.{rest}"))
+        };
+        let not_a_jwe = Merchant::sign_with(&merchant.signing, ps256, &refund);
+        for (name, body) in [
+            (
+                "signed by a stranger",
+                Merchant::sign_with(&stranger, ps256, &jwe),
+            ),
+            ("HS256", hs256),
+            ("alg none", none),
+            ("tampered signature", tampered),
+            ("crit", with_crit),
+            ("encrypted to the wrong key", to_wrong_key),
+            ("zip", zipped),
+            ("not a JWE", not_a_jwe),
+            ("padded", format!("{good}=")),
+            ("not a JWS", "hello".to_owned()),
+            ("empty", String::new()),
+        ] {
+            let refused = act_raw(&model, &body, T0 + 10);
+            assert_eq!(refused.status, 401, "{name}");
+            assert_eq!(refused.body, "Unauthorized", "{name}");
+        }
+        assert!(model.refunds().is_empty());
+        assert_eq!(model.charges()[0].outcome, "succeeded");
+        let actions = model.twoc2p_actions().unwrap_or_default();
+        assert_eq!(actions.len(), 11);
+        assert!(actions
+            .iter()
+            .all(|action| action.http_status == 401 && action.resp_code.is_none()));
+        // The good one still works.
+        let answer = act_raw(&model, &good, T0 + 20);
+        assert_eq!(code(&merchant.open(&answer.body).unwrap_or_default()), "00");
+    }
+
+    #[test]
+    fn merchant_invoice_process_type_and_amount_are_checked_with_their_codes() {
+        let model = maintenance_model(Duration::ZERO);
+        charge(&model, INVOICE, "pm_card_visa");
+        // A token never paid is no transaction.
+        payment_token(&model, "tokenonly", T0);
+        for (request, expected) in [
+            (xml("JT02", INVOICE, "R", Some("1.00")), "03"),
+            (xml(MERCHANT, "nosuchinvoice", "I", None), "16"),
+            (xml(MERCHANT, "nosuchinvoice", "R", Some("1.00")), "16"),
+            (xml(MERCHANT, "tokenonly", "V", None), "16"),
+            (xml(MERCHANT, INVOICE, "S", Some("30.00")), "97"),
+            (xml(MERCHANT, INVOICE, "X", None), "17"),
+            (xml(MERCHANT, INVOICE, "R", None), "18"),
+            (xml(MERCHANT, INVOICE, "R", Some("0.00")), "18"),
+            (xml(MERCHANT, INVOICE, "R", Some("-1.00")), "18"),
+            (xml(MERCHANT, INVOICE, "R", Some("1.001")), "18"),
+            (xml(MERCHANT, INVOICE, "R", Some("1e2")), "18"),
+            ("<PaymentProcessRequest><version>3.8".to_owned(), "99"),
+            ("not xml".to_owned(), "99"),
+            (
+                xml(MERCHANT, INVOICE, "I", None).replace("<version>3.8</version>", ""),
+                "99",
+            ),
+            (
+                xml(MERCHANT, INVOICE, "I", None)
+                    .replace("<version>", "<version>3.8</version><version>"),
+                "99",
+            ),
+            (
+                xml(MERCHANT, INVOICE, "I", None).replace("<version>", "<other>x</other><version>"),
+                "99",
+            ),
+            (
+                xml(MERCHANT, INVOICE, "I", None).replace("<version>3.8", "<version a=\"1\">3.8"),
+                "99",
+            ),
+            (format!("{}<x/>", xml(MERCHANT, INVOICE, "I", None)), "99"),
+        ] {
+            let answer = act(&model, &request, T0 + 10);
+            assert_eq!(code(&answer), expected, "{request}: {answer}");
+        }
+        assert!(model.refunds().is_empty());
+        assert_eq!(model.charges()[0].outcome, "succeeded");
+        let wrong = act(&model, &xml("JT02", INVOICE, "R", Some("1.00")), T0 + 20);
+        assert_eq!(element(&wrong, "invoiceNo").as_deref(), Some(INVOICE));
+        assert_eq!(element(&wrong, "processType").as_deref(), Some("R"));
+    }
+
+    #[test]
+    fn waiting_and_failed_payments_read_ap_and_pf_and_refuse_refunds_and_voids() {
+        let model = maintenance_model(Duration::ZERO);
+        charge(&model, "processing1", "pm_fake_processing");
+        charge(&model, "declined1", "pm_card_visa_chargeDeclined");
+        for (invoice, status) in [("processing1", "AP"), ("declined1", "PF")] {
+            let inquiry = action(&model, invoice, "I", None, T0 + 10);
+            assert_eq!(
+                element(&inquiry, "status").as_deref(),
+                Some(status),
+                "{invoice}"
+            );
+            assert_eq!(
+                code(&action(&model, invoice, "R", Some("1.00"), T0 + 10)),
+                "12"
+            );
+            assert_eq!(code(&action(&model, invoice, "V", None, T0 + 10)), "12");
+        }
+        // Once the processing charge succeeds (after five minutes), it settles from then.
+        let later = T0 + 6 * 60 * 1000;
+        let inquiry = action(&model, "processing1", "I", None, later);
+        assert_eq!(element(&inquiry, "status").as_deref(), Some("S"));
+    }
+
+    #[test]
+    fn refund_fates_follow_the_charge_token_rp_then_rf_and_rf_then_rff() {
+        let model = maintenance_model(Duration::ZERO);
+        charge(&model, "pending1", "pm_fake_refund_pending");
+        charge(&model, "failing1", "pm_card_refundFail");
+        let pending = action(&model, "pending1", "R", Some("30.00"), T0 + 10);
+        assert_eq!(
+            (
+                code(&pending),
+                element(&pending, "status").unwrap_or_default()
+            ),
+            ("00".to_owned(), "RP".to_owned())
+        );
+        assert_eq!(
+            code(&action(&model, "failing1", "R", Some("30.00"), T0 + 10)),
+            "00"
+        );
+        let statuses = |now_ms| {
+            ["pending1", "failing1"].map(|invoice| {
+                refund_list(&action(&model, invoice, "RS", None, now_ms))
+                    .first()
+                    .map(|entry| entry[1].clone())
+                    .unwrap_or_default()
+            })
+        };
+        assert_eq!(statuses(T0 + 20), ["RP", "RF"]);
+        assert_eq!(statuses(T0 + HOUR_MS), ["RF", "RFF"]);
+        let outcomes: Vec<(String, String)> = model
+            .refunds()
+            .into_iter()
+            .map(|refund| (refund.status, refund.outcome))
+            .collect();
+        assert_eq!(
+            outcomes,
+            [
+                ("RF".to_owned(), "succeeded".to_owned()),
+                ("RFF".to_owned(), "failed".to_owned())
+            ]
+        );
+        // The failed refund gave its amount back.
+        assert_eq!(
+            code(&action(
+                &model,
+                "failing1",
+                "R",
+                Some("30.00"),
+                T0 + HOUR_MS
+            )),
+            "00"
+        );
+    }
+
+    #[test]
+    fn answers_verify_with_2c2p_s_public_key_and_decrypt_with_the_merchant_s_key_only() {
+        let model = maintenance_model(Duration::ZERO);
+        charge(&model, INVOICE, "pm_card_visa");
+        let merchant = Merchant::of(&model);
+        let answer = act_raw(
+            &model,
+            &merchant.request(&xml(MERCHANT, INVOICE, "I", None)),
+            T0 + 10,
+        );
+        assert_eq!(answer.status, 200);
+        let xml = merchant.open(&answer.body).unwrap_or_default();
+        assert!(xml.starts_with("<PaymentProcessResponse><version>3.8</version><timeStamp>"));
+        assert!(xml.ends_with("</PaymentProcessResponse>"), "{xml}");
+        // Three unpadded base64url segments whose payload is a five-segment JWE.
+        let segments: Vec<&str> = answer.body.split('.').collect();
+        assert_eq!(segments.len(), 3);
+        assert!(!answer.body.contains('=') && !answer.body.contains('+'));
+        let jwe = URL_SAFE_NO_PAD.decode(segments[1]).unwrap_or_default();
+        assert_eq!(String::from_utf8_lossy(&jwe).split('.').count(), 5);
+        // Not signed by the merchant's key: verifying with it fails.
+        let by_merchant = UnparsedPublicKey::new(
+            &RSA_PSS_2048_8192_SHA256,
+            keys().merchant_public_key_spki.clone(),
+        )
+        .verify(
+            format!("{}.{}", segments[0], segments[1]).as_bytes(),
+            &URL_SAFE_NO_PAD.decode(segments[2]).unwrap_or_default(),
+        );
+        assert!(by_merchant.is_err());
+        // A fresh key and IV each time: the same answer twice is two different envelopes.
+        let again = act_raw(
+            &model,
+            &merchant.request(&super::maintenance::xml(MERCHANT, INVOICE, "I", None)),
+            T0 + 10,
+        );
+        assert_ne!(again.body, answer.body);
+        assert_eq!(merchant.open(&again.body), Some(xml));
+    }
+
+    #[test]
+    fn keys_are_made_on_first_use_and_every_call_is_recorded() {
+        // No keys given: made when first asked for, the same ever after.
+        let model = model();
+        let keys = model.twoc2p_keys().expect("2C2P keys");
+        assert!(keys.merchant_private_key_pkcs8.is_some());
+        assert_eq!(model.twoc2p_keys(), Some(keys.clone()));
+        assert_eq!(
+            keys.action_url,
+            format!("{}{ACTION_PATH}", crate::model::UNSERVED_BASE_URL)
+        );
+        charge(&model, INVOICE, "pm_card_visa");
+        assert_eq!(
+            code(&action(&model, INVOICE, "R", Some("1.00"), T0 + 10)),
+            "00"
+        );
+        assert_eq!(code(&action(&model, "nosuch", "V", None, T0 + 20)), "16");
+        assert_eq!(act_raw(&model, "junk", T0 + 30).status, 401);
+        let actions: Vec<BTreeMap<String, Value>> = model
+            .twoc2p_actions()
+            .unwrap_or_default()
+            .iter()
+            .map(|action| serde_json::from_value(json!(action)).unwrap_or_default())
+            .collect();
+        assert_eq!(
+            json!(actions),
+            json!([
+                {"processType": "R", "invoiceNo": INVOICE, "actionAmount": "1.00",
+                 "respCode": "00", "httpStatus": 200},
+                {"processType": "V", "invoiceNo": "nosuch", "actionAmount": null,
+                 "respCode": "16", "httpStatus": 200},
+                {"processType": null, "invoiceNo": null, "actionAmount": null,
+                 "respCode": null, "httpStatus": 401},
+            ])
+        );
+        // Other faces have neither.
+        let stripe = model_with(ModelConfig::default());
+        assert!(stripe.twoc2p_keys().is_none() && stripe.twoc2p_actions().is_none());
+    }
 }

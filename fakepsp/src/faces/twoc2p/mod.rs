@@ -1,5 +1,6 @@
 //! The 2C2P face: 2C2P PGW v4.3's Payment Token, Do Payment and Payment Inquiry, and its backend
-//! notification, over the [ledger] (`ModelConfig::provider = Provider::TwoC2p`). The charges,
+//! notification, and the Payment Maintenance API (`maintenance`, in its JWS/JWE envelope,
+//! `jose`), over the [ledger] (`ModelConfig::provider = Provider::TwoC2p`). The charges,
 //! test tokens, time-driven transitions and injected failures are the ledger's, exactly as on the
 //! Stripe and Omise faces; this module only reads 2C2P's requests and writes 2C2P's answers and
 //! notifications, and keeps what only 2C2P has (invoices and their payment tokens). It calls the
@@ -99,9 +100,13 @@
 //!   key, is sent to the webhook URL (no header: the body carries its signature; the webhook
 //!   secret is not used). Its id, for the fake's own bookkeeping, is payonce's dedup key: SHA-256
 //!   of (invoiceNo, respCode, tranRef). 2C2P documents no retry schedule or event id.
-//! - **No refunds** (notes §12: refunds need the Payment Maintenance API with exchanged RSA keys):
-//!   no refund route exists; every other path → 404 (a fake's body, 2C2P's is undocumented).
-//! - **Inspection** (the crate's contract): `_fake/charges` entries carry `provider: "2c2p"`, `status` (the
+//! - **Refunds and voids** (notes §12) go through the Payment Maintenance API at
+//!   `POST /2C2PFrontend/PaymentAction/2.0/action`, with exchanged RSA keys: see the
+//!   `maintenance` module. Every other path → 404 (a fake's body, 2C2P's is undocumented).
+//! - **Inspection** (the crate's contract): `_fake/refunds` entries carry `provider: "2c2p"`,
+//!   `id` (the `refundReferenceNo`), `status` (`RF`, `RP`, `RFF`), `invoice_no`, `payment_id`
+//!   (read from the invoice number), `idempotency_key` (the `idempotencyID`, if sent) and no
+//!   `refund_id` (2C2P carries none of payonce's). `_fake/charges` entries carry `provider: "2c2p"`, `status` (the
 //!   inquiry's `respCode`), `outcome`, `amount` (minor units), `currency`, `idempotency_key` and
 //!   `invoice_no` (the invoiceNo), and `payment_id`, read from the invoice number the way payonce
 //!   makes it (`pay_` + the 32 hex digits; none for another invoice number). 2C2P has no
@@ -109,7 +114,11 @@
 //!
 //! [ledger]: crate::ledger
 
+mod jose;
+pub(crate) mod maintenance;
+
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -121,9 +130,13 @@ use crate::currency::{is_zero_decimal, minimum_charge_minor, MAXIMUM_CHARGE_MINO
 use crate::faces::dates::iso8601;
 use crate::faces::page::{answer_page, AUTHENTICATE_PATH};
 use crate::ledger::{
-    millis, Attempt, CaptureMethod, Decline, Face, Failure, FakeCharge, Handled, Hold, Intent,
-    Ledger, ModelEvent, NewCharge, OnAction, PageAnswer, Reply, Status, WireRequest,
+    millis, Attempt, CaptureMethod, Decline, Face, Failure, FakeCharge, FakeRefund, Handled, Hold,
+    Intent, Ledger, ModelEvent, NewCharge, OnAction, PageAnswer, Refund, RefundStatus, Reply,
+    Status, WireRequest,
 };
+use crate::twoc2p_keys::TwoC2pMaintenanceKeys;
+
+use self::maintenance::{Maintenance, ACTION_PATH};
 
 /// `POST` Payment Token.
 pub(crate) const PAYMENT_TOKEN_PATH: &str = "/payment/4.3/paymentToken";
@@ -400,6 +413,8 @@ pub(crate) struct TwoC2pFace {
     /// Whether the inquiry answers `2002` for a payment waiting for 3-D Secure (see
     /// `ModelConfig::twoc2p_challenge_unregistered`).
     challenge_unregistered: bool,
+    /// The Payment Maintenance API's keys, settlement delay and call log.
+    maintenance: Maintenance,
 }
 
 impl TwoC2pFace {
@@ -418,7 +433,19 @@ impl TwoC2pFace {
             invoices: Invoices::default(),
             base_url,
             challenge_unregistered: false,
+            maintenance: Maintenance::default(),
         }
+    }
+
+    /// The same face, whose Payment Maintenance API works with `keys` (made on first use if
+    /// `None`) and settles a charge `settle_after` after it succeeded.
+    pub(crate) fn with_maintenance(
+        mut self,
+        keys: Option<TwoC2pMaintenanceKeys>,
+        settle_after: Duration,
+    ) -> Self {
+        self.maintenance = Maintenance::new(keys, settle_after);
+        self
     }
 
     /// The same face, whose inquiry answers `2002` (no transaction, no `tranRef`) while a
@@ -443,6 +470,7 @@ impl Face for TwoC2pFace {
             }
             ("POST", DO_PAYMENT_PATH) => self.do_payment(ledger, request.body, now_ms),
             ("POST", INQUIRY_PATH) => Handled::plain(self.inquiry(ledger, request.body)),
+            ("POST", ACTION_PATH) => self.payment_action(ledger, request.body, now_ms),
             _ => Handled::plain(Reply::json(
                 404,
                 &json!({
@@ -461,9 +489,27 @@ impl Face for TwoC2pFace {
         new_tran_ref(ledger)
     }
 
-    /// The 2C2P face has no refund route; kept total.
+    /// A `refundReferenceNo`: ten digits, unused so far.
     fn new_refund_id(&self, ledger: &mut Ledger, _charge_id: &str) -> String {
-        ledger.new_id("rfnd")
+        loop {
+            let id = ledger.rng.u64(1_000_000_000..10_000_000_000).to_string();
+            if !ledger.refund_by_id.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// The maintenance API's words: `RF`, `RP`, `RFF`.
+    fn refund_status(&self, status: RefundStatus) -> &'static str {
+        maintenance::refund_status(status)
+    }
+
+    /// With the invoice it refunded as `invoice_no`, and the payonce payment read from it.
+    fn inspect_refund(&self, refund: &Refund) -> FakeRefund {
+        let mut view = refund.inspect(self.name(), self.refund_status(refund.status));
+        view.invoice_no = self.maintenance.refund_invoice(&refund.id).cloned();
+        view.payment_id = view.invoice_no.as_deref().and_then(payment_id_for_invoice);
+        view
     }
 
     /// The backend notification, once the charge is final.
