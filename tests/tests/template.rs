@@ -1109,7 +1109,8 @@ fn a_stripe_deployment_is_wired_as_before_the_psp_parameter() {
             allowed(&t, "WebhookProcessorFunction")
         );
     }
-    // AND the globals are untouched (the PSP is set per function)
+    // AND the globals are those of before (the PSP is set per function), with the 2C2P refunds
+    // switch every function reads alike (unused by a Stripe deployment: `disabled` by default)
     let globals = t["Globals"]["Function"]["Environment"]["Variables"]
         .as_object()
         .unwrap();
@@ -1119,8 +1120,13 @@ fn a_stripe_deployment_is_wired_as_before_the_psp_parameter() {
             "IDEMPOTENCY_TABLE",
             "PAYMENTS_TABLE",
             "PSP_LIVEMODE",
-            "RUST_LOG"
+            "RUST_LOG",
+            "TWOC2P_REFUNDS"
         ]
+    );
+    assert_eq!(
+        t["Parameters"]["TwoC2pRefunds"]["Default"],
+        serde_json::json!("disabled")
     );
 }
 

@@ -367,10 +367,22 @@ mod tests {
         use crate::adapters::psp::b64::{encode, Alphabet};
         use crate::adapters::psp::twoc2p_maintenance::MaintenanceKeys;
         use crate::ports::Psp;
-        let settings = PspSettings::defaults(PspKind::TwoC2p);
+        let mut settings = PspSettings::defaults(PspKind::TwoC2p);
         // Without them: refunds are not supported, as before.
         let psp = psp_with(&settings, &twoc2p_secret()).unwrap();
         assert!(!psp.supports_refunds());
+        settings.twoc2p_refunds = true;
+        // Enabled without keys: refused, naming the key.
+        let error = psp_with(&settings, &twoc2p_secret())
+            .err()
+            .unwrap()
+            .to_string();
+        names(
+            &error,
+            SecretRole::Api,
+            PspKind::TwoC2p,
+            "maintenance_private_key",
+        );
         let (merchant_private, _) = MaintenanceKeys::generate_pair().unwrap();
         let (_, twoc2p_public) = MaintenanceKeys::generate_pair().unwrap();
         let private = encode(&merchant_private, Alphabet::Standard);
@@ -385,6 +397,14 @@ mod tests {
         };
         let psp = psp_with(&settings, &with(Some(&private), Some(&public))).unwrap();
         assert!(psp.supports_refunds());
+        // Keys while refunds are not enabled: refused too, so that the webhook processor (which
+        // never reads this secret) and the others decide a late duplicate alike.
+        let disabled = PspSettings::defaults(PspKind::TwoC2p);
+        let error = psp_with(&disabled, &with(Some(&private), Some(&public)))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("TWOC2P_REFUNDS"), "{error}");
         assert!(!format!("{:?}", with(Some(&private), Some(&public))).contains(&private));
         api_refusal(
             PspKind::TwoC2p,

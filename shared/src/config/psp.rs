@@ -26,6 +26,9 @@ pub struct PspSettings {
     pub connect_timeout: Option<Duration>,
     /// `PSP_TIMEOUT_MS`, if set (else the adapter's 10 s).
     pub request_timeout: Option<Duration>,
+    /// `TWOC2P_REFUNDS` is `enabled`: the API secret must then hold the 2C2P maintenance keys,
+    /// and must not otherwise ([`refunds_through_payonce`]).
+    pub twoc2p_refunds: bool,
     /// 2C2P's Payment Maintenance action URL: `PSP_MAINTENANCE_URL`, else 2C2P's production one
     /// when `PSP_LIVEMODE` is `true`, else its sandbox's (used only with the maintenance keys).
     pub maintenance_url: String,
@@ -65,6 +68,7 @@ impl PspSettings {
             request_timeout: optional_millis("PSP_TIMEOUT_MS")?,
             maintenance_url: optional("PSP_MAINTENANCE_URL")
                 .unwrap_or_else(|| default_maintenance_url(live)),
+            twoc2p_refunds: twoc2p_refunds_enabled()?,
         })
     }
 
@@ -76,8 +80,30 @@ impl PspSettings {
             connect_timeout: None,
             request_timeout: None,
             maintenance_url: default_maintenance_url(false),
+            twoc2p_refunds: false,
         }
     }
+}
+
+/// `TWOC2P_REFUNDS`: `enabled`, or `disabled` (the default).
+fn twoc2p_refunds_enabled() -> Result<bool, ConfigError> {
+    match optional("TWOC2P_REFUNDS").as_deref() {
+        None | Some("disabled") => Ok(false),
+        Some("enabled") => Ok(true),
+        Some(other) => Err(ConfigError::Env(EnvError::Invalid {
+            name: "TWOC2P_REFUNDS",
+            reason: format!("{other:?} is neither `enabled` nor `disabled`"),
+        })),
+    }
+}
+
+/// Whether payonce refunds through the configured PSP (`PSP`): every PSP but 2C2P, and 2C2P
+/// when `TWOC2P_REFUNDS` is `enabled` (its Payment Maintenance keys in the API secret, which
+/// [`psp_with`] checks). What a late duplicate becomes, decided alike by every function —
+/// the webhook processor too, which never reads the API secret.
+pub fn refunds_through_payonce() -> Result<bool, ConfigError> {
+    let kind = PspKind::from_env()?;
+    Ok(kind.refunds_through_payonce() || (kind == PspKind::TwoC2p && twoc2p_refunds_enabled()?))
 }
 
 /// The API base of `kind`: `PSP_API_BASE` (`psp_api_base`) if set; for Stripe only, else the
@@ -509,8 +535,28 @@ pub fn psp_with(
                 PspSecrets::field(&secrets.secret_key),
             );
             timeouts(&mut config.connect_timeout, &mut config.request_timeout);
-            if let Some(maintenance) = secrets.maintenance(&settings.maintenance_url)? {
-                config = config.with_maintenance(maintenance);
+            match (
+                secrets.maintenance(&settings.maintenance_url)?,
+                settings.twoc2p_refunds,
+            ) {
+                (Some(maintenance), true) => config = config.with_maintenance(maintenance),
+                (None, false) => {}
+                (None, true) => {
+                    return Err(ConfigError::Secret {
+                        secret: SecretRole::Api,
+                        psp: "2c2p",
+                        field: "maintenance_private_key",
+                        problem: "is missing, and TWOC2P_REFUNDS is enabled".into(),
+                    })
+                }
+                (Some(_), false) => {
+                    return Err(ConfigError::Secret {
+                        secret: SecretRole::Api,
+                        psp: "2c2p",
+                        field: "maintenance_private_key",
+                        problem: "is set, and TWOC2P_REFUNDS is not enabled: enable it (TwoC2pRefunds) so every function refunds alike".into(),
+                    })
+                }
             }
             ConfiguredPsp::TwoC2p(TwoC2pPsp::new(config).map_err(|e| match e {
                 crate::adapters::psp::twoc2p::TwoC2pSetupError::Http(e) => {

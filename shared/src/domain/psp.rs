@@ -30,8 +30,9 @@ impl PspKind {
         PspKind::PayPal,
     ];
 
-    /// Whether payonce can refund through this PSP (2C2P's refunds need its Payment Maintenance
-    /// API's exchanged keys, which payonce does not hold): what a late duplicate becomes
+    /// Whether payonce refunds through this PSP whatever its secrets hold: all but 2C2P, whose
+    /// refunds need its Payment Maintenance API's exchanged keys (a deployment says whether it
+    /// has them: `config::refunds_through_payonce`). What a late duplicate becomes
     /// ([`crate::domain::LateDuplicates::for_refunds`]).
     pub fn refunds_through_payonce(self) -> bool {
         self != Self::TwoC2p

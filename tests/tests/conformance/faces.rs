@@ -333,7 +333,9 @@ impl Face for TwoC2p {
     const LOST_RESPONSE_STATUS: u16 = 201;
     // The backend notification.
     const CHARGE_WEBHOOKS: usize = 1;
-    const REFUNDS: bool = false;
+    // With the Payment Maintenance keys the fake generated (`twoc2p_for`); without them the
+    // refund API answers 409 before anything (`refunds/unsupported.rs`).
+    const REFUNDS: bool = true;
     const REFUND_STARTS_PENDING: bool = false;
     const FENCE: FenceProof = FenceProof::TakenInvoice;
     const APPROVAL: Approval = Approval::Charges;

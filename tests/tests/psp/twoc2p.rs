@@ -5,16 +5,28 @@
 //! on an unused and on a used invoice, refunds that are never sent, and the face's backend
 //! notification, verified and read by payonce's 2C2P scheme.
 
+use async_trait::async_trait;
+use payonce::adapters::psp::transport::{
+    CallFailure, HttpTransport, PspTransport, WireCall, WireReply,
+};
 use payonce::adapters::psp::twoc2p::REFUNDS_UNSUPPORTED;
 use payonce::adapters::psp::twoc2p_ids::invoice_no_for;
+use payonce::adapters::psp::twoc2p_maintenance::{
+    void_reference, Maintenance, MaintenanceKeys, NOT_SETTLED_CODE,
+};
 use payonce::adapters::psp::TwoC2pNotifications;
+use payonce::adapters::psp::TwoC2pPsp;
+use payonce::domain::RefundSettlement;
 use payonce::domain::{refund_key, Currency, Settlement};
 use payonce::ports::{
     charge_key, ChargeRequest, Fence, Psp, PspLookup, PspOutcome, RefundOutcome, RefundRequest,
     WebhookScheme,
 };
 use payonce_fake_psp::{FakeCharge, FakePspConfig, RunningFakePsp, DEFAULT_TWOC2P_MERCHANT_ID};
-use payonce_tests::stack::{start_fake_psp, twoc2p_for, FAKE_API_KEY};
+use payonce_tests::stack::{
+    start_fake_psp, twoc2p_for, twoc2p_maintenance_for, twoc2p_without_refunds_for, FAKE_API_KEY,
+};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -256,9 +268,9 @@ async fn a_fence_on_a_used_invoice_is_key_used() {
 }
 
 #[tokio::test]
-async fn refunds_are_not_supported_and_never_sent() {
+async fn without_the_maintenance_keys_refunds_are_not_supported_and_never_sent() {
     let psp = twoc2p_psp().await;
-    let twoc2p = twoc2p_for(&psp);
+    let twoc2p = twoc2p_without_refunds_for(&psp);
     let request = request("pm_card_visa");
     let PspOutcome::Approved {
         provider_payment_id,
@@ -287,12 +299,258 @@ async fn refunds_are_not_supported_and_never_sent() {
             reason: REFUNDS_UNSUPPORTED.into()
         }
     );
-    assert!(twoc2p
-        .lookup_refund(&provider_payment_id, &refund.refund_id)
-        .await
-        .is_err());
+    assert!(twoc2p.lookup_refund_for(&refund).await.is_err());
     assert_eq!(psp.requests_seen(), seen);
     assert!(psp.refunds().is_empty());
+}
+
+/// A transport that loses, once armed with `n`, the answer of its `n`-th call from then on,
+/// after the call was delivered.
+#[derive(Debug, Clone)]
+struct LosesAnAnswer {
+    inner: HttpTransport,
+    countdown: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl PspTransport for LosesAnAnswer {
+    async fn send(&self, call: &WireCall, timeout: Duration) -> Result<WireReply, CallFailure> {
+        let reply = self.inner.send(call, timeout).await;
+        let left = self.countdown.load(Ordering::SeqCst);
+        if left > 0 {
+            self.countdown.store(left - 1, Ordering::SeqCst);
+            if left == 1 {
+                return Err(CallFailure::AfterConnect("the test lost the answer".into()));
+            }
+        }
+        reply
+    }
+}
+
+/// The 2C2P adapter over `psp` whose maintenance calls go through a [`LosesAnAnswer`], and its
+/// countdown.
+fn twoc2p_losing_answers(psp: &RunningFakePsp) -> (TwoC2pPsp<LosesAnAnswer>, Arc<AtomicUsize>) {
+    let countdown = Arc::new(AtomicUsize::new(0));
+    let transport = |base: &str, countdown: Arc<AtomicUsize>| LosesAnAnswer {
+        inner: HttpTransport::new(base, Duration::from_secs(1), TIMEOUT).expect("client"),
+        countdown,
+    };
+    let config = twoc2p_maintenance_for(psp);
+    let (origin, path) = config
+        .action_url
+        .split_once("/2C2PFrontend")
+        .map(|(origin, path)| (origin.to_owned(), format!("/2C2PFrontend{path}")))
+        .expect("the fake's action URL");
+    let keys = MaintenanceKeys::from_der(&config.merchant_private_key, &config.twoc2p_public_key)
+        .expect("keys");
+    let adapter = TwoC2pPsp::with_transport(
+        transport(&psp.base_url(), Arc::default()),
+        "2c2p",
+        DEFAULT_TWOC2P_MERCHANT_ID,
+        FAKE_API_KEY,
+        TIMEOUT,
+    )
+    .expect("adapter")
+    .with_maintenance(Maintenance::new(
+        transport(&origin, countdown.clone()),
+        path,
+        DEFAULT_TWOC2P_MERCHANT_ID,
+        keys,
+        TIMEOUT,
+    ));
+    (adapter, countdown)
+}
+
+fn refund_of(
+    request: &ChargeRequest,
+    provider_payment_id: &str,
+    n: u32,
+    amount: i64,
+) -> RefundRequest {
+    RefundRequest {
+        refund_id: format!("rfd_{}_{n}", request.payment_id),
+        payment_id: request.payment_id.clone(),
+        provider_payment_id: provider_payment_id.to_owned(),
+        amount,
+        currency: request.currency,
+        reason: None,
+        idempotency_key: refund_key(&request.payment_id, &n.to_string()),
+        resend: false,
+        provider_refund_id: None,
+        siblings: Default::default(),
+    }
+}
+
+/// The maintenance actions the fake saw: `processType actionAmount -> respCode`.
+fn actions(psp: &RunningFakePsp) -> Vec<String> {
+    psp.twoc2p_actions()
+        .expect("the 2C2P face")
+        .iter()
+        .map(|a| {
+            format!(
+                "{} {} -> {}",
+                a.process_type.as_deref().unwrap_or("?"),
+                a.action_amount.as_deref().unwrap_or("-"),
+                a.resp_code.as_deref().unwrap_or("-")
+            )
+        })
+        .collect()
+}
+
+async fn approved<T: PspTransport>(twoc2p: &TwoC2pPsp<T>, request: &ChargeRequest) -> String {
+    match twoc2p.create_charge(request, TIMEOUT).await {
+        PspOutcome::Approved {
+            provider_payment_id,
+        } => provider_payment_id,
+        other => panic!("the charge was not approved: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn with_the_keys_a_settled_payment_is_refunded_in_parts_each_read_back_by_its_reference() {
+    let psp = twoc2p_psp().await;
+    let twoc2p = twoc2p_for(&psp);
+    assert!(twoc2p.supports_refunds());
+    let request = request("pm_card_visa");
+    let charge = approved(&twoc2p, &request).await;
+
+    // WHEN 10.00 of the 30.00 is refunded
+    let first = refund_of(&request, &charge, 1, 1000);
+    let RefundOutcome::Answered(RefundSettlement::Succeeded {
+        provider_refund_id: first_ref,
+    }) = twoc2p.create_refund(&first, TIMEOUT).await
+    else {
+        panic!("the first refund did not succeed")
+    };
+    // THEN the refund status was read, then one refund sent; the fake holds it for the payment
+    assert_eq!(actions(&psp), ["RS 10.00 -> 00", "R 10.00 -> 00"]);
+    let refunds = psp.refunds();
+    assert_eq!(refunds.len(), 1, "{refunds:#?}");
+    assert_eq!(
+        (
+            refunds[0].amount,
+            refunds[0].payment_id.as_deref(),
+            refunds[0].id.as_str()
+        ),
+        (1000, Some(request.payment_id.as_str()), first_ref.as_str())
+    );
+
+    // AND a second part, with the first known as the payment's other refund
+    let mut second = refund_of(&request, &charge, 2, 500);
+    second.siblings.known = vec![first_ref.clone()];
+    let RefundOutcome::Answered(RefundSettlement::Succeeded {
+        provider_refund_id: second_ref,
+    }) = twoc2p.create_refund(&second, TIMEOUT).await
+    else {
+        panic!("the second refund did not succeed")
+    };
+    assert_ne!(first_ref, second_ref);
+    assert_eq!(psp.refunds().len(), 2);
+
+    // AND each is read back by its reference
+    let mut known = first.clone();
+    known.provider_refund_id = Some(first_ref.clone());
+    assert_eq!(
+        twoc2p.lookup_refund_for(&known).await.unwrap(),
+        Some(RefundSettlement::Succeeded {
+            provider_refund_id: first_ref
+        })
+    );
+
+    // AND more than what is left is refused by 2C2P and fails, with nothing refunded
+    let third = refund_of(&request, &charge, 3, 1600);
+    assert_eq!(
+        twoc2p.create_refund(&third, TIMEOUT).await,
+        RefundOutcome::Answered(RefundSettlement::Failed {
+            provider_refund_id: None,
+            code: "2c2p_30".into()
+        })
+    );
+    assert_eq!(psp.refunds().len(), 2);
+}
+
+#[tokio::test]
+async fn a_refund_whose_answer_was_lost_is_found_by_the_refund_status_and_never_sent_twice() {
+    let psp = twoc2p_psp().await;
+    let (twoc2p, lose) = twoc2p_losing_answers(&psp);
+    let request = request("pm_card_visa");
+    let charge = approved(&twoc2p, &request).await;
+    let mut refund = refund_of(&request, &charge, 1, 1000);
+
+    // GIVEN a refund that reached 2C2P, its answer lost (the refund status read first is not)
+    lose.store(2, Ordering::SeqCst);
+    let outcome = twoc2p.create_refund(&refund, TIMEOUT).await;
+    assert!(
+        matches!(outcome, RefundOutcome::Unknown { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(psp.refunds().len(), 1, "the refund ran at 2C2P");
+
+    // WHEN it is sent again (a takeover, or reconcile)
+    refund.resend = true;
+    let again = twoc2p.create_refund(&refund, TIMEOUT).await;
+
+    // THEN the refund status finds it, and nothing more is sent: one refund at 2C2P
+    let RefundOutcome::Answered(RefundSettlement::Succeeded { provider_refund_id }) = again else {
+        panic!("not found: {again:?}")
+    };
+    assert_eq!(provider_refund_id, psp.refunds()[0].id);
+    assert_eq!(
+        actions(&psp),
+        ["RS 10.00 -> 00", "R 10.00 -> 00", "RS 10.00 -> 00"]
+    );
+    assert_eq!(psp.refunds().len(), 1);
+    // AND a lookup finds it the same way
+    assert_eq!(
+        twoc2p.lookup_refund_for(&refund).await.unwrap(),
+        Some(RefundSettlement::Succeeded { provider_refund_id })
+    );
+}
+
+#[tokio::test]
+async fn before_settlement_the_whole_is_voided_and_a_part_fails_unsent() {
+    let psp = start_fake_psp(FakePspConfig {
+        twoc2p_settle_after: Duration::from_secs(24 * 3600),
+        ..FakePspConfig::twoc2p()
+    })
+    .await;
+    let twoc2p = twoc2p_for(&psp);
+    let request = request("pm_card_visa");
+    let charge = approved(&twoc2p, &request).await;
+
+    // A part: refused before anything but the status was asked
+    assert_eq!(
+        twoc2p
+            .create_refund(&refund_of(&request, &charge, 1, 1000), TIMEOUT)
+            .await,
+        RefundOutcome::Answered(RefundSettlement::Failed {
+            provider_refund_id: None,
+            code: NOT_SETTLED_CODE.into()
+        })
+    );
+    assert_eq!(actions(&psp), ["RS 10.00 -> 00"]);
+
+    // The whole: voided, the charge canceled at 2C2P, no money moved
+    let whole = refund_of(&request, &charge, 2, 3000);
+    assert_eq!(
+        twoc2p.create_refund(&whole, TIMEOUT).await,
+        RefundOutcome::Answered(RefundSettlement::Succeeded {
+            provider_refund_id: void_reference(&charge)
+        })
+    );
+    assert_eq!(actions(&psp)[1..], ["RS 30.00 -> 00", "V 30.00 -> 00"]);
+    assert_eq!(the_charge(&psp, &request).outcome, "canceled");
+    assert!(psp.refunds().is_empty());
+    // AND a re-send of the void reads it as done
+    let mut again = whole;
+    again.resend = true;
+    assert_eq!(
+        twoc2p.create_refund(&again, TIMEOUT).await,
+        RefundOutcome::Answered(RefundSettlement::Succeeded {
+            provider_refund_id: void_reference(&charge)
+        })
+    );
+    assert_eq!(actions(&psp).len(), 4, "only the status was read again");
 }
 
 /// What a receiver verifying with payonce's 2C2P scheme got: per delivery, whether it verified,

@@ -25,7 +25,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         // A late duplicate is refunded, or marked refund-required where the PSP cannot refund.
         DynamoPaymentStore::new(client, tables).with_late_duplicates(
             payonce::domain::LateDuplicates::for_refunds(
-                payonce::config::PspKind::from_env()?.refunds_through_payonce(),
+                payonce::config::refunds_through_payonce()?
             ),
         ),
         providers,
