@@ -4,12 +4,16 @@
 //! payonce-local [--port 3000] [--psp stripe|omise|2c2p|square|paypal] [--psp-port 0]
 //!               [--dynamodb-endpoint URL|aws] [--sqs-endpoint URL|aws]
 //!               [--allowed-origin ORIGIN]... [--host ADDR --allow-remote]
-//!               [--reconcile-every-seconds 30] [--count-dynamodb]
+//!               [--reconcile-every-seconds 30] [--count-dynamodb] [--no-2c2p-refunds]
 //! payonce-local token <user> [--scope SCOPE]... [--ttl-seconds 3600]
 //! ```
 //!
 //! `--psp` (or `PAYONCE_LOCAL_PSP`; default `stripe`) picks payonce's PSP adapter and the wire
-//! format of the fake PSP it runs.
+//! format of the fake PSP it runs. On 2C2P, payonce's adapter refunds through the fake's Payment
+//! Maintenance API with the test keys the fake makes at start, as a deployment with
+//! `TwoC2pRefunds=enabled`; `--no-2c2p-refunds` (or `PAYONCE_LOCAL_2C2P_REFUNDS=disabled`) runs
+//! it without them: refunds are answered 409 `refund-not-supported`, late duplicates marked
+//! `refund_required`.
 //!
 //! It listens on loopback and uses local emulators; a non-loopback `--host` or an `aws`
 //! endpoint needs `--allow-remote` and a `PAYONCE_LOCAL_JWT_SECRET` of your own. A checkout on

@@ -2,8 +2,10 @@
 //! and the wire format the in-process fake PSP speaks, the fake's webhook signing secret (2C2P:
 //! the merchant secret key and merchant id; PayPal: an RSA key and the webhook id it signs for),
 //! and the one webhook scheme the receiver accepts. Webhooks for any other provider are answered
-//! 404.
+//! 404. On 2C2P, payonce's adapter also holds the fake's Payment Maintenance keys and action URL
+//! ([`twoc2p_maintenance`]), so it refunds, unless the sandbox runs without 2C2P refunds.
 
+use payonce::adapters::psp::twoc2p::MaintenanceConfig;
 use payonce::adapters::psp::{
     ConfiguredPsp, HttpCertFetch, OmiseConfig, OmisePsp, OmiseWebhooks, PayPalConfig, PayPalPsp,
     PayPalWebhooks, SquareConfig, SquarePsp, SquareWebhooks, StripeConfig, StripePsp,
@@ -11,7 +13,7 @@ use payonce::adapters::psp::{
 };
 use payonce::service::webhooks::Providers;
 use payonce_fake_psp::{
-    FakePspConfig, PayPalSigner, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET,
+    FakePspConfig, PayPalSigner, TwoC2pMerchantKeys, DEFAULT_API_KEY, DEFAULT_OMISE_WEBHOOK_SECRET,
     DEFAULT_PAYPAL_CLIENT_ID, DEFAULT_PAYPAL_WEBHOOK_ID, DEFAULT_SQUARE_SIGNATURE_KEY,
     DEFAULT_TWOC2P_MERCHANT_ID, DEFAULT_TWOC2P_SECRET_KEY,
 };
@@ -72,7 +74,8 @@ pub enum SandboxPsp {
     Stripe,
     /// Omise's Charges.
     Omise,
-    /// 2C2P PGW v4.3 (no refunds: they are answered 409 refund-not-supported).
+    /// 2C2P PGW v4.3, refunding through its Payment Maintenance API with the fake's test keys
+    /// (--no-2c2p-refunds: refunds answered 409 refund-not-supported).
     #[value(name = "2c2p")]
     TwoC2p,
     /// Square's Payments (each payment approved, then completed).
@@ -266,8 +269,15 @@ impl SandboxPsp {
     }
 
     /// payonce's adapter for this PSP against the fake PSP at `psp_url`, with `secrets` (used by
-    /// 2C2P, whose merchant secret key signs requests too).
-    pub fn adapter(self, psp_url: &str, secrets: &PspSecrets) -> Result<ConfiguredPsp, Error> {
+    /// 2C2P, whose merchant secret key signs requests too) and, for 2C2P, the Payment
+    /// Maintenance API `maintenance` (with it the adapter refunds; without it refunds are not
+    /// supported). The other PSPs ignore `maintenance`.
+    pub fn adapter(
+        self,
+        psp_url: &str,
+        secrets: &PspSecrets,
+        maintenance: Option<&MaintenanceConfig>,
+    ) -> Result<ConfiguredPsp, Error> {
         Ok(match self {
             Self::Stripe => {
                 let mut config = StripeConfig::new(psp_url, DEFAULT_API_KEY);
@@ -282,6 +292,9 @@ impl SandboxPsp {
             Self::TwoC2p => {
                 let mut config = TwoC2pConfig::new(psp_url, &secrets.merchant_id, &secrets.secret);
                 config.provider_name = self.provider().into();
+                if let Some(maintenance) = maintenance {
+                    config = config.with_maintenance(maintenance.clone());
+                }
                 ConfiguredPsp::TwoC2p(TwoC2pPsp::new(config)?)
             }
             Self::Square => {
@@ -364,6 +377,22 @@ impl SandboxPsp {
             )?),
         })
     }
+}
+
+/// The Payment Maintenance API of the fake 2C2P, as its face serves it
+/// ([`payonce_fake_psp::RunningFakePsp::twoc2p_keys`], also at `GET /_fake/2c2p/keys`): its
+/// action URL, the merchant's private key and 2C2P's public key it generated at start. Test keys
+/// only, made anew each start; an error when the fake kept the merchant's key to itself (`None`:
+/// not the 2C2P face) or gave none.
+pub fn twoc2p_maintenance(keys: Option<TwoC2pMerchantKeys>) -> Result<MaintenanceConfig, Error> {
+    let keys = keys.ok_or("the fake PSP serves no 2C2P maintenance keys")?;
+    Ok(MaintenanceConfig {
+        action_url: keys.action_url,
+        merchant_private_key: keys
+            .merchant_private_key_pkcs8
+            .ok_or("the fake 2C2P gave no merchant private key")?,
+        twoc2p_public_key: keys.twoc2p_public_key_spki,
+    })
 }
 
 /// PayPal's verifier for the webhook id in `secrets`, fetching certificates from `origins` only
@@ -583,7 +612,7 @@ mod tests {
         // The verifier's name rule admits the fake's certificate.
         assert!(payonce_fake_psp::PAYPAL_CERT_COMMON_NAME.ends_with(super::FAKE_PAYPAL_CERT_SUFFIX));
         let psp = SandboxPsp::PayPal
-            .adapter("http://127.0.0.1:1", &secrets)
+            .adapter("http://127.0.0.1:1", &secrets, None)
             .unwrap();
         assert!(matches!(
             psp,
@@ -632,13 +661,66 @@ mod tests {
 
     #[test]
     fn a_twoc2p_adapter_is_built_with_the_secrets() {
+        use payonce::ports::Psp as _;
         let psp = SandboxPsp::TwoC2p
-            .adapter("http://127.0.0.1:1", &SandboxPsp::TwoC2p.default_secrets())
+            .adapter(
+                "http://127.0.0.1:1",
+                &SandboxPsp::TwoC2p.default_secrets(),
+                None,
+            )
             .unwrap();
         assert!(matches!(
             psp,
             payonce::adapters::psp::ConfiguredPsp::TwoC2p(_)
         ));
+        // Without the maintenance keys, 2C2P refunds are not supported.
+        assert!(!psp.supports_refunds());
         assert!(format!("{:?}", SandboxPsp::TwoC2p.default_secrets()).contains("<secret>"));
+    }
+
+    /// The fake 2C2P's maintenance keys and action URL, as it serves them, make an adapter that
+    /// refunds; the other PSPs' adapters ignore them.
+    #[tokio::test]
+    async fn the_fake_twoc2p_keys_make_an_adapter_that_refunds() {
+        use payonce::ports::Psp as _;
+        let secrets = SandboxPsp::TwoC2p.default_secrets();
+        let fake = payonce_fake_psp::FakePsp::start(
+            SandboxPsp::TwoC2p.fake_config("http://127.0.0.1:1", &secrets),
+            ([127, 0, 0, 1], 0).into(),
+        )
+        .await
+        .unwrap();
+        let maintenance = super::twoc2p_maintenance(fake.twoc2p_keys()).unwrap();
+        assert_eq!(
+            maintenance.action_url,
+            format!(
+                "{}/2C2PFrontend/PaymentAction/2.0/action",
+                fake.base_url().trim_end_matches('/')
+            )
+        );
+        let psp = SandboxPsp::TwoC2p
+            .adapter(&fake.base_url(), &secrets, Some(&maintenance))
+            .unwrap();
+        assert!(psp.supports_refunds());
+        // The private key is never shown.
+        assert!(!format!("{maintenance:?}").contains("merchant_private_key: ["));
+        let stripe = SandboxPsp::Stripe
+            .adapter(&fake.base_url(), &secrets, Some(&maintenance))
+            .unwrap();
+        assert!(stripe.supports_refunds());
+        fake.shutdown().await;
+
+        // A fake that is not 2C2P's, or that kept the merchant's key: an error, not an adapter.
+        let error = super::twoc2p_maintenance(None).unwrap_err().to_string();
+        assert!(error.contains("no 2C2P maintenance keys"), "{error}");
+        let kept = payonce_fake_psp::TwoC2pMerchantKeys {
+            merchant_private_key_pkcs8: None,
+            twoc2p_public_key_spki: vec![1, 2, 3],
+            action_url: "http://127.0.0.1:1/action".into(),
+        };
+        let error = super::twoc2p_maintenance(Some(kept))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("no merchant private key"), "{error}");
     }
 }

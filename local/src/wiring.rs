@@ -59,6 +59,12 @@ pub struct Options {
     /// `/_sandbox/dynamodb-usage` (load runs only; needs `--dynamodb-endpoint`, not
     /// `--allow-remote`).
     pub count_dynamodb: bool,
+    /// 2C2P only: whether payonce's 2C2P adapter holds the fake PSP's Payment Maintenance keys
+    /// and refunds through them, late duplicates refunded too, as a deployment with
+    /// `TwoC2pRefunds=enabled` (the default); off with `--no-2c2p-refunds` or
+    /// `PAYONCE_LOCAL_2C2P_REFUNDS=disabled`: refunds are answered 409 `refund-not-supported`
+    /// and late duplicates marked `refund_required`.
+    pub twoc2p_refunds: bool,
 }
 
 /// The server's command-line flags, before the environment fills in what they leave out.
@@ -98,13 +104,18 @@ pub struct Flags {
     /// Count DynamoDB requests and capacity at /_sandbox/dynamodb-usage (needs --dynamodb-endpoint, no --allow-remote).
     #[arg(long)]
     count_dynamodb: bool,
+    /// 2C2P: run without its Payment Maintenance API, as a deployment with TwoC2pRefunds=disabled (refunds answered 409 refund-not-supported, late duplicates marked refund_required; default: PAYONCE_LOCAL_2C2P_REFUNDS, else enabled).
+    #[arg(long = "no-2c2p-refunds")]
+    no_twoc2p_refunds: bool,
 }
 
 impl Options {
     /// The options of `flags`, with what they leave out taken from the environment (`env`):
     /// the endpoints from `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SQS`, the PSP from
-    /// `PAYONCE_LOCAL_PSP` (default `stripe`), and more origins from
-    /// `PAYONCE_LOCAL_ALLOWED_ORIGINS` (comma-separated). Empty variables count as unset.
+    /// `PAYONCE_LOCAL_PSP` (default `stripe`), more origins from
+    /// `PAYONCE_LOCAL_ALLOWED_ORIGINS` (comma-separated), and whether 2C2P refunds from
+    /// `PAYONCE_LOCAL_2C2P_REFUNDS` (`enabled`, the default, or `disabled`; `--no-2c2p-refunds`
+    /// disables them whatever it says). Empty variables count as unset.
     pub fn from_flags(flags: Flags, env: impl Fn(&str) -> Option<String>) -> Result<Self, Error> {
         let env = |name: &str| env(name).filter(|v| !v.is_empty());
         let mut allowed_origins = flags.allowed_origins;
@@ -123,6 +134,16 @@ impl Options {
             // The counts are a debug endpoint: only on loopback, and only with a DynamoDB to count.
             return Err("--count-dynamodb needs --dynamodb-endpoint and no --allow-remote".into());
         }
+        let twoc2p_refunds = match env(TWOC2P_REFUNDS_VAR).as_deref().map(str::trim) {
+            None | Some("enabled") => true,
+            Some("disabled") => false,
+            Some(other) => {
+                return Err(format!(
+                    "{TWOC2P_REFUNDS_VAR}={other:?} is neither `enabled` nor `disabled`"
+                )
+                .into())
+            }
+        } && !flags.no_twoc2p_refunds;
         Ok(Self {
             host: flags.host,
             port: flags.port,
@@ -134,9 +155,23 @@ impl Options {
             allow_remote: flags.allow_remote,
             allowed_origins,
             count_dynamodb: flags.count_dynamodb,
+            twoc2p_refunds,
         })
     }
+
+    /// Whether payonce refunds through the sandbox's PSP: every PSP but 2C2P, and 2C2P with
+    /// [`Options::twoc2p_refunds`] (as `payonce::config::refunds_through_payonce` decides for a
+    /// deployment). What a late duplicate becomes, and whether the 2C2P adapter gets the fake's
+    /// maintenance keys.
+    pub fn refunds_through_payonce(&self) -> bool {
+        self.psp.kind().refunds_through_payonce()
+            || (self.psp == SandboxPsp::TwoC2p && self.twoc2p_refunds)
+    }
 }
+
+/// The environment variable that turns the sandbox's 2C2P refunds off (`disabled`) or on
+/// (`enabled`, the default), as `TWOC2P_REFUNDS` does for a deployment.
+pub const TWOC2P_REFUNDS_VAR: &str = "PAYONCE_LOCAL_2C2P_REFUNDS";
 
 /// Readable logs on stderr: one access line per request, warnings from the rest.
 pub fn init_logs() {
@@ -221,6 +256,14 @@ pub async fn run(
     .await?;
     // PayPal's verifier fetches its certificate from this fake, wherever it listens.
     let webhooks = kind.webhooks(&secrets, &api_url, &psp.base_url())?;
+    // 2C2P refunds through the fake's Payment Maintenance API, with the test keys it made at
+    // start, unless the sandbox runs without them.
+    let refunds_through_payonce = options.refunds_through_payonce();
+    let maintenance = if kind == SandboxPsp::TwoC2p && refunds_through_payonce {
+        Some(crate::psp::twoc2p_maintenance(psp.twoc2p_keys())?)
+    } else {
+        None
+    };
     let usage = options.count_dynamodb.then(CapacityMeter::default);
     let context = Context {
         cors,
@@ -228,6 +271,7 @@ pub async fn run(
         jwt_secret,
         webhooks,
         secrets,
+        maintenance,
         webhook_secret_is_default,
         merchant_id_is_default,
         psp_url: psp.base_url(),
@@ -245,9 +289,9 @@ pub async fn run(
             MemoryQueue::new(system_clock(), MAX_WEBHOOK_BYTES),
         )
     };
-    // A late duplicate is refunded, or marked refund-required where the PSP cannot refund.
-    let late_duplicates =
-        payonce::domain::LateDuplicates::for_refunds(kind.kind().refunds_through_payonce());
+    // A late duplicate is refunded, or marked refund-required where the PSP cannot refund
+    // (2C2P without its maintenance keys).
+    let late_duplicates = payonce::domain::LateDuplicates::for_refunds(refunds_through_payonce);
     match (&options.dynamodb, &options.sqs) {
         (None, None) => {
             let store = MemoryPaymentStore::new(memory_records.clone(), system_clock())
@@ -319,6 +363,9 @@ struct Context {
     webhooks: Providers,
     /// The PSP's secrets (the adapters of 2C2P sign with them; PayPal's key is the fake's).
     secrets: PspSecrets,
+    /// 2C2P's Payment Maintenance API at the fake, with the test keys it made (every 2C2P
+    /// adapter holds it, so refunds go through it); `None` without 2C2P refunds or on another PSP.
+    maintenance: Option<payonce::adapters::psp::twoc2p::MaintenanceConfig>,
     /// Whether the webhook secret is the printed development default.
     webhook_secret_is_default: bool,
     /// Whether the merchant id (2C2P) is the printed development default.
@@ -344,10 +391,11 @@ where
 {
     // One adapter per service (as each Lambda has its own), all of the one configured PSP.
     let adapter = || {
-        context
-            .options
-            .psp
-            .adapter(&context.psp_url, &context.secrets)
+        context.options.psp.adapter(
+            &context.psp_url,
+            &context.secrets,
+            context.maintenance.as_ref(),
+        )
     };
     let providers = context.webhooks.clone();
     let reconcile_requests = MemoryQueue::new(system_clock(), 1024);
@@ -479,9 +527,10 @@ fn banner(context: &Context) {
         ),
         Some(var) => format!("{secret}; merchant {var}, set"),
     };
+    let refunds = refunds_line(kind, context.maintenance.as_ref());
     println!(
         "payonce sandbox ready in {} ms\n\
-         \n  API          {api}\n  checkout     {api}/\n  PSP          {psp_name}  (the fake PSP speaks {wire}; --psp {names} or PAYONCE_LOCAL_PSP)\n  fake PSP     {psp}  (its charges: {psp}/_fake/charges)\n  webhooks     {api}/webhooks/{provider}  (signed with {secret})\n  store        {store}\n  queue        {queue}\n  JWT secret   PAYONCE_LOCAL_JWT_SECRET (HS256)\n  token        {token}  (user demo-user, 24 h; more: payonce-local token <user> [--scope payments:refund])\n\
+         \n  API          {api}\n  checkout     {api}/\n  PSP          {psp_name}  (the fake PSP speaks {wire}; --psp {names} or PAYONCE_LOCAL_PSP)\n{refunds}  fake PSP     {psp}  (its charges: {psp}/_fake/charges)\n  webhooks     {api}/webhooks/{provider}  (signed with {secret})\n  store        {store}\n  queue        {queue}\n  JWT secret   PAYONCE_LOCAL_JWT_SECRET (HS256)\n  token        {token}  (user demo-user, 24 h; more: payonce-local token <user> [--scope payments:refund])\n\
          \nTry it:\n  TOKEN={token}\n  \
          curl -s -X POST {api}/orders -H \"authorization: Bearer $TOKEN\" -H 'content-type: application/json' \\\n      -d '{{\"currency\":\"jpy\",\"items\":[{{\"sku\":\"A1\",\"quantity\":2,\"unit_amount\":1500}}]}}'\n  \
          curl -s -X POST {api}/payments -H \"authorization: Bearer $TOKEN\" -H 'idempotency-key: demo-1' -H 'content-type: application/json' \\\n      -d '{{\"order_id\":\"<order_id>\",\"order_version\":1,\"payment_method\":\"pm_card_visa\"}}'\n\
@@ -495,6 +544,26 @@ fn banner(context: &Context) {
     );
     use std::io::Write;
     let _ = std::io::stdout().flush();
+}
+
+/// The banner's line on 2C2P refunds (empty for the other PSPs, which always refund): on,
+/// through the fake's action URL with the test keys it made at start, or off.
+fn refunds_line(
+    kind: SandboxPsp,
+    maintenance: Option<&payonce::adapters::psp::twoc2p::MaintenanceConfig>,
+) -> String {
+    if kind != SandboxPsp::TwoC2p {
+        return String::new();
+    }
+    match maintenance {
+        Some(maintenance) => format!(
+            "  refunds      on: 2C2P's Payment Maintenance API at {}  (with the fake's test keys, made at start, as TwoC2pRefunds=enabled; off: --no-2c2p-refunds or {TWOC2P_REFUNDS_VAR}=disabled)\n",
+            maintenance.action_url
+        ),
+        None => format!(
+            "  refunds      off: answered 409 refund-not-supported, late duplicates marked refund_required  (as TwoC2pRefunds=disabled: --no-2c2p-refunds or {TWOC2P_REFUNDS_VAR}=disabled)\n"
+        ),
+    }
 }
 
 /// The sandbox's own origin, as a browser may spell it: on loopback, `127.0.0.1` and
@@ -516,7 +585,7 @@ fn own_origins(api_url: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{own_origins, Flags, Options, SandboxPsp};
+    use super::{own_origins, refunds_line, Flags, Options, SandboxPsp};
 
     #[test]
     fn the_sandbox_comes_back_to_its_origin_however_loopback_is_spelled() {
@@ -558,6 +627,7 @@ mod tests {
             (o.host.as_str(), o.port, o.psp_port),
             ("127.0.0.1", 3000, 0)
         );
+        assert!(o.twoc2p_refunds && o.refunds_through_payonce());
         assert_eq!((o.dynamodb, o.sqs), (None, None));
         assert_eq!(o.psp, SandboxPsp::Stripe);
         assert_eq!(o.reconcile_every, Duration::from_secs(30));
@@ -622,6 +692,82 @@ mod tests {
         assert!(options(&[], &[("PAYONCE_LOCAL_PSP", "visa")])
             .unwrap_err()
             .contains("is not a PSP the sandbox speaks"));
+    }
+
+    #[test]
+    fn twoc2p_refunds_are_on_unless_turned_off() {
+        let o = options(&["--psp", "2c2p"], &[]).unwrap();
+        assert!(o.twoc2p_refunds && o.refunds_through_payonce());
+        for env in [
+            [("PAYONCE_LOCAL_2C2P_REFUNDS", "enabled")],
+            [("PAYONCE_LOCAL_2C2P_REFUNDS", "")],
+        ] {
+            assert!(options(&["--psp", "2c2p"], &env)
+                .unwrap()
+                .refunds_through_payonce());
+        }
+        // Off by the flag, or by the variable; the flag wins over `enabled`.
+        let off = [
+            options(&["--psp", "2c2p", "--no-2c2p-refunds"], &[]),
+            options(
+                &["--psp", "2c2p"],
+                &[("PAYONCE_LOCAL_2C2P_REFUNDS", "disabled")],
+            ),
+            options(
+                &["--psp", "2c2p", "--no-2c2p-refunds"],
+                &[("PAYONCE_LOCAL_2C2P_REFUNDS", "enabled")],
+            ),
+            options(
+                &[],
+                &[
+                    ("PAYONCE_LOCAL_PSP", "2c2p"),
+                    ("PAYONCE_LOCAL_2C2P_REFUNDS", "disabled"),
+                ],
+            ),
+        ];
+        for o in off {
+            let o = o.unwrap();
+            assert_eq!(o.psp, SandboxPsp::TwoC2p);
+            assert!(!o.twoc2p_refunds && !o.refunds_through_payonce());
+        }
+        // The other PSPs always refund; the switch is 2C2P's alone.
+        for psp in ["stripe", "omise", "square", "paypal"] {
+            let o = options(&["--psp", psp, "--no-2c2p-refunds"], &[]).unwrap();
+            assert!(o.refunds_through_payonce(), "{psp}");
+        }
+        let error =
+            options(&["--psp", "2c2p"], &[("PAYONCE_LOCAL_2C2P_REFUNDS", "off")]).unwrap_err();
+        assert!(
+            error.contains("PAYONCE_LOCAL_2C2P_REFUNDS") && error.contains("\"off\""),
+            "{error}"
+        );
+        assert!(options(&["--no-2c2p-refunds=yes"], &[]).is_err());
+    }
+
+    #[test]
+    fn the_banner_says_whether_2c2p_refunds_are_on() {
+        let maintenance = payonce::adapters::psp::twoc2p::MaintenanceConfig {
+            action_url: "http://127.0.0.1:4001/2C2PFrontend/PaymentAction/2.0/action".into(),
+            merchant_private_key: vec![],
+            twoc2p_public_key: vec![],
+        };
+        let on = refunds_line(SandboxPsp::TwoC2p, Some(&maintenance));
+        assert!(
+            on.trim_start().starts_with("refunds      on")
+                && on.contains(&maintenance.action_url)
+                && on.contains("test keys")
+                && on.ends_with('\n'),
+            "{on}"
+        );
+        let off = refunds_line(SandboxPsp::TwoC2p, None);
+        assert!(
+            off.trim_start().starts_with("refunds      off")
+                && off.contains("refund-not-supported")
+                && off.contains("refund_required"),
+            "{off}"
+        );
+        assert_eq!(refunds_line(SandboxPsp::Stripe, Some(&maintenance)), "");
+        assert_eq!(refunds_line(SandboxPsp::PayPal, None), "");
     }
 
     #[test]

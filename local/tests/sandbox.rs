@@ -3,8 +3,10 @@
 //! webhook, a decline and a retry, the refund route's scope gate — checking statuses, bodies and
 //! the fake PSP's charges (one per payment). Once per PSP
 //! (`--psp stripe|omise|2c2p|square|paypal`), each on the embedded store and on DynamoDB Local;
-//! webhooks for another provider are answered 404. 2C2P has no refunds: past the scope gate, its
-//! sandbox answers 409 `refund-not-supported`. Square has no redirect for 3-D Secure (a card that
+//! webhooks for another provider are answered 404. 2C2P refunds through its Payment Maintenance
+//! API with the fake's test keys (a refund status read `RS`, then the refund `R`, in the fake's
+//! action log); run with `--no-2c2p-refunds` (or `PAYONCE_LOCAL_2C2P_REFUNDS=disabled`) its
+//! sandbox answers 409 `refund-not-supported` past the scope gate. Square has no redirect for 3-D Secure (a card that
 //! needs it is refused) and captures whole; its captures and cancels take no idempotency key, and
 //! its refunds start pending. PayPal's webhooks are signed with an RSA key the test gives the
 //! sandbox (`PAYONCE_LOCAL_PAYPAL_SIGNING_KEY`) and verified with the certificate the sandbox
@@ -119,6 +121,8 @@ impl Psp {
 struct Sandbox {
     child: Child,
     kind: Psp,
+    /// Whether the sandbox refunds on its PSP (all but 2C2P run without its refunds).
+    refunds: bool,
     api: String,
     psp: String,
     http: reqwest::Client,
@@ -188,10 +192,10 @@ impl Sandbox {
             "payonce-local --psp {} ready in {} ms (process start to banner){}",
             kind.name(),
             started.elapsed().as_millis(),
-            if extra.is_empty() {
-                ""
-            } else {
+            if extra.contains(&"--dynamodb-endpoint") {
                 ", with DynamoDB Local and moto"
+            } else {
+                ""
             }
         );
         let field = |name: &str| {
@@ -229,6 +233,33 @@ impl Sandbox {
                 "{webhooks}"
             );
         }
+        // 2C2P: whether it refunds, through the fake's action URL with the fake's test keys.
+        let refunds = kind != Psp::TwoC2p
+            || !(extra.contains(&"--no-2c2p-refunds")
+                || env
+                    .iter()
+                    .any(|(k, v)| *k == "PAYONCE_LOCAL_2C2P_REFUNDS" && v == "disabled"));
+        let refunds_line = banner
+            .iter()
+            .find(|l| l.trim_start().starts_with("refunds "));
+        match (kind, refunds_line) {
+            (Psp::TwoC2p, Some(line)) if refunds => {
+                let action = format!(
+                    "{}/2C2PFrontend/PaymentAction/2.0/action",
+                    field("fake PSP")
+                );
+                assert!(
+                    line.contains("on:") && line.contains(&action) && line.contains("test keys"),
+                    "{line}"
+                );
+            }
+            (Psp::TwoC2p, Some(line)) => assert!(
+                line.contains("off:") && line.contains("refund-not-supported"),
+                "{line}"
+            ),
+            (Psp::TwoC2p, None) => panic!("the 2C2P banner says whether it refunds: {banner:?}"),
+            (_, line) => assert!(line.is_none(), "{line:?}"),
+        }
         if let Some((merchant_var, merchant_id)) = kind.merchant_env() {
             assert!(
                 webhooks.contains(merchant_var) && webhooks.contains("set"),
@@ -242,6 +273,7 @@ impl Sandbox {
         Self {
             child,
             kind,
+            refunds,
             api: field("API"),
             psp: field("fake PSP"),
             http: reqwest::Client::new(),
@@ -310,6 +342,33 @@ impl Sandbox {
             .unwrap()
     }
 
+    /// The fake 2C2P's Payment Maintenance calls, each as `(processType, invoiceNo,
+    /// actionAmount, respCode)`.
+    async fn twoc2p_actions(&self) -> Vec<(String, String, String, String)> {
+        let actions: Vec<Value> = self
+            .http
+            .get(format!("{}/_fake/2c2p/actions", self.psp))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        actions
+            .iter()
+            .map(|a| {
+                let text = |name: &str| a[name].as_str().unwrap_or_default().to_owned();
+                assert_eq!(a["httpStatus"], 200, "{a}");
+                (
+                    text("processType"),
+                    text("invoiceNo"),
+                    text("actionAmount"),
+                    text("respCode"),
+                )
+            })
+            .collect()
+    }
+
     fn stop(mut self) {
         Command::new("kill")
             .args(["-INT", &self.child.id().to_string()])
@@ -326,6 +385,16 @@ impl Sandbox {
                 "the sandbox did not stop on Ctrl-C"
             );
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A sandbox whose test failed before [`Sandbox::stop`] is killed, not left serving.
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
     }
 }
@@ -1543,7 +1612,7 @@ async fn refund_gate(sandbox: &Sandbox, customer: &str, payment_id: &str) {
         401,
         "the JWT is checked before the scope"
     );
-    if sandbox.kind == Psp::TwoC2p {
+    if !sandbox.refunds {
         twoc2p_refunds_not_supported(sandbox, &staff, &refunds, payment_id).await;
         return;
     }
@@ -1611,6 +1680,13 @@ async fn refund_gate(sandbox: &Sandbox, customer: &str, payment_id: &str) {
         sandbox.refunds().await.is_empty(),
         "none of these reached the PSP"
     );
+    if sandbox.kind == Psp::TwoC2p {
+        assert_eq!(
+            sandbox.twoc2p_actions().await,
+            [],
+            "nor 2C2P's maintenance API"
+        );
+    }
 
     // A refund by staff: exactly one refund at the PSP, of that amount, under our refund id.
     // (Square's refunds start pending: 202, then its refund.updated webhook completes it and
@@ -1656,11 +1732,17 @@ async fn refund_gate(sandbox: &Sandbox, customer: &str, payment_id: &str) {
     );
     let at_the_psp = sandbox.refunds().await;
     assert_eq!(at_the_psp.len(), 1, "{at_the_psp:?}");
+    // 2C2P's refunds carry none of our ids: the fake keeps the `idempotencyID` payonce sent (our
+    // refund id) as the refund's `idempotency_key`, and the refund is ours by its own reference.
+    let our_id = match sandbox.kind {
+        Psp::TwoC2p => &at_the_psp[0]["idempotency_key"],
+        _ => &at_the_psp[0]["refund_id"],
+    };
     assert_eq!(
         (
             at_the_psp[0]["outcome"].as_str(),
             at_the_psp[0]["amount"].as_i64(),
-            at_the_psp[0]["refund_id"].as_str(),
+            our_id.as_str(),
             at_the_psp[0]["payment_id"].as_str()
         ),
         (
@@ -1671,6 +1753,25 @@ async fn refund_gate(sandbox: &Sandbox, customer: &str, payment_id: &str) {
         ),
         "{at_the_psp:?}"
     );
+    if sandbox.kind == Psp::TwoC2p {
+        // The refund status read (`RS`), then the refund (`R`) of the settled payment, each of
+        // its invoice (the payment's id without its prefix), in major units (JPY has no minor
+        // unit: 1000); nothing else.
+        assert_eq!(
+            at_the_psp[0]["id"], refunded["provider_refund_id"],
+            "{at_the_psp:?}"
+        );
+        let invoice = payment_id.trim_start_matches("pay_").to_owned();
+        let call = |process: &str| {
+            (
+                process.to_owned(),
+                invoice.clone(),
+                "1000".to_owned(),
+                "00".to_owned(),
+            )
+        };
+        assert_eq!(sandbox.twoc2p_actions().await, [call("RS"), call("R")]);
+    }
     let details: Value = sandbox
         .http
         .get(format!("{}/payments/{payment_id}", sandbox.api))
@@ -1692,8 +1793,9 @@ async fn refund_gate(sandbox: &Sandbox, customer: &str, payment_id: &str) {
     );
 }
 
-/// 2C2P past the scope gate: every refund is answered 409 `refund-not-supported` before anything
-/// is claimed or looked up (2C2P's refunds need its Payment Maintenance API); nothing refunded.
+/// 2C2P without its refunds (`--no-2c2p-refunds`), past the scope gate: every refund is answered
+/// 409 `refund-not-supported` before anything is claimed or looked up (2C2P's refunds need its
+/// Payment Maintenance API); nothing refunded, no maintenance call.
 async fn twoc2p_refunds_not_supported(
     sandbox: &Sandbox,
     staff: &str,
@@ -1740,6 +1842,7 @@ async fn twoc2p_refunds_not_supported(
         "{details}"
     );
     assert!(sandbox.refunds().await.is_empty(), "nothing refunded");
+    assert_eq!(sandbox.twoc2p_actions().await, [], "no maintenance call");
 }
 
 async fn on_the_embedded_store(kind: Psp) {
@@ -1779,6 +1882,39 @@ async fn the_walkthrough_on_omise_on_the_embedded_store() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_walkthrough_on_2c2p_on_the_embedded_store() {
     on_the_embedded_store(Psp::TwoC2p).await;
+}
+
+/// 2C2P as a deployment with `TwoC2pRefunds=disabled`: `--no-2c2p-refunds`, or
+/// `PAYONCE_LOCAL_2C2P_REFUNDS=disabled`; the banner says refunds are off, and each refund past
+/// the scope gate is answered 409 `refund-not-supported`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_2c2p_sandbox_without_refunds_answers_409() {
+    let by_flag = Sandbox::start(Psp::TwoC2p, &["--no-2c2p-refunds"], &[]);
+    let by_env = Sandbox::start(
+        Psp::TwoC2p,
+        &[],
+        &[("PAYONCE_LOCAL_2C2P_REFUNDS", "disabled".to_owned())],
+    );
+    for sandbox in [by_flag, by_env] {
+        assert!(!sandbox.refunds);
+        let token = sandbox.token("alice", 3600);
+        let order = new_order(&sandbox, &token).await;
+        let (status, paid, _) = sandbox
+            .post(
+                "/payments",
+                &token,
+                Some("pay-1"),
+                json!({"order_id": order, "order_version": 1, "payment_method": "pm_card_visa"}),
+            )
+            .await;
+        assert_eq!(
+            (status, paid["status"].as_str()),
+            (201, Some("succeeded")),
+            "{paid}"
+        );
+        refund_gate(&sandbox, &token, paid["payment_id"].as_str().unwrap()).await;
+        sandbox.stop();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -49,12 +49,15 @@ pub enum Mutation {
     /// its PSP id is stored: a completion whose holder dies leaves a payment that moved money
     /// but that payonce cannot look up, and the fence may then void nothing and "prove" it.
     CompleteBeforeStored,
+    /// A 2C2P refund is sent again without reading the refund status first (2C2P keys no refund
+    /// by an id of ours, so a re-send after a lost answer is a second refund).
+    TwoC2pRefundResentBlind,
 }
 
 #[cfg(feature = "faults")]
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 15] = [
+    pub const ALL: [Mutation; 16] = [
         Self::ReleaseOnAnyNotSent,
         Self::FenceWithConfirmOnlyParameter,
         Self::RefusalIsUnknown,
@@ -70,6 +73,7 @@ impl Mutation {
         Self::ReleaseOnUnknownCancel,
         Self::TwoC2pNamesByTranRef,
         Self::CompleteBeforeStored,
+        Self::TwoC2pRefundResentBlind,
     ];
 
     /// The name used on the command line.
@@ -90,6 +94,7 @@ impl Mutation {
             Self::ReleaseOnUnknownCancel => "release-on-unknown-cancel",
             Self::TwoC2pNamesByTranRef => "2c2p-names-by-tran-ref",
             Self::CompleteBeforeStored => "complete-before-stored",
+            Self::TwoC2pRefundResentBlind => "2c2p-refund-resent-blind",
         }
     }
 

@@ -372,6 +372,8 @@ impl Observed {
 pub struct Settled<'a> {
     /// The PSP the run used.
     pub psp: PspKind,
+    /// Whether payonce refunds through it (2C2P: with its maintenance keys).
+    pub refunds_through_payonce: bool,
     /// Every charge the PSP model made.
     pub ledger: &'a [FakeCharge],
     /// Every refund the PSP model made.
@@ -438,9 +440,11 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
             }
         }
     }
+    let (ledger, psp_refunds) = &twoc2p_view(ledger, psp_refunds, &our_refunds);
+    let (ledger, psp_refunds) = (ledger.as_slice(), psp_refunds.as_slice());
     violations.extend(check_refunds(inner, &begun, &our_refunds, psp_refunds, ledger).await);
     violations.extend(check_operations(observed, ledger));
-    if !refunds_supported(settled.psp) {
+    if !settled.refunds_through_payonce {
         violations.extend(check_no_refunds(observed, &our_refunds, psp_refunds));
     }
     let refunded_as_duplicate = |payment_id: &str| {
@@ -564,7 +568,7 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
                 .iter()
                 .any(|p| p.payment_id == *id && p.refund_required)
         });
-        if !refund_required.is_empty() && refunds_supported(settled.psp) {
+        if !refund_required.is_empty() && settled.refunds_through_payonce {
             violations.push(format!(
                 "invariant 1: order {order_id}: {refund_required:?} marked refund-required, though the PSP refunds"
             ));
@@ -833,10 +837,66 @@ pub async fn check(store: &FaultyStore, observed: &Observed, settled: &Settled<'
     }
 }
 
-/// Whether payonce refunds through `psp` (2C2P's refunds need its Payment Maintenance API,
-/// which payonce does not speak).
-fn refunds_supported(psp: PspKind) -> bool {
-    psp != PspKind::TwoC2p
+/// The ledger as the invariants read it, on 2C2P: 2C2P's refunds carry none of our ids, so each
+/// is ours whose stored `provider_refund_id` is its reference (one that none is stays unnamed,
+/// a violation); and a charge voided by a refund of ours (`void-<invoice>`, 2C2P voids before
+/// settlement instead of refunding) reads as captured and then refunded whole — only if the
+/// model's charge really is canceled, else the refund's claim stays unmatched, a violation.
+fn twoc2p_view(
+    ledger: &[FakeCharge],
+    psp_refunds: &[FakeRefund],
+    ours: &BTreeMap<String, Refund>,
+) -> (Vec<FakeCharge>, Vec<FakeRefund>) {
+    let mut ledger = ledger.to_vec();
+    let mut refunds = psp_refunds.to_vec();
+    for refund in refunds.iter_mut().filter(|r| r.provider == "2c2p") {
+        if refund.refund_id.is_none() {
+            refund.refund_id = ours
+                .values()
+                .find(|o| o.provider_refund_id.as_deref() == Some(refund.id.as_str()))
+                .map(|o| o.refund_id.clone());
+        }
+    }
+    for charge in ledger.iter_mut().filter(|c| c.provider == "2c2p") {
+        // 2C2P's charges are captured whole when they succeed (manual captures need the
+        // maintenance API's settle, which payonce does not send).
+        if charge.outcome == "succeeded" && charge.amount_captured.is_none() {
+            charge.amount_captured = Some(charge.amount);
+        }
+        let Some(payment_id) = charge.payment_id.clone() else {
+            continue;
+        };
+        let void = ours.values().find(|o| {
+            o.payment_id == payment_id
+                && o.status == RefundStatus::Succeeded
+                && o.provider_refund_id
+                    .as_deref()
+                    .is_some_and(|id| id.starts_with("void-"))
+        });
+        if let (Some(void), "canceled") = (void, charge.outcome.as_str()) {
+            charge.outcome = "succeeded".to_owned();
+            charge.amount_captured = Some(charge.amount);
+            refunds.push(FakeRefund {
+                provider: charge.provider.clone(),
+                id: void.provider_refund_id.clone().unwrap_or_default(),
+                outcome: "succeeded".to_owned(),
+                status: "V".to_owned(),
+                amount: charge.amount,
+                currency: charge.currency.clone(),
+                payment_intent: charge.id.clone(),
+                charge: None,
+                reason: None,
+                failure_reason: None,
+                metadata: BTreeMap::new(),
+                payment_id: Some(payment_id),
+                refund_id: Some(void.refund_id.clone()),
+                idempotency_key: None,
+                created: charge.created,
+                invoice_no: charge.invoice_no.clone(),
+            });
+        }
+    }
+    (ledger, refunds)
 }
 
 /// Where the PSP cannot refund: every refund request is refused `refund-not-supported` before

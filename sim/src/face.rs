@@ -7,13 +7,14 @@ use crate::faults::{SimTransport, API_KEY, TWOC2P_MERCHANT_ID};
 use lambda_http::http::{HeaderMap, HeaderName, HeaderValue};
 use payonce::adapters::psp::b64::{self, Alphabet};
 use payonce::adapters::psp::paypal_webhook::{self, CertFetch, PayPalWebhooks};
+use payonce::adapters::psp::twoc2p_maintenance::{Maintenance, MaintenanceKeys};
 use payonce::adapters::psp::{ConfiguredPsp, OmisePsp, PayPalPsp, SquarePsp, StripePsp, TwoC2pPsp};
 use payonce::config::{webhook_parsers_for, webhook_providers_for, PspKind, PspSecrets};
 use payonce::domain::Currency;
 use payonce::service::webhooks::Providers;
 use payonce_fake_psp::{
     sign_omise_webhook, sign_paypal_webhook, sign_square_webhook, sign_webhook, PayPalSigner,
-    Provider, DEFAULT_PAYPAL_CLIENT_ID,
+    Provider, TwoC2pMaintenanceKeys, DEFAULT_PAYPAL_CLIENT_ID,
 };
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -109,8 +110,57 @@ pub fn fence_proves_unused(psp: PspKind) -> bool {
     }
 }
 
-/// The adapter for `psp` over `transport`, configured as a deployment configures it.
-pub fn adapter(psp: PspKind, transport: SimTransport) -> ConfiguredPsp<SimTransport> {
+/// The 2C2P Payment Maintenance keys of every run that has them, as the model holds them and
+/// as payonce's adapter does (RSA key generation and parsing are slow; the keys are test keys,
+/// the same in every run).
+pub fn twoc2p_maintenance_keys() -> &'static (TwoC2pMaintenanceKeys, Arc<MaintenanceKeys>) {
+    static KEYS: OnceLock<(TwoC2pMaintenanceKeys, Arc<MaintenanceKeys>)> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let (merchant_private, merchant_public) =
+            MaintenanceKeys::generate_pair().expect("test keys");
+        let (twoc2p_private, twoc2p_public) = MaintenanceKeys::generate_pair().expect("test keys");
+        let ours = MaintenanceKeys::from_der(&merchant_private, &twoc2p_public).expect("test keys");
+        let model = TwoC2pMaintenanceKeys {
+            twoc2p_private_key_pkcs8: twoc2p_private,
+            merchant_public_key_spki: merchant_public,
+            merchant_private_key_pkcs8: Some(merchant_private),
+        };
+        (model, Arc::new(ours))
+    })
+}
+
+/// The path of 2C2P's maintenance action on the model.
+const TWOC2P_ACTION_PATH: &str = "/2C2PFrontend/PaymentAction/2.0/action";
+
+/// The adapter for `psp` over `transport`, configured as a deployment configures it; on 2C2P
+/// with the Payment Maintenance API when `twoc2p_refunds` (the keys of
+/// [`twoc2p_maintenance_keys`]).
+pub fn adapter(
+    psp: PspKind,
+    transport: SimTransport,
+    twoc2p_refunds: bool,
+) -> ConfiguredPsp<SimTransport> {
+    if psp == PspKind::TwoC2p && twoc2p_refunds {
+        let merchant = twoc2p_maintenance_keys().1.clone();
+        let maintenance = Maintenance::new(
+            transport.clone(),
+            TWOC2P_ACTION_PATH,
+            TWOC2P_MERCHANT_ID,
+            merchant,
+            REQUEST_TIMEOUT,
+        );
+        return ConfiguredPsp::TwoC2p(
+            TwoC2pPsp::with_transport(
+                transport,
+                psp.name(),
+                TWOC2P_MERCHANT_ID,
+                API_KEY,
+                REQUEST_TIMEOUT,
+            )
+            .expect("a merchant id and a secret key")
+            .with_maintenance(maintenance),
+        );
+    }
     match psp {
         PspKind::Stripe => ConfiguredPsp::Stripe(StripePsp::with_transport(
             transport,

@@ -870,6 +870,10 @@ impl SimTransport {
             Provider::Stripe => Some(error_reply(401, "invalid_request_error", "api_key_expired")),
             Provider::Omise => Some(omise_error(401, "authentication_failure")),
             Provider::TwoC2p if call.path.ends_with("/payment") => None,
+            // The maintenance API refuses an envelope it cannot verify at the door.
+            Provider::TwoC2p if call.path.contains("/PaymentAction/") => {
+                Some(plain_reply(401, "access denied (simulated)"))
+            }
             Provider::TwoC2p => Some(WireReply {
                 status: 200,
                 body: serde_json::json!({"respCode": "9042", "respDesc": "Hash value mismatch (simulated)"})

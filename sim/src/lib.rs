@@ -33,7 +33,7 @@ use payonce::mutations::Mutation;
 /// only the Omise model can be (per seed). A hole that matters on several PSPs is listed once per
 /// PSP it is checked on (`operation-under-client-key`: Stripe, and PayPal's authorization
 /// captures).
-pub const PLANTED_HOLES: [(Mutation, PspKind); 16] = [
+pub const PLANTED_HOLES: [(Mutation, PspKind); 17] = [
     (Mutation::ReleaseOnAnyNotSent, PspKind::Stripe),
     (Mutation::FenceWithConfirmOnlyParameter, PspKind::Stripe),
     (Mutation::RefusalIsUnknown, PspKind::Stripe),
@@ -49,5 +49,6 @@ pub const PLANTED_HOLES: [(Mutation, PspKind); 16] = [
     (Mutation::ReleaseOnUnknownCancel, PspKind::Stripe),
     (Mutation::TwoC2pNamesByTranRef, PspKind::TwoC2p),
     (Mutation::CompleteBeforeStored, PspKind::Square),
+    (Mutation::TwoC2pRefundResentBlind, PspKind::TwoC2p),
     (Mutation::OperationUnderClientKey, PspKind::PayPal),
 ];

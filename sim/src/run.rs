@@ -88,8 +88,22 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
     let psp = schedule.psp;
     let clock: SharedClock = Arc::new(world.clock().clone());
     let records = MemoryIdempotencyStore::new(clock.clone());
+    // A 2C2P deployment refunds through payonce only with the maintenance keys: most runs have
+    // them (half of them; some settling each payment later, so refunds meet voids and unsettled refusals).
+    let twoc2p_refunds = psp == PspKind::TwoC2p && world.chance(0.5);
+    let twoc2p_settle_after = if twoc2p_refunds && world.chance(0.5) {
+        world.millis(0, 2 * 3_600_000)
+    } else {
+        Duration::ZERO
+    };
+    if twoc2p_refunds {
+        world.trace(format!(
+            "2C2P refunds through the maintenance API, payments settled after {twoc2p_settle_after:?}"
+        ));
+    }
+    let refunds_through_payonce = psp.refunds_through_payonce() || twoc2p_refunds;
     let payments = MemoryPaymentStore::new(records.clone(), clock.clone()).with_late_duplicates(
-        payonce::domain::LateDuplicates::for_refunds(psp.refunds_through_payonce()),
+        payonce::domain::LateDuplicates::for_refunds(refunds_through_payonce),
     );
     let stale = world.clone();
     payments.lag_reads(STALE_WINDOW, move || stale.strikes(FaultKind::StaleRead));
@@ -135,6 +149,9 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
             minimum_overrides,
             // Authorizations lapse within the run (Stripe's are 7 days), so that some do.
             authorization_expires_after: AUTHORIZATION_LAPSES_AFTER,
+            twoc2p_maintenance_keys: twoc2p_refunds
+                .then(|| face::twoc2p_maintenance_keys().0.clone()),
+            twoc2p_settle_after,
             ..ModelConfig::default()
         },
         schedule.seed,
@@ -142,7 +159,7 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
     let outbox = Arc::new(Outbox::default());
     // One adapter per service, as each function builds its own; they share the one network.
     let transport = SimTransport::new(world.clone(), model.clone(), outbox.clone());
-    let adapter = || face::adapter(psp, transport.clone());
+    let adapter = || face::adapter(psp, transport.clone(), twoc2p_refunds);
     let reconcile_requests = MemoryQueue::new(clock.clone(), 1024);
     let requested = Arc::new(tokio::sync::Notify::new());
     let system = Arc::new(System {
@@ -257,6 +274,7 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
     let refunds = system.model.refunds();
     let settled = Settled {
         psp,
+        refunds_through_payonce,
         ledger: &ledger,
         refunds: &refunds,
         unprovable_alarms: alarms.payments(PAYMENT_UNPROVABLE),

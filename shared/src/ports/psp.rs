@@ -37,14 +37,14 @@ pub struct RefundRequest {
 }
 
 /// What a PSP whose refunds carry none of our ids (2C2P) needs to tell one refund of a payment
-/// from the others: the PSP's ids the others hold, and how many of them are unanswered (may be
-/// at the PSP with no id stored).
+/// from the others: the PSP's ids the others hold, and the amounts of those unanswered (which
+/// may be at the PSP with no id stored).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SiblingRefunds {
     /// The PSP's ids of the payment's other refunds.
     pub known: Vec<String>,
-    /// The payment's other refunds still pending without a PSP id.
-    pub unresolved: usize,
+    /// The amounts of the payment's other refunds still pending without a PSP id.
+    pub unresolved: Vec<i64>,
 }
 
 impl SiblingRefunds {
@@ -55,7 +55,7 @@ impl SiblingRefunds {
             match &other.provider_refund_id {
                 Some(id) => siblings.known.push(id.clone()),
                 None if other.status == crate::domain::RefundStatus::Pending => {
-                    siblings.unresolved += 1
+                    siblings.unresolved.push(other.amount)
                 }
                 None => {}
             }

@@ -520,7 +520,7 @@ pub struct Maintenance<T> {
     transport: T,
     path: String,
     merchant_id: String,
-    keys: MaintenanceKeys,
+    keys: std::sync::Arc<MaintenanceKeys>,
     request_timeout: Duration,
 }
 
@@ -586,14 +586,14 @@ impl<T: PspTransport> Maintenance<T> {
         transport: T,
         path: impl Into<String>,
         merchant_id: impl Into<String>,
-        keys: MaintenanceKeys,
+        keys: impl Into<std::sync::Arc<MaintenanceKeys>>,
         request_timeout: Duration,
     ) -> Self {
         Self {
             transport,
             path: path.into(),
             merchant_id: merchant_id.into(),
-            keys,
+            keys: keys.into(),
             request_timeout,
         }
     }
@@ -744,7 +744,7 @@ impl<T: PspTransport> Maintenance<T> {
             // A void has no reference: it is this refund's only if nothing else can be.
             return if request.siblings.known.iter().any(|known| known == &void) {
                 Ok(None)
-            } else if request.siblings.unresolved == 0 && answer.refunds.is_empty() {
+            } else if request.siblings.unresolved.is_empty() && answer.refunds.is_empty() {
                 Ok(Some(RefundSettlement::Succeeded {
                     provider_refund_id: void,
                 }))
@@ -752,19 +752,25 @@ impl<T: PspTransport> Maintenance<T> {
                 ambiguous("the invoice was voided".into())
             };
         }
+        // Of the refunds no other refund of the payment holds, those of our amount can be ours;
+        // one of them is, unless an unanswered sibling of the same amount may own it.
         let amount = request.currency.decimal_from_minor(request.amount);
-        match unclaimed(answer, request)[..] {
+        let candidates: Vec<&ListedRefund> = unclaimed(answer, request)
+            .into_iter()
+            .filter(|listed| same_amount(&listed.amount, &amount, request.currency))
+            .collect();
+        let twins = request
+            .siblings
+            .unresolved
+            .iter()
+            .filter(|&&other| other == request.amount)
+            .count();
+        match candidates[..] {
             [] => Ok(None),
-            [only]
-                if request.siblings.unresolved == 0
-                    && same_amount(&only.amount, &amount, request.currency) =>
-            {
-                Ok(Some(listed_settlement(only)))
-            }
+            [only] if twins == 0 => Ok(Some(listed_settlement(only))),
             ref several => ambiguous(format!(
-                "{} refunds of no other refund of the payment, {} of its refunds unanswered",
+                "{} refunds of its amount no other refund of the payment holds, {twins} other unanswered refunds of that amount",
                 several.len(),
-                request.siblings.unresolved
             )),
         }
     }
@@ -793,7 +799,9 @@ impl<T: PspTransport> Maintenance<T> {
                 }
             }
         };
-        if request.resend {
+        if request.resend
+            && !crate::mutations::active(crate::mutations::Mutation::TwoC2pRefundResentBlind)
+        {
             match self.read_refund(&status, request, invoice_no) {
                 Ok(Some(settlement)) => return RefundOutcome::Answered(settlement),
                 Ok(None) => {}
@@ -1226,7 +1234,8 @@ mod tests {
             // Ours landed earlier: the one refund no sibling holds, of our amount.
             let siblings = SiblingRefunds {
                 known: vec!["111".into()],
-                unresolved: 0,
+                // Another refund unanswered, of another amount: the 25.00 cannot be it.
+                unresolved: vec![1500],
             };
             let f = fixture(&[&status(
                 "S",
@@ -1247,17 +1256,25 @@ mod tests {
                 succeeded("333")
             );
             assert_eq!(sent(&f), ["RS 25.00", "R 25.00"]);
-            // Another refund of the payment is unanswered too, or the amount differs, or two are
-            // left: ambiguous, never sent again.
+            // A refund of another amount that no refund of ours holds is not ours: sent.
+            let f = fixture(&[
+                &status("S", &[("222", "24.00", "RF")]),
+                &answer("R", "00", "RF", Some("333")),
+            ]);
+            assert_eq!(
+                refund(&f, &request(2500, true, SiblingRefunds::default())).await,
+                succeeded("333")
+            );
+            // Another refund of the payment of the same amount is unanswered too, or two of our
+            // amount are left: ambiguous, never sent again.
             for (siblings, listed) in [
                 (
                     SiblingRefunds {
                         known: vec![],
-                        unresolved: 1,
+                        unresolved: vec![2500],
                     },
                     vec![("222", "25.00", "RF")],
                 ),
-                (SiblingRefunds::default(), vec![("222", "24.00", "RF")]),
                 (
                     SiblingRefunds::default(),
                     vec![("222", "25.00", "RF"), ("223", "25.00", "RF")],
