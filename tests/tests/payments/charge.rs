@@ -1048,3 +1048,71 @@ async fn each_psp_charges_within_its_request_budget_and_replays_from_one_request
         assert_eq!(stack.psp.requests_seen(), seen, "{provider:?}");
     }
 }
+
+/// The request budget of a first refund and of its replay, per PSP: what the README states.
+/// 2C2P's refunds carry none of our ids, so telling them apart needs the payment's other
+/// refunds (one read more) and 2C2P's refund status before the refund (two maintenance calls);
+/// Omise lists the charge's refunds before creating one; PayPal reads the order for its capture.
+#[tokio::test]
+async fn each_psp_refunds_within_its_request_budget_and_replays_from_one_request() {
+    use payonce_fake_psp::FakePspConfig;
+    // (face, at most this many DynamoDB requests, exactly this many PSP calls, the answer: Square
+    // holds a refund pending at first)
+    let budgets = [
+        (FakePspConfig::default(), 3, 1, 201),
+        (FakePspConfig::omise(), 3, 2, 201),
+        (FakePspConfig::twoc2p(), 4, 2, 201),
+        (FakePspConfig::square(), 3, 1, 202),
+        // The refund function's fresh OAuth token, the order read (for its capture's id), the
+        // refund.
+        (FakePspConfig::paypal(), 3, 3, 201),
+    ];
+    for (fake, dynamodb, psp_calls, status) in budgets {
+        let provider = fake.provider;
+        // GIVEN a payment on this PSP
+        let stack = PaymentStack::start_with(fake, payonce::service::ChargeConfig::default()).await;
+        let order = stack.create_order("alice").await;
+        let paid = stack
+            .pay("alice", "budget-1", body(&order, "pm_card_visa"))
+            .await;
+        assert_eq!(paid.status, 201, "{provider:?}: {}", paid.body);
+        let payment_id = paid.json["payment_id"].as_str().unwrap().to_owned();
+        // WHEN staff refund part of it
+        stack.counter.reset();
+        let seen = stack.psp.requests_seen();
+        let first = stack
+            .refund(&payment_id, "refund-1", serde_json::json!({"amount": 100}))
+            .await;
+        // THEN it succeeded within the PSP's budget, one refund at the PSP
+        assert_eq!(first.status, status, "{provider:?}: {}", first.body);
+        assert!(
+            stack.counter.total() <= dynamodb,
+            "{provider:?}: a first refund cost {:?}",
+            stack.counter.by_operation()
+        );
+        assert_eq!(
+            stack.psp.requests_seen() - seen,
+            psp_calls,
+            "{provider:?}: PSP calls of one refund"
+        );
+        assert_eq!(stack.psp.refunds().len(), 1, "{provider:?}");
+        // AND its replay answers from one request, with no PSP call
+        stack.counter.reset();
+        let seen = stack.psp.requests_seen();
+        let replay = stack
+            .refund(&payment_id, "refund-1", serde_json::json!({"amount": 100}))
+            .await;
+        assert_eq!(
+            (replay.status, &replay.json),
+            (status, &first.json),
+            "{provider:?}"
+        );
+        assert_eq!(
+            stack.counter.total(),
+            1,
+            "{provider:?}: {:?}",
+            stack.counter.by_operation()
+        );
+        assert_eq!(stack.psp.requests_seen(), seen, "{provider:?}");
+    }
+}

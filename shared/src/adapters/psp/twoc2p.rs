@@ -46,8 +46,10 @@
 //! found); payonce sends the ISO 4217 exponent.
 //!
 //! **Refunds** need the Payment Maintenance API (XML in JWE RSA-OAEP + JWS PS256 with keys
-//! exchanged at onboarding, settled transactions only, no idempotency): not implementable
-//! honestly here, so [`Psp::supports_refunds`] is false and nothing pretends to refund.
+//! exchanged at onboarding, settled transactions only, no idempotency key to rely on): with its
+//! keys ([`TwoC2pConfig::with_maintenance`]) refunds go through
+//! [`super::twoc2p_maintenance`]; without them [`Psp::supports_refunds`] is false and nothing
+//! pretends to refund.
 //!
 //! [`Currency::decimal_from_minor`]: crate::domain::Currency::decimal_from_minor
 

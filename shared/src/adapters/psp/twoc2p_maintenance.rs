@@ -14,10 +14,11 @@
 //! one does are not documented: it is sent, and nothing relies on it), and the refund status
 //! (`RS`) lists an invoice's refunds by 2C2P's own `referenceNo` alone. So a refund whose answer
 //! was lost is told apart from the payment's other refunds by elimination: of the refunds `RS`
-//! lists, those whose reference payonce stored on another refund of the payment are theirs; if
-//! exactly one is left, no other refund of the payment is unanswered and its amount is ours, it
-//! is ours. Anything else is ambiguous and left to an operator (an alarm), never re-sent. A
-//! refund is sent again only when `RS` shows none that can be ours. (A refund made outside
+//! lists, those whose reference payonce stored on another refund of the payment are theirs, and
+//! those of another amount are not ours; if exactly one of our amount is left and no other
+//! refund of the payment of that amount is unanswered, it is ours. Anything else is ambiguous
+//! and left to an operator (an alarm, `refund-unprovable`), never re-sent. A refund is sent
+//! again only when `RS` shows none that can be ours. (A refund made outside
 //! payonce, in 2C2P's portal, breaks the elimination; the deploy docs say so.)
 //!
 //! **Settled or not.** 2C2P refunds only settled transactions (status `S`); before settlement
