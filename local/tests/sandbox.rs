@@ -1733,10 +1733,16 @@ async fn refund_gate(sandbox: &Sandbox, customer: &str, payment_id: &str) {
     let at_the_psp = sandbox.refunds().await;
     assert_eq!(at_the_psp.len(), 1, "{at_the_psp:?}");
     // 2C2P's refunds carry none of our ids: the fake keeps the `idempotencyID` payonce sent (our
-    // refund id) as the refund's `idempotency_key`, and the refund is ours by its own reference.
+    // refund id and the action, `-R`) as the refund's `idempotency_key`, and the refund is ours
+    // by its own reference.
     let our_id = match sandbox.kind {
-        Psp::TwoC2p => &at_the_psp[0]["idempotency_key"],
-        _ => &at_the_psp[0]["refund_id"],
+        Psp::TwoC2p => serde_json::Value::from(
+            at_the_psp[0]["idempotency_key"]
+                .as_str()
+                .and_then(|key| key.strip_suffix("-R"))
+                .unwrap_or_default(),
+        ),
+        _ => at_the_psp[0]["refund_id"].clone(),
     };
     assert_eq!(
         (
@@ -1756,21 +1762,25 @@ async fn refund_gate(sandbox: &Sandbox, customer: &str, payment_id: &str) {
     if sandbox.kind == Psp::TwoC2p {
         // The refund status read (`RS`), then the refund (`R`) of the settled payment, each of
         // its invoice (the payment's id without its prefix), in major units (JPY has no minor
-        // unit: 1000); nothing else.
+        // unit); nothing else.
         assert_eq!(
             at_the_psp[0]["id"], refunded["provider_refund_id"],
             "{at_the_psp:?}"
         );
         let invoice = payment_id.trim_start_matches("pay_").to_owned();
-        let call = |process: &str| {
+        let call = |process: &str, amount: &str| {
             (
                 process.to_owned(),
                 invoice.clone(),
-                "1000".to_owned(),
+                amount.to_owned(),
                 "00".to_owned(),
             )
         };
-        assert_eq!(sandbox.twoc2p_actions().await, [call("RS"), call("R")]);
+        // The status carries the transaction's amount (the payment's 3000), the refund its own.
+        assert_eq!(
+            sandbox.twoc2p_actions().await,
+            [call("RS", "3000"), call("R", "1000")]
+        );
     }
     let details: Value = sandbox
         .http

@@ -350,15 +350,29 @@ impl<P: Psp + 'static> Psp for RefreshingPsp<P> {
             .await
     }
 
-    fn refunds_need_siblings(&self) -> bool {
-        self.cache.latest().refunds_need_siblings()
-    }
-
-    async fn lookup_refund_for(
+    async fn create_refund_among(
         &self,
         request: &RefundRequest,
+        siblings: &dyn crate::ports::SiblingSource,
+        timeout: Duration,
+    ) -> RefundOutcome {
+        self.cache
+            .current()
+            .await
+            .create_refund_among(request, siblings, timeout)
+            .await
+    }
+
+    async fn lookup_refund_among(
+        &self,
+        request: &RefundRequest,
+        siblings: &dyn crate::ports::SiblingSource,
     ) -> Result<Option<RefundSettlement>, PspError> {
-        self.cache.current().await.lookup_refund_for(request).await
+        self.cache
+            .current()
+            .await
+            .lookup_refund_among(request, siblings)
+            .await
     }
 }
 

@@ -960,6 +960,23 @@ async fn check_refunds(
             ));
         }
     }
+    // 2. No two refunds of ours hold one PSP refund (a PSP whose refunds carry none of our ids
+    // is matched by the reference each refund stored).
+    let mut holders: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for refund in ours.values() {
+        if let Some(id) = refund.provider_refund_id.as_deref() {
+            holders
+                .entry(id)
+                .or_default()
+                .push(refund.refund_id.as_str());
+        }
+    }
+    for (id, refunds) in holders.iter().filter(|(_, refunds)| refunds.len() > 1) {
+        violations.push(format!(
+            "invariant 2: PSP refund {id} is held by {} refunds of ours: {refunds:?}",
+            refunds.len()
+        ));
+    }
     // 1, 3. Each refund's state is the PSP's (its `outcome`: Omise says `closed` for a refund
     // that succeeded); nothing stays pending.
     for (id, refund) in ours {

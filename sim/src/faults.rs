@@ -544,6 +544,12 @@ impl RefundStore for FaultyStore {
         self.after("get_refund", result).await
     }
 
+    async fn refunded_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
+        self.before("refunded_payment", Access::Read).await?;
+        let result = RefundStore::refunded_payment(&self.payments, payment_id).await;
+        self.after("refunded_payment", result).await
+    }
+
     async fn refunds_of(&self, payment: &Payment) -> Result<Vec<Refund>, StoreError> {
         self.before("refunds_of", Access::Read).await?;
         let result = self.payments.refunds_of(payment).await;

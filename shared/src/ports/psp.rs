@@ -29,11 +29,12 @@ pub struct RefundRequest {
     /// ignores refund keys may then refuse this one because of that earlier refund, so its
     /// refusal proves nothing.
     pub resend: bool,
-    /// The PSP's id of this refund, once known (a lookup reads that one).
+    /// The PSP's id of this refund, once known (a lookup reads that one; a PSP that keys no
+    /// refund by our id never sends one that has it again).
     pub provider_refund_id: Option<String>,
-    /// The payment's other refunds, for a PSP whose refunds carry none of our ids
-    /// ([`Psp::refunds_need_siblings`]); empty otherwise.
-    pub siblings: SiblingRefunds,
+    /// What the PSP captured of the payment, minor units (0 if unknown): a PSP that voids
+    /// instead of refunding before settlement (2C2P) voids only a refund of all of it.
+    pub captured: i64,
 }
 
 /// What a PSP whose refunds carry none of our ids (2C2P) needs to tell one refund of a payment
@@ -64,10 +65,28 @@ impl SiblingRefunds {
     }
 }
 
+/// Reads a refund's siblings (the payment's other refunds) when a PSP asks: only a PSP whose
+/// refunds carry none of our ids does, and only **after** it read what it holds, so a sibling
+/// whose refund it lists was begun (stored) before the read and is seen.
+#[async_trait]
+pub trait SiblingSource: Send + Sync {
+    /// The siblings as stored now.
+    async fn siblings(&self) -> Result<SiblingRefunds, String>;
+}
+
+/// A fixed answer (tests, and callers that know the siblings).
+#[async_trait]
+impl SiblingSource for SiblingRefunds {
+    async fn siblings(&self) -> Result<SiblingRefunds, String> {
+        Ok(self.clone())
+    }
+}
+
 impl RefundRequest {
-    /// The request for `refund` of the PSP charge `provider_payment_id`: a pure function of the
-    /// refund, so every re-send under its key is identical.
-    pub fn for_refund(refund: &Refund, provider_payment_id: &str) -> Self {
+    /// The request for `refund` of the PSP charge `provider_payment_id`, of which the PSP
+    /// captured `captured`: a pure function of the refund, so every re-send under its key is
+    /// identical.
+    pub fn for_refund(refund: &Refund, provider_payment_id: &str, captured: i64) -> Self {
         Self {
             refund_id: refund.refund_id.clone(),
             payment_id: refund.payment_id.clone(),
@@ -78,14 +97,8 @@ impl RefundRequest {
             idempotency_key: refund.psp_key(),
             resend: refund.psp_maybe_reached,
             provider_refund_id: refund.provider_refund_id.clone(),
-            siblings: SiblingRefunds::default(),
+            captured,
         }
-    }
-
-    /// This request with the payment's other refunds (`refunds`: all of the payment's).
-    pub fn with_siblings(mut self, refunds: &[Refund]) -> Self {
-        self.siblings = SiblingRefunds::of(&self.refund_id, refunds);
-        self
     }
 }
 
@@ -437,16 +450,25 @@ pub trait Psp: Send + Sync {
         provider_payment_id: &str,
         refund_id: &str,
     ) -> Result<Option<RefundSettlement>, PspError>;
-    /// Whether telling this PSP's refunds apart needs the payment's other refunds (its refunds
-    /// carry none of our ids: 2C2P), so callers fill [`RefundRequest::siblings`].
-    fn refunds_need_siblings(&self) -> bool {
-        false
-    }
-    /// What the PSP holds for `request`'s refund: by default [`Psp::lookup_refund`] by our id.
-    async fn lookup_refund_for(
+    /// Refunds as [`Psp::create_refund`], for a PSP whose refunds carry none of our ids reading
+    /// the refund's `siblings` when it needs them (by default it never does).
+    async fn create_refund_among(
         &self,
         request: &RefundRequest,
+        siblings: &dyn SiblingSource,
+        timeout: Duration,
+    ) -> RefundOutcome {
+        let _ = siblings;
+        self.create_refund(request, timeout).await
+    }
+    /// What the PSP holds for `request`'s refund: by default [`Psp::lookup_refund`] by our id;
+    /// a PSP whose refunds carry none of our ids tells it apart with its `siblings`.
+    async fn lookup_refund_among(
+        &self,
+        request: &RefundRequest,
+        siblings: &dyn SiblingSource,
     ) -> Result<Option<RefundSettlement>, PspError> {
+        let _ = siblings;
         self.lookup_refund(&request.provider_payment_id, &request.refund_id)
             .await
     }

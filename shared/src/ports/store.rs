@@ -381,6 +381,9 @@ pub trait RefundStore: Send + Sync {
     /// Every refund of `payment` (as read), in number order, the duplicate refund last.
     async fn refunds_of(&self, payment: &Payment) -> Result<Vec<Refund>, StoreError>;
 
+    /// Reads a payment consistently (for the refund path's reads after a PSP call).
+    async fn refunded_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError>;
+
     /// Applies `step` to `refund` (as read) and its effect on the payment's refunded and
     /// pending amounts, writes `record` and, for a webhook, the event's dedup record, in one
     /// transaction conditioned on the refund's status as read. With

@@ -822,7 +822,8 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
         {
             return Ok((Reconciled::Pending, false));
         }
-        let settlement = match self.psp.lookup_refund_for(&request).await? {
+        let siblings = super::refund::StoredSiblings::of(&self.store, refund);
+        let settlement = match self.psp.lookup_refund_among(&request, &siblings).await? {
             Some(settlement) => settlement,
             None if age_ms > duration_ms(self.config.fence_window) => {
                 tracing::error!(
@@ -839,7 +840,10 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
                 let Some(timeout) = budget.call_timeout(self.store.now_ms(), &self.config) else {
                     return Ok((Reconciled::Pending, false));
                 };
-                let outcome = self.psp.create_refund(&request, timeout).await;
+                let outcome = self
+                    .psp
+                    .create_refund_among(&request, &siblings, timeout)
+                    .await;
                 let in_flight = matches!(outcome, RefundOutcome::Unknown { .. });
                 match refund_settlement_of(outcome) {
                     Some(settlement) => settlement,
@@ -847,12 +851,30 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
                 }
             }
         };
-        if matches!(settlement, RefundSettlement::Pending { .. }) {
-            return Ok((Reconciled::Pending, false));
-        }
         let expires_at_s =
             (self.store.now_ms() + duration_ms(self.config.record_retention)).div_euclid(1000);
         let record = RefundRecordWrite::Mirror { expires_at_s };
+        if matches!(settlement, RefundSettlement::Pending { .. }) {
+            // Still pending: the PSP's id for it is kept if it is new (a PSP that keys no refund
+            // by our id reads it by that id from then on, and never sends it again).
+            if refund.provider_refund_id.is_none() {
+                match apply_refund_settlement(
+                    &self.store,
+                    refund_id,
+                    &settlement,
+                    record,
+                    fence,
+                    None,
+                    None,
+                )
+                .await
+                {
+                    Ok(_) | Err(StoreError::LeaseLost { .. }) => {}
+                    Err(error) => return Err(error.into()),
+                }
+            }
+            return Ok((Reconciled::Pending, false));
+        }
         let reconciled = match apply_refund_settlement(
             &self.store,
             refund_id,
@@ -887,7 +909,8 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
         let Some(request) = self.refund_request(refund).await? else {
             return Ok(Reconciled::Skipped);
         };
-        match self.psp.lookup_refund_for(&request).await? {
+        let siblings = super::refund::StoredSiblings::of(&self.store, refund);
+        match self.psp.lookup_refund_among(&request, &siblings).await? {
             Some(failed @ RefundSettlement::Failed { .. }) => {
                 let expires_at_s = (self.store.now_ms()
                     + duration_ms(self.config.record_retention))
@@ -912,8 +935,7 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
         }
     }
 
-    /// The PSP request of `refund` (with the payment's other refunds where the PSP needs
-    /// them); `None` if the payment or its PSP id is missing.
+    /// The PSP request of `refund`; `None` if the payment or its PSP id is missing.
     async fn refund_request(&self, refund: &Refund) -> Result<Option<RefundRequest>, StoreError> {
         let Some(payment) = self.store.get_payment(&refund.payment_id).await? else {
             return Ok(None);
@@ -921,12 +943,11 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
         let Some(charge) = payment.provider_payment_id.as_deref() else {
             return Ok(None);
         };
-        let request = RefundRequest::for_refund(refund, charge);
-        Ok(Some(if self.psp.refunds_need_siblings() {
-            request.with_siblings(&self.store.refunds_of(&payment).await?)
-        } else {
-            request
-        }))
+        Ok(Some(RefundRequest::for_refund(
+            refund,
+            charge,
+            payment.amount_captured(),
+        )))
     }
 
     /// The budget of the item a run takes up now.

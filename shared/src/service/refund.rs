@@ -387,20 +387,6 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
         }
     }
 
-    /// The PSP request of `refund` of `payment`, with the payment's other refunds where the
-    /// PSP needs them to tell its refunds apart (one more read, for that PSP alone).
-    async fn refund_request(
-        &self,
-        refund: &Refund,
-        payment: &Payment,
-    ) -> Result<RefundRequest, StoreError> {
-        let request = RefundRequest::for_refund(refund, &provider_charge(payment)?);
-        if !self.psp.refunds_need_siblings() {
-            return Ok(request);
-        }
-        Ok(request.with_siblings(&self.store.refunds_of(payment).await?))
-    }
-
     /// Calls the PSP for `refund` under `lease` and records what it said.
     async fn send(
         &self,
@@ -420,8 +406,15 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 reason: "no time left before the deadline".into(),
             }
         } else {
-            match self.refund_request(&refund, payment).await {
-                Ok(request) => self.psp.create_refund(&request, timeout).await,
+            match provider_charge(payment) {
+                Ok(charge) => {
+                    let request =
+                        RefundRequest::for_refund(&refund, &charge, payment.amount_captured());
+                    let siblings = StoredSiblings::of(&self.store, &refund);
+                    self.psp
+                        .create_refund_among(&request, &siblings, timeout)
+                        .await
+                }
                 Err(error) => RefundOutcome::NotSent {
                     reason: format!(
                         "the PSP request could not be built, so nothing was sent: {error}"
@@ -501,6 +494,43 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
         Err(RefundError::KeyInUse {
             retry_after: Duration::from_secs(1),
         })
+    }
+}
+
+/// A refund's siblings as stored when a PSP asks (a consistent read of the payment, then its
+/// refunds): read after the PSP's own list, so that a sibling it lists is seen.
+pub(crate) struct StoredSiblings<'a, S> {
+    store: &'a S,
+    payment_id: String,
+    refund_id: String,
+}
+
+impl<'a, S: RefundStore> StoredSiblings<'a, S> {
+    /// The siblings of `refund` in `store`.
+    pub(crate) fn of(store: &'a S, refund: &Refund) -> Self {
+        Self {
+            store,
+            payment_id: refund.payment_id.clone(),
+            refund_id: refund.refund_id.clone(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<S: RefundStore> crate::ports::SiblingSource for StoredSiblings<'_, S> {
+    async fn siblings(&self) -> Result<crate::ports::SiblingRefunds, String> {
+        let payment = self
+            .store
+            .refunded_payment(&self.payment_id)
+            .await
+            .map_err(|error| error.to_string())?
+            .ok_or_else(|| format!("payment {} is missing", self.payment_id))?;
+        let refunds = self
+            .store
+            .refunds_of(&payment)
+            .await
+            .map_err(|error| error.to_string())?;
+        Ok(crate::ports::SiblingRefunds::of(&self.refund_id, &refunds))
     }
 }
 

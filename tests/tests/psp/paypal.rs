@@ -1094,7 +1094,7 @@ fn refund_request(
         idempotency_key: refund_key(&charge.payment_id, &n.to_string()),
         resend,
         provider_refund_id: None,
-        siblings: Default::default(),
+        captured: 0,
     }
 }
 

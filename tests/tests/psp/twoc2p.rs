@@ -18,6 +18,7 @@ use payonce::adapters::psp::TwoC2pNotifications;
 use payonce::adapters::psp::TwoC2pPsp;
 use payonce::domain::RefundSettlement;
 use payonce::domain::{refund_key, Currency, Settlement};
+use payonce::ports::SiblingRefunds;
 use payonce::ports::{
     charge_key, ChargeRequest, Fence, Psp, PspLookup, PspOutcome, RefundOutcome, RefundRequest,
     WebhookScheme,
@@ -291,7 +292,7 @@ async fn without_the_maintenance_keys_refunds_are_not_supported_and_never_sent()
         idempotency_key: refund_key(&request.payment_id, "1"),
         resend: false,
         provider_refund_id: None,
-        siblings: Default::default(),
+        captured: 0,
     };
     assert_eq!(
         twoc2p.create_refund(&refund, TIMEOUT).await,
@@ -299,7 +300,10 @@ async fn without_the_maintenance_keys_refunds_are_not_supported_and_never_sent()
             reason: REFUNDS_UNSUPPORTED.into()
         }
     );
-    assert!(twoc2p.lookup_refund_for(&refund).await.is_err());
+    assert!(twoc2p
+        .lookup_refund_among(&refund, &SiblingRefunds::default())
+        .await
+        .is_err());
     assert_eq!(psp.requests_seen(), seen);
     assert!(psp.refunds().is_empty());
 }
@@ -377,7 +381,7 @@ fn refund_of(
         idempotency_key: refund_key(&request.payment_id, &n.to_string()),
         resend: false,
         provider_refund_id: None,
-        siblings: Default::default(),
+        captured: request.amount,
     }
 }
 
@@ -423,7 +427,7 @@ async fn with_the_keys_a_settled_payment_is_refunded_in_parts_each_read_back_by_
         panic!("the first refund did not succeed")
     };
     // THEN the refund status was read, then one refund sent; the fake holds it for the payment
-    assert_eq!(actions(&psp), ["RS 10.00 -> 00", "R 10.00 -> 00"]);
+    assert_eq!(actions(&psp), ["RS 30.00 -> 00", "R 10.00 -> 00"]);
     let refunds = psp.refunds();
     assert_eq!(refunds.len(), 1, "{refunds:#?}");
     assert_eq!(
@@ -436,11 +440,16 @@ async fn with_the_keys_a_settled_payment_is_refunded_in_parts_each_read_back_by_
     );
 
     // AND a second part, with the first known as the payment's other refund
-    let mut second = refund_of(&request, &charge, 2, 500);
-    second.siblings.known = vec![first_ref.clone()];
+    let second = refund_of(&request, &charge, 2, 500);
+    let siblings = SiblingRefunds {
+        known: vec![first_ref.clone()],
+        unresolved: vec![],
+    };
     let RefundOutcome::Answered(RefundSettlement::Succeeded {
         provider_refund_id: second_ref,
-    }) = twoc2p.create_refund(&second, TIMEOUT).await
+    }) = twoc2p
+        .create_refund_among(&second, &siblings, TIMEOUT)
+        .await
     else {
         panic!("the second refund did not succeed")
     };
@@ -451,7 +460,10 @@ async fn with_the_keys_a_settled_payment_is_refunded_in_parts_each_read_back_by_
     let mut known = first.clone();
     known.provider_refund_id = Some(first_ref.clone());
     assert_eq!(
-        twoc2p.lookup_refund_for(&known).await.unwrap(),
+        twoc2p
+            .lookup_refund_among(&known, &SiblingRefunds::default())
+            .await
+            .unwrap(),
         Some(RefundSettlement::Succeeded {
             provider_refund_id: first_ref
         })
@@ -497,12 +509,15 @@ async fn a_refund_whose_answer_was_lost_is_found_by_the_refund_status_and_never_
     assert_eq!(provider_refund_id, psp.refunds()[0].id);
     assert_eq!(
         actions(&psp),
-        ["RS 10.00 -> 00", "R 10.00 -> 00", "RS 10.00 -> 00"]
+        ["RS 30.00 -> 00", "R 10.00 -> 00", "RS 30.00 -> 00"]
     );
     assert_eq!(psp.refunds().len(), 1);
     // AND a lookup finds it the same way
     assert_eq!(
-        twoc2p.lookup_refund_for(&refund).await.unwrap(),
+        twoc2p
+            .lookup_refund_among(&refund, &SiblingRefunds::default())
+            .await
+            .unwrap(),
         Some(RefundSettlement::Succeeded { provider_refund_id })
     );
 }
@@ -528,7 +543,7 @@ async fn before_settlement_the_whole_is_voided_and_a_part_fails_unsent() {
             code: NOT_SETTLED_CODE.into()
         })
     );
-    assert_eq!(actions(&psp), ["RS 10.00 -> 00"]);
+    assert_eq!(actions(&psp), ["RS 30.00 -> 00"]);
 
     // The whole: voided, the charge canceled at 2C2P, no money moved
     let whole = refund_of(&request, &charge, 2, 3000);

@@ -161,7 +161,7 @@ async fn a_refund_the_psp_refuses_at_once_is_402_stored_and_replayed_and_frees_i
                 idempotency_key: "dashboard-refund".into(),
                 resend: false,
                 provider_refund_id: None,
-                siblings: Default::default(),
+                captured: 0,
             },
             Duration::from_secs(5),
         )

@@ -391,6 +391,10 @@ impl RefundStore for DynamoPaymentStore {
             .transpose()
     }
 
+    async fn refunded_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
+        crate::ports::ChargeStore::get_payment(self, payment_id).await
+    }
+
     async fn refunds_of(&self, payment: &Payment) -> Result<Vec<Refund>, StoreError> {
         let numbers: Vec<String> = (1..=payment.refund_count)
             .map(|n| n.to_string())

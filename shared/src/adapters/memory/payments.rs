@@ -911,6 +911,10 @@ impl RefundStore for MemoryPaymentStore {
             .map(|stored| stored.refund.clone()))
     }
 
+    async fn refunded_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
+        crate::ports::ChargeStore::get_payment(self, payment_id).await
+    }
+
     async fn refunds_of(&self, payment: &Payment) -> Result<Vec<Refund>, StoreError> {
         let tables = self.lock();
         let numbers = (1..=payment.refund_count).map(|n| n.to_string()).chain(

@@ -11,7 +11,7 @@ use super::{OmisePsp, PayPalPsp, SquarePsp, StripePsp, TwoC2pPsp};
 use crate::domain::{Payment, RefundSettlement};
 use crate::ports::{
     ChargeRequest, Fence, OperationOutcome, OperationRequest, Psp, PspError, PspEvent, PspLookup,
-    PspOutcome, RefundOutcome, RefundRequest, SignatureError, WebhookScheme,
+    PspOutcome, RefundOutcome, RefundRequest, SiblingSource, SignatureError, WebhookScheme,
 };
 use async_trait::async_trait;
 use lambda_http::http::HeaderMap;
@@ -103,15 +103,21 @@ impl<T: PspTransport> Psp for ConfiguredPsp<T> {
         delegate!(self, psp => psp.lookup_refund(provider_payment_id, refund_id).await)
     }
 
-    fn refunds_need_siblings(&self) -> bool {
-        delegate!(self, psp => psp.refunds_need_siblings())
-    }
-
-    async fn lookup_refund_for(
+    async fn create_refund_among(
         &self,
         request: &RefundRequest,
+        siblings: &dyn SiblingSource,
+        timeout: Duration,
+    ) -> RefundOutcome {
+        delegate!(self, psp => psp.create_refund_among(request, siblings, timeout).await)
+    }
+
+    async fn lookup_refund_among(
+        &self,
+        request: &RefundRequest,
+        siblings: &dyn SiblingSource,
     ) -> Result<Option<RefundSettlement>, PspError> {
-        delegate!(self, psp => psp.lookup_refund_for(request).await)
+        delegate!(self, psp => psp.lookup_refund_among(request, siblings).await)
     }
 }
 
@@ -254,7 +260,7 @@ mod tests {
             idempotency_key: "payonce-refund-pay_0123456789abcdef0123456789abcdef-1".into(),
             resend: false,
             provider_refund_id: None,
-            siblings: Default::default(),
+            captured: 0,
         }
     }
 

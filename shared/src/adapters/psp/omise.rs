@@ -1844,7 +1844,7 @@ mod tests {
             idempotency_key: format!("payonce-refund-{PAY}-1"),
             resend: false,
             provider_refund_id: None,
-            siblings: Default::default(),
+            captured: 0,
         }
     }
 

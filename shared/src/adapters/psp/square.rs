@@ -1564,7 +1564,7 @@ mod tests {
             idempotency_key: format!("payonce-refund-{PAY}-1"),
             resend,
             provider_refund_id: None,
-            siblings: Default::default(),
+            captured: 0,
         }
     }
 

@@ -922,7 +922,7 @@ mod tests {
             idempotency_key: "payonce-refund-pay_1-1".into(),
             resend: false,
             provider_refund_id: None,
-            siblings: Default::default(),
+            captured: 0,
         }
     }
 

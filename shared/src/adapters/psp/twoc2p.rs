@@ -63,7 +63,7 @@ use super::twoc2p_webhook::{
 use crate::domain::RefundSettlement;
 use crate::ports::{
     ChargeRequest, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome, RefundRequest,
-    AUTHENTICATION_REQUIRED_CODE,
+    SiblingRefunds, SiblingSource, AUTHENTICATION_REQUIRED_CODE,
 };
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -822,11 +822,6 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
         self.maintenance.is_some()
     }
 
-    /// 2C2P lists an invoice's refunds by its own references alone.
-    fn refunds_need_siblings(&self) -> bool {
-        true
-    }
-
     /// Payment Token, then Do Payment with the token, then Payment Inquiry, which alone says
     /// what happened. `9015` (the invoice was used: a retry after a lost answer, or after a
     /// fence) skips to the inquiry: payonce never pays an invoice twice.
@@ -1047,7 +1042,18 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
     }
 
     /// Through the Payment Maintenance API ([`Maintenance::refund`]); never sent without it.
+    /// Without a sibling source it knows of no other refund of the payment.
     async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {
+        self.create_refund_among(request, &SiblingRefunds::default(), timeout)
+            .await
+    }
+
+    async fn create_refund_among(
+        &self,
+        request: &RefundRequest,
+        siblings: &dyn SiblingSource,
+        timeout: Duration,
+    ) -> RefundOutcome {
         let (Some(maintenance), Some(invoice_no)) =
             (&self.maintenance, invoice_no_for(&request.payment_id))
         else {
@@ -1057,10 +1063,13 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
                 reason: REFUNDS_UNSUPPORTED.to_owned(),
             };
         };
-        maintenance.refund(request, &invoice_no, timeout).await
+        maintenance
+            .refund(request, &invoice_no, siblings, timeout)
+            .await
     }
 
-    /// An error: a 2C2P refund is told apart only with its request ([`Psp::lookup_refund_for`]).
+    /// An error: a 2C2P refund is told apart only with its request and its siblings
+    /// ([`Psp::lookup_refund_among`]).
     async fn lookup_refund(
         &self,
         _provider_payment_id: &str,
@@ -1072,9 +1081,10 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
     }
 
     /// The invoice's refund status (`RS`), read as [`Maintenance::find_refund`] says.
-    async fn lookup_refund_for(
+    async fn lookup_refund_among(
         &self,
         request: &RefundRequest,
+        siblings: &dyn SiblingSource,
     ) -> Result<Option<RefundSettlement>, PspError> {
         let (Some(maintenance), Some(invoice_no)) =
             (&self.maintenance, invoice_no_for(&request.payment_id))
@@ -1083,7 +1093,9 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
                 reason: REFUNDS_UNSUPPORTED.to_owned(),
             });
         };
-        maintenance.find_refund(request, &invoice_no).await
+        maintenance
+            .find_refund(request, &invoice_no, siblings)
+            .await
     }
 }
 
@@ -2056,7 +2068,7 @@ mod tests {
             idempotency_key: format!("payonce-refund-{PAY}-1"),
             resend: false,
             provider_refund_id: None,
-            siblings: Default::default(),
+            captured: 0,
         };
         assert_eq!(
             psp.create_refund(&request, Duration::from_secs(10)).await,
@@ -2065,7 +2077,10 @@ mod tests {
             }
         );
         assert_eq!(
-            psp.lookup_refund_for(&request).await.unwrap_err().reason,
+            psp.lookup_refund_among(&request, &SiblingRefunds::default())
+                .await
+                .unwrap_err()
+                .reason,
             REFUNDS_UNSUPPORTED
         );
         assert!(calls(&psp).is_empty());

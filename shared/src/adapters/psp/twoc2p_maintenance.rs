@@ -13,12 +13,15 @@
 //! again (an `idempotencyID` exists in 2C2P's tables, but how long it is kept and what a reused
 //! one does are not documented: it is sent, and nothing relies on it), and the refund status
 //! (`RS`) lists an invoice's refunds by 2C2P's own `referenceNo` alone. So a refund whose answer
-//! was lost is told apart from the payment's other refunds by elimination: of the refunds `RS`
-//! lists, those whose reference payonce stored on another refund of the payment are theirs, and
-//! those of another amount are not ours; if exactly one of our amount is left and no other
-//! refund of the payment of that amount is unanswered, it is ours. Anything else is ambiguous
-//! and left to an operator (an alarm, `refund-unprovable`), never re-sent. A refund is sent
-//! again only when `RS` shows none that can be ours. (A refund made outside
+//! was lost is told apart from the payment's other refunds by elimination, with those refunds
+//! read only after `RS` answered (a sibling 2C2P lists was stored before it was sent, so it is
+//! seen): of the refunds `RS` lists, those whose reference payonce stored on another refund of
+//! the payment are theirs; every other one must be explained by an unanswered sibling of its
+//! amount or be of ours; if exactly one of our amount is left and no unanswered sibling shares
+//! that amount, it is ours. Anything else — a refund nothing explains (made in 2C2P's portal), an
+//! amount payonce cannot read — is ambiguous and left to an operator (`refund-unprovable`), never
+//! re-sent. A refund is sent again only when `RS` shows none that can be ours, and never once
+//! 2C2P named it (its reference stored). (A refund made outside
 //! payonce, in 2C2P's portal, breaks the elimination; the deploy docs say so.)
 //!
 //! **Settled or not.** 2C2P refunds only settled transactions (status `S`); before settlement
@@ -28,7 +31,7 @@
 use super::b64::{self, Alphabet};
 use super::transport::{CallFailure, PspTransport, WireBody, WireCall, WireReply};
 use crate::domain::{Currency, RefundSettlement};
-use crate::ports::{PspError, RefundOutcome, RefundRequest};
+use crate::ports::{PspError, RefundOutcome, RefundRequest, SiblingSource};
 use aws_lc_rs::{aead, encoding::AsDer, rand, rsa, signature};
 use std::time::Duration;
 
@@ -264,6 +267,10 @@ pub fn key_der(text: &str, label: &str) -> Result<Vec<u8>, String> {
             let (found, rest) = rest
                 .split_once("-----")
                 .ok_or("an unterminated PEM header")?;
+            // A label is one short line; anything else would echo key material into an error.
+            if found.len() > 40 || found.contains(['\n', '\r']) {
+                return Err("a malformed PEM header".into());
+            }
             if found != label {
                 return Err(format!(
                     "a PEM {found:?}, not {label:?}{}",
@@ -404,15 +411,40 @@ fn unescape(text: &str) -> Result<String, String> {
     Ok(out)
 }
 
+/// The children of `PaymentProcessResponse` payonce reads; each at most once.
+const READ_FIELDS: [&str; 6] = [
+    "respCode",
+    "status",
+    "invoiceNo",
+    "processType",
+    "amount",
+    "refundReferenceNo",
+];
+
 /// Reads a `PaymentProcessResponse`: its direct children's text, and `refundList/refund`'s
-/// attributes. Anything not well formed is refused.
+/// attributes. Anything not well formed, a field or attribute given twice, an element inside a
+/// field, or a listed refund without a reference is refused.
 pub fn parse_answer(xml: &str) -> Result<ActionAnswer, String> {
     use xmlparser::{ElementEnd, Token};
     let mut answer = ActionAnswer::default();
     let mut path: Vec<String> = Vec::new();
     let mut pending: Option<String> = None;
-    let mut refund: Option<ListedRefund> = None;
+    // A `refund` start tag being read (its attributes), and the names already given.
+    let mut refund: Option<(ListedRefund, Vec<String>)> = None;
+    let mut fields_seen: Vec<String> = Vec::new();
+    let mut text = String::new();
     let mut root_seen = false;
+    let finish_refund = |refund: Option<(ListedRefund, Vec<String>)>,
+                         answer: &mut ActionAnswer|
+     -> Result<(), String> {
+        if let Some((entry, _)) = refund {
+            if entry.reference_no.is_empty() {
+                return Err("a listed refund without a referenceNo".into());
+            }
+            answer.refunds.push(entry);
+        }
+        Ok(())
+    };
     for token in xmlparser::Tokenizer::from(xml) {
         match token.map_err(|error| format!("malformed XML: {error}"))? {
             Token::Declaration { .. } | Token::Comment { .. } => {}
@@ -424,19 +456,43 @@ pub fn parse_answer(xml: &str) -> Result<ActionAnswer, String> {
                     }
                     root_seen = true;
                 }
+                if path.len() == 2 && READ_FIELDS.contains(&path[1].as_str()) {
+                    return Err(format!("an element inside {}", path[1]));
+                }
+                if refund.is_some() {
+                    return Err(format!("an element {name} inside a listed refund"));
+                }
+                if path.len() == 1 {
+                    if fields_seen.contains(&name) {
+                        return Err(format!("{name} given twice"));
+                    }
+                    fields_seen.push(name.clone());
+                    text.clear();
+                }
                 if path.len() == 2 && path[1] == "refundList" && name == "refund" {
-                    refund = Some(ListedRefund {
-                        reference_no: String::new(),
-                        amount: String::new(),
-                        status: String::new(),
-                    });
+                    refund = Some((
+                        ListedRefund {
+                            reference_no: String::new(),
+                            amount: String::new(),
+                            status: String::new(),
+                        },
+                        Vec::new(),
+                    ));
                 }
                 pending = Some(name);
             }
             Token::Attribute { local, value, .. } => {
-                if let Some(entry) = refund.as_mut() {
+                // Only the attributes of a `refund` start tag itself are read.
+                if let (Some((entry, names)), Some("refund")) =
+                    (refund.as_mut(), pending.as_deref())
+                {
+                    let name = local.as_str();
+                    if names.iter().any(|seen| seen == name) {
+                        return Err(format!("attribute {name} given twice"));
+                    }
+                    names.push(name.to_owned());
                     let value = unescape(value.as_str())?;
-                    match local.as_str() {
+                    match name {
                         "referenceNo" => entry.reference_no = value,
                         "amount" => entry.amount = value,
                         "status" => entry.status = value,
@@ -445,37 +501,42 @@ pub fn parse_answer(xml: &str) -> Result<ActionAnswer, String> {
                 }
             }
             Token::ElementEnd { end, .. } => match end {
-                ElementEnd::Open => path.push(pending.take().ok_or("an element without a name")?),
+                ElementEnd::Open => {
+                    path.push(pending.take().ok_or("an element without a name")?);
+                }
                 ElementEnd::Empty => {
-                    pending = None;
-                    if let Some(entry) = refund.take() {
-                        answer.refunds.push(entry);
+                    if pending.take().as_deref() == Some("refund") && path.len() == 2 {
+                        finish_refund(refund.take(), &mut answer)?;
                     }
                 }
                 ElementEnd::Close(_, local) => {
                     if path.pop().as_deref() != Some(local.as_str()) {
                         return Err(format!("a stray </{}>", local.as_str()));
                     }
-                    if let Some(entry) = refund.take() {
-                        answer.refunds.push(entry);
+                    if local.as_str() == "refund" && path.len() == 2 {
+                        finish_refund(refund.take(), &mut answer)?;
+                    }
+                    if path.len() == 1 {
+                        let value = text.trim().to_owned();
+                        match local.as_str() {
+                            "respCode" => answer.resp_code = value,
+                            "status" => answer.status = value,
+                            "invoiceNo" => answer.invoice_no = value,
+                            "processType" => answer.process_type = value,
+                            "amount" => answer.amount = value,
+                            "refundReferenceNo" if !value.is_empty() => {
+                                answer.refund_reference_no = Some(value)
+                            }
+                            _ => {}
+                        }
+                        text.clear();
                     }
                 }
             },
-            Token::Text { text } => {
+            Token::Text { text: fragment } => {
+                // A field's text, whole (a comment may split it).
                 if path.len() == 2 {
-                    let value = unescape(text.as_str())?;
-                    let value = value.trim().to_owned();
-                    match path[1].as_str() {
-                        "respCode" => answer.resp_code = value,
-                        "status" => answer.status = value,
-                        "invoiceNo" => answer.invoice_no = value,
-                        "processType" => answer.process_type = value,
-                        "amount" => answer.amount = value,
-                        "refundReferenceNo" if !value.is_empty() => {
-                            answer.refund_reference_no = Some(value)
-                        }
-                        _ => {}
-                    }
+                    text.push_str(&unescape(fragment.as_str())?);
                 }
             }
             Token::Cdata { .. } | Token::ProcessingInstruction { .. } => {
@@ -553,33 +614,29 @@ fn alarm_untrusted(detail: &str) -> String {
     format!("untrusted 2C2P maintenance answer: {detail}")
 }
 
-/// The refunds `RS` lists that can be `request`'s: those whose reference no other refund of
-/// the payment holds.
-fn unclaimed<'a>(answer: &'a ActionAnswer, request: &RefundRequest) -> Vec<&'a ListedRefund> {
-    answer
-        .refunds
-        .iter()
-        .filter(|listed| {
-            !request
-                .siblings
-                .known
-                .iter()
-                .any(|known| known == &listed.reference_no)
-        })
-        .collect()
-}
-
-fn listed_settlement(listed: &ListedRefund) -> RefundSettlement {
-    let provider_refund_id = listed.reference_no.clone();
-    match listed.status.as_str() {
+/// What a refund 2C2P lists (or answers) with `status` is: `RF` refunded, `RFF` and the `RR…`
+/// rejections failed, anything else — `RP` pending, or a status payonce does not know, which may
+/// be the transaction's — pending under its reference, never failed on a guess.
+fn listed_settlement(reference_no: &str, status: &str) -> RefundSettlement {
+    let provider_refund_id = reference_no.to_owned();
+    match status {
         "RF" => RefundSettlement::Succeeded { provider_refund_id },
-        "RP" | "" => RefundSettlement::Pending { provider_refund_id },
-        failed => RefundSettlement::Failed {
+        "RFF" => RefundSettlement::Failed {
             provider_refund_id: Some(provider_refund_id),
-            code: format!("2c2p_{}", failed.to_ascii_lowercase()),
+            code: "2c2p_rff".into(),
         },
+        rejected if rejected.starts_with("RR") => RefundSettlement::Failed {
+            provider_refund_id: Some(provider_refund_id),
+            code: format!("2c2p_{}", rejected.to_ascii_lowercase()),
+        },
+        _ => RefundSettlement::Pending { provider_refund_id },
     }
 }
+
+/// Transaction statuses after which 2C2P refunds (settled; `RF`/`RP` where 2C2P reports a
+/// refunded transaction so) and before which it voids (`A` approved, `RS` ready for settlement).
+const SETTLED: [&str; 3] = ["S", "RF", "RP"];
+const UNSETTLED: [&str; 2] = ["A", "RS"];
 
 impl<T: PspTransport> Maintenance<T> {
     /// The API at `path` of `transport`'s base URL, for `merchant_id` with `keys`.
@@ -702,38 +759,29 @@ impl<T: PspTransport> Maintenance<T> {
         &self,
         request: &RefundRequest,
         invoice_no: &str,
+        siblings: &dyn SiblingSource,
     ) -> Result<Option<RefundSettlement>, PspError> {
-        let amount = request.currency.decimal_from_minor(request.amount);
         let answer = self
-            .status(invoice_no, &amount, self.request_timeout)
+            .status(invoice_no, &status_amount(request), self.request_timeout)
             .await
             .map_err(|failure| PspError {
                 reason: failure.reason().to_owned(),
             })?;
-        self.read_refund(&answer, request, invoice_no)
+        self.read_refund(&answer, request, invoice_no, siblings)
+            .await
     }
 
-    fn read_refund(
+    /// Which of the refunds `answer` (a refund status) lists is `request`'s. The siblings are
+    /// read only now, after the list: a sibling whose refund 2C2P lists was stored before it
+    /// was sent, so it is seen here, as known or unanswered.
+    async fn read_refund(
         &self,
         answer: &ActionAnswer,
         request: &RefundRequest,
         invoice_no: &str,
+        siblings: &dyn SiblingSource,
     ) -> Result<Option<RefundSettlement>, PspError> {
         let void = void_reference(invoice_no);
-        if let Some(own) = &request.provider_refund_id {
-            if own == &void {
-                return Ok(
-                    (answer.status == "V").then_some(RefundSettlement::Succeeded {
-                        provider_refund_id: void,
-                    }),
-                );
-            }
-            return Ok(answer
-                .refunds
-                .iter()
-                .find(|listed| &listed.reference_no == own)
-                .map(listed_settlement));
-        }
         let ambiguous = |detail: String| {
             tracing::error!(refund_id = %request.refund_id, invoice_no, detail, alarm = "refund-unprovable",
                 "2C2P lists refunds payonce cannot tell apart; an operator must match them");
@@ -741,34 +789,80 @@ impl<T: PspTransport> Maintenance<T> {
                 reason: format!("2C2P's refunds of {invoice_no} cannot be told apart: {detail}"),
             })
         };
-        if answer.status == "V" {
+        // Once 2C2P named the refund, it is that one or none: never another, never sent again.
+        if let Some(own) = &request.provider_refund_id {
+            if own == &void {
+                return match answer.status.as_str() {
+                    "V" => Ok(Some(RefundSettlement::Succeeded {
+                        provider_refund_id: void,
+                    })),
+                    _ => Ok(None),
+                };
+            }
+            return Ok(answer
+                .refunds
+                .iter()
+                .find(|listed| &listed.reference_no == own)
+                .map(|listed| listed_settlement(&listed.reference_no, &listed.status)));
+        }
+        let siblings = siblings.siblings().await.map_err(|reason| PspError {
+            reason: format!("the payment's other refunds could not be read: {reason}"),
+        })?;
+        if answer.status == "V" || answer.status == "VP" {
             // A void has no reference: it is this refund's only if nothing else can be.
-            return if request.siblings.known.iter().any(|known| known == &void) {
+            return if siblings.known.iter().any(|known| known == &void) {
                 Ok(None)
-            } else if request.siblings.unresolved.is_empty() && answer.refunds.is_empty() {
-                Ok(Some(RefundSettlement::Succeeded {
-                    provider_refund_id: void,
+            } else if siblings.unresolved.is_empty()
+                && answer.refunds.is_empty()
+                && request.amount == request.captured
+            {
+                Ok(Some(if answer.status == "V" {
+                    RefundSettlement::Succeeded {
+                        provider_refund_id: void,
+                    }
+                } else {
+                    RefundSettlement::Pending {
+                        provider_refund_id: void,
+                    }
                 }))
             } else {
-                ambiguous("the invoice was voided".into())
+                ambiguous(format!("the invoice is {}", answer.status))
             };
         }
-        // Of the refunds no other refund of the payment holds, those of our amount can be ours;
-        // one of them is, unless an unanswered sibling of the same amount may own it.
-        let amount = request.currency.decimal_from_minor(request.amount);
-        let candidates: Vec<&ListedRefund> = unclaimed(answer, request)
-            .into_iter()
-            .filter(|listed| same_amount(&listed.amount, &amount, request.currency))
-            .collect();
-        let twins = request
-            .siblings
-            .unresolved
+        // Every listed refund no sibling holds must be explained: by an unanswered sibling of
+        // its amount, or as ours. One that cannot be read, or that nothing explains (a refund
+        // made outside payonce), makes the list ambiguous.
+        let mut unexplained: Vec<i64> = siblings.unresolved.clone();
+        let mut candidates = Vec::new();
+        for listed in answer
+            .refunds
+            .iter()
+            .filter(|listed| !siblings.known.contains(&listed.reference_no))
+        {
+            let Some(amount) = answer_amount(&listed.amount, request.currency) else {
+                return ambiguous(format!(
+                    "a listed amount {:?} payonce cannot read",
+                    listed.amount
+                ));
+            };
+            if amount == request.amount {
+                candidates.push(listed);
+            } else if let Some(at) = unexplained.iter().position(|&other| other == amount) {
+                unexplained.remove(at);
+            } else {
+                return ambiguous(format!(
+                    "refund {} of {} belongs to no refund of the payment",
+                    listed.reference_no, listed.amount
+                ));
+            }
+        }
+        let twins = unexplained
             .iter()
             .filter(|&&other| other == request.amount)
             .count();
         match candidates[..] {
             [] => Ok(None),
-            [only] if twins == 0 => Ok(Some(listed_settlement(only))),
+            [only] if twins == 0 => Ok(Some(listed_settlement(&only.reference_no, &only.status))),
             ref several => ambiguous(format!(
                 "{} refunds of its amount no other refund of the payment holds, {twins} other unanswered refunds of that amount",
                 several.len(),
@@ -778,17 +872,21 @@ impl<T: PspTransport> Maintenance<T> {
 
     /// Refunds `request` (the invoice `invoice_no`): `RS` first, always — it says whether the
     /// transaction is settled (refund) or not (void the whole, refuse a part), and, before a
-    /// re-send, whether an earlier send of this refund already ran.
+    /// re-send, whether an earlier send of this refund already ran. A refund 2C2P already named
+    /// is never sent again.
     pub async fn refund(
         &self,
         request: &RefundRequest,
         invoice_no: &str,
+        siblings: &dyn SiblingSource,
         timeout: Duration,
     ) -> RefundOutcome {
         let started = tokio::time::Instant::now();
         let left = || timeout.saturating_sub(started.elapsed());
-        let amount = request.currency.decimal_from_minor(request.amount);
-        let status = match self.status(invoice_no, &amount, left()).await {
+        let status = match self
+            .status(invoice_no, &status_amount(request), left())
+            .await
+        {
             Ok(answer) => answer,
             // A read: nothing of this refund was sent by this call.
             Err(failure) => {
@@ -800,11 +898,21 @@ impl<T: PspTransport> Maintenance<T> {
                 }
             }
         };
-        if request.resend
-            && !crate::mutations::active(crate::mutations::Mutation::TwoC2pRefundResentBlind)
+        let resend = request.resend || request.provider_refund_id.is_some();
+        if resend && !crate::mutations::active(crate::mutations::Mutation::TwoC2pRefundResentBlind)
         {
-            match self.read_refund(&status, request, invoice_no) {
+            match self
+                .read_refund(&status, request, invoice_no, siblings)
+                .await
+            {
                 Ok(Some(settlement)) => return RefundOutcome::Answered(settlement),
+                Ok(None) if request.provider_refund_id.is_some() => {
+                    tracing::error!(refund_id = %request.refund_id, invoice_no, alarm = "refund-unprovable",
+                        "2C2P does not list a refund it named; it is never sent again");
+                    return RefundOutcome::Unknown {
+                        reason: "2C2P does not list the refund it named".into(),
+                    };
+                }
                 Ok(None) => {}
                 // Ambiguous: never sent again; the refund stays pending for an operator.
                 Err(error) => {
@@ -814,58 +922,120 @@ impl<T: PspTransport> Maintenance<T> {
                 }
             }
         }
+        let transaction = answer_amount(&status.amount, request.currency);
         let process_type = match status.status.as_str() {
-            "S" => ProcessType::Refund,
-            "A" | "RS"
-                if answer_amount(&status.amount, request.currency) == Some(request.amount)
+            settled if SETTLED.contains(&settled) => ProcessType::Refund,
+            // Before settlement 2C2P voids the whole transaction: only a refund of all that was
+            // captured, as our ledger and 2C2P both say, with no refund before it.
+            unsettled
+                if UNSETTLED.contains(&unsettled)
+                    && request.captured > 0
+                    && request.amount == request.captured
+                    && transaction == Some(request.captured)
                     && status.refunds.is_empty() =>
             {
                 ProcessType::Void
             }
-            "A" | "RS" => {
+            unsettled if UNSETTLED.contains(&unsettled) && !resend => {
                 return RefundOutcome::Answered(RefundSettlement::Failed {
                     provider_refund_id: None,
                     code: NOT_SETTLED_CODE.to_owned(),
                 })
             }
-            other => {
+            other if !resend => {
                 return RefundOutcome::Answered(RefundSettlement::Failed {
                     provider_refund_id: None,
                     code: format!("2c2p_status_{}", other.to_ascii_lowercase()),
                 })
             }
+            // A re-send meeting a state it cannot act on (a void pending, a part before
+            // settlement): an earlier send may be why; nothing is decided.
+            other => {
+                return RefundOutcome::Unknown {
+                    reason: format!("a re-send found the transaction {other:?}; nothing sent"),
+                }
+            }
         };
         let action = Action {
             process_type,
             invoice_no: invoice_no.to_owned(),
-            amount,
-            idempotency_id: Some(request.refund_id.clone()),
+            amount: match process_type {
+                ProcessType::Void => request.currency.decimal_from_minor(request.captured),
+                _ => request.currency.decimal_from_minor(request.amount),
+            },
+            // Per action, so that a void re-sent as a refund after settlement is not the same key.
+            idempotency_id: Some(format!("{}-{}", request.refund_id, process_type.code())),
         };
         match self.act(&action, left()).await {
-            Ok(answer) => classify(&answer, process_type, invoice_no, request.resend),
+            Ok(answer) => {
+                let outcome = classify(&answer, process_type, invoice_no, request, resend);
+                self.checked_success(outcome, &answer, request, siblings, resend)
+                    .await
+            }
             Err(ActionFailure::NotSent(reason) | ActionFailure::Credentials(reason)) => {
                 RefundOutcome::NotSent { reason }
             }
             Err(ActionFailure::Unknown(reason)) => RefundOutcome::Unknown { reason },
         }
     }
+
+    /// A refund 2C2P answered with a reference another refund of the payment holds is not
+    /// believed (only a re-send reads the siblings for it: a first send's reference is fresh).
+    async fn checked_success(
+        &self,
+        outcome: RefundOutcome,
+        answer: &ActionAnswer,
+        request: &RefundRequest,
+        siblings: &dyn SiblingSource,
+        resend: bool,
+    ) -> RefundOutcome {
+        let Some(reference) = &answer.refund_reference_no else {
+            return outcome;
+        };
+        if !resend {
+            return outcome;
+        }
+        match siblings.siblings().await {
+            Ok(siblings) if !siblings.known.contains(reference) => outcome,
+            Ok(_) => {
+                tracing::error!(refund_id = %request.refund_id, reference, alarm = "refund-unprovable",
+                    "2C2P answered a refund with another refund's reference; not believed");
+                RefundOutcome::Unknown {
+                    reason: format!(
+                        "2C2P answered with reference {reference}, which another refund holds"
+                    ),
+                }
+            }
+            Err(reason) => RefundOutcome::Unknown {
+                reason: format!("the payment's other refunds could not be read: {reason}"),
+            },
+        }
+    }
+}
+
+/// The `actionAmount` of a refund status or inquiry: the transaction's, as 2C2P's samples send
+/// it (the refund's if payonce does not know it).
+fn status_amount(request: &RefundRequest) -> String {
+    let amount = if request.captured > 0 {
+        request.captured
+    } else {
+        request.amount
+    };
+    request.currency.decimal_from_minor(amount)
 }
 
 fn answer_amount(text: &str, currency: Currency) -> Option<i64> {
     currency.minor_from_decimal(text.trim())
 }
 
-fn same_amount(listed: &str, ours: &str, currency: Currency) -> bool {
-    answer_amount(listed, currency).is_some()
-        && answer_amount(listed, currency) == answer_amount(ours, currency)
-}
-
 /// What an `R` or `V` answer says of the refund. A refusal of a re-send proves nothing (an
-/// earlier send may have landed since `RS` was read, and be why it was refused).
+/// earlier send may have landed since `RS` was read, and be why it was refused); an accepted
+/// refund of another amount than ours is not believed.
 fn classify(
     answer: &ActionAnswer,
     process_type: ProcessType,
     invoice_no: &str,
+    request: &RefundRequest,
     resend: bool,
 ) -> RefundOutcome {
     let code = answer.resp_code.as_str();
@@ -877,11 +1047,18 @@ fn classify(
                 })
             }
             ProcessType::Refund => match &answer.refund_reference_no {
-                Some(reference) => RefundOutcome::Answered(listed_settlement(&ListedRefund {
-                    reference_no: reference.clone(),
-                    amount: answer.amount.clone(),
-                    status: answer.status.clone(),
-                })),
+                Some(reference)
+                    if answer_amount(&answer.amount, request.currency) == Some(request.amount) =>
+                {
+                    RefundOutcome::Answered(listed_settlement(reference, &answer.status))
+                }
+                Some(reference) => {
+                    tracing::error!(refund_id = %request.refund_id, reference, amount = %answer.amount,
+                        alarm = "psp-answer-untrusted", "2C2P accepted a refund of another amount");
+                    RefundOutcome::Unknown {
+                        reason: format!("2C2P accepted refund {reference} of {}", answer.amount),
+                    }
+                }
                 None => RefundOutcome::Unknown {
                     reason: "2C2P accepted the refund without a reference".into(),
                 },
@@ -1030,6 +1207,11 @@ mod tests {
             .contains("openssl x509"));
         assert!(key_der(&pem("PUBLIC KEY", &public), "PRIVATE KEY").is_err());
         assert!(key_der("not a key!", "PUBLIC KEY").is_err());
+        // A header without its closing dashes never shows the key that follows it.
+        let body = b64::encode(&private, Alphabet::Standard);
+        let broken = format!("-----BEGIN PRIVATE KEY\n{body}\n-----END PRIVATE KEY-----\n");
+        let error = key_der(&broken, "PRIVATE KEY").unwrap_err();
+        assert!(!error.contains(&body[..40]), "{error}");
         // Each side's key in the other's place is refused when the keys are built.
         assert!(MaintenanceKeys::from_der(&public, &public).is_err());
         assert!(MaintenanceKeys::from_der(&private, &private).is_err());
@@ -1045,12 +1227,25 @@ mod tests {
         assert_eq!(answer.refunds.len(), 2);
         assert_eq!(answer.refunds[0].reference_no, "3598743");
         assert_eq!(answer.refunds[1].status, "RP");
+        // A comment inside a field splits its text, which is read whole.
+        let split = parse_answer("<PaymentProcessResponse><respCode>0<!-- -->0</respCode><status>R<!---->F</status></PaymentProcessResponse>").unwrap();
+        assert_eq!(
+            (split.resp_code.as_str(), split.status.as_str()),
+            ("00", "RF")
+        );
         for bad in [
             "<Other><respCode>00</respCode></Other>",
             "<PaymentProcessResponse><respCode>00</respCode>",
             "<PaymentProcessResponse><status>S</status></PaymentProcessResponse>",
             "<!DOCTYPE x [<!ENTITY a 'b'>]><PaymentProcessResponse><respCode>&a;</respCode></PaymentProcessResponse>",
             "<PaymentProcessResponse><respCode>00</respCode></PaymentProcessResponse><PaymentProcessResponse/>",
+            // A field twice (the last would win), an element inside a field, a child of a
+            // listed refund, an attribute twice, a listed refund without a reference.
+            "<PaymentProcessResponse><respCode>99</respCode><respCode>00</respCode></PaymentProcessResponse>",
+            "<PaymentProcessResponse><respCode><x/>00</respCode></PaymentProcessResponse>",
+            r#"<PaymentProcessResponse><respCode>00</respCode><refundList><refund referenceNo="1" amount="25.00" status="RF"><sub amount="5.00" status="RFF"/></refund></refundList></PaymentProcessResponse>"#,
+            r#"<PaymentProcessResponse><respCode>00</respCode><refundList><refund referenceNo="2" referenceNo="3" amount="1.00" status="RF"/></refundList></PaymentProcessResponse>"#,
+            r#"<PaymentProcessResponse><respCode>00</respCode><refundList><refund amount="1.00" status="RF"/></refundList></PaymentProcessResponse>"#,
         ] {
             assert!(parse_answer(bad).is_err(), "{bad}");
         }
@@ -1148,25 +1343,39 @@ mod tests {
             format!("<PaymentProcessResponse><version>3.8</version><respCode>{code}</respCode><processType>{process_type}</processType><invoiceNo>{INVOICE}</invoiceNo><amount>25.00</amount><status>{status}</status>{reference}</PaymentProcessResponse>")
         }
 
-        fn request(amount: i64, resend: bool, siblings: SiblingRefunds) -> RefundRequest {
-            RefundRequest {
-                refund_id: "rfd_1".into(),
-                payment_id: format!("pay_{INVOICE}"),
-                provider_payment_id: INVOICE.into(),
-                amount,
-                currency: Currency::Thb,
-                reason: None,
-                idempotency_key: format!("payonce-refund-pay_{INVOICE}-1"),
-                resend,
-                provider_refund_id: None,
+        /// A refund request of a 100.00 payment, with the siblings a source would read.
+        struct Req {
+            request: RefundRequest,
+            siblings: SiblingRefunds,
+        }
+
+        fn request(amount: i64, resend: bool, siblings: SiblingRefunds) -> Req {
+            Req {
+                request: RefundRequest {
+                    refund_id: "rfd_1".into(),
+                    payment_id: format!("pay_{INVOICE}"),
+                    provider_payment_id: INVOICE.into(),
+                    amount,
+                    currency: Currency::Thb,
+                    reason: None,
+                    idempotency_key: format!("payonce-refund-pay_{INVOICE}-1"),
+                    resend,
+                    provider_refund_id: None,
+                    captured: 10_000,
+                },
                 siblings,
             }
         }
 
-        async fn refund(fixture: &Fixture, request: &RefundRequest) -> RefundOutcome {
+        async fn refund(fixture: &Fixture, request: &Req) -> RefundOutcome {
             fixture
                 .maintenance
-                .refund(request, INVOICE, Duration::from_secs(10))
+                .refund(
+                    &request.request,
+                    INVOICE,
+                    &request.siblings,
+                    Duration::from_secs(10),
+                )
                 .await
         }
 
@@ -1183,7 +1392,7 @@ mod tests {
                 refund(&f, &request(2500, false, Default::default())).await,
                 succeeded("3598743")
             );
-            assert_eq!(sent(&f), ["RS 25.00", "R 25.00"]);
+            assert_eq!(sent(&f), ["RS 100.00", "R 25.00"]);
             let pending = fixture(&[&status("S", &[]), &answer("R", "00", "RP", Some("3598744"))]);
             assert_eq!(
                 refund(&pending, &request(2500, false, Default::default())).await,
@@ -1209,7 +1418,7 @@ mod tests {
                     code: NOT_SETTLED_CODE.into()
                 })
             );
-            assert_eq!(sent(&f), ["RS 25.00"]);
+            assert_eq!(sent(&f), ["RS 100.00"]);
         }
 
         #[tokio::test]
@@ -1227,7 +1436,7 @@ mod tests {
                 refund(&f, &request(2500, true, Default::default())).await,
                 RefundOutcome::Unknown { .. }
             ));
-            assert_eq!(sent(&f), ["RS 25.00", "R 25.00"]);
+            assert_eq!(sent(&f), ["RS 100.00", "R 25.00"]);
         }
 
         #[tokio::test]
@@ -1246,7 +1455,7 @@ mod tests {
                 refund(&f, &request(2500, true, siblings.clone())).await,
                 succeeded("222")
             );
-            assert_eq!(sent(&f), ["RS 25.00"]);
+            assert_eq!(sent(&f), ["RS 100.00"]);
             // None can be ours: sent again.
             let f = fixture(&[
                 &status("S", &[("111", "10.00", "RF")]),
@@ -1256,19 +1465,27 @@ mod tests {
                 refund(&f, &request(2500, true, siblings)).await,
                 succeeded("333")
             );
-            assert_eq!(sent(&f), ["RS 25.00", "R 25.00"]);
-            // A refund of another amount that no refund of ours holds is not ours: sent.
+            assert_eq!(sent(&f), ["RS 100.00", "R 25.00"]);
+            // A refund of another amount is explained by an unanswered sibling of that amount;
+            // ours is not there: sent.
             let f = fixture(&[
                 &status("S", &[("222", "24.00", "RF")]),
                 &answer("R", "00", "RF", Some("333")),
             ]);
+            let explained = SiblingRefunds {
+                known: vec![],
+                unresolved: vec![2400],
+            };
             assert_eq!(
-                refund(&f, &request(2500, true, SiblingRefunds::default())).await,
+                refund(&f, &request(2500, true, explained)).await,
                 succeeded("333")
             );
-            // Another refund of the payment of the same amount is unanswered too, or two of our
-            // amount are left: ambiguous, never sent again.
+            // Another refund of the payment of the same amount is unanswered too, two of our
+            // amount are left, a refund nothing of ours explains (made outside payonce), or an
+            // amount payonce cannot read: ambiguous, never sent again.
             for (siblings, listed) in [
+                (SiblingRefunds::default(), vec![("222", "24.00", "RF")]),
+                (SiblingRefunds::default(), vec![("222", "1,000.00", "RF")]),
                 (
                     SiblingRefunds {
                         known: vec![],
@@ -1286,7 +1503,7 @@ mod tests {
                     refund(&f, &request(2500, true, siblings)).await,
                     RefundOutcome::Unknown { .. }
                 ));
-                assert_eq!(sent(&f), ["RS 25.00"]);
+                assert_eq!(sent(&f), ["RS 100.00"]);
             }
             // A voided invoice is a resent void's, if nothing else can be.
             let f = fixture(&[&status("V", &[])]);
@@ -1297,15 +1514,124 @@ mod tests {
         }
 
         #[tokio::test]
+        async fn a_refund_2c2p_named_is_never_sent_again() {
+            // Its reference stored, but not listed (a lag, or a channel listing it otherwise):
+            // unknown, nothing sent, whatever the resend flag says.
+            let f = fixture(&[&status("S", &[("111", "10.00", "RF")])]);
+            let mut named = request(2500, false, Default::default());
+            named.request.provider_refund_id = Some("222".into());
+            assert!(matches!(
+                refund(&f, &named).await,
+                RefundOutcome::Unknown { .. }
+            ));
+            assert_eq!(sent(&f), ["RS 100.00"]);
+            // Listed: read as 2C2P lists it.
+            let f = fixture(&[&status("S", &[("222", "25.00", "RP")])]);
+            assert_eq!(
+                refund(&f, &named).await,
+                RefundOutcome::Answered(RefundSettlement::Pending {
+                    provider_refund_id: "222".into()
+                })
+            );
+        }
+
+        #[tokio::test]
+        async fn an_accepted_refund_is_believed_only_for_our_amount_and_never_read_failed_on_a_guess(
+        ) {
+            // 2C2P's `status` may be the transaction's: a reference with status S is pending,
+            // for the refund status to settle, never failed.
+            let f = fixture(&[&status("S", &[]), &answer("R", "00", "S", Some("555"))]);
+            assert_eq!(
+                refund(&f, &request(2500, false, Default::default())).await,
+                RefundOutcome::Answered(RefundSettlement::Pending {
+                    provider_refund_id: "555".into()
+                })
+            );
+            // Each action carries its own idempotency id: the refund id and the action.
+            let token = match &f.maintenance.transport().calls()[1].body {
+                WireBody::Text(token) => token.clone(),
+                other => panic!("{other:?}"),
+            };
+            let xml = f.twoc2p.open(&token).unwrap();
+            assert!(
+                xml.contains("<idempotencyID>rfd_1-R</idempotencyID>"),
+                "{xml}"
+            );
+            // Accepted for another amount: not believed.
+            let other = answer("R", "00", "RF", Some("556")).replace("25.00", "24.00");
+            let f = fixture(&[&status("S", &[]), &other]);
+            assert!(matches!(
+                refund(&f, &request(2500, false, Default::default())).await,
+                RefundOutcome::Unknown { .. }
+            ));
+            // A re-send answered with a reference a sibling holds: not believed.
+            let f = fixture(&[&status("S", &[]), &answer("R", "00", "RF", Some("111"))]);
+            let holds = SiblingRefunds {
+                known: vec!["111".into()],
+                unresolved: vec![],
+            };
+            assert!(matches!(
+                refund(&f, &request(2500, true, holds)).await,
+                RefundOutcome::Unknown { .. }
+            ));
+        }
+
+        #[tokio::test]
+        async fn a_void_is_decided_by_our_ledger_and_a_resend_meeting_an_odd_state_decides_nothing()
+        {
+            // 2C2P echoing our amount back in the status (25.00 of a 100.00 payment): still a
+            // part, refused unsent, never a void of the whole.
+            let echo = status("A", &[]).replace("100.00", "25.00");
+            let f = fixture(&[&echo]);
+            assert_eq!(
+                refund(&f, &request(2500, false, Default::default())).await,
+                RefundOutcome::Answered(RefundSettlement::Failed {
+                    provider_refund_id: None,
+                    code: NOT_SETTLED_CODE.into()
+                })
+            );
+            // Our ledger's capture unknown: never a void.
+            let f = fixture(&[&status("A", &[])]);
+            let mut unknown = request(10_000, false, Default::default());
+            unknown.request.captured = 0;
+            assert!(matches!(
+                refund(&f, &unknown).await,
+                RefundOutcome::Answered(RefundSettlement::Failed { .. })
+            ));
+            // A re-send finding a void pending, or the payment unsettled: nothing decided.
+            for state in ["VP", "A"] {
+                let f = fixture(&[&status(state, &[])]);
+                let outcome = refund(&f, &request(2500, true, Default::default())).await;
+                assert!(
+                    matches!(outcome, RefundOutcome::Unknown { .. }),
+                    "{state}: {outcome:?}"
+                );
+                assert_eq!(sent(&f), ["RS 100.00"]);
+            }
+            // A refunded transaction reads as settled: a later part is refunded.
+            let f = fixture(&[
+                &status("RF", &[("111", "10.00", "RF")]),
+                &answer("R", "00", "RF", Some("333")),
+            ]);
+            assert_eq!(
+                refund(&f, &request(2500, false, Default::default())).await,
+                succeeded("333")
+            );
+        }
+
+        #[tokio::test]
         async fn a_lookup_reads_the_refund_by_its_reference_once_known() {
             let f = fixture(&[&status(
                 "S",
                 &[("111", "10.00", "RF"), ("222", "25.00", "RFF")],
             )]);
             let mut known = request(2500, false, Default::default());
-            known.provider_refund_id = Some("222".into());
+            known.request.provider_refund_id = Some("222".into());
             assert_eq!(
-                f.maintenance.find_refund(&known, INVOICE).await.unwrap(),
+                f.maintenance
+                    .find_refund(&known.request, INVOICE, &known.siblings)
+                    .await
+                    .unwrap(),
                 Some(RefundSettlement::Failed {
                     provider_refund_id: Some("222".into()),
                     code: "2c2p_rff".into()
@@ -1313,7 +1639,10 @@ mod tests {
             );
             let f = fixture(&[&status("S", &[("111", "10.00", "RF")])]);
             assert_eq!(
-                f.maintenance.find_refund(&known, INVOICE).await.unwrap(),
+                f.maintenance
+                    .find_refund(&known.request, INVOICE, &known.siblings)
+                    .await
+                    .unwrap(),
                 None
             );
         }
@@ -1336,8 +1665,9 @@ mod tests {
             );
             assert!(matches!(
                 m.refund(
-                    &request(2500, false, Default::default()),
+                    &request(2500, false, Default::default()).request,
                     INVOICE,
+                    &SiblingRefunds::default(),
                     Duration::from_secs(10)
                 )
                 .await,
@@ -1373,8 +1703,9 @@ mod tests {
             let m = fixture_steps(vec![not_connected()]);
             assert!(matches!(
                 m.refund(
-                    &request(2500, false, Default::default()),
+                    &request(2500, false, Default::default()).request,
                     INVOICE,
+                    &SiblingRefunds::default(),
                     Duration::from_secs(10)
                 )
                 .await,
@@ -1397,8 +1728,9 @@ mod tests {
             );
             assert!(matches!(
                 m.refund(
-                    &request(2500, false, Default::default()),
+                    &request(2500, false, Default::default()).request,
                     INVOICE,
+                    &SiblingRefunds::default(),
                     Duration::from_secs(10)
                 )
                 .await,
@@ -1424,8 +1756,9 @@ mod tests {
             // The status answer was sealed for other keys than these: refused, and nothing sent.
             assert!(matches!(
                 m.refund(
-                    &request(2500, false, Default::default()),
+                    &request(2500, false, Default::default()).request,
                     INVOICE,
+                    &SiblingRefunds::default(),
                     Duration::from_secs(10)
                 )
                 .await,
