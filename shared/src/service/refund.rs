@@ -374,6 +374,13 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                     key: refund.refund_id.clone(),
                     reason: "the refunded payment is missing".into(),
                 })?;
+                // Read again under the lease now held: reconcile may have stored what the PSP
+                // named it since it was read (a PSP that keys no refund by our id must never
+                // send a refund it named again), or a webhook settled it.
+                let refund = match self.store.get_refund(&refund.refund_id).await? {
+                    Some(now) if now.status == RefundStatus::Pending => now,
+                    _ => return Ok(Resumed::Again(None)),
+                };
                 self.send(refund, payment, &lease, deadline_ms)
                     .await
                     .map(Resumed::Answer)

@@ -403,6 +403,18 @@ fn unescape(text: &str) -> Result<String, String> {
             "&gt;" => '>',
             "&quot;" => '"',
             "&apos;" => '\'',
+            // A character reference (`&#39;`, `&#x27;`), as XML writers emit them.
+            reference if reference.starts_with("&#") => {
+                let digits = &reference[2..reference.len() - 1];
+                let code = match digits.strip_prefix(['x', 'X']) {
+                    Some(hex) => u32::from_str_radix(hex, 16),
+                    None => digits.parse::<u32>(),
+                }
+                .map_err(|_| format!("a character reference payonce cannot read: {reference}"))?;
+                char::from_u32(code).ok_or_else(|| {
+                    format!("a character reference payonce cannot read: {reference}")
+                })?
+            }
             other => return Err(format!("an entity payonce does not read: {other}")),
         });
         rest = &tail[end + 1..];
@@ -441,6 +453,13 @@ pub fn parse_answer(xml: &str) -> Result<ActionAnswer, String> {
             if entry.reference_no.is_empty() {
                 return Err("a listed refund without a referenceNo".into());
             }
+            if answer
+                .refunds
+                .iter()
+                .any(|listed| listed.reference_no == entry.reference_no)
+            {
+                return Err(format!("refund {} listed twice", entry.reference_no));
+            }
             answer.refunds.push(entry);
         }
         Ok(())
@@ -463,11 +482,15 @@ pub fn parse_answer(xml: &str) -> Result<ActionAnswer, String> {
                     return Err(format!("an element {name} inside a listed refund"));
                 }
                 if path.len() == 1 {
-                    if fields_seen.contains(&name) {
+                    let read = READ_FIELDS.contains(&name.as_str()) || name == "refundList";
+                    if read && fields_seen.contains(&name) {
                         return Err(format!("{name} given twice"));
                     }
                     fields_seen.push(name.clone());
                     text.clear();
+                }
+                if path.len() == 2 && path[1] == "refundList" && name != "refund" {
+                    return Err(format!("an element {name} in refundList"));
                 }
                 if path.len() == 2 && path[1] == "refundList" && name == "refund" {
                     refund = Some((
@@ -796,6 +819,9 @@ impl<T: PspTransport> Maintenance<T> {
                     "V" => Ok(Some(RefundSettlement::Succeeded {
                         provider_refund_id: void,
                     })),
+                    "VP" => Ok(Some(RefundSettlement::Pending {
+                        provider_refund_id: void,
+                    })),
                     _ => Ok(None),
                 };
             }
@@ -936,7 +962,12 @@ impl<T: PspTransport> Maintenance<T> {
             {
                 ProcessType::Void
             }
-            unsettled if UNSETTLED.contains(&unsettled) && !resend => {
+            // A part before settlement: nothing of it can have been sent (a refund goes out only
+            // once settled, which is final, and a void only for the whole), re-send or not.
+            unsettled
+                if UNSETTLED.contains(&unsettled)
+                    && (!resend || request.amount != request.captured) =>
+            {
                 return RefundOutcome::Answered(RefundSettlement::Failed {
                     provider_refund_id: None,
                     code: NOT_SETTLED_CODE.to_owned(),
@@ -1227,6 +1258,9 @@ mod tests {
         assert_eq!(answer.refunds.len(), 2);
         assert_eq!(answer.refunds[0].reference_no, "3598743");
         assert_eq!(answer.refunds[1].status, "RP");
+        // A field payonce does not read may repeat, and hold a character reference.
+        let loose = parse_answer("<PaymentProcessResponse><respCode>&#48;0</respCode><respDesc>Merchant&#39;s</respDesc><respDesc>again</respDesc></PaymentProcessResponse>").unwrap();
+        assert_eq!(loose.resp_code, "00");
         // A comment inside a field splits its text, which is read whole.
         let split = parse_answer("<PaymentProcessResponse><respCode>0<!-- -->0</respCode><status>R<!---->F</status></PaymentProcessResponse>").unwrap();
         assert_eq!(
@@ -1246,6 +1280,10 @@ mod tests {
             r#"<PaymentProcessResponse><respCode>00</respCode><refundList><refund referenceNo="1" amount="25.00" status="RF"><sub amount="5.00" status="RFF"/></refund></refundList></PaymentProcessResponse>"#,
             r#"<PaymentProcessResponse><respCode>00</respCode><refundList><refund referenceNo="2" referenceNo="3" amount="1.00" status="RF"/></refundList></PaymentProcessResponse>"#,
             r#"<PaymentProcessResponse><respCode>00</respCode><refundList><refund amount="1.00" status="RF"/></refundList></PaymentProcessResponse>"#,
+            // Something else in the list (a shape payonce does not know must not read as "no
+            // refunds"), or one refund listed twice.
+            r#"<PaymentProcessResponse><respCode>00</respCode><refundList><refundItem referenceNo="1" amount="1.00" status="RF"/></refundList></PaymentProcessResponse>"#,
+            r#"<PaymentProcessResponse><respCode>00</respCode><refundList><refund referenceNo="1" amount="1.00" status="RF"/><refund referenceNo="1" amount="1.00" status="RF"/></refundList></PaymentProcessResponse>"#,
         ] {
             assert!(parse_answer(bad).is_err(), "{bad}");
         }
@@ -1598,16 +1636,34 @@ mod tests {
                 refund(&f, &unknown).await,
                 RefundOutcome::Answered(RefundSettlement::Failed { .. })
             ));
-            // A re-send finding a void pending, or the payment unsettled: nothing decided.
-            for state in ["VP", "A"] {
-                let f = fixture(&[&status(state, &[])]);
-                let outcome = refund(&f, &request(2500, true, Default::default())).await;
-                assert!(
-                    matches!(outcome, RefundOutcome::Unknown { .. }),
-                    "{state}: {outcome:?}"
-                );
-                assert_eq!(sent(&f), ["RS 100.00"]);
-            }
+            // A re-send finding a void pending: nothing decided.
+            let f = fixture(&[&status("VP", &[])]);
+            let outcome = refund(&f, &request(2500, true, Default::default())).await;
+            assert!(
+                matches!(outcome, RefundOutcome::Unknown { .. }),
+                "{outcome:?}"
+            );
+            assert_eq!(sent(&f), ["RS 100.00"]);
+            // A re-sent part finding the payment unsettled: none of it can have gone out (a
+            // refund is sent only once settled, for good), so it fails as the first send did.
+            let f = fixture(&[&status("A", &[])]);
+            assert_eq!(
+                refund(&f, &request(2500, true, Default::default())).await,
+                RefundOutcome::Answered(RefundSettlement::Failed {
+                    provider_refund_id: None,
+                    code: NOT_SETTLED_CODE.into()
+                })
+            );
+            // Our own void read pending: pending under its name, not "unlisted".
+            let f = fixture(&[&status("VP", &[])]);
+            let mut voided = request(10_000, true, Default::default());
+            voided.request.provider_refund_id = Some(void_reference(INVOICE));
+            assert_eq!(
+                refund(&f, &voided).await,
+                RefundOutcome::Answered(RefundSettlement::Pending {
+                    provider_refund_id: void_reference(INVOICE)
+                })
+            );
             // A refunded transaction reads as settled: a later part is refunded.
             let f = fixture(&[
                 &status("RF", &[("111", "10.00", "RF")]),
