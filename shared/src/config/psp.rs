@@ -671,12 +671,18 @@ pub fn verifying_scheme(
             .map_err(|e| refused("signature_key/notification_url", e.to_string()))?,
         ),
         PspKind::PayPal => {
-            // Certificates from PayPal's own hosts only, over HTTPS, within 3 s.
+            // Certificates from PayPal's own host of this deployment's mode only (`PSP_LIVEMODE`),
+            // over HTTPS, within 3 s.
             let fetch =
                 HttpCertFetch::new(Duration::from_secs(3)).map_err(ConfigError::PspClient)?;
+            let live = optional("PSP_LIVEMODE").as_deref() == Some("true");
             Arc::new(
-                PayPalWebhooks::new(&PspSecrets::field(&secrets.webhook_id), Arc::new(fetch))
-                    .map_err(|e| refused("webhook_id", e.to_string()))?,
+                PayPalWebhooks::for_mode(
+                    &PspSecrets::field(&secrets.webhook_id),
+                    Arc::new(fetch),
+                    live,
+                )
+                .map_err(|e| refused("webhook_id", e.to_string()))?,
             )
         }
     })

@@ -262,6 +262,25 @@ impl PayPalWebhooks {
         .with_cert_path_prefix(DEFAULT_CERT_PATH_PREFIX))
     }
 
+    /// The scheme of a deployment in PayPal's `live` or sandbox mode: certificates only from
+    /// that mode's host (`https://api.paypal.com` live, `https://api.sandbox.paypal.com`
+    /// otherwise), so a live receiver never trusts a certificate PayPal's sandbox serves.
+    pub fn for_mode(
+        webhook_id: &str,
+        fetch: Arc<dyn CertFetch>,
+        live: bool,
+    ) -> Result<Self, PayPalSetupError> {
+        let origin = if live {
+            DEFAULT_CERT_ORIGINS[0]
+        } else {
+            DEFAULT_CERT_ORIGINS[1]
+        };
+        Ok(
+            Self::with_origins(webhook_id, fetch, &[origin], DEFAULT_SUBJECT_SUFFIX)?
+                .with_cert_path_prefix(DEFAULT_CERT_PATH_PREFIX),
+        )
+    }
+
     /// Only certificate URLs whose path starts with `prefix` are allowed (any path unless set).
     pub fn with_cert_path_prefix(mut self, prefix: &str) -> Self {
         self.path_prefix = prefix.to_owned();
@@ -681,6 +700,24 @@ mod tests {
                 "{url}"
             );
         }
+    }
+
+    #[test]
+    fn a_deployment_trusts_only_its_own_modes_certificate_host() {
+        let fetch = Arc::new(Serving {
+            pem: Vec::new(),
+            asked: AtomicUsize::new(0),
+        });
+        let live = PayPalWebhooks::for_mode("WH-1", fetch.clone(), true).unwrap();
+        let sandbox = PayPalWebhooks::for_mode("WH-1", fetch, false).unwrap();
+        let (production_cert, sandbox_cert) = (
+            "https://api.paypal.com/v1/notifications/certs/CERT-1",
+            "https://api.sandbox.paypal.com/v1/notifications/certs/CERT-1",
+        );
+        assert!(live.allowed(production_cert));
+        assert!(!live.allowed(sandbox_cert));
+        assert!(sandbox.allowed(sandbox_cert));
+        assert!(!sandbox.allowed(production_cert));
     }
 
     #[tokio::test]
