@@ -41,9 +41,11 @@ impl PspKind {
     /// Whether payonce can authorize now and capture later through this PSP: Stripe
     /// (`capture_method=manual`), Omise (`capture=false`, captured whole) and Square
     /// (`autocomplete: false`, completed whole) and PayPal (intent `AUTHORIZE`, with a vaulted
-    /// payment method); not 2C2P, whose
-    /// captures and voids need its Payment Maintenance API. Without it `capture: "manual"` is
-    /// answered 409 `capture-not-supported` before anything is claimed.
+    /// payment method); not 2C2P, which documents no per-payment authorization (manual
+    /// settlement is a setting of the merchant's account, and an authorized payment does not
+    /// read apart from a settled one: `docs/psp-research.md`). There `capture: "manual"` is
+    /// answered 409 `capture-not-supported` before anything is claimed, with or without the
+    /// Payment Maintenance keys.
     pub fn captures_later(self) -> bool {
         matches!(
             self,
