@@ -2,15 +2,21 @@
 
 use async_trait::async_trait;
 use payonce::adapters::faults::Faults;
+use payonce::adapters::psp::transport::{
+    CallFailure, HttpTransport, PspTransport, WireCall, WireReply,
+};
+use payonce::adapters::psp::StripePsp;
 use payonce::domain::{Currency, FailureKind, PaymentStatus, PaymentView, RefundSettlement};
 use payonce::ports::{
     ChargeRequest, ChargeStore, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome,
     RefundRequest,
 };
 use payonce::service::{ChargeService, CrashPoint};
-use payonce_tests::stack::{completed_view, stripe_for, PaymentStack};
+use payonce_tests::stack::{completed_view, stripe_for, PaymentStack, FAKE_API_KEY};
 use serde_json::json;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Notify;
 
 fn body(order_id: &str, payment_method: &str) -> serde_json::Value {
     json!({"order_id": order_id, "order_version": 1, "payment_method": payment_method})
@@ -444,9 +450,10 @@ async fn psp_unreachable_is_503_releases_the_order_and_the_retry_reuses_the_atte
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap()
     };
-    let unreachable = payonce::adapters::psp::StripePsp::new(
-        payonce::adapters::psp::StripeConfig::new(format!("http://{closed}"), "sk"),
-    )
+    let unreachable = StripePsp::new(payonce::adapters::psp::StripeConfig::new(
+        format!("http://{closed}"),
+        "sk",
+    ))
     .unwrap();
     let cut_off = payonce::service::ChargeService::new(
         stack.charge.store().clone(),
@@ -1115,4 +1122,100 @@ async fn each_psp_refunds_within_its_request_budget_and_replays_from_one_request
         );
         assert_eq!(stack.psp.requests_seen(), seen, "{provider:?}");
     }
+}
+
+/// A transport that delivers each call at once but holds the PSP's answer until the test
+/// releases it: an invocation whose PSP call is slower than its lease.
+#[derive(Debug, Clone)]
+struct HeldAnswers {
+    inner: HttpTransport,
+    delivered: Arc<Notify>,
+    release: Arc<Notify>,
+}
+
+#[async_trait]
+impl PspTransport for HeldAnswers {
+    async fn send(&self, call: &WireCall, timeout: Duration) -> Result<WireReply, CallFailure> {
+        let reply = self.inner.send(call, timeout).await;
+        self.delivered.notify_one();
+        self.release.notified().await;
+        reply
+    }
+}
+
+#[tokio::test]
+async fn a_success_heard_after_the_lease_was_taken_over_still_pays_the_order() {
+    let stack = PaymentStack::start().await;
+    let order = stack.create_order("alice").await;
+    let held = HeldAnswers {
+        inner: HttpTransport::new(
+            stack.psp.base_url(),
+            Duration::from_secs(1),
+            Duration::from_secs(5),
+        )
+        .expect("HTTP client"),
+        delivered: Default::default(),
+        release: Default::default(),
+    };
+    let slow = stack.charge_with(StripePsp::with_transport(
+        held.clone(),
+        "stripe",
+        FAKE_API_KEY,
+        Duration::from_secs(5),
+    ));
+
+    // GIVEN an invocation whose charge reached the PSP, and whose answer is slower than its lease
+    let first = stack.pay_through(&slow, "alice", "key-slow", body(&order, "pm_card_visa"));
+    let meanwhile = async {
+        held.delivered.notified().await;
+        assert_eq!(stack.psp.charges().len(), 1, "the PSP charged once");
+
+        // WHEN the lease lapses and the client's retry takes the key over on an invocation cut
+        // off from the PSP (it cannot learn what the first one did)
+        stack.clock.advance(Duration::from_secs(31));
+        let retry = stack
+            .pay_through(
+                &stack.cut_off_charge(),
+                "alice",
+                "key-slow",
+                body(&order, "pm_card_visa"),
+            )
+            .await;
+        assert_eq!(retry.status, 202, "{}", retry.body);
+        assert_eq!(retry.json["status"], "processing");
+        // AND only then the first invocation hears the PSP's success
+        held.release.notify_one();
+    };
+    let (first, ()) = tokio::join!(first, meanwhile);
+    let payment_id = stack.psp.charges()[0].metadata["payment_id"].clone();
+
+    // THEN the first invocation, whose claim was taken, answers 409 idempotency-key-in-use...
+    assert_eq!(
+        (first.status, first.problem_type()),
+        (409, "/problems/idempotency-key-in-use"),
+        "{}",
+        first.body
+    );
+    // ...but the success it heard is stored at once (no reconcile ran): the payment succeeded
+    // with the PSP's intent and the order paid by it
+    let payment = stack
+        .charge
+        .store()
+        .get_payment(&payment_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (payment.status, payment.provider_payment_id.as_deref()),
+        (
+            PaymentStatus::Succeeded,
+            Some(stack.psp.charges()[0].id.as_str())
+        )
+    );
+    let order_item = stack.item(&format!("order#{order}")).await.unwrap();
+    assert_eq!(order_item["payment_state"], "S(\"paid\")");
+    assert_eq!(order_item["payment_id"], format!("S(\"{payment_id}\")"));
+    // AND the PSP holds that one charge, succeeded
+    assert_eq!(stack.psp.charges().len(), 1);
+    assert_eq!(stack.psp.succeeded_charges_for(&payment_id), 1);
 }
