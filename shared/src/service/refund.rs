@@ -331,25 +331,7 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
             > duration_ms(self.config.takeover_window);
         if refund.status != RefundStatus::Pending || too_late {
             // Settled meanwhile, or too old to re-send: record it as it is; reconcile moves on.
-            let write = RefundRecordWrite::Complete {
-                lease: seen,
-                expires_at_s: self.expires_at_s(),
-            };
-            return match self
-                .store
-                .write_refund(&refund, &RefundTransition::Unchanged, write, None, None)
-                .await
-            {
-                Ok(RefundSettleOutcome::Settled(now)) => {
-                    Ok(Resumed::Answer(RefundAnswer::Replayed {
-                        view: now.view(),
-                        request_id: record.request_id.clone(),
-                    }))
-                }
-                Ok(RefundSettleOutcome::Moved | RefundSettleOutcome::Duplicate)
-                | Err(StoreError::LeaseLost { .. }) => Ok(Resumed::Again(None)),
-                Err(error) => Err(error.into()),
-            };
+            return self.complete_as_is(&refund, seen, record).await;
         }
         // The holder of a lapsed lease may have called the PSP before it died (a sender's lease
         // goes back only with a known outcome, and a refund that never reached the PSP is
@@ -379,7 +361,10 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
                 // send a refund it named again), or a webhook settled it.
                 let refund = match self.store.get_refund(&refund.refund_id).await? {
                     Some(now) if now.status == RefundStatus::Pending => now,
-                    _ => return Ok(Resumed::Again(None)),
+                    // Settled meanwhile: the record is completed under the lease just taken
+                    // (left in progress, it would answer 409 until that lease lapsed).
+                    Some(now) => return self.complete_as_is(&now, &lease.token, record).await,
+                    None => return Ok(Resumed::Again(None)),
                 };
                 self.send(refund, payment, &lease, deadline_ms)
                     .await
@@ -391,6 +376,33 @@ impl<S: RefundStore, P: Psp> RefundService<S, P> {
             ResumeOutcome::LeaseHeld { until_ms } => Err(RefundError::KeyInUse {
                 retry_after: retry_after_ms(until_ms - self.store.refund_now_ms()),
             }),
+        }
+    }
+
+    /// Completes `record`, held under `lease`, with `refund` as it is stored (settled, or too
+    /// old to send again): the client is answered what it became.
+    async fn complete_as_is(
+        &self,
+        refund: &Refund,
+        lease: &LeaseToken,
+        record: &IdempotencyRecord,
+    ) -> Result<Resumed, RefundError> {
+        let write = RefundRecordWrite::Complete {
+            lease,
+            expires_at_s: self.expires_at_s(),
+        };
+        match self
+            .store
+            .write_refund(refund, &RefundTransition::Unchanged, write, None, None)
+            .await
+        {
+            Ok(RefundSettleOutcome::Settled(now)) => Ok(Resumed::Answer(RefundAnswer::Replayed {
+                view: now.view(),
+                request_id: record.request_id.clone(),
+            })),
+            Ok(RefundSettleOutcome::Moved | RefundSettleOutcome::Duplicate)
+            | Err(StoreError::LeaseLost { .. }) => Ok(Resumed::Again(None)),
+            Err(error) => Err(error.into()),
         }
     }
 

@@ -3,6 +3,18 @@
 //! refund over and re-sends it under the same PSP key, so the PSP refunds once.
 
 use super::{item_statuses, psp_key, FaultyRefunds, RefundFault};
+use async_trait::async_trait;
+use payonce::clock::Clock;
+use payonce::domain::{Payment, Refund, RefundSettlement, RefundStatus, RefundTransition};
+use payonce::idempotency::{
+    Claim, IdempotencyKey, IdempotencyRecord, Lease, LeaseToken, RecordKey, StoreError,
+};
+use payonce::ports::{
+    BeginRefundOutcome, EventMark, RefundLeaseOutcome, RefundRecordWrite, RefundSettleOutcome,
+    RefundStore, ResumeOutcome, SenderFence,
+};
+use payonce::service::refund::apply_refund_settlement;
+use payonce::service::{RefundAnswer, RefundCommand, RefundService};
 use payonce_tests::stack::{cut_off_psp, stripe_for, PaymentStack, STAFF};
 use serde_json::json;
 use std::sync::Arc;
@@ -224,4 +236,158 @@ async fn a_refund_that_never_reached_the_psp_is_canceled_and_its_key_refunds_afr
         stack.refund_attributes(&payment_id).await,
         (Some(1000), Some(0), Some(2))
     );
+}
+
+/// The refund store, but a webhook settles the refund just after a takeover took its record
+/// (between the takeover and its second read of the refund).
+struct SettledOnResume {
+    inner: payonce::adapters::dynamodb::DynamoPaymentStore,
+    settlement: std::sync::Mutex<Option<RefundSettlement>>,
+}
+
+#[async_trait]
+impl RefundStore for SettledOnResume {
+    fn refund_now_ms(&self) -> i64 {
+        self.inner.refund_now_ms()
+    }
+    async fn load_for_refund(
+        &self,
+        record: &RecordKey,
+        payment_id: &str,
+    ) -> Result<(Option<IdempotencyRecord>, Option<Payment>), StoreError> {
+        self.inner.load_for_refund(record, payment_id).await
+    }
+    async fn begin_refund(
+        &self,
+        claim: &Claim,
+        payment: &Payment,
+        refund: &Refund,
+    ) -> Result<BeginRefundOutcome, StoreError> {
+        self.inner.begin_refund(claim, payment, refund).await
+    }
+    async fn resume_refund(
+        &self,
+        record: &RecordKey,
+        seen: &LeaseToken,
+        lease: &Lease,
+        refund: &Refund,
+    ) -> Result<ResumeOutcome, StoreError> {
+        let outcome = self
+            .inner
+            .resume_refund(record, seen, lease, refund)
+            .await?;
+        let settlement = self.settlement.lock().unwrap().take();
+        if let (ResumeOutcome::Resumed, Some(settlement)) = (&outcome, settlement) {
+            apply_refund_settlement(
+                &self.inner,
+                &refund.refund_id,
+                &settlement,
+                RefundRecordWrite::Keep,
+                None,
+                None,
+                None,
+            )
+            .await?;
+        }
+        Ok(outcome)
+    }
+    async fn get_refund(&self, refund_id: &str) -> Result<Option<Refund>, StoreError> {
+        self.inner.get_refund(refund_id).await
+    }
+    async fn refunds_of(&self, payment: &Payment) -> Result<Vec<Refund>, StoreError> {
+        self.inner.refunds_of(payment).await
+    }
+    async fn refunded_payment(&self, payment_id: &str) -> Result<Option<Payment>, StoreError> {
+        self.inner.refunded_payment(payment_id).await
+    }
+    async fn write_refund(
+        &self,
+        refund: &Refund,
+        step: &RefundTransition,
+        record: RefundRecordWrite<'_>,
+        fence: Option<SenderFence<'_>>,
+        event: Option<&EventMark>,
+    ) -> Result<RefundSettleOutcome, StoreError> {
+        self.inner
+            .write_refund(refund, step, record, fence, event)
+            .await
+    }
+    async fn take_refund_lease(
+        &self,
+        refund: &Refund,
+        lease: &Lease,
+    ) -> Result<RefundLeaseOutcome, StoreError> {
+        self.inner.take_refund_lease(refund, lease).await
+    }
+    async fn stop_watching(&self, refund: &Refund) -> Result<(), StoreError> {
+        self.inner.stop_watching(refund).await
+    }
+    async fn cancel_unsent_refund(
+        &self,
+        refund: &Refund,
+        lease: &LeaseToken,
+    ) -> Result<(), StoreError> {
+        self.inner.cancel_unsent_refund(refund, lease).await
+    }
+}
+
+#[tokio::test]
+async fn a_takeover_that_finds_the_refund_settled_after_taking_it_answers_at_once() {
+    let stack = Arc::new(PaymentStack::start().await);
+    // GIVEN a refund whose invocation died after the PSP refunded
+    let payment_id = refund_dead_after_the_psp(&stack).await;
+    let provider_refund_id = stack.psp.refunds()[0].id.clone();
+    let seen = stack.psp.requests_seen();
+
+    // WHEN the client retries once the lease lapsed, and the PSP's webhook settles the refund
+    // just after the retry took it over
+    stack.clock.advance(Duration::from_secs(35));
+    let service = RefundService::new(
+        SettledOnResume {
+            inner: stack.charge.store().clone(),
+            settlement: std::sync::Mutex::new(Some(RefundSettlement::Succeeded {
+                provider_refund_id: provider_refund_id.clone(),
+            })),
+        },
+        stripe_for(&stack.psp),
+        stack.refunds.config().clone(),
+    );
+    let answer = service
+        .refund(
+            STAFF,
+            &IdempotencyKey::parse("k").unwrap(),
+            &RefundCommand {
+                payment_id: payment_id.clone(),
+                amount: Some(1000),
+                reason: None,
+            },
+            stack.clock.now_ms() + 20_000,
+            "req-retry",
+        )
+        .await;
+
+    // THEN the retry answers the settled refund at once (not 409 until its own lease lapses),
+    // sends nothing, and the key replays it
+    let view = match answer {
+        Ok(RefundAnswer::Replayed { view, .. }) => view,
+        other => panic!("expected the settled refund, got {other:?}"),
+    };
+    assert_eq!(
+        (view.status, view.provider_refund_id.as_deref()),
+        (RefundStatus::Succeeded, Some(provider_refund_id.as_str()))
+    );
+    assert_eq!(stack.psp.requests_seen(), seen, "nothing sent again");
+    assert_eq!(stack.psp.refunds().len(), 1);
+    let record = stack.refund_record(STAFF, "k").await.expect("the record");
+    assert!(record.lease().is_none(), "completed: {record:?}");
+    let replay = stack
+        .refund(&payment_id, "k", json!({"amount": 1000}))
+        .await;
+    assert_eq!(
+        (replay.status, replay.header("idempotent-replayed")),
+        (201, Some("true")),
+        "{}",
+        replay.body
+    );
+    assert_eq!(replay.json["status"], "succeeded");
 }

@@ -388,6 +388,8 @@ pub struct ActionAnswer {
     pub refund_reference_no: Option<String>,
     /// `RS`'s list.
     pub refunds: Vec<ListedRefund>,
+    /// Whether the answer carried a `refundList` at all (an absent list is not an empty one).
+    pub refund_list_seen: bool,
 }
 
 fn unescape(text: &str) -> Result<String, String> {
@@ -488,6 +490,9 @@ pub fn parse_answer(xml: &str) -> Result<ActionAnswer, String> {
                     }
                     fields_seen.push(name.clone());
                     text.clear();
+                    if name == "refundList" {
+                        answer.refund_list_seen = true;
+                    }
                 }
                 if path.len() == 2 && path[1] == "refundList" && name != "refund" {
                     return Err(format!("an element {name} in refundList"));
@@ -654,6 +659,11 @@ fn listed_settlement(reference_no: &str, status: &str) -> RefundSettlement {
         },
         _ => RefundSettlement::Pending { provider_refund_id },
     }
+}
+
+/// Whether a listed refund's `status` says 2C2P refused it (`RFF`, the `RR…` rejections).
+fn failed_status(status: &str) -> bool {
+    status == "RFF" || status.starts_with("RR")
 }
 
 /// Transaction statuses after which 2C2P refunds (settled; `RF`/`RP` where 2C2P reports a
@@ -831,10 +841,23 @@ impl<T: PspTransport> Maintenance<T> {
                 .find(|listed| &listed.reference_no == own)
                 .map(|listed| listed_settlement(&listed.reference_no, &listed.status)));
         }
+        let voided = answer.status == "V" || answer.status == "VP";
+        // Whether a refund of ours is listed is the whole proof that it need not be sent again,
+        // so a list that is missing, or empty while 2C2P calls the invoice refunded, proves
+        // nothing (an answer of another shape must never read as "no refund").
+        if !voided && !answer.refund_list_seen {
+            return ambiguous("its refund status carries no refundList".into());
+        }
+        if matches!(answer.status.as_str(), "RF" | "RP") && answer.refunds.is_empty() {
+            return ambiguous(format!(
+                "the invoice is {} but its refundList is empty",
+                answer.status
+            ));
+        }
         let siblings = siblings.siblings().await.map_err(|reason| PspError {
             reason: format!("the payment's other refunds could not be read: {reason}"),
         })?;
-        if answer.status == "V" || answer.status == "VP" {
+        if voided {
             // A void has no reference: it is this refund's only if nothing else can be.
             return if siblings.known.iter().any(|known| known == &void) {
                 Ok(None)
@@ -875,6 +898,10 @@ impl<T: PspTransport> Maintenance<T> {
                 candidates.push(listed);
             } else if let Some(at) = unexplained.iter().position(|&other| other == amount) {
                 unexplained.remove(at);
+            } else if failed_status(&listed.status) {
+                // A refusal of another amount moved no money and cannot be ours (a refund of
+                // the payment 2C2P refused when it was first sent, stored failed without a
+                // reference when 2C2P's answer named none).
             } else {
                 return ambiguous(format!(
                     "refund {} of {} belongs to no refund of the payment",
@@ -1100,8 +1127,14 @@ fn classify(
         };
     }
     if REFUSED.contains(&code) && !resend {
+        // A refusal 2C2P records as a refund (its status rejected or failed) may name the
+        // refund it lists from then on: kept, so that entry is known as this refund's and never
+        // taken for another's.
         return RefundOutcome::Answered(RefundSettlement::Failed {
-            provider_refund_id: None,
+            provider_refund_id: answer
+                .refund_reference_no
+                .clone()
+                .filter(|_| failed_status(&answer.status)),
             code: format!("2c2p_{code}"),
         });
     }
@@ -1549,6 +1582,89 @@ mod tests {
                 refund(&f, &request(10_000, true, Default::default())).await,
                 succeeded(&void_reference(INVOICE))
             );
+        }
+
+        #[tokio::test]
+        async fn a_resend_never_reads_a_missing_or_contradicting_list_as_no_refund() {
+            // The refund status with no refundList at all (another shape of answer), or with an
+            // empty one while 2C2P calls the invoice refunded: nothing proves the earlier send
+            // did not land, so nothing is sent again.
+            let without_list =
+                |state: &str| status(state, &[]).replace("<refundList></refundList>", "");
+            for rs in [
+                without_list("S"),
+                without_list("RF"),
+                status("RF", &[]),
+                status("RP", &[]),
+            ] {
+                let f = fixture(&[&rs, &answer("R", "00", "RF", Some("333"))]);
+                let outcome = refund(&f, &request(2500, true, Default::default())).await;
+                assert!(
+                    matches!(outcome, RefundOutcome::Unknown { .. }),
+                    "{rs}: {outcome:?}"
+                );
+                assert_eq!(sent(&f), ["RS 100.00"], "{rs}");
+                // Reconcile's look reads it the same way: no answer, never "not there".
+                let f = fixture(&[&rs]);
+                let looked = f
+                    .maintenance
+                    .find_refund(
+                        &request(2500, true, Default::default()).request,
+                        INVOICE,
+                        &SiblingRefunds::default(),
+                    )
+                    .await;
+                assert!(looked.is_err(), "{rs}: {looked:?}");
+            }
+            // A first send needs no list: it is decided by the transaction's status alone.
+            let f = fixture(&[&without_list("S"), &answer("R", "00", "RF", Some("333"))]);
+            assert_eq!(
+                refund(&f, &request(2500, false, Default::default())).await,
+                succeeded("333")
+            );
+        }
+
+        #[tokio::test]
+        async fn a_refusal_2c2p_records_keeps_its_reference_and_never_blocks_another_refund() {
+            // A first send 2C2P rejects, naming the refund it records as rejected: failed under
+            // that reference (a refusal naming no recorded refund keeps none).
+            let f = fixture(&[&status("S", &[]), &answer("R", "44", "RR", Some("444"))]);
+            assert_eq!(
+                refund(&f, &request(2500, false, Default::default())).await,
+                RefundOutcome::Answered(RefundSettlement::Failed {
+                    provider_refund_id: Some("444".into()),
+                    code: "2c2p_44".into()
+                })
+            );
+            let f = fixture(&[&status("S", &[]), &answer("R", "30", "S", Some("444"))]);
+            assert_eq!(
+                refund(&f, &request(2500, false, Default::default())).await,
+                RefundOutcome::Answered(RefundSettlement::Failed {
+                    provider_refund_id: None,
+                    code: "2c2p_30".into()
+                })
+            );
+            // A rejected refund of another amount that no refund of ours holds (its answer named
+            // none) moved no money and cannot be ours: a re-send that finds only it is sent.
+            for rejected in ["RR", "RRA", "RFF"] {
+                let f = fixture(&[
+                    &status("S", &[("444", "10.00", rejected)]),
+                    &answer("R", "00", "RF", Some("555")),
+                ]);
+                assert_eq!(
+                    refund(&f, &request(2500, true, Default::default())).await,
+                    succeeded("555"),
+                    "{rejected}"
+                );
+                assert_eq!(sent(&f), ["RS 100.00", "R 25.00"]);
+            }
+            // One that is not refused is still unexplained: ambiguous, nothing sent.
+            let f = fixture(&[&status("S", &[("444", "10.00", "RP")])]);
+            assert!(matches!(
+                refund(&f, &request(2500, true, Default::default())).await,
+                RefundOutcome::Unknown { .. }
+            ));
+            assert_eq!(sent(&f), ["RS 100.00"]);
         }
 
         #[tokio::test]
