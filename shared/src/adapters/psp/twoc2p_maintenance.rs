@@ -661,11 +661,6 @@ fn listed_settlement(reference_no: &str, status: &str) -> RefundSettlement {
     }
 }
 
-/// Whether a listed refund's `status` says 2C2P refused it (`RFF`, the `RR…` rejections).
-fn failed_status(status: &str) -> bool {
-    status == "RFF" || status.starts_with("RR")
-}
-
 /// Transaction statuses after which 2C2P refunds (settled; `RF`/`RP` where 2C2P reports a
 /// refunded transaction so) and before which it voids (`A` approved, `RS` ready for settlement).
 const SETTLED: [&str; 3] = ["S", "RF", "RP"];
@@ -898,10 +893,6 @@ impl<T: PspTransport> Maintenance<T> {
                 candidates.push(listed);
             } else if let Some(at) = unexplained.iter().position(|&other| other == amount) {
                 unexplained.remove(at);
-            } else if failed_status(&listed.status) {
-                // A refusal of another amount moved no money and cannot be ours (a refund of
-                // the payment 2C2P refused when it was first sent, stored failed without a
-                // reference when 2C2P's answer named none).
             } else {
                 return ambiguous(format!(
                     "refund {} of {} belongs to no refund of the payment",
@@ -1127,14 +1118,8 @@ fn classify(
         };
     }
     if REFUSED.contains(&code) && !resend {
-        // A refusal 2C2P records as a refund (its status rejected or failed) may name the
-        // refund it lists from then on: kept, so that entry is known as this refund's and never
-        // taken for another's.
         return RefundOutcome::Answered(RefundSettlement::Failed {
-            provider_refund_id: answer
-                .refund_reference_no
-                .clone()
-                .filter(|_| failed_status(&answer.status)),
+            provider_refund_id: None,
             code: format!("2c2p_{code}"),
         });
     }
@@ -1622,49 +1607,6 @@ mod tests {
                 refund(&f, &request(2500, false, Default::default())).await,
                 succeeded("333")
             );
-        }
-
-        #[tokio::test]
-        async fn a_refusal_2c2p_records_keeps_its_reference_and_never_blocks_another_refund() {
-            // A first send 2C2P rejects, naming the refund it records as rejected: failed under
-            // that reference (a refusal naming no recorded refund keeps none).
-            let f = fixture(&[&status("S", &[]), &answer("R", "44", "RR", Some("444"))]);
-            assert_eq!(
-                refund(&f, &request(2500, false, Default::default())).await,
-                RefundOutcome::Answered(RefundSettlement::Failed {
-                    provider_refund_id: Some("444".into()),
-                    code: "2c2p_44".into()
-                })
-            );
-            let f = fixture(&[&status("S", &[]), &answer("R", "30", "S", Some("444"))]);
-            assert_eq!(
-                refund(&f, &request(2500, false, Default::default())).await,
-                RefundOutcome::Answered(RefundSettlement::Failed {
-                    provider_refund_id: None,
-                    code: "2c2p_30".into()
-                })
-            );
-            // A rejected refund of another amount that no refund of ours holds (its answer named
-            // none) moved no money and cannot be ours: a re-send that finds only it is sent.
-            for rejected in ["RR", "RRA", "RFF"] {
-                let f = fixture(&[
-                    &status("S", &[("444", "10.00", rejected)]),
-                    &answer("R", "00", "RF", Some("555")),
-                ]);
-                assert_eq!(
-                    refund(&f, &request(2500, true, Default::default())).await,
-                    succeeded("555"),
-                    "{rejected}"
-                );
-                assert_eq!(sent(&f), ["RS 100.00", "R 25.00"]);
-            }
-            // One that is not refused is still unexplained: ambiguous, nothing sent.
-            let f = fixture(&[&status("S", &[("444", "10.00", "RP")])]);
-            assert!(matches!(
-                refund(&f, &request(2500, true, Default::default())).await,
-                RefundOutcome::Unknown { .. }
-            ));
-            assert_eq!(sent(&f), ["RS 100.00"]);
         }
 
         #[tokio::test]
