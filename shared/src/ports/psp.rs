@@ -203,6 +203,11 @@ pub struct ChargeRequest {
     pub return_url: Option<String>,
     /// Capture at once, or only authorize ([`PspOutcome::Authorized`]).
     pub capture: CaptureMethod,
+    /// Whether an earlier call under this key may still be running at the PSP: a takeover of an
+    /// attempt whose holder's lease lapsed (it may have died mid-call). A PSP that may fail a
+    /// request sent under a key whose first request still runs (PayPal) must then read a
+    /// refusal as unknown, never as the payment's decline.
+    pub earlier_may_run: bool,
 }
 
 impl ChargeRequest {
@@ -217,6 +222,16 @@ impl ChargeRequest {
             idempotency_key: charge_key(&payment.payment_id),
             return_url: payment.return_url.clone(),
             capture: payment.capture,
+            earlier_may_run: false,
+        }
+    }
+
+    /// The request the charge path sends for `payment`: on a takeover of a lapsed holder (the
+    /// payment says the PSP may have been reached) its call may still be running at the PSP.
+    pub fn for_charge_path(payment: &Payment) -> Self {
+        Self {
+            earlier_may_run: payment.psp_maybe_reached,
+            ..Self::for_payment(payment)
         }
     }
 }

@@ -653,7 +653,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             let started = Instant::now();
             let outcome = self
                 .psp
-                .create_charge(&ChargeRequest::for_payment(&payment), timeout)
+                .create_charge(&ChargeRequest::for_charge_path(&payment), timeout)
                 .await;
             crate::metrics::psp_call(self.psp.name(), &outcome, started.elapsed());
             outcome

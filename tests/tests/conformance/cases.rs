@@ -105,6 +105,7 @@ fn charge_request<F: Face>(payment_method: &str) -> ChargeRequest {
         payment_method: payment_method.into(),
         return_url: None,
         capture: payonce::domain::CaptureMethod::Automatic,
+        earlier_may_run: false,
     }
 }
 

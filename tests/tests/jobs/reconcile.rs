@@ -662,6 +662,7 @@ async fn a_charge_found_for_another_amount_is_never_booked_and_raises_the_alarm(
                 idempotency_key: format!("someone-else-{payment_id}"),
                 return_url: None,
                 capture: payonce::domain::CaptureMethod::Automatic,
+                earlier_may_run: false,
             },
             Duration::from_secs(5),
         )

@@ -1566,6 +1566,82 @@ async fn a_crash_before_the_order_id_is_stored_is_finished_by_reconciles_resend_
 }
 
 #[tokio::test]
+async fn a_refusal_heard_only_by_a_takeover_is_not_believed_until_reconcile_sends_after_the_first_ended(
+) {
+    // GIVEN an invocation that sent a create PayPal refuses (422 INSTRUMENT_DECLINED) and died
+    // before it heard the answer
+    let pp = PayPalStack::one_step().await;
+    pp.charge.inject_crash(CrashPoint::AfterPspCall);
+    let request = body(
+        &pp.order,
+        "pm_card_chargeDeclinedInsufficientFunds",
+        json!({}),
+    );
+    let crashed = pp.pay("pp-takeover", request.clone()).await;
+    assert_eq!(crashed.status, 500, "{}", crashed.body);
+    let id = pp
+        .stack
+        .charge_record("alice", "pp-takeover")
+        .await
+        .attempt_id;
+    assert_eq!(pp.wire.calls(), vec![("create", charge_key(&id))]);
+
+    // WHEN the client's retry takes the lapsed attempt over and PayPal refuses its create too
+    pp.stack.clock.advance(Duration::from_secs(35));
+    let from = pp.wire.calls().len();
+    let retry = pp.pay("pp-takeover", request.clone()).await;
+
+    // THEN the refusal is not believed (PayPal may fail a request whose id's first still runs,
+    // and that first may yet charge): 202 processing, the order still held by the attempt
+    assert_eq!(retry.status, 202, "{}", retry.body);
+    assert_eq!(retry.json["status"], "processing");
+    assert_eq!(payment_id_of(&retry), id);
+    assert_eq!(pp.wire.since(from), vec![("create", charge_key(&id))]);
+    assert_eq!(
+        pp.stack.payment(&id).await.status,
+        PaymentStatus::Processing
+    );
+    assert_eq!(pp.order_state().await, "processing");
+
+    // WHEN reconcile sends the create again once the first has surely ended (20 minutes)
+    pp.stack.clock.advance(Duration::from_secs(20 * 60));
+    let late = pp.reconcile().await;
+
+    // THEN PayPal's refusal is the payment's decline: failed, the order free, nothing charged
+    assert_eq!(
+        (late.examined, late.declined, late.errors),
+        (1, 1, 0),
+        "{late:?}"
+    );
+    let stored = pp.stack.payment(&id).await;
+    assert_eq!(
+        (
+            stored.status,
+            stored.failure.as_ref().map(|f| f.kind),
+            stored
+                .failure
+                .as_ref()
+                .and_then(|f| f.decline_code.as_deref())
+        ),
+        (
+            PaymentStatus::Failed,
+            Some(FailureKind::Declined),
+            Some("INSTRUMENT_DECLINED")
+        )
+    );
+    assert_eq!(pp.order_state().await, "unpaid");
+    assert_eq!(pp.stack.psp.succeeded_charges_for(&id), 0);
+    // AND the key replays the decline
+    let replay = pp.pay("pp-takeover", request).await;
+    assert_eq!(
+        (replay.status, replay.problem_type()),
+        (402, "/problems/card-declined"),
+        "{}",
+        replay.body
+    );
+}
+
+#[tokio::test]
 async fn a_crash_before_the_order_id_is_stored_is_never_resent_past_paypals_request_id_window() {
     // GIVEN an invocation that died after PayPal charged the vaulted card in the create, before
     // storing the order's id

@@ -40,6 +40,7 @@ fn request(amount: i64, currency: Currency, payment_method: &str) -> ChargeReque
         payment_method: payment_method.into(),
         return_url: None,
         capture: payonce::domain::CaptureMethod::Automatic,
+        earlier_may_run: false,
     }
 }
 

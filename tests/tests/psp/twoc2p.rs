@@ -43,6 +43,7 @@ fn request(payment_method: &str) -> ChargeRequest {
         payment_method: payment_method.into(),
         return_url: None,
         capture: payonce::domain::CaptureMethod::Automatic,
+        earlier_may_run: false,
     }
 }
 

@@ -246,6 +246,7 @@ mod tests {
             idempotency_key: "payonce-charge-pay_0123456789abcdef0123456789abcdef".into(),
             return_url: None,
             capture: crate::domain::CaptureMethod::Automatic,
+            earlier_may_run: false,
         }
     }
 

@@ -1002,9 +1002,10 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
                     return PspOutcome::Unknown { reason };
                 }
             };
-            if lost_once && !(200..300).contains(&reply.status) {
+            if (lost_once || request.earlier_may_run) && !(200..300).contains(&reply.status) {
                 // PayPal may fail a request sent under an id whose first request still runs
-                // ("might fail the second request"): only an order answered is a word about it.
+                // ("might fail the second request"), ours just now or a lapsed holder's: only an
+                // order answered is a word about it.
                 break PspOutcome::Unknown {
                     reason: format!(
                         "PayPal answered {} to the create sent again while the first may still run",
@@ -1291,6 +1292,7 @@ mod tests {
             idempotency_key: format!("payonce-charge-{PAY}"),
             return_url: None,
             capture: CaptureMethod::Automatic,
+            earlier_may_run: false,
         }
     }
 
@@ -1310,7 +1312,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_refusal_of_the_create_sent_again_after_a_lost_answer_is_unknown() {
+    async fn a_refusal_of_the_create_sent_again_after_a_lost_answer_or_by_a_takeover_is_unknown() {
         // PayPal "might fail the second request" sent under an id whose first still runs: a
         // refusal of the re-send says nothing of what the first made.
         for refusal in [
@@ -1339,6 +1341,30 @@ mod tests {
                 })
                 .collect();
             assert_eq!(creates, vec![Some(charge().idempotency_key); 2]);
+        }
+        // AND a takeover's send, whose lapsed holder's create may still run at PayPal, reads a
+        // refusal the same way: unknown, after its one create
+        for refusal in [
+            issue(422, "INSTRUMENT_DECLINED"),
+            issue(422, "TRANSACTION_REFUSED"),
+            issue(422, "PAYER_ACTION_REQUIRED"),
+        ] {
+            let paypal = scripted([refusal]);
+            let takeover = ChargeRequest {
+                earlier_may_run: true,
+                ..charge()
+            };
+            let outcome = paypal
+                .create_charge(&takeover, Duration::from_secs(10))
+                .await;
+            assert!(matches!(outcome, PspOutcome::Unknown { .. }), "{outcome:?}");
+            let creates = paypal
+                .transport()
+                .calls()
+                .iter()
+                .filter(|c| c.path == "/v2/checkout/orders")
+                .count();
+            assert_eq!(creates, 1);
         }
         // AND a decline answering a first send is still a decline
         let paypal = scripted([issue(422, "INSTRUMENT_DECLINED")]);

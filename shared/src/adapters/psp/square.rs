@@ -1091,6 +1091,7 @@ mod tests {
             idempotency_key: format!("payonce-charge-{PAY}"),
             return_url: None,
             capture: CaptureMethod::Automatic,
+            earlier_may_run: false,
         }
     }
 

@@ -1216,6 +1216,7 @@ mod tests {
             idempotency_key: "payonce-charge-pay_1".into(),
             return_url: None,
             capture: crate::domain::CaptureMethod::Automatic,
+            earlier_may_run: false,
         };
         let charge = |steps: Vec<Step>| {
             let request = request.clone();
@@ -1414,6 +1415,7 @@ mod tests {
             idempotency_key: "payonce-charge-pay_1".into(),
             return_url: None,
             capture: crate::domain::CaptureMethod::Automatic,
+            earlier_may_run: false,
         };
         let psp = scripted([
             reply(200, json!({"id": "pi_1", "status": "succeeded"})),
@@ -1527,6 +1529,7 @@ mod tests {
             idempotency_key: "payonce-charge-pay_1".into(),
             return_url: Some("https://shop.example/return".into()),
             capture: CaptureMethod::Manual,
+            earlier_may_run: false,
         };
         // The confirmed create: the return URL instead of error_on_requires_action, redirects
         // allowed, manual capture with the charge expanded.

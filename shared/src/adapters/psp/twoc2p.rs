@@ -1140,6 +1140,7 @@ mod tests {
             idempotency_key: format!("payonce-charge-{PAY}"),
             return_url: None,
             capture: crate::domain::CaptureMethod::Automatic,
+            earlier_may_run: false,
         }
     }
 
