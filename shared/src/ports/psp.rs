@@ -184,6 +184,11 @@ pub const AUTHENTICATION_REQUIRED_CODE: &str = "authentication_required";
 /// The decline code of a charge whose customer failed or refused the authentication.
 pub const AUTHENTICATION_FAILED_CODE: &str = "payment_intent_authentication_failure";
 
+/// How long after its holder's lease lapsed a call may still be running at the PSP (the holder
+/// died mid-call; the PSP finishes what it received). Reconcile's re-send of a create waits as
+/// long from the attempt's start (its `abandon_after`, 20 minutes by default).
+pub const EARLIER_CALL_MAY_RUN_FOR: std::time::Duration = std::time::Duration::from_secs(20 * 60);
+
 /// A charge request to a PSP.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChargeRequest {
@@ -204,9 +209,9 @@ pub struct ChargeRequest {
     /// Capture at once, or only authorize ([`PspOutcome::Authorized`]).
     pub capture: CaptureMethod,
     /// Whether an earlier call under this key may still be running at the PSP: a takeover of an
-    /// attempt whose holder's lease lapsed (it may have died mid-call). A PSP that may fail a
-    /// request sent under a key whose first request still runs (PayPal) must then read a
-    /// refusal as unknown, never as the payment's decline.
+    /// attempt whose holder's lease lapsed less than [`EARLIER_CALL_MAY_RUN_FOR`] ago (it may
+    /// have died mid-call). A PSP that may fail a request sent under a key whose first request
+    /// still runs (PayPal) must then read a refusal as unknown, never as the payment's decline.
     pub earlier_may_run: bool,
 }
 
@@ -223,15 +228,6 @@ impl ChargeRequest {
             return_url: payment.return_url.clone(),
             capture: payment.capture,
             earlier_may_run: false,
-        }
-    }
-
-    /// The request the charge path sends for `payment`: on a takeover of a lapsed holder (the
-    /// payment says the PSP may have been reached) its call may still be running at the PSP.
-    pub fn for_charge_path(payment: &Payment) -> Self {
-        Self {
-            earlier_may_run: payment.psp_maybe_reached,
-            ..Self::for_payment(payment)
         }
     }
 }

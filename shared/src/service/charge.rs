@@ -22,7 +22,7 @@ use crate::idempotency::{
 use crate::mutations::Mutation;
 use crate::ports::{
     BeginOutcome, ChargeRequest, ChargeStore, FinishedBy, Psp, PspOutcome, Read, ResumeOutcome,
-    SettleOutcome,
+    SettleOutcome, EARLIER_CALL_MAY_RUN_FOR,
 };
 use serde::Serialize;
 #[cfg(feature = "faults")]
@@ -428,7 +428,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
                     };
                     #[cfg(feature = "faults")]
                     self.crash_at(CrashPoint::AfterClaim)?;
-                    let answer = self.charge(payment, &lease, deadline_ms).await;
+                    let answer = self.charge(payment, &lease, deadline_ms, false).await;
                     self.count_decline(user, &request.order_id, &answer).await;
                     return answer;
                 }
@@ -606,6 +606,11 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         // belonged to an invocation that may have called the PSP before it died.
         let lapsed = record.lease().is_some_and(|lease| !lease.was_released());
         payment.psp_maybe_reached |= lapsed;
+        // One that lapsed lately may have died mid-call, its request still running at the PSP.
+        let earlier_may_run = record.lease().is_some_and(|lease| {
+            !lease.was_released()
+                && self.store.now_ms() - lease.until_ms < duration_ms(EARLIER_CALL_MAY_RUN_FOR)
+        });
         let lease = Lease {
             token: LeaseToken::generate(),
             until_ms: deadline_ms + duration_ms(self.config.lease_margin),
@@ -622,7 +627,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         match resumed {
             ResumeOutcome::Resumed => {
                 tracing::info!(payment_id = %payment.payment_id, "took over a lapsed payment attempt");
-                self.charge(payment, &lease, deadline_ms)
+                self.charge(payment, &lease, deadline_ms, earlier_may_run)
                     .await
                     .map(Resumed::Answer)
             }
@@ -637,12 +642,14 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         }
     }
 
-    /// Calls the PSP for `payment` under `lease` and records what it said.
+    /// Calls the PSP for `payment` under `lease` and records what it said; `earlier_may_run`
+    /// when a lapsed holder's call under the same key may still be running at the PSP.
     async fn charge(
         &self,
         payment: Payment,
         lease: &Lease,
         deadline_ms: i64,
+        earlier_may_run: bool,
     ) -> Result<PayAnswer, ChargeError> {
         let timeout = self.psp_call_timeout(deadline_ms);
         let outcome = if timeout.is_zero() {
@@ -653,7 +660,13 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
             let started = Instant::now();
             let outcome = self
                 .psp
-                .create_charge(&ChargeRequest::for_charge_path(&payment), timeout)
+                .create_charge(
+                    &ChargeRequest {
+                        earlier_may_run,
+                        ..ChargeRequest::for_payment(&payment)
+                    },
+                    timeout,
+                )
                 .await;
             crate::metrics::psp_call(self.psp.name(), &outcome, started.elapsed());
             outcome

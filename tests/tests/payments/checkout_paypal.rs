@@ -1642,6 +1642,46 @@ async fn a_refusal_heard_only_by_a_takeover_is_not_believed_until_reconcile_send
 }
 
 #[tokio::test]
+async fn a_refusal_heard_by_a_takeover_long_after_the_holder_died_is_the_payments_decline() {
+    // GIVEN an invocation that sent a create PayPal refuses and died before hearing the answer
+    let pp = PayPalStack::one_step().await;
+    pp.charge.inject_crash(CrashPoint::AfterPspCall);
+    let request = body(
+        &pp.order,
+        "pm_card_chargeDeclinedInsufficientFunds",
+        json!({}),
+    );
+    let crashed = pp.pay("pp-late-takeover", request.clone()).await;
+    assert_eq!(crashed.status, 500, "{}", crashed.body);
+    let id = pp
+        .stack
+        .charge_record("alice", "pp-late-takeover")
+        .await
+        .attempt_id;
+
+    // WHEN the client's retry takes the attempt over only half an hour later (nothing of the
+    // dead holder's call can still run at PayPal) and PayPal refuses the create again
+    pp.stack.clock.advance(Duration::from_secs(30 * 60));
+    let retry = pp.pay("pp-late-takeover", request).await;
+
+    // THEN the refusal is the payment's decline: 402, failed, the order free for another card
+    assert_eq!(
+        (retry.status, retry.problem_type()),
+        (402, "/problems/card-declined"),
+        "{}",
+        retry.body
+    );
+    assert_eq!(payment_id_of(&retry), id);
+    let stored = pp.stack.payment(&id).await;
+    assert_eq!(
+        (stored.status, stored.failure.as_ref().map(|f| f.kind)),
+        (PaymentStatus::Failed, Some(FailureKind::Declined))
+    );
+    assert_eq!(pp.order_state().await, "unpaid");
+    assert_eq!(pp.stack.psp.succeeded_charges_for(&id), 0);
+}
+
+#[tokio::test]
 async fn a_crash_before_the_order_id_is_stored_is_never_resent_past_paypals_request_id_window() {
     // GIVEN an invocation that died after PayPal charged the vaulted card in the create, before
     // storing the order's id
