@@ -604,12 +604,14 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         }
         // A lease that lapsed (rather than one given back after a call that never connected)
         // belonged to an invocation that may have called the PSP before it died.
-        let lapsed = record.lease().is_some_and(|lease| !lease.was_released());
-        payment.psp_maybe_reached |= lapsed;
+        let lapsed_at_ms = record
+            .lease()
+            .filter(|lease| !lease.was_released())
+            .map(|lease| lease.until_ms);
+        payment.psp_maybe_reached |= lapsed_at_ms.is_some();
         // One that lapsed lately may have died mid-call, its request still running at the PSP.
-        let earlier_may_run = record.lease().is_some_and(|lease| {
-            !lease.was_released()
-                && self.store.now_ms() - lease.until_ms < duration_ms(EARLIER_CALL_MAY_RUN_FOR)
+        let earlier_may_run = lapsed_at_ms.is_some_and(|at_ms| {
+            self.store.now_ms() - at_ms < duration_ms(EARLIER_CALL_MAY_RUN_FOR)
         });
         let lease = Lease {
             token: LeaseToken::generate(),

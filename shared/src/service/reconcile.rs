@@ -854,28 +854,13 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
         let expires_at_s =
             (self.store.now_ms() + duration_ms(self.config.record_retention)).div_euclid(1000);
         let record = RefundRecordWrite::Mirror { expires_at_s };
-        if matches!(settlement, RefundSettlement::Pending { .. }) {
-            // Still pending: the PSP's id for it is kept if it is new (a PSP that keys no refund
-            // by our id reads it by that id from then on, and never sends it again).
-            if refund.provider_refund_id.is_none() {
-                match apply_refund_settlement(
-                    &self.store,
-                    refund_id,
-                    &settlement,
-                    record,
-                    fence,
-                    None,
-                    None,
-                )
-                .await
-                {
-                    Ok(_) | Err(StoreError::LeaseLost { .. }) => {}
-                    Err(error) => return Err(error.into()),
-                }
-            }
+        // Still pending: the PSP's id for it is kept if it is new (a PSP that keys no refund by
+        // our id reads it by that id from then on, and never sends it again).
+        let pending = matches!(settlement, RefundSettlement::Pending { .. });
+        if pending && refund.provider_refund_id.is_some() {
             return Ok((Reconciled::Pending, false));
         }
-        let reconciled = match apply_refund_settlement(
+        let applied = match apply_refund_settlement(
             &self.store,
             refund_id,
             &settlement,
@@ -886,15 +871,20 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
         )
         .await
         {
-            Ok(RefundApplied::Moved(after)) if after.status == RefundStatus::Succeeded => {
+            Ok(applied) => Some(applied),
+            Err(StoreError::LeaseLost { .. }) => None,
+            Err(error) => return Err(error.into()),
+        };
+        let reconciled = match applied {
+            _ if pending => Reconciled::Pending,
+            Some(RefundApplied::Moved(after)) if after.status == RefundStatus::Succeeded => {
                 Reconciled::RefundSucceeded
             }
-            Ok(RefundApplied::Moved(_)) => Reconciled::RefundFailed,
-            Ok(
+            Some(RefundApplied::Moved(_)) => Reconciled::RefundFailed,
+            Some(
                 RefundApplied::Unchanged(_) | RefundApplied::Duplicate | RefundApplied::Rejected(_),
             ) => Reconciled::AlreadySettled,
-            Ok(RefundApplied::NotFound) | Err(StoreError::LeaseLost { .. }) => Reconciled::Skipped,
-            Err(error) => return Err(error.into()),
+            Some(RefundApplied::NotFound) | None => Reconciled::Skipped,
         };
         Ok((reconciled, false))
     }

@@ -1565,26 +1565,29 @@ async fn a_crash_before_the_order_id_is_stored_is_finished_by_reconciles_resend_
     assert_eq!(pp.stack.psp.requests_seen(), seen);
 }
 
-#[tokio::test]
-async fn a_refusal_heard_only_by_a_takeover_is_not_believed_until_reconcile_sends_after_the_first_ended(
-) {
-    // GIVEN an invocation that sent a create PayPal refuses (422 INSTRUMENT_DECLINED) and died
-    // before it heard the answer
-    let pp = PayPalStack::one_step().await;
+/// Pays under `key` with a card PayPal refuses in the create (422 INSTRUMENT_DECLINED) on an
+/// invocation that dies before it hears the answer: the attempt's id and the request's body.
+async fn crash_after_a_refused_create(pp: &PayPalStack, key: &str) -> (String, Value) {
     pp.charge.inject_crash(CrashPoint::AfterPspCall);
     let request = body(
         &pp.order,
         "pm_card_chargeDeclinedInsufficientFunds",
         json!({}),
     );
-    let crashed = pp.pay("pp-takeover", request.clone()).await;
+    let crashed = pp.pay(key, request.clone()).await;
     assert_eq!(crashed.status, 500, "{}", crashed.body);
-    let id = pp
-        .stack
-        .charge_record("alice", "pp-takeover")
-        .await
-        .attempt_id;
+    let id = pp.stack.charge_record("alice", key).await.attempt_id;
     assert_eq!(pp.wire.calls(), vec![("create", charge_key(&id))]);
+    (id, request)
+}
+
+#[tokio::test]
+async fn a_refusal_heard_only_by_a_takeover_is_not_believed_until_reconcile_sends_after_the_first_ended(
+) {
+    // GIVEN an invocation that sent a create PayPal refuses (422 INSTRUMENT_DECLINED) and died
+    // before it heard the answer
+    let pp = PayPalStack::one_step().await;
+    let (id, request) = crash_after_a_refused_create(&pp, "pp-takeover").await;
 
     // WHEN the client's retry takes the lapsed attempt over and PayPal refuses its create too
     pp.stack.clock.advance(Duration::from_secs(35));
@@ -1645,19 +1648,7 @@ async fn a_refusal_heard_only_by_a_takeover_is_not_believed_until_reconcile_send
 async fn a_refusal_heard_by_a_takeover_long_after_the_holder_died_is_the_payments_decline() {
     // GIVEN an invocation that sent a create PayPal refuses and died before hearing the answer
     let pp = PayPalStack::one_step().await;
-    pp.charge.inject_crash(CrashPoint::AfterPspCall);
-    let request = body(
-        &pp.order,
-        "pm_card_chargeDeclinedInsufficientFunds",
-        json!({}),
-    );
-    let crashed = pp.pay("pp-late-takeover", request.clone()).await;
-    assert_eq!(crashed.status, 500, "{}", crashed.body);
-    let id = pp
-        .stack
-        .charge_record("alice", "pp-late-takeover")
-        .await
-        .attempt_id;
+    let (id, request) = crash_after_a_refused_create(&pp, "pp-late-takeover").await;
 
     // WHEN the client's retry takes the attempt over only half an hour later (nothing of the
     // dead holder's call can still run at PayPal) and PayPal refuses the create again
