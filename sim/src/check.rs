@@ -1106,8 +1106,11 @@ fn check_operations(observed: &Observed, ledger: &[FakeCharge]) -> Vec<String> {
             (OperationKind::Capture, Operated::Done(amount)) => charge.is_some_and(|c| {
                 c.outcome == "succeeded" && amount.is_none_or(|a| c.amount_captured == Some(a))
             }),
+            // A cancel answered done: the PSP holds nothing that can still be captured (a
+            // charge it canceled, or one that ended failed, such as a buyer's order that lapsed
+            // and that payonce then canceled).
             (OperationKind::Cancel, Operated::Done(_)) => {
-                charge.is_some_and(|c| c.outcome == "canceled")
+                charge.is_some_and(|c| c.outcome == "canceled" || c.outcome == "failed")
             }
             (_, Operated::Wrong(_)) => false,
             _ => true,
