@@ -322,6 +322,10 @@ impl<P: Psp + 'static> Psp for RefreshingPsp<P> {
         self.cache.current().await.cancel(provider_payment_id).await
     }
 
+    fn captures_later(&self) -> bool {
+        self.cache.latest().captures_later()
+    }
+
     fn captures_partially(&self) -> bool {
         self.cache.latest().captures_partially()
     }

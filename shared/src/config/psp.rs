@@ -29,6 +29,10 @@ pub struct PspSettings {
     /// `TWOC2P_REFUNDS` is `enabled`: the API secret must then hold the 2C2P maintenance keys,
     /// and must not otherwise ([`refunds_through_payonce`]).
     pub twoc2p_refunds: bool,
+    /// `TWOC2P_SETTLEMENT` is `manual`: the 2C2P account settles manually, so approvals are
+    /// authorizations payonce settles through the maintenance API (which `TWOC2P_REFUNDS`
+    /// must enable).
+    pub twoc2p_manual_settlement: bool,
     /// 2C2P's Payment Maintenance action URL: `PSP_MAINTENANCE_URL`, else 2C2P's production one
     /// when `PSP_LIVEMODE` is `true`, else its sandbox's (used only with the maintenance keys).
     pub maintenance_url: String,
@@ -69,6 +73,7 @@ impl PspSettings {
             maintenance_url: optional("PSP_MAINTENANCE_URL")
                 .unwrap_or_else(|| default_maintenance_url(live)),
             twoc2p_refunds: twoc2p_refunds_enabled()?,
+            twoc2p_manual_settlement: twoc2p_settles_manually()?,
         })
     }
 
@@ -81,6 +86,7 @@ impl PspSettings {
             request_timeout: None,
             maintenance_url: default_maintenance_url(false),
             twoc2p_refunds: false,
+            twoc2p_manual_settlement: false,
         }
     }
 }
@@ -93,6 +99,20 @@ fn twoc2p_refunds_enabled() -> Result<bool, ConfigError> {
         Some(other) => Err(ConfigError::Env(EnvError::Invalid {
             name: "TWOC2P_REFUNDS",
             reason: format!("{other:?} is neither `enabled` nor `disabled`"),
+        })),
+    }
+}
+
+/// `TWOC2P_SETTLEMENT`: `manual` (the 2C2P account settles manually), or `automatic` (the
+/// default). Read alike by every function: the webhook processor too, which must read an
+/// approval as an authorization on such an account.
+pub fn twoc2p_settles_manually() -> Result<bool, ConfigError> {
+    match optional("TWOC2P_SETTLEMENT").as_deref() {
+        None | Some("automatic") => Ok(false),
+        Some("manual") => Ok(true),
+        Some(other) => Err(ConfigError::Env(EnvError::Invalid {
+            name: "TWOC2P_SETTLEMENT",
+            reason: format!("{other:?} is neither `automatic` nor `manual`"),
         })),
     }
 }
@@ -558,6 +578,13 @@ pub fn psp_with(
                     })
                 }
             }
+            if settings.twoc2p_manual_settlement && !settings.twoc2p_refunds {
+                return Err(ConfigError::Env(EnvError::Invalid {
+                    name: "TWOC2P_SETTLEMENT",
+                    reason: "`manual` needs TWOC2P_REFUNDS `enabled`: payonce settles through the Payment Maintenance API".into(),
+                }));
+            }
+            config.manual_settlement = settings.twoc2p_manual_settlement;
             ConfiguredPsp::TwoC2p(TwoC2pPsp::new(config).map_err(|e| match e {
                 crate::adapters::psp::twoc2p::TwoC2pSetupError::Http(e) => {
                     ConfigError::PspClient(e)
@@ -582,6 +609,12 @@ pub fn psp_with(
                     field: "merchant_id/secret_key",
                     problem: e.to_string(),
                 },
+                crate::adapters::psp::twoc2p::TwoC2pSetupError::ManualSettlementWithoutMaintenance => {
+                    ConfigError::Env(EnvError::Invalid {
+                        name: "TWOC2P_SETTLEMENT",
+                        reason: "`manual` needs the Payment Maintenance keys".into(),
+                    })
+                }
             })?)
         }
         PspKind::Square => {
@@ -661,7 +694,8 @@ pub fn verifying_scheme(
                 PspSecrets::field(&secrets.secret_key),
             )
             .map_err(|e| refused("merchant_id/secret_key", e.to_string()))?
-            .with_provider(kind.name()),
+            .with_provider(kind.name())
+            .settling_manually(twoc2p_settles_manually()?),
         ),
         PspKind::Square => Arc::new(
             SquareWebhooks::new(

@@ -38,14 +38,14 @@ impl PspKind {
         self != Self::TwoC2p
     }
 
-    /// Whether payonce can authorize now and capture later through this PSP: Stripe
-    /// (`capture_method=manual`), Omise (`capture=false`, captured whole) and Square
-    /// (`autocomplete: false`, completed whole) and PayPal (intent `AUTHORIZE`, with a vaulted
-    /// payment method); not 2C2P, which documents no per-payment authorization (manual
-    /// settlement is a setting of the merchant's account, and an authorized payment does not
-    /// read apart from a settled one: `docs/psp-research.md`). There `capture: "manual"` is
-    /// answered 409 `capture-not-supported` before anything is claimed, with or without the
-    /// Payment Maintenance keys.
+    /// Whether payonce can authorize now and capture later through this PSP whatever its
+    /// account: Stripe (`capture_method=manual`), Omise (`capture=false`, captured whole) and
+    /// Square (`autocomplete: false`, completed whole) and PayPal (intent `AUTHORIZE`, with a
+    /// vaulted payment method); not 2C2P, which documents no per-payment authorization: there
+    /// it takes an account that settles manually (a setting 2C2P makes) and the Payment
+    /// Maintenance keys to settle with, which a deployment states
+    /// ([`crate::ports::Psp::captures_later`]). Elsewhere `capture: "manual"` is answered 409
+    /// `capture-not-supported` before anything is claimed.
     pub fn captures_later(self) -> bool {
         matches!(
             self,

@@ -129,8 +129,11 @@ pub struct OperationRequest {
     pub payment_id: String,
     /// The PSP's id of the payment.
     pub provider_payment_id: String,
-    /// A capture's amount, minor units.
+    /// A capture's amount, minor units; `None` for a cancel, and for the second step of a charge
+    /// captured at once ([`crate::service::complete`]), which captures all of it.
     pub amount: Option<i64>,
+    /// The payment's amount, minor units: what its authorization holds (2C2P's settle names it).
+    pub payment_amount: i64,
     /// The payment's currency.
     pub currency: Currency,
     /// [`PaymentOperation::psp_key`] of the claim.
@@ -146,6 +149,7 @@ impl OperationRequest {
             payment_id: payment.payment_id.clone(),
             provider_payment_id: payment.provider_payment_id.clone()?,
             amount: operation.amount,
+            payment_amount: payment.amount,
             currency: payment.currency,
             idempotency_key: operation.psp_key(&payment.payment_id),
         })
@@ -438,6 +442,12 @@ pub trait Psp: Send + Sync {
     }
     /// Cancels an unconfirmed charge created by [`Psp::fence`].
     async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError>;
+    /// Whether payments may be authorized now and captured later here: by default what the
+    /// PSP can do ([`crate::domain::PspKind::captures_later`]); 2C2P only on an account that
+    /// settles manually, with the Payment Maintenance keys to settle.
+    fn captures_later(&self) -> bool {
+        self.kind().captures_later()
+    }
     /// Whether a capture may take less than the whole authorization (Omise's ordinary
     /// authorizations are captured whole).
     fn captures_partially(&self) -> bool {

@@ -310,7 +310,7 @@ impl<S: ChargeStore, P: Psp> ChargeService<S, P> {
         deadline_ms: i64,
         request_id: &str,
     ) -> Result<PayAnswer, ChargeError> {
-        if request.capture == CaptureMethod::Manual && !self.psp.kind().captures_later() {
+        if request.capture == CaptureMethod::Manual && !self.psp.captures_later() {
             return Err(ChargeError::CaptureNotSupported);
         }
         let record_key = RecordKey::new(PAY_SCOPE, user, key);

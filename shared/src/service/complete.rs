@@ -90,6 +90,7 @@ pub async fn complete<P: Psp + ?Sized>(
         payment_id: payment.payment_id.clone(),
         provider_payment_id,
         amount: None,
+        payment_amount: payment.amount,
         currency: payment.currency,
         idempotency_key: OperationKind::Capture.psp_key(&payment.payment_id),
     };

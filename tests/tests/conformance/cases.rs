@@ -174,6 +174,7 @@ fn completion(request: &ChargeRequest, provider_payment_id: &str) -> OperationRe
         payment_id: request.payment_id.clone(),
         provider_payment_id: provider_payment_id.to_owned(),
         amount: None,
+        payment_amount: request.amount,
         currency: request.currency,
         idempotency_key: OperationKind::Capture.psp_key(&request.payment_id),
     }

@@ -1811,6 +1811,7 @@ async fn an_order_capture_sent_again_after_paypal_forgot_its_request_id_reads_al
         payment_id: id.clone(),
         provider_payment_id: order_id.clone(),
         amount: None,
+        payment_amount: 1000,
         currency: Currency::Usd,
         idempotency_key: OperationKind::Capture.psp_key(&id),
     };

@@ -249,6 +249,7 @@ fn operation(
         payment_id: request.payment_id.clone(),
         provider_payment_id: order_id.to_owned(),
         amount,
+        payment_amount: request.amount,
         currency: request.currency,
         idempotency_key: key.to_owned(),
     }

@@ -83,6 +83,10 @@ impl<T: PspTransport> Psp for ConfiguredPsp<T> {
         delegate!(self, psp => psp.cancel(provider_payment_id).await)
     }
 
+    fn captures_later(&self) -> bool {
+        delegate!(self, psp => psp.captures_later())
+    }
+
     fn captures_partially(&self) -> bool {
         delegate!(self, psp => psp.captures_partially())
     }

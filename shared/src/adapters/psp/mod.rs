@@ -18,6 +18,7 @@ pub mod transport;
 pub mod twoc2p;
 pub mod twoc2p_ids;
 pub mod twoc2p_maintenance;
+mod twoc2p_settle;
 pub mod twoc2p_webhook;
 
 pub use configured::{ConfiguredPsp, ParseOnlyWebhooks};

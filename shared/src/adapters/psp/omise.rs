@@ -1083,6 +1083,7 @@ mod tests {
             payment_id: PAY.into(),
             provider_payment_id: CHARGE.into(),
             amount: Some(100000),
+            payment_amount: 100000,
             currency: Currency::Thb,
             idempotency_key: format!("payonce-{}-{PAY}", kind.as_str()),
         }

@@ -1470,6 +1470,7 @@ mod tests {
             payment_id: PAY.into(),
             provider_payment_id: SQ.into(),
             amount: None,
+            payment_amount: 1000,
             currency: Currency::Usd,
             idempotency_key: kind.psp_key(PAY),
         }

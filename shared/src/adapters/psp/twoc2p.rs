@@ -60,10 +60,11 @@ use super::twoc2p_webhook::{
     checked_amount, classify, sign_claims_json, text, ResponseClass, TwoC2pConfigError,
     TwoC2pNotifications, TWOC2P_PROVIDER,
 };
-use crate::domain::RefundSettlement;
+use crate::domain::{Payment, RefundSettlement};
 use crate::ports::{
-    ChargeRequest, Fence, Psp, PspError, PspLookup, PspOutcome, RefundOutcome, RefundRequest,
-    SiblingRefunds, SiblingSource, AUTHENTICATION_REQUIRED_CODE,
+    ChargeRequest, CheckedAmount, Fence, OperationOutcome, OperationRequest, Psp, PspError,
+    PspLookup, PspOutcome, RefundOutcome, RefundRequest, SiblingRefunds, SiblingSource,
+    AUTHENTICATION_REQUIRED_CODE,
 };
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -139,6 +140,11 @@ pub struct TwoC2pConfig {
     pub provider_name: String,
     /// The Payment Maintenance API (refunds, voids), if its keys were exchanged.
     pub maintenance: Option<MaintenanceConfig>,
+    /// Whether the merchant account settles manually (a setting 2C2P makes for the account):
+    /// every approved payment is then an authorization that payonce settles — at once for a
+    /// `capture: "automatic"` payment, on a staff capture for a manual one. Needs
+    /// [`TwoC2pConfig::maintenance`] (see the `twoc2p_settle` module).
+    pub manual_settlement: bool,
 }
 
 /// Where 2C2P's Payment Maintenance API is and the keys exchanged for it.
@@ -175,6 +181,7 @@ impl std::fmt::Debug for TwoC2pConfig {
             .field("request_timeout", &self.request_timeout)
             .field("provider_name", &self.provider_name)
             .field("maintenance", &self.maintenance)
+            .field("manual_settlement", &self.manual_settlement)
             .finish()
     }
 }
@@ -195,6 +202,7 @@ impl TwoC2pConfig {
             request_timeout: Duration::from_secs(10),
             provider_name: TWOC2P_PROVIDER.to_owned(),
             maintenance: None,
+            manual_settlement: false,
         }
     }
 
@@ -220,6 +228,9 @@ pub enum TwoC2pSetupError {
     /// The Payment Maintenance action URL is not an absolute http(s) URL.
     #[error("the maintenance action URL {0:?} is not an absolute http(s) URL")]
     MaintenanceUrl(String),
+    /// Manual settlement without the Payment Maintenance API, which alone can settle.
+    #[error("an account that settles manually needs the Payment Maintenance keys: payonce settles through them")]
+    ManualSettlementWithoutMaintenance,
 }
 
 /// The 2C2P adapter: builds the Payment Token, Do Payment and Payment Inquiry calls and
@@ -234,6 +245,9 @@ pub struct TwoC2pPsp<T = HttpTransport> {
     verifier: TwoC2pNotifications,
     request_timeout: Duration,
     maintenance: Option<Maintenance<T>>,
+    /// The account settles manually: approvals are authorizations, settled through
+    /// `maintenance`.
+    settles_manually: bool,
 }
 
 impl<T: std::fmt::Debug> std::fmt::Debug for TwoC2pPsp<T> {
@@ -244,6 +258,7 @@ impl<T: std::fmt::Debug> std::fmt::Debug for TwoC2pPsp<T> {
             .field("merchant_id", &self.merchant_id)
             .field("secret_key", &"<redacted>")
             .field("request_timeout", &self.request_timeout)
+            .field("settles_manually", &self.settles_manually)
             .finish()
     }
 }
@@ -265,8 +280,13 @@ impl TwoC2pPsp<HttpTransport> {
             config.request_timeout,
         )?;
         let Some(maintenance) = config.maintenance else {
-            return Ok(psp);
+            return if config.manual_settlement {
+                Err(TwoC2pSetupError::ManualSettlementWithoutMaintenance)
+            } else {
+                Ok(psp)
+            };
         };
+        let manual_settlement = config.manual_settlement;
         let keys = MaintenanceKeys::from_der(
             &maintenance.merchant_private_key,
             &maintenance.twoc2p_public_key,
@@ -274,13 +294,18 @@ impl TwoC2pPsp<HttpTransport> {
         let (origin, path) = split_url(&maintenance.action_url)
             .ok_or_else(|| TwoC2pSetupError::MaintenanceUrl(maintenance.action_url.clone()))?;
         let transport = HttpTransport::new(origin, config.connect_timeout, config.request_timeout)?;
-        Ok(psp.with_maintenance(Maintenance::new(
+        let psp = psp.with_maintenance(Maintenance::new(
             transport,
             path,
             merchant_id,
             keys,
             config.request_timeout,
-        )))
+        ));
+        Ok(if manual_settlement {
+            psp.settling_manually()
+        } else {
+            psp
+        })
     }
 }
 
@@ -439,6 +464,7 @@ impl<T: PspTransport> TwoC2pPsp<T> {
             verifier,
             request_timeout,
             maintenance: None,
+            settles_manually: false,
         })
     }
 
@@ -446,6 +472,19 @@ impl<T: PspTransport> TwoC2pPsp<T> {
     pub fn with_maintenance(mut self, maintenance: Maintenance<T>) -> Self {
         self.maintenance = Some(maintenance);
         self
+    }
+
+    /// For an account that settles manually: every approval is an authorization, settled (or
+    /// voided) through the maintenance API, without which nothing is ever authorized.
+    pub fn settling_manually(mut self) -> Self {
+        self.settles_manually = true;
+        self
+    }
+
+    /// Whether approvals are authorizations payonce settles: the account settles manually, and
+    /// the maintenance API is there to settle.
+    fn authorizes_only(&self) -> bool {
+        self.settles_manually && self.maintenance.is_some()
     }
 
     /// The maintenance API, if configured.
@@ -456,6 +495,70 @@ impl<T: PspTransport> TwoC2pPsp<T> {
     /// The transport.
     pub fn transport(&self) -> &T {
         &self.transport
+    }
+
+    /// Payment Inquiry by the payment's invoice number: `0000` succeeded, issuer declines
+    /// declined, `0003` cancelled, `0001`/`2001`/`4009`/`1000`–`1005` pending, `2002` not found.
+    /// Any other code, an answer that does not verify or names another merchant or invoice, and
+    /// every failure are errors: a lookup never guesses. (A minted but never used invoice may
+    /// answer `2002` or `0001`: UNCONFIRMED; either settles nothing.) On an account that settles
+    /// manually an approval is an authorization. With the amount and currency 2C2P states.
+    async fn look(&self, payment_id: &str) -> Result<(PspLookup, CheckedAmount), PspError> {
+        let invoice_no = invoice_no_for(payment_id).ok_or_else(|| PspError {
+            reason: format!("{payment_id} has no 2C2P invoice number"),
+        })?;
+        let inquiry = self
+            .inquire(&invoice_no, self.request_timeout)
+            .await
+            .map_err(|error| PspError {
+                reason: error.to_string(),
+            })?;
+        let provider_payment_id = provider_id(&inquiry.claims, &invoice_no);
+        let amount = checked_amount(&inquiry.claims);
+        let lookup = match inquiry.class {
+            // An approval on an account that settles manually holds the money until payonce
+            // settles it; the inquiry reads the same before and after (the settle answers
+            // which: `39` once settled).
+            ResponseClass::Approved if self.authorizes_only() => Ok(PspLookup::Authorized {
+                provider_payment_id,
+                amount_capturable: amount.minor,
+                capture_before_ms: None,
+            }),
+            ResponseClass::Approved => Ok(PspLookup::Succeeded {
+                provider_payment_id,
+                amount: Some(checked_amount(&inquiry.claims)),
+            }),
+            ResponseClass::Declined => Ok(PspLookup::Declined {
+                provider_payment_id,
+                decline_code: inquiry.code,
+                amount: Some(checked_amount(&inquiry.claims)),
+            }),
+            ResponseClass::AuthenticationRequired => Ok(PspLookup::Declined {
+                provider_payment_id,
+                decline_code: AUTHENTICATION_REQUIRED_CODE.to_owned(),
+                amount: Some(checked_amount(&inquiry.claims)),
+            }),
+            ResponseClass::Canceled => Ok(PspLookup::Canceled {
+                provider_payment_id,
+                reason: None,
+            }),
+            ResponseClass::Pending => Ok(PspLookup::Pending {
+                provider_payment_id,
+            }),
+            ResponseClass::NotFound => Ok(PspLookup::NotFound),
+            ResponseClass::Unknown => {
+                // An operator's: the payment stays as it is until someone reads the code.
+                tracing::error!(payment_id, resp_code = %inquiry.code, alarm = "psp-answer-untrusted",
+                    "the 2C2P inquiry answered a code payonce does not classify");
+                Err(PspError {
+                    reason: format!(
+                        "the 2C2P inquiry answered an unclassified {:?}",
+                        inquiry.code
+                    ),
+                })
+            }
+        }?;
+        Ok((lookup, amount))
     }
 
     fn post(path: &str, body: String) -> WireCall {
@@ -747,6 +850,7 @@ fn charge_outcome(
     request: &ChargeRequest,
     invoice_no: &str,
     refusal: Option<String>,
+    authorizes_only: bool,
 ) -> PspOutcome {
     let Inquiry {
         class,
@@ -771,8 +875,19 @@ fn charge_outcome(
                     ),
                 };
             }
-            PspOutcome::Approved {
-                provider_payment_id: provider_id(&claims, invoice_no),
+            let provider_payment_id = provider_id(&claims, invoice_no);
+            if authorizes_only {
+                // On an account that settles manually an approval holds the money: payonce
+                // settles it (at once for an automatic capture).
+                PspOutcome::Authorized {
+                    provider_payment_id,
+                    amount_capturable: amount.minor,
+                    capture_before_ms: None,
+                }
+            } else {
+                PspOutcome::Approved {
+                    provider_payment_id,
+                }
             }
         }
         ResponseClass::Declined | ResponseClass::Canceled => PspOutcome::Declined {
@@ -820,6 +935,52 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
     /// 2C2P refunds need the Payment Maintenance API's exchanged RSA keys.
     fn supports_refunds(&self) -> bool {
         self.maintenance.is_some()
+    }
+
+    /// Only on an account that settles manually, with the maintenance API to settle.
+    fn captures_later(&self) -> bool {
+        self.authorizes_only()
+    }
+
+    /// Whether a settle may take less than the authorization is contradictory in 2C2P's
+    /// documentation: payonce settles the whole.
+    fn captures_partially(&self) -> bool {
+        false
+    }
+
+    /// A settle (capture) or void (cancel) through the maintenance API on an account that
+    /// settles manually; refused without a call otherwise.
+    async fn operate(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {
+        match &self.maintenance {
+            Some(maintenance) if self.settles_manually => {
+                maintenance.operate(request, timeout).await
+            }
+            _ => OperationOutcome::Refused {
+                code: format!("{}_not_supported", request.kind.as_str()),
+            },
+        }
+    }
+
+    /// [`Psp::lookup`], and on an account that settles manually an authorization is believed
+    /// only for the payment's amount and currency (its lookup states none for reconcile's check).
+    async fn lookup_payment(&self, payment: &Payment) -> Result<PspLookup, PspError> {
+        let (lookup, amount) = self.look(&payment.payment_id).await?;
+        let ours = amount.minor == payment.amount && amount.currency == payment.currency.as_str();
+        if matches!(lookup, PspLookup::Authorized { .. }) && !ours {
+            tracing::error!(payment_id = %payment.payment_id, reported = ?amount, amount = payment.amount,
+                currency = payment.currency.as_str(), alarm = "psp-answer-untrusted",
+                "the 2C2P inquiry approved another amount or currency than the payment's; nothing applied");
+            return Err(PspError {
+                reason: format!(
+                    "2C2P approved {} {} for our {} {}",
+                    amount.minor,
+                    amount.currency,
+                    payment.amount,
+                    payment.currency.as_str()
+                ),
+            });
+        }
+        Ok(lookup)
     }
 
     /// Payment Token, then Do Payment with the token, then Payment Inquiry, which alone says
@@ -888,64 +1049,22 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
                     redirect_url,
                 }
             }
-            (Ok(inquiry), _) => charge_outcome(inquiry, request, &invoice_no, refusal),
+            (Ok(inquiry), _) => charge_outcome(
+                inquiry,
+                request,
+                &invoice_no,
+                refusal,
+                self.authorizes_only(),
+            ),
             (Err(error), _) => PspOutcome::Unknown {
                 reason: error.to_string(),
             },
         }
     }
 
-    /// Payment Inquiry by the payment's invoice number: `0000` succeeded, issuer declines
-    /// declined, `0003` cancelled, `0001`/`2001`/`4009`/`1000`–`1005` pending, `2002` not found.
-    /// Any other code, an answer that does not verify or names another merchant or invoice, and
-    /// every failure are errors: a lookup never guesses. (A minted but never used invoice may
-    /// answer `2002` or `0001`: UNCONFIRMED; either settles nothing.)
+    /// Payment Inquiry by the payment's invoice number ([`TwoC2pPsp::look`]).
     async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError> {
-        let invoice_no = invoice_no_for(payment_id).ok_or_else(|| PspError {
-            reason: format!("{payment_id} has no 2C2P invoice number"),
-        })?;
-        let inquiry = self
-            .inquire(&invoice_no, self.request_timeout)
-            .await
-            .map_err(|error| PspError {
-                reason: error.to_string(),
-            })?;
-        let provider_payment_id = provider_id(&inquiry.claims, &invoice_no);
-        match inquiry.class {
-            ResponseClass::Approved => Ok(PspLookup::Succeeded {
-                provider_payment_id,
-                amount: Some(checked_amount(&inquiry.claims)),
-            }),
-            ResponseClass::Declined => Ok(PspLookup::Declined {
-                provider_payment_id,
-                decline_code: inquiry.code,
-                amount: Some(checked_amount(&inquiry.claims)),
-            }),
-            ResponseClass::AuthenticationRequired => Ok(PspLookup::Declined {
-                provider_payment_id,
-                decline_code: AUTHENTICATION_REQUIRED_CODE.to_owned(),
-                amount: Some(checked_amount(&inquiry.claims)),
-            }),
-            ResponseClass::Canceled => Ok(PspLookup::Canceled {
-                provider_payment_id,
-                reason: None,
-            }),
-            ResponseClass::Pending => Ok(PspLookup::Pending {
-                provider_payment_id,
-            }),
-            ResponseClass::NotFound => Ok(PspLookup::NotFound),
-            ResponseClass::Unknown => {
-                // An operator's: the payment stays as it is until someone reads the code.
-                tracing::error!(payment_id, resp_code = %inquiry.code, alarm = "psp-answer-untrusted",
-                    "the 2C2P inquiry answered a code payonce does not classify");
-                Err(PspError {
-                    reason: format!(
-                        "the 2C2P inquiry answered an unclassified {:?}",
-                        inquiry.code
-                    ),
-                })
-            }
-        }
+        Ok(self.look(payment_id).await?.0)
     }
 
     /// The proof that an invoice was never used: the attempt's own Payment Token request,

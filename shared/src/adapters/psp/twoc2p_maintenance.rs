@@ -140,7 +140,7 @@ impl MaintenanceKeys {
     }
 
     /// `xml` sealed for 2C2P: encrypted to its key, then signed with ours.
-    fn seal(&self, xml: &str) -> Result<String, String> {
+    pub(super) fn seal(&self, xml: &str) -> Result<String, String> {
         let header = b64::encode(JWE_HEADER.as_bytes(), Alphabet::UrlSafeNoPad);
         let mut cek = [0u8; CEK_LEN];
         let mut iv = [0u8; aead::NONCE_LEN];
@@ -193,7 +193,7 @@ impl MaintenanceKeys {
 
     /// The XML of an answer `token`: its PS256 signature verified with 2C2P's key before
     /// anything else, then decrypted with ours. Every deviation is an error.
-    fn open(&self, token: &str) -> Result<String, String> {
+    pub(super) fn open(&self, token: &str) -> Result<String, String> {
         let parts: Vec<&str> = token.trim().split('.').collect();
         let [header, payload, signature] = parts[..] else {
             return Err(format!("{} segments, not a JWS", parts.len()));
@@ -309,6 +309,8 @@ pub enum ProcessType {
     RefundStatus,
     /// `V`: a void before settlement.
     Void,
+    /// `S`: the settlement (capture) of an authorization, on an account that settles manually.
+    Settle,
 }
 
 impl ProcessType {
@@ -319,6 +321,7 @@ impl ProcessType {
             Self::Refund => "R",
             Self::RefundStatus => "RS",
             Self::Void => "V",
+            Self::Settle => "S",
         }
     }
 }

@@ -58,6 +58,8 @@ pub struct TwoC2pNotifications {
     provider: String,
     merchant_id: String,
     secret_key: Vec<u8>,
+    /// The account settles manually: an approval is an authorization payonce settles.
+    settles_manually: bool,
 }
 
 impl std::fmt::Debug for TwoC2pNotifications {
@@ -87,7 +89,15 @@ impl TwoC2pNotifications {
             provider: TWOC2P_PROVIDER.to_owned(),
             merchant_id,
             secret_key: secret_key.into_bytes(),
+            settles_manually: false,
         })
+    }
+
+    /// For an account that settles manually (`settles_manually`): an approval then holds the
+    /// money until payonce settles it, and reads as an authorization, never a success.
+    pub fn settling_manually(mut self, settles_manually: bool) -> Self {
+        self.settles_manually = settles_manually;
+        self
     }
 
     /// The same scheme under another provider name (e.g. a fake PSP speaking 2C2P's format).
@@ -331,6 +341,17 @@ impl TwoC2pNotifications {
         event.amount = Some(checked_amount(&claims));
         let code = resp_code.unwrap_or_default();
         event.settlement = match classify(&code) {
+            ResponseClass::Approved if self.settles_manually => {
+                let amount = event
+                    .amount
+                    .as_ref()
+                    .map_or(UNREADABLE_AMOUNT_MINOR, |a| a.minor);
+                provider_id.map(|provider_payment_id| Settlement::Authorized {
+                    provider_payment_id,
+                    amount_capturable: amount,
+                    capture_before_ms: None,
+                })
+            }
             ResponseClass::Approved => {
                 provider_id.map(|provider_payment_id| Settlement::Succeeded {
                     provider_payment_id,
