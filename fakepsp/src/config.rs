@@ -47,8 +47,16 @@ pub struct FakePspConfig {
     pub twoc2p_maintenance_keys: Option<TwoC2pMaintenanceKeys>,
     /// 2C2P face only: how long after it succeeded a charge settles (maintenance status `A`,
     /// voidable, → `S`, refundable); zero (the default) settles at once, so the sandbox can
-    /// refund straight away.
+    /// refund straight away. On a manual-settlement account, counted from the settle (`S`).
     pub twoc2p_settle_after: Duration,
+    /// 2C2P face only: the merchant account's "manual settlement" setting (off by default).
+    /// On, every approved payment is only an authorization (`_fake/charges` outcome
+    /// `authorized`) until the Payment Maintenance API settles the whole of it (`processType`
+    /// `S`) or voids it (`V`); one never settled lapses after
+    /// [`authorization_expires_after`](Self::authorization_expires_after). The PGW face's
+    /// answers and notifications read as for any approved payment (`0000`). Off, `S` answers
+    /// `32` "settlement is not required". `--twoc2p-manual-settlement` on the command line.
+    pub twoc2p_manual_settlement: bool,
     /// How long a `pm_fake_slow` charge holds its answer back.
     pub slow_delay: Duration,
     /// How long a `pm_fake_processing` PaymentIntent stays `processing` before it succeeds.
@@ -113,6 +121,7 @@ impl Default for FakePspConfig {
             twoc2p_merchant_id: model.twoc2p_merchant_id,
             twoc2p_maintenance_keys: None,
             twoc2p_settle_after: model.twoc2p_settle_after,
+            twoc2p_manual_settlement: model.twoc2p_manual_settlement,
             webhooks: WebhookKnobs::default(),
             paypal_client_id: model.paypal_client_id,
             paypal_token_lifetime: model.paypal_token_lifetime,

@@ -87,9 +87,14 @@
 //! 2.0"): `POST /2C2PFrontend/PaymentAction/2.0/action`, a `text/plain` body that is a compact
 //! JWS (PS256, signed with the merchant's key) of a JWE (RSA-OAEP + A256GCM, to 2C2P's key) of a
 //! `<PaymentProcessRequest>` XML (`processType` `I` inquiry, `RS` refund status, `R` refund of a
-//! settled payment, `V` void of an unsettled one), answered in the reverse envelope; an
-//! envelope that does not verify or decrypt is 401 with a plain-text body. A payment settles
-//! [`FakePspConfig::twoc2p_settle_after`] after it succeeded (at once by default). The keys are
+//! settled payment, `V` void of an unsettled one, `S` settle of an authorization), answered in
+//! the reverse envelope; an envelope that does not verify or decrypt is 401 with a plain-text
+//! body. A payment settles [`FakePspConfig::twoc2p_settle_after`] after it succeeded (at once by
+//! default). With [`FakePspConfig::twoc2p_manual_settlement`] (a manual-settlement merchant
+//! account; off by default, `S` then answers `32`), every approved payment is only an
+//! authorization (`_fake/charges` outcome `authorized`; the PGW face still reads `0000`) until
+//! `S` captures the whole of it (`00`; a part is `33`, a second `S` `39`) or `V` releases it;
+//! unsettled, it lapses after [`FakePspConfig::authorization_expires_after`]. The keys are
 //! [`FakePspConfig::twoc2p_maintenance_keys`] or made at start; `GET /_fake/2c2p/keys` (no auth,
 //! not counted) serves the merchant's side ([`RunningFakePsp::twoc2p_keys`]) and `GET
 //! /_fake/2c2p/actions` every maintenance call ([`TwoC2pAction`]). The rules and their sources

@@ -1,17 +1,19 @@
 //! `payonce-fake-psp [--provider stripe|omise|2c2p|square|paypal] [--addr A] [--api-key K]
-//! [--webhook-url URL] [--webhook-secret S] [--merchant-id M] [--client-id ID]
-//! [--paypal-signing-key PATH] [--paypal-webhook-id ID]`: runs the fake PSP with the given face
-//! (Stripe by default) until Ctrl-C, announcing its base URL as the only line on stdout.
-//! Without `--webhook-secret`, an Omise face signs with `DEFAULT_OMISE_WEBHOOK_SECRET` and a
-//! Square face with the signature key `DEFAULT_SQUARE_SIGNATURE_KEY` (`--webhook-secret` is the
-//! Square subscription's signature key; deliveries are signed over `--webhook-url`). A 2C2P face's
-//! secret key is `--api-key` (default `DEFAULT_TWOC2P_SECRET_KEY`), its merchant `--merchant-id`
-//! (default `DEFAULT_TWOC2P_MERCHANT_ID`). A PayPal face's OAuth client is `--client-id` (default
-//! `DEFAULT_PAYPAL_CLIENT_ID`) with `--api-key` as its secret (default `DEFAULT_API_KEY`); it
-//! signs webhooks SHA256withRSA with the PEM private key at `--paypal-signing-key` (default: a key
-//! generated at start) for the webhook id `--paypal-webhook-id` (default
-//! `DEFAULT_PAYPAL_WEBHOOK_ID`), and serves the key's certificate at `/_fake/paypal/cert.pem`.
-//! `--help` lists the flags.
+//! [--webhook-url URL] [--webhook-secret S] [--merchant-id M] [--twoc2p-manual-settlement]
+//! [--client-id ID] [--paypal-signing-key PATH] [--paypal-webhook-id ID]`: runs the fake PSP
+//! with the given face (Stripe by default) until Ctrl-C, announcing its base URL as the only line
+//! on stdout. Without `--webhook-secret`, an Omise face signs with `DEFAULT_OMISE_WEBHOOK_SECRET`
+//! and a Square face with the signature key `DEFAULT_SQUARE_SIGNATURE_KEY` (`--webhook-secret` is
+//! the Square subscription's signature key; deliveries are signed over `--webhook-url`). A 2C2P
+//! face's secret key is `--api-key` (default `DEFAULT_TWOC2P_SECRET_KEY`), its merchant
+//! `--merchant-id` (default `DEFAULT_TWOC2P_MERCHANT_ID`); `--twoc2p-manual-settlement` makes
+//! that merchant account a manual-settlement one (`FakePspConfig::twoc2p_manual_settlement`:
+//! approved payments are authorizations until the Payment Maintenance API settles them). A PayPal
+//! face's OAuth client is `--client-id` (default `DEFAULT_PAYPAL_CLIENT_ID`) with `--api-key` as
+//! its secret (default `DEFAULT_API_KEY`); it signs webhooks SHA256withRSA with the PEM private
+//! key at `--paypal-signing-key` (default: a key generated at start) for the webhook id
+//! `--paypal-webhook-id` (default `DEFAULT_PAYPAL_WEBHOOK_ID`), and serves the key's certificate
+//! at `/_fake/paypal/cert.pem`. `--help` lists the flags.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -38,6 +40,9 @@ struct Cli {
     /// 2C2P's merchant id.
     #[arg(long, value_name = "ID", default_value = DEFAULT_TWOC2P_MERCHANT_ID)]
     merchant_id: String,
+    /// 2C2P: a manual-settlement merchant account (approved payments are authorizations until the maintenance API settles them).
+    #[arg(long)]
+    twoc2p_manual_settlement: bool,
     /// Where to send webhooks (default: nowhere).
     #[arg(long, value_name = "URL")]
     webhook_url: Option<String>,
@@ -107,6 +112,7 @@ impl Cli {
             provider,
             webhook_url: self.webhook_url,
             twoc2p_merchant_id: self.merchant_id,
+            twoc2p_manual_settlement: self.twoc2p_manual_settlement,
             paypal_client_id: self.client_id,
             paypal_signing_key_pem,
             paypal_webhook_id: self.paypal_webhook_id,
@@ -184,6 +190,7 @@ mod tests {
         assert_eq!(twoc2p.provider, Provider::TwoC2p);
         assert_eq!(twoc2p.api_key, DEFAULT_TWOC2P_SECRET_KEY);
         assert_eq!(twoc2p.twoc2p_merchant_id, DEFAULT_TWOC2P_MERCHANT_ID);
+        assert!(!twoc2p.twoc2p_manual_settlement);
         let square = config(&["--provider", "square"]);
         assert_eq!(square.provider, Provider::Square);
         assert_eq!(square.webhook_secret, DEFAULT_SQUARE_SIGNATURE_KEY);
@@ -281,6 +288,7 @@ mod tests {
             "http://127.0.0.1:9/hook",
             "--webhook-secret",
             "s",
+            "--twoc2p-manual-settlement",
         ]);
         assert_eq!(
             (
@@ -290,6 +298,7 @@ mod tests {
             ),
             ("k", "M1", "s")
         );
+        assert!(c.twoc2p_manual_settlement);
         assert_eq!(c.webhook_url.as_deref(), Some("http://127.0.0.1:9/hook"));
     }
 

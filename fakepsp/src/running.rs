@@ -42,6 +42,8 @@ impl FakePsp {
     /// private key, or a 2C2P face whose maintenance keys are not usable RSA keys. Must be
     /// called within a Tokio runtime.
     pub async fn start(config: FakePspConfig, addr: SocketAddr) -> std::io::Result<RunningFakePsp> {
+        let twoc2p_manual_settlement =
+            config.provider == Provider::TwoC2p && config.twoc2p_manual_settlement;
         let invalid =
             |reason: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, reason);
         // The PayPal face signs with an RSA key, whose certificate names this very listener;
@@ -95,6 +97,7 @@ impl FakePsp {
             twoc2p_merchant_id: config.twoc2p_merchant_id,
             twoc2p_maintenance_keys,
             twoc2p_settle_after: config.twoc2p_settle_after,
+            twoc2p_manual_settlement: config.twoc2p_manual_settlement,
             api_key: config.api_key,
             search_lag_max: config.search_lag_max,
             processing_for: config.processing_for,
@@ -145,6 +148,7 @@ impl FakePsp {
 
         Ok(RunningFakePsp {
             local_addr,
+            twoc2p_manual_settlement,
             app,
             stop,
             server_task: Some(server_task),
@@ -185,6 +189,8 @@ async fn run_ticker(model: Arc<FakeModel>, webhooks: Arc<Webhooks>, wake: Arc<No
 #[derive(Debug)]
 pub struct RunningFakePsp {
     local_addr: SocketAddr,
+    /// The 2C2P face's account settles manually.
+    twoc2p_manual_settlement: bool,
     app: App,
     stop: watch::Sender<bool>,
     server_task: Option<JoinHandle<()>>,
@@ -224,6 +230,12 @@ impl RunningFakePsp {
     /// on the other faces.
     pub fn twoc2p_keys(&self) -> Option<TwoC2pMerchantKeys> {
         self.app.model.twoc2p_keys()
+    }
+
+    /// 2C2P face only: whether its merchant account settles manually
+    /// ([`FakePspConfig::twoc2p_manual_settlement`]); `false` on the other faces.
+    pub fn twoc2p_manual_settlement(&self) -> bool {
+        self.twoc2p_manual_settlement
     }
 
     /// 2C2P face only: every Payment Maintenance API call so far, in order, as

@@ -50,6 +50,10 @@ pub struct PspSecrets {
     /// PayPal's webhook signing key, an RSA private key in PEM (unused by the other PSPs);
     /// `None`: the fake PSP generates one when it starts.
     pub signing_key_pem: Option<String>,
+    /// 2C2P only: whether the merchant account settles manually (the fake's account and
+    /// payonce's adapter and notifications alike), as a deployment with
+    /// `TwoC2pSettlement=manual`: approvals are authorizations payonce settles.
+    pub twoc2p_manual_settlement: bool,
 }
 
 impl std::fmt::Debug for PspSecrets {
@@ -214,6 +218,7 @@ impl SandboxPsp {
             secret: self.default_webhook_secret().to_owned(),
             merchant_id: self.default_merchant_id().to_owned(),
             signing_key_pem: None,
+            twoc2p_manual_settlement: false,
         }
     }
 
@@ -240,6 +245,7 @@ impl SandboxPsp {
             Self::TwoC2p => FakePspConfig {
                 api_key: secrets.secret.clone(),
                 twoc2p_merchant_id: secrets.merchant_id.clone(),
+                twoc2p_manual_settlement: secrets.twoc2p_manual_settlement,
                 webhook_url,
                 webhook_secret,
                 ..FakePspConfig::twoc2p()
@@ -294,6 +300,7 @@ impl SandboxPsp {
                 config.provider_name = self.provider().into();
                 if let Some(maintenance) = maintenance {
                     config = config.with_maintenance(maintenance.clone());
+                    config.manual_settlement = secrets.twoc2p_manual_settlement;
                 }
                 ConfiguredPsp::TwoC2p(TwoC2pPsp::new(config)?)
             }
@@ -363,7 +370,8 @@ impl SandboxPsp {
                             self.merchant_id_var().unwrap_or_default()
                         )
                     })?
-                    .with_provider(self.provider()),
+                    .with_provider(self.provider())
+                    .settling_manually(secrets.twoc2p_manual_settlement),
             ),
             Self::Square => Providers::new().with(
                 SquareWebhooks::new(webhook_secret, &self.webhook_url(api_url))
@@ -423,6 +431,7 @@ mod tests {
             secret: secret.into(),
             merchant_id: String::new(),
             signing_key_pem: None,
+            twoc2p_manual_settlement: false,
         }
     }
 
@@ -593,6 +602,7 @@ mod tests {
             secret: "WHSANDBOXTEST0001".into(),
             merchant_id: String::new(),
             signing_key_pem: Some("<pem>".into()),
+            twoc2p_manual_settlement: false,
         };
         let config = SandboxPsp::PayPal.fake_config("http://127.0.0.1:3000", &secrets);
         assert_eq!(config.provider, payonce_fake_psp::Provider::PayPal);
@@ -638,6 +648,7 @@ mod tests {
             secret: "merchant-secret-key".into(),
             merchant_id: "MERCHANT42".into(),
             signing_key_pem: None,
+            twoc2p_manual_settlement: false,
         };
         let config = SandboxPsp::TwoC2p.fake_config("http://127.0.0.1:3000", &secrets);
         assert_eq!(config.provider, payonce_fake_psp::Provider::TwoC2p);

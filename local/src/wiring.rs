@@ -65,6 +65,11 @@ pub struct Options {
     /// `PAYONCE_LOCAL_2C2P_REFUNDS=disabled`: refunds are answered 409 `refund-not-supported`
     /// and late duplicates marked `refund_required`.
     pub twoc2p_refunds: bool,
+    /// 2C2P only: the fake's merchant account settles manually, and payonce with it, as a
+    /// deployment with `TwoC2pSettlement=manual`: `capture: "manual"` works, and automatic
+    /// payments are settled by payonce (`--2c2p-manual-settlement` or
+    /// `PAYONCE_LOCAL_2C2P_SETTLEMENT=manual`; needs the refunds' maintenance keys).
+    pub twoc2p_manual_settlement: bool,
 }
 
 /// The server's command-line flags, before the environment fills in what they leave out.
@@ -107,6 +112,9 @@ pub struct Flags {
     /// 2C2P: run without its Payment Maintenance API, as a deployment with TwoC2pRefunds=disabled (refunds answered 409 refund-not-supported, late duplicates marked refund_required; default: PAYONCE_LOCAL_2C2P_REFUNDS, else enabled).
     #[arg(long = "no-2c2p-refunds")]
     no_twoc2p_refunds: bool,
+    /// 2C2P: the fake's account settles manually, as a deployment with TwoC2pSettlement=manual (capture "manual" works; automatic payments are settled by payonce; default: PAYONCE_LOCAL_2C2P_SETTLEMENT, else automatic).
+    #[arg(long = "2c2p-manual-settlement")]
+    twoc2p_manual_settlement: bool,
 }
 
 impl Options {
@@ -144,6 +152,23 @@ impl Options {
                 .into())
             }
         } && !flags.no_twoc2p_refunds;
+        let twoc2p_manual_settlement = flags.twoc2p_manual_settlement
+            || match env(TWOC2P_SETTLEMENT_VAR).as_deref().map(str::trim) {
+                None | Some("automatic") => false,
+                Some("manual") => true,
+                Some(other) => {
+                    return Err(format!(
+                        "{TWOC2P_SETTLEMENT_VAR}={other:?} is neither `automatic` nor `manual`"
+                    )
+                    .into())
+                }
+            };
+        if twoc2p_manual_settlement && !twoc2p_refunds {
+            return Err(
+                "a 2C2P account that settles manually needs the maintenance keys: drop --no-2c2p-refunds"
+                    .into(),
+            );
+        }
         Ok(Self {
             host: flags.host,
             port: flags.port,
@@ -156,6 +181,7 @@ impl Options {
             allowed_origins,
             count_dynamodb: flags.count_dynamodb,
             twoc2p_refunds,
+            twoc2p_manual_settlement,
         })
     }
 
@@ -172,6 +198,10 @@ impl Options {
 /// The environment variable that turns the sandbox's 2C2P refunds off (`disabled`) or on
 /// (`enabled`, the default), as `TWOC2P_REFUNDS` does for a deployment.
 pub const TWOC2P_REFUNDS_VAR: &str = "PAYONCE_LOCAL_2C2P_REFUNDS";
+
+/// The environment variable that makes the sandbox's 2C2P account settle manually (`manual`)
+/// or not (`automatic`, the default), as `TWOC2P_SETTLEMENT` does for a deployment.
+pub const TWOC2P_SETTLEMENT_VAR: &str = "PAYONCE_LOCAL_2C2P_SETTLEMENT";
 
 /// Readable logs on stderr: one access line per request, warnings from the rest.
 pub fn init_logs() {
@@ -246,6 +276,7 @@ pub async fn run(
         secret: webhook_secret.unwrap_or(defaults.secret),
         merchant_id: merchant_id.unwrap_or(defaults.merchant_id),
         signing_key_pem,
+        twoc2p_manual_settlement: kind == SandboxPsp::TwoC2p && options.twoc2p_manual_settlement,
     };
     // Checked before the fake PSP starts: an unusable secret names its variable.
     kind.check_secrets(&secrets, &api_url)?;
@@ -527,7 +558,11 @@ fn banner(context: &Context) {
         ),
         Some(var) => format!("{secret}; merchant {var}, set"),
     };
-    let refunds = refunds_line(kind, context.maintenance.as_ref());
+    let refunds = refunds_line(
+        kind,
+        context.maintenance.as_ref(),
+        context.options.twoc2p_manual_settlement,
+    );
     println!(
         "payonce sandbox ready in {} ms\n\
          \n  API          {api}\n  checkout     {api}/\n  PSP          {psp_name}  (the fake PSP speaks {wire}; --psp {names} or PAYONCE_LOCAL_PSP)\n{refunds}  fake PSP     {psp}  (its charges: {psp}/_fake/charges)\n  webhooks     {api}/webhooks/{provider}  (signed with {secret})\n  store        {store}\n  queue        {queue}\n  JWT secret   PAYONCE_LOCAL_JWT_SECRET (HS256)\n  token        {token}  (user demo-user, 24 h; more: payonce-local token <user> [--scope payments:refund])\n\
@@ -551,11 +586,17 @@ fn banner(context: &Context) {
 fn refunds_line(
     kind: SandboxPsp,
     maintenance: Option<&payonce::adapters::psp::twoc2p::MaintenanceConfig>,
+    manual_settlement: bool,
 ) -> String {
     if kind != SandboxPsp::TwoC2p {
         return String::new();
     }
-    match maintenance {
+    let settlement = if manual_settlement {
+        "  settlement   manual: capture \"manual\" is authorized, then settled (S) or voided (V) by staff; automatic payments are settled by payonce at once  (as TwoC2pSettlement=manual)\n".to_owned()
+    } else {
+        format!("  settlement   automatic: capture \"manual\" is answered 409 capture-not-supported  (manual: --2c2p-manual-settlement or {TWOC2P_SETTLEMENT_VAR}=manual)\n")
+    };
+    let refunds = match maintenance {
         Some(maintenance) => format!(
             "  refunds      on: 2C2P's Payment Maintenance API at {}  (with the fake's test keys, made at start, as TwoC2pRefunds=enabled; off: --no-2c2p-refunds or {TWOC2P_REFUNDS_VAR}=disabled)\n",
             maintenance.action_url
@@ -563,7 +604,8 @@ fn refunds_line(
         None => format!(
             "  refunds      off: answered 409 refund-not-supported, late duplicates marked refund_required  (as TwoC2pRefunds=disabled: --no-2c2p-refunds or {TWOC2P_REFUNDS_VAR}=disabled)\n"
         ),
-    }
+    };
+    refunds + &settlement
 }
 
 /// The sandbox's own origin, as a browser may spell it: on loopback, `127.0.0.1` and
@@ -751,7 +793,10 @@ mod tests {
             merchant_private_key: vec![],
             twoc2p_public_key: vec![],
         };
-        let on = refunds_line(SandboxPsp::TwoC2p, Some(&maintenance));
+        let on = refunds_line(SandboxPsp::TwoC2p, Some(&maintenance), false);
+        assert!(on.contains("settlement   automatic"), "{on}");
+        let manual = refunds_line(SandboxPsp::TwoC2p, Some(&maintenance), true);
+        assert!(manual.contains("settlement   manual"), "{manual}");
         assert!(
             on.trim_start().starts_with("refunds      on")
                 && on.contains(&maintenance.action_url)
@@ -759,15 +804,18 @@ mod tests {
                 && on.ends_with('\n'),
             "{on}"
         );
-        let off = refunds_line(SandboxPsp::TwoC2p, None);
+        let off = refunds_line(SandboxPsp::TwoC2p, None, false);
         assert!(
             off.trim_start().starts_with("refunds      off")
                 && off.contains("refund-not-supported")
                 && off.contains("refund_required"),
             "{off}"
         );
-        assert_eq!(refunds_line(SandboxPsp::Stripe, Some(&maintenance)), "");
-        assert_eq!(refunds_line(SandboxPsp::PayPal, None), "");
+        assert_eq!(
+            refunds_line(SandboxPsp::Stripe, Some(&maintenance), false),
+            ""
+        );
+        assert_eq!(refunds_line(SandboxPsp::PayPal, None, false), "");
     }
 
     #[test]

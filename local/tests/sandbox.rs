@@ -123,6 +123,8 @@ struct Sandbox {
     kind: Psp,
     /// Whether the sandbox refunds on its PSP (all but 2C2P run without its refunds).
     refunds: bool,
+    /// 2C2P: whether its account settles manually (`--2c2p-manual-settlement`).
+    manual_settlement: bool,
     api: String,
     psp: String,
     http: reqwest::Client,
@@ -260,6 +262,27 @@ impl Sandbox {
             (Psp::TwoC2p, None) => panic!("the 2C2P banner says whether it refunds: {banner:?}"),
             (_, line) => assert!(line.is_none(), "{line:?}"),
         }
+        // 2C2P: whether its account settles manually, so that capture "manual" works.
+        let manual_settlement = kind == Psp::TwoC2p
+            && (extra.contains(&"--2c2p-manual-settlement")
+                || env
+                    .iter()
+                    .any(|(k, v)| *k == "PAYONCE_LOCAL_2C2P_SETTLEMENT" && v == "manual"));
+        let settlement_line = banner
+            .iter()
+            .find(|l| l.trim_start().starts_with("settlement "));
+        match (kind, settlement_line) {
+            (Psp::TwoC2p, Some(line)) => assert!(
+                line.contains(if manual_settlement {
+                    "manual:"
+                } else {
+                    "automatic:"
+                }),
+                "{line}"
+            ),
+            (Psp::TwoC2p, None) => panic!("the 2C2P banner says how it settles: {banner:?}"),
+            (_, line) => assert!(line.is_none(), "{line:?}"),
+        }
         if let Some((merchant_var, merchant_id)) = kind.merchant_env() {
             assert!(
                 webhooks.contains(merchant_var) && webhooks.contains("set"),
@@ -274,6 +297,7 @@ impl Sandbox {
             child,
             kind,
             refunds,
+            manual_settlement,
             api: field("API"),
             psp: field("fake PSP"),
             http: reqwest::Client::new(),
@@ -356,6 +380,8 @@ impl Sandbox {
             .unwrap();
         actions
             .iter()
+            // A settle is a capture (an account that settles manually), not a refund's call.
+            .filter(|a| a["processType"] != "S")
             .map(|a| {
                 let text = |name: &str| a[name].as_str().unwrap_or_default().to_owned();
                 assert_eq!(a["httpStatus"], 200, "{a}");
@@ -1075,8 +1101,9 @@ async fn operate(
 /// another attempt), a capture by staff (201, replayed, then 409 `payment-not-capturable`, and
 /// 409 `capture-exceeds-authorized` past the authorization), a cancel (200, the order free;
 /// then 409 `payment-not-cancelable`), each under the key derived from the payment. On 2C2P,
-/// 409 `capture-not-supported` and nothing sent. Omise and Square capture whole: a partial
-/// capture is refused before anything is sent. Square's complete and cancel take no key: the
+/// 409 `capture-not-supported` and nothing sent, unless its account settles manually: then as
+/// the others, through a settle and a void, with no `capture_before` (2C2P states none). Omise,
+/// Square and 2C2P capture whole: a partial capture is refused before anything is sent. Square's complete and cancel take no key: the
 /// fake records them under none.
 async fn capture_later(sandbox: &Sandbox, token: &str) {
     let staff = sandbox.token_with("staff", &["--scope", "payments:capture"]);
@@ -1091,7 +1118,7 @@ async fn capture_later(sandbox: &Sandbox, token: &str) {
             manual(&order, "pm_card_visa"),
         )
         .await;
-    if sandbox.kind == Psp::TwoC2p {
+    if sandbox.kind == Psp::TwoC2p && !sandbox.manual_settlement {
         assert_eq!(
             (status, authorized["type"].as_str()),
             (409, Some("/problems/capture-not-supported")),
@@ -1110,7 +1137,11 @@ async fn capture_later(sandbox: &Sandbox, token: &str) {
         (201, Some("authorized"), Some(3000)),
         "{authorized}"
     );
-    assert!(authorized["capture_before"].as_i64().unwrap() > 0);
+    if sandbox.kind == Psp::TwoC2p {
+        assert!(authorized["capture_before"].is_null(), "{authorized}");
+    } else {
+        assert!(authorized["capture_before"].as_i64().unwrap() > 0);
+    }
     let payment_id = authorized["payment_id"].as_str().unwrap().to_owned();
     assert_eq!(payment_state(sandbox, token, &order).await, "authorized");
     let (status, held, _) = sandbox
@@ -1141,7 +1172,7 @@ async fn capture_later(sandbox: &Sandbox, token: &str) {
         (409, Some("/problems/capture-exceeds-authorized")),
         "{exceeds}"
     );
-    if matches!(sandbox.kind, Psp::Omise | Psp::Square) {
+    if matches!(sandbox.kind, Psp::Omise | Psp::Square | Psp::TwoC2p) {
         // Part of it, where the PSP captures only the whole authorization: 400 invalid-request
         // naming what may be captured (the API document lists it under 400; docs/deploy.md's
         // Square part says 409), nothing sent.
@@ -1925,6 +1956,17 @@ async fn the_2c2p_sandbox_without_refunds_answers_409() {
         refund_gate(&sandbox, &token, paid["payment_id"].as_str().unwrap()).await;
         sandbox.stop();
     }
+}
+
+/// 2C2P as a deployment with `TwoC2pSettlement=manual`, on an account the fake settles manually
+/// too: the whole walkthrough (its automatic payments settled by payonce at once), and capture
+/// later through a settle and a void.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walkthrough_on_a_2c2p_account_that_settles_manually() {
+    let sandbox = Sandbox::start(Psp::TwoC2p, &["--2c2p-manual-settlement"], &[]);
+    assert!(sandbox.manual_settlement && sandbox.refunds);
+    walkthrough(&sandbox).await;
+    sandbox.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

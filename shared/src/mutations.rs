@@ -52,12 +52,15 @@ pub enum Mutation {
     /// A 2C2P refund is sent again without reading the refund status first (2C2P keys no refund
     /// by an id of ours, so a re-send after a lost answer is a second refund).
     TwoC2pRefundResentBlind,
+    /// A 2C2P settle answered "already settled" (`39`) is a refusal, not the capture it is: a
+    /// settle sent again after a lost answer never books the money 2C2P took.
+    TwoC2pSettledIsRefused,
 }
 
 #[cfg(feature = "faults")]
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 16] = [
+    pub const ALL: [Mutation; 17] = [
         Self::ReleaseOnAnyNotSent,
         Self::FenceWithConfirmOnlyParameter,
         Self::RefusalIsUnknown,
@@ -74,6 +77,7 @@ impl Mutation {
         Self::TwoC2pNamesByTranRef,
         Self::CompleteBeforeStored,
         Self::TwoC2pRefundResentBlind,
+        Self::TwoC2pSettledIsRefused,
     ];
 
     /// The name used on the command line.
@@ -95,6 +99,7 @@ impl Mutation {
             Self::TwoC2pNamesByTranRef => "2c2p-names-by-tran-ref",
             Self::CompleteBeforeStored => "complete-before-stored",
             Self::TwoC2pRefundResentBlind => "2c2p-refund-resent-blind",
+            Self::TwoC2pSettledIsRefused => "2c2p-settled-is-refused",
         }
     }
 

@@ -13,6 +13,7 @@ use payonce::domain::{
     CaptureMethod, Currency, LineItem, OperationKind, PaymentStatus, RefundStatus,
 };
 use payonce::idempotency::IdempotencyKey;
+use payonce::ports::Psp as _;
 use payonce::service::{Created, PayRequest};
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +45,7 @@ pub(crate) const CHECKOUT_ORIGIN: &str = "https://shop.example";
 /// How a shopper checks out: at once, with a card that asks for 3-D Secure (with or without a
 /// page to come back to; every PSP), approving at PayPal (PayPal), or authorized now for staff
 /// to capture later (the PSPs that hold an authorization).
-fn pick_flow(world: &World, psp: PspKind, request: &mut PayRequest) {
+fn pick_flow(world: &World, psp: PspKind, captures_later: bool, request: &mut PayRequest) {
     if !world.checkout_flows() {
         return;
     }
@@ -59,7 +60,7 @@ fn pick_flow(world: &World, psp: PspKind, request: &mut PayRequest) {
         // The buyer approves at PayPal, then payonce captures the approved order.
         request.payment_method = "paypal".to_owned();
         request.return_url = Some(format!("{CHECKOUT_ORIGIN}/checkout/return"));
-    } else if draw < 22 && psp.captures_later() {
+    } else if draw < 22 && captures_later {
         request.capture = CaptureMethod::Manual;
     }
 }
@@ -132,7 +133,12 @@ pub(crate) async fn shopper(system: Arc<System>, index: u32) {
         return_url: None,
         capture: CaptureMethod::Automatic,
     };
-    pick_flow(&world, system.psp, &mut request);
+    pick_flow(
+        &world,
+        system.psp,
+        system.charge.psp().captures_later(),
+        &mut request,
+    );
     let mut key = new_key();
     let mut earlier: Vec<(String, PayRequest)> = Vec::new();
     for _ in 0..14 {

@@ -134,11 +134,12 @@ const TWOC2P_ACTION_PATH: &str = "/2C2PFrontend/PaymentAction/2.0/action";
 
 /// The adapter for `psp` over `transport`, configured as a deployment configures it; on 2C2P
 /// with the Payment Maintenance API when `twoc2p_refunds` (the keys of
-/// [`twoc2p_maintenance_keys`]).
+/// [`twoc2p_maintenance_keys`]), for an account that settles manually when `twoc2p_manual`.
 pub fn adapter(
     psp: PspKind,
     transport: SimTransport,
     twoc2p_refunds: bool,
+    twoc2p_manual: bool,
 ) -> ConfiguredPsp<SimTransport> {
     if psp == PspKind::TwoC2p && twoc2p_refunds {
         let merchant = twoc2p_maintenance_keys().1.clone();
@@ -149,17 +150,20 @@ pub fn adapter(
             merchant,
             REQUEST_TIMEOUT,
         );
-        return ConfiguredPsp::TwoC2p(
-            TwoC2pPsp::with_transport(
-                transport,
-                psp.name(),
-                TWOC2P_MERCHANT_ID,
-                API_KEY,
-                REQUEST_TIMEOUT,
-            )
-            .expect("a merchant id and a secret key")
-            .with_maintenance(maintenance),
-        );
+        let twoc2p = TwoC2pPsp::with_transport(
+            transport,
+            psp.name(),
+            TWOC2P_MERCHANT_ID,
+            API_KEY,
+            REQUEST_TIMEOUT,
+        )
+        .expect("a merchant id and a secret key")
+        .with_maintenance(maintenance);
+        return ConfiguredPsp::TwoC2p(if twoc2p_manual {
+            twoc2p.settling_manually()
+        } else {
+            twoc2p
+        });
     }
     match psp {
         PspKind::Stripe => ConfiguredPsp::Stripe(StripePsp::with_transport(
@@ -238,7 +242,7 @@ fn secrets(psp: PspKind) -> PspSecrets {
 /// PayPal's fetches its certificate from PayPal's host in a deployment; here the simulated
 /// PayPal's own certificate stands at that host (the allow-list and every check are the same,
 /// but for the test certificate's name).
-pub fn receiver_providers(psp: PspKind) -> Providers {
+pub fn receiver_providers(psp: PspKind, twoc2p_manual: bool) -> Providers {
     if psp == PspKind::PayPal {
         let scheme = PayPalWebhooks::with_origins(
             PAYPAL_WEBHOOK_ID,
@@ -249,13 +253,28 @@ pub fn receiver_providers(psp: PspKind) -> Providers {
         .expect("the simulation's PayPal webhook id");
         return Providers::new().with(scheme);
     }
+    if psp == PspKind::TwoC2p && twoc2p_manual {
+        return Providers::new().with(settling_notifications());
+    }
     webhook_providers_for(psp, &secrets(psp)).expect("the simulation's PSP secret is well formed")
 }
 
 /// The webhook processor's providers: `psp`'s scheme for reading what the receiver verified.
-pub fn processor_providers(psp: PspKind) -> Providers {
+pub fn processor_providers(psp: PspKind, twoc2p_manual: bool) -> Providers {
+    if psp == PspKind::TwoC2p && twoc2p_manual {
+        return Providers::new().with(settling_notifications());
+    }
     webhook_parsers_for(psp, Some(&secrets(psp)))
         .expect("the simulation's PSP secret is well formed")
+}
+
+/// 2C2P's notifications for an account that settles manually (`TWOC2P_SETTLEMENT=manual`,
+/// which a deployment's every function reads): an approval is an authorization.
+fn settling_notifications() -> payonce::adapters::psp::twoc2p_webhook::TwoC2pNotifications {
+    payonce::adapters::psp::twoc2p_webhook::TwoC2pNotifications::new(TWOC2P_MERCHANT_ID, API_KEY)
+        .expect("a merchant id and a secret key")
+        .with_provider(PspKind::TwoC2p.name())
+        .settling_manually(true)
 }
 
 /// The headers the PSP sends with one delivery of `body` at `now_s`, signed its way: Stripe's
@@ -358,8 +377,8 @@ mod tests {
     #[test]
     fn every_psp_builds_its_schemes_and_shoppers_pay_above_its_minimum() {
         for psp in PspKind::ALL {
-            let _ = receiver_providers(psp);
-            let _ = processor_providers(psp);
+            let _ = receiver_providers(psp, false);
+            let _ = processor_providers(psp, false);
             for &currency in currencies(psp) {
                 assert!(minimum_minor(psp, currency) >= 1);
             }

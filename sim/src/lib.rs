@@ -33,7 +33,7 @@ use payonce::mutations::Mutation;
 /// only the Omise model can be (per seed). A hole that matters on several PSPs is listed once per
 /// PSP it is checked on (`operation-under-client-key`: Stripe, and PayPal's authorization
 /// captures).
-pub const PLANTED_HOLES: [(Mutation, PspKind); 17] = [
+pub const PLANTED_HOLES: [(Mutation, PspKind); 18] = [
     (Mutation::ReleaseOnAnyNotSent, PspKind::Stripe),
     (Mutation::FenceWithConfirmOnlyParameter, PspKind::Stripe),
     (Mutation::RefusalIsUnknown, PspKind::Stripe),
@@ -51,4 +51,5 @@ pub const PLANTED_HOLES: [(Mutation, PspKind); 17] = [
     (Mutation::CompleteBeforeStored, PspKind::Square),
     (Mutation::TwoC2pRefundResentBlind, PspKind::TwoC2p),
     (Mutation::OperationUnderClientKey, PspKind::PayPal),
+    (Mutation::TwoC2pSettledIsRefused, PspKind::TwoC2p),
 ];

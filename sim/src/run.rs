@@ -96,9 +96,13 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
     } else {
         Duration::ZERO
     };
+    // Half of those accounts settle manually: every approval is an authorization payonce
+    // settles (at once for an automatic capture), and staff capture or void the manual ones.
+    let twoc2p_manual = twoc2p_refunds && world.chance(0.5);
     if twoc2p_refunds {
         world.trace(format!(
-            "2C2P refunds through the maintenance API, payments settled after {twoc2p_settle_after:?}"
+            "2C2P refunds through the maintenance API, payments settled after {twoc2p_settle_after:?}{}",
+            if twoc2p_manual { ", the account settling manually" } else { "" }
         ));
     }
     let refunds_through_payonce = psp.refunds_through_payonce() || twoc2p_refunds;
@@ -152,6 +156,7 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
             twoc2p_maintenance_keys: twoc2p_refunds
                 .then(|| face::twoc2p_maintenance_keys().0.clone()),
             twoc2p_settle_after,
+            twoc2p_manual_settlement: twoc2p_manual,
             ..ModelConfig::default()
         },
         schedule.seed,
@@ -159,7 +164,7 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
     let outbox = Arc::new(Outbox::default());
     // One adapter per service, as each function builds its own; they share the one network.
     let transport = SimTransport::new(world.clone(), model.clone(), outbox.clone());
-    let adapter = || face::adapter(psp, transport.clone(), twoc2p_refunds);
+    let adapter = || face::adapter(psp, transport.clone(), twoc2p_refunds, twoc2p_manual);
     let reconcile_requests = MemoryQueue::new(clock.clone(), 1024);
     let requested = Arc::new(tokio::sync::Notify::new());
     let system = Arc::new(System {
@@ -187,12 +192,16 @@ async fn simulate(schedule: &Schedule, alarms: &Alarms) -> Outcome {
         )
         .for_psp(psp),
         reconciler: Reconciler::new(store.clone(), adapter(), ReconcileConfig::default()),
-        receiver: WebhookReceiver::new(face::receiver_providers(psp), queue.clone(), clock.clone()),
+        receiver: WebhookReceiver::new(
+            face::receiver_providers(psp, twoc2p_manual),
+            queue.clone(),
+            clock.clone(),
+        ),
         queue,
         dead_letters,
         processor: WebhookProcessor::new(
             store.clone(),
-            face::processor_providers(psp),
+            face::processor_providers(psp, twoc2p_manual),
             ProcessorConfig::default(),
         )
         .with_reconcile_soon(Arc::new(SimReconcileSoon {

@@ -796,10 +796,13 @@ pub fn omise_for(psp: &RunningFakePsp) -> OmisePsp {
 
 /// The 2C2P adapter over HTTP to `psp`, which must speak the 2C2P face as [`start_fake_psp`]
 /// starts it (merchant `DEFAULT_TWOC2P_MERCHANT_ID`, secret key `FAKE_API_KEY`; 1 s to connect,
-/// 5 s per request), with the Payment Maintenance keys the fake generated: it refunds.
+/// 5 s per request), with the Payment Maintenance keys the fake generated: it refunds. For an
+/// account that settles manually when the fake's is one (`twoc2p_manual_settlement`), as a
+/// deployment states it with `TWOC2P_SETTLEMENT=manual`.
 pub fn twoc2p_for(psp: &RunningFakePsp) -> TwoC2pPsp {
-    TwoC2pPsp::new(twoc2p_config(psp).with_maintenance(twoc2p_maintenance_for(psp)))
-        .expect("HTTP client")
+    let mut config = twoc2p_config(psp).with_maintenance(twoc2p_maintenance_for(psp));
+    config.manual_settlement = psp.twoc2p_manual_settlement();
+    TwoC2pPsp::new(config).expect("HTTP client")
 }
 
 /// [`twoc2p_for`] without the maintenance keys: 2C2P refunds are not supported.
@@ -896,6 +899,24 @@ pub fn webhook_schemes(provider: Provider) -> (Providers, Providers, &'static st
 /// fake serves at its own loopback origin (the only origin it allows; a sandbox's rule), with
 /// the fake's webhook id and test certificate name.
 pub fn webhook_schemes_of(psp: &RunningFakePsp) -> (Providers, Providers, &'static str) {
+    if psp.provider() == Provider::TwoC2p && psp.twoc2p_manual_settlement() {
+        // What a deployment with `TWOC2P_SETTLEMENT=manual` builds: approvals are
+        // authorizations, for the receiver and the processor alike.
+        let scheme = || {
+            payonce::adapters::psp::twoc2p_webhook::TwoC2pNotifications::new(
+                DEFAULT_TWOC2P_MERCHANT_ID,
+                FAKE_API_KEY,
+            )
+            .expect("the face's merchant and key")
+            .with_provider(PspKind::TwoC2p.name())
+            .settling_manually(true)
+        };
+        return (
+            Providers::new().with(scheme()),
+            Providers::new().with(scheme()),
+            PspKind::TwoC2p.name(),
+        );
+    }
     if psp.provider() != Provider::PayPal {
         return webhook_schemes(psp.provider());
     }

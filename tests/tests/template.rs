@@ -1121,12 +1121,17 @@ fn a_stripe_deployment_is_wired_as_before_the_psp_parameter() {
             "PAYMENTS_TABLE",
             "PSP_LIVEMODE",
             "RUST_LOG",
-            "TWOC2P_REFUNDS"
+            "TWOC2P_REFUNDS",
+            "TWOC2P_SETTLEMENT"
         ]
     );
     assert_eq!(
         t["Parameters"]["TwoC2pRefunds"]["Default"],
         serde_json::json!("disabled")
+    );
+    assert_eq!(
+        t["Parameters"]["TwoC2pSettlement"]["Default"],
+        serde_json::json!("automatic")
     );
 }
 

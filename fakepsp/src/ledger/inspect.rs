@@ -52,7 +52,8 @@ pub struct FakeCharge {
     pub created: i64,
     /// `automatic` or `manual` (Stripe's `capture_method`; on the Omise face `manual` for
     /// `capture=false`, on the Square face for `autocomplete: false`, on the PayPal face for
-    /// intent `AUTHORIZE`; `automatic` on the 2C2P face).
+    /// intent `AUTHORIZE`; on the 2C2P face `manual` on a manual-settlement account, else
+    /// `automatic`).
     #[serde(default)]
     pub capture_method: String,
     /// What was captured, once it succeeded: the amount for an automatic capture, the captured

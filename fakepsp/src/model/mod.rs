@@ -90,8 +90,17 @@ pub struct ModelConfig {
     pub twoc2p_maintenance_keys: Option<TwoC2pMaintenanceKeys>,
     /// 2C2P face only: how long after it succeeded a charge settles (maintenance status `A` →
     /// `S`: voidable before, refundable after), on the model's clock; zero (the default)
-    /// settles at once.
+    /// settles at once. On a manual-settlement account, counted from the settle (`S`) request.
     pub twoc2p_settle_after: Duration,
+    /// 2C2P face only: the merchant account's "manual settlement" setting (off by default).
+    /// On, every payment the PGW face approves is only an authorization (the ledger's manual
+    /// capture: `_fake/charges` outcome `authorized`, nothing captured) until the Payment
+    /// Maintenance API settles it (`processType` `S`, the whole amount) or voids it (`V`); one
+    /// never settled lapses after [`authorization_expires_after`](Self::authorization_expires_after)
+    /// (maintenance status `V`). The PGW face's answers and notifications read exactly as for
+    /// an approved payment (`0000`): 2C2P tells an authorization apart nowhere there. Off, `S`
+    /// answers `32` "settlement is not required".
+    pub twoc2p_manual_settlement: bool,
     /// How long an authorization (a `capture_method=manual` PaymentIntent in
     /// `requires_capture`) may be captured before the PSP cancels it with
     /// `cancellation_reason: automatic`. Stripe: 7 days for online card payments ("Place a hold
@@ -138,6 +147,7 @@ impl Default for ModelConfig {
             twoc2p_challenge_unregistered: false,
             twoc2p_maintenance_keys: None,
             twoc2p_settle_after: Duration::ZERO,
+            twoc2p_manual_settlement: false,
             authorization_expires_after: Duration::from_secs(7 * 24 * 60 * 60),
             base_url: UNSERVED_BASE_URL.to_owned(),
             paypal_client_id: crate::provider::DEFAULT_PAYPAL_CLIENT_ID.to_owned(),
@@ -186,6 +196,7 @@ impl FakeModel {
             twoc2p_challenge_unregistered,
             twoc2p_maintenance_keys,
             twoc2p_settle_after,
+            twoc2p_manual_settlement,
             authorization_expires_after,
             base_url,
             paypal_client_id,
@@ -216,7 +227,8 @@ impl FakeModel {
             Provider::TwoC2p => Box::new(
                 TwoC2pFace::new(api_key, twoc2p_merchant_id, minimum_overrides, base_url)
                     .with_challenge_unregistered(twoc2p_challenge_unregistered)
-                    .with_maintenance(twoc2p_maintenance_keys, twoc2p_settle_after),
+                    .with_maintenance(twoc2p_maintenance_keys, twoc2p_settle_after)
+                    .with_manual_settlement(twoc2p_manual_settlement),
             ),
             Provider::Square => Box::new(SquareFace::new(api_key, minimum_overrides)),
             // PayPal documents no minimum amount, so `minimum_overrides` does not apply.

@@ -9,14 +9,8 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
-use payonce::domain::{
-    CancellationReason, Currency, FailureKind, Payment, PaymentStatus, PspKind, RefundSettlement,
-};
-use payonce::ports::{
-    ChargeRequest, Fence, OperationOutcome, OperationRequest, Psp, PspError, PspLookup, PspOutcome,
-    RefundOutcome, RefundRequest,
-};
+use payonce::domain::{CancellationReason, Currency, FailureKind, PaymentStatus};
+use payonce::ports::Psp;
 use payonce::service::settle::EventApplied;
 use payonce::service::webhooks::Processed;
 use payonce::service::{ChargeConfig, CrashPoint};
@@ -24,7 +18,7 @@ use payonce_fake_psp::{FakeCharge, FakePspConfig};
 use payonce_tests::stack::{PaymentStack, CHECKOUT_ORIGIN, STAFF, STAFF_SCOPES};
 use serde_json::{json, Value};
 
-use super::order_state;
+use super::{order_state, LosesOperationAnswers};
 
 /// The order total, in cents.
 const AMOUNT: i64 = 3000;
@@ -815,57 +809,6 @@ async fn a_capture_after_square_lapsed_the_authorization_is_402_and_frees_the_or
         (402, "/problems/capture-failed")
     );
     assert_eq!(stack.psp.requests_seen(), seen);
-}
-
-/// Square whose answers to completions and cancels are lost after Square acted on them; every
-/// other call goes through as it is (the lookup by the stored id included).
-struct LosesOperationAnswers<P>(P);
-
-#[async_trait]
-impl<P: Psp> Psp for LosesOperationAnswers<P> {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn kind(&self) -> PspKind {
-        self.0.kind()
-    }
-    fn supports_refunds(&self) -> bool {
-        self.0.supports_refunds()
-    }
-    fn captures_partially(&self) -> bool {
-        self.0.captures_partially()
-    }
-    async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome {
-        self.0.create_charge(request, timeout).await
-    }
-    async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError> {
-        self.0.lookup(payment_id).await
-    }
-    async fn lookup_payment(&self, payment: &Payment) -> Result<PspLookup, PspError> {
-        self.0.lookup_payment(payment).await
-    }
-    async fn fence(&self, request: &ChargeRequest) -> Result<Fence, PspError> {
-        self.0.fence(request).await
-    }
-    async fn cancel(&self, provider_payment_id: &str) -> Result<(), PspError> {
-        self.0.cancel(provider_payment_id).await
-    }
-    async fn operate(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {
-        let answered = self.0.operate(request, timeout).await;
-        OperationOutcome::Unknown {
-            reason: format!("the answer was lost: {answered:?}"),
-        }
-    }
-    async fn create_refund(&self, request: &RefundRequest, timeout: Duration) -> RefundOutcome {
-        self.0.create_refund(request, timeout).await
-    }
-    async fn lookup_refund(
-        &self,
-        provider_payment_id: &str,
-        refund_id: &str,
-    ) -> Result<Option<RefundSettlement>, PspError> {
-        self.0.lookup_refund(provider_payment_id, refund_id).await
-    }
 }
 
 #[tokio::test]

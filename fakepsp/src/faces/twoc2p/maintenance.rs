@@ -1,6 +1,6 @@
 //! The 2C2P face's Payment Maintenance API ("Payment Action 2.0", notes §12 and
-//! developer.2c2p.com's payment maintenance guides): inquiry, refund status, refund and void
-//! of a payment made through the PGW face, from the same ledger.
+//! developer.2c2p.com's payment maintenance guides): inquiry, refund status, refund, void and
+//! settlement of a payment made through the PGW face, from the same ledger.
 //!
 //! - **Endpoint**: `POST /2C2PFrontend/PaymentAction/2.0/action` (the sandbox's path), body a
 //!   compact JWS as text (`Content-Type: text/plain`; the fake does not look at the request's
@@ -16,7 +16,7 @@
 //!   with the currency's decimals, read exactly as the PGW face reads amounts) and
 //!   `idempotencyID`, which the fake accepts and IGNORES: whether 2C2P honours it is
 //!   UNCONFIRMED, so a repeated `R` is a second refund (the ID is only kept as the refund's
-//!   `idempotency_key` in `_fake/refunds`). The parser takes one flat element list, an optional
+//!   `idempotency_key` in `_fake/refunds`, or a settle's capture's in `_fake/charges`). The parser takes one flat element list, an optional
 //!   XML declaration, whitespace between elements and the five predefined entities; anything
 //!   else (attributes, comments, nesting, an element twice, an element not listed) is refused
 //!   with respCode `99` "unable to complete" (UNCONFIRMED: 2C2P's code for it), as is a missing
@@ -26,14 +26,25 @@
 //!   `timeStamp` (`ddMMyyHHmmss`, the ledger's clock, UTC), `respCode`, `respDesc`,
 //!   `processType`, `invoiceNo`, and, where the transaction exists, `amount`, `status` and
 //!   `referenceNo` (the PGW face's `tranRef`). Checks run in this order: `merchantID` not the
-//!   face's → `03`; `processType` `S` (settle, pre-authorization capture) → `97` "process not
-//!   supported"; any other than `I`, `RS`, `R`, `V`, `S` → `17`; an invoice with no charge
-//!   (never paid, or only a token) → `16` "transaction doesn't exist".
-//! - **Status** of the transaction: approved and not yet settled `A`; settled `S` (a charge
-//!   settles `twoc2p_settle_after` after it succeeded, on the ledger's clock; zero settles at
-//!   once; settlement is read, not an event, since 2C2P notifies none); voided `V`; waiting
-//!   (processing, 3-D Secure) `AP`; failed `PF`. A refunded transaction still reads `S` (what
-//!   2C2P's inquiry says then is UNCONFIRMED; `RS` lists the refunds).
+//!   face's → `03`; a missing `processType` → `99`; any other than `I`, `RS`, `R`, `V`, `S` →
+//!   `17`; no `invoiceNo` → `15`; an invoice with no charge (never paid, or only a token) → `16`
+//!   "transaction doesn't exist". Every answer after that describes the transaction (`amount`,
+//!   `status`, `referenceNo`).
+//! - **Manual settlement** (`ModelConfig::twoc2p_manual_settlement`, a setting of the merchant
+//!   account, off by default): on such an account every payment the PGW face approves is only
+//!   an authorization (the ledger's manual capture, `requires_capture`: `_fake/charges` outcome
+//!   `authorized`, nothing captured) until `S` settles it; the PGW face's answers and
+//!   notifications read `0000` as for any approval. One neither settled nor voided lapses after
+//!   `authorization_expires_after` (the ledger cancels it: status `V`, no notification; the
+//!   PGW inquiry then reads `0003`, as for a voided payment).
+//! - **Status** of the transaction: approved and not yet settled `A` (an authorization of a
+//!   manual-settlement account, or a captured charge before it settles); settled `S` (a
+//!   captured charge settles `twoc2p_settle_after` after it was captured — when it succeeded,
+//!   or on a manual-settlement account when `S` captured it —, on the ledger's clock; zero
+//!   settles at once; settlement is read, not an event, since 2C2P notifies none); voided `V`
+//!   (voided, or an authorization that lapsed); waiting (processing, 3-D Secure) `AP`; failed
+//!   `PF`. A refunded transaction still reads `S` (what 2C2P's inquiry says then is
+//!   UNCONFIRMED; `RS` lists the refunds).
 //! - `I` → `00` with the status and the transaction's amount.
 //! - `RS` → `00`, the status and amount, and `refundList` with every refund of the invoice in
 //!   creation order (`<refund amount status referenceNo dateTime/>`, status `RF` refunded, `RP`
@@ -47,8 +58,23 @@
 //!   `RFF` for `pm_card_refundFail`), answered with `amount` the refund's, `status` its status
 //!   and a fresh `refundReferenceNo` (ten digits, the refund's id).
 //! - `V` → `A` voids: `00`, status `V`, the charge cancelled in the ledger (`_fake/charges`
-//!   outcome `canceled`; the money never moved); `S` → `21` (void not allowed); `V` → `29`
-//!   (already voided); `AP` or `PF` → `12`.
+//!   outcome `canceled`; the money never moved: a captured charge is voided, an authorization
+//!   released); `S` → `21` (void not allowed); `V` → `29` (already voided); `AP` or `PF` → `12`.
+//! - `S` (settle: "captures / settles a pre-authorised transaction", notes "2C2P authorize now,
+//!   settle later") → on an account without manual settlement `32` "Settlement is not
+//!   required." whatever the transaction's status. With it: an `actionAmount` missing,
+//!   malformed, or not positive → `18` (the older settle pages make it mandatory); then by the
+//!   transaction: already captured (reading `A` or `S`) → `39` "Transaction already settled.";
+//!   voided or lapsed (`V`) → `31` "Settlement is not allowed."; `AP` or `PF` → `12`; an
+//!   authorization (`A`) and an amount other than its whole → `33` "Partial settlement is not
+//!   allowed." (2C2P's older pages allow a part: the fake does not, payonce settles the whole);
+//!   else the whole is captured in the ledger (`_fake/charges` outcome `succeeded`,
+//!   `amount_captured` the amount, one capture, under the `idempotencyID` if sent) → `00`,
+//!   status `S`. From then on the transaction reads by the status rules above (`A` until
+//!   `twoc2p_settle_after` after the settle, then `S`: voidable before, refundable after); the
+//!   PGW face still reads `0000` and sends nothing (2C2P documents no notification for a
+//!   settle). The codes are 2C2P's documented maintenance result codes; which one 2C2P answers
+//!   in each case is UNCONFIRMED (the fake's choice, above).
 //! - **Inspection**: every call is recorded in order (`GET /_fake/2c2p/actions`,
 //!   [`TwoC2pAction`]), the refused ones with their HTTP 401 and no fields.
 
@@ -61,8 +87,8 @@ use super::jose::{open_request, seal_answer};
 use super::{decimal_from_minor, minor_from_decimal, transaction_date_time, TwoC2pFace};
 use crate::faces::dates::iso8601;
 use crate::ledger::{
-    escape_html, millis, CancelAttempt, Handled, Intent, Ledger, Refund, RefundAttempt,
-    RefundStatus, Reply, Status,
+    escape_html, millis, CancelAttempt, CaptureAttempt, Handled, Intent, Ledger, Refund,
+    RefundAttempt, RefundStatus, Reply, Status,
 };
 use crate::twoc2p_keys::{
     MaintenanceKeys, TwoC2pKeyError, TwoC2pMaintenanceKeys, TwoC2pMerchantKeys,
@@ -303,10 +329,8 @@ impl TwoC2pFace {
         let Some(process_type) = request.process_type.as_deref() else {
             return code("99", "Unable to complete the request.");
         };
-        match process_type {
-            "I" | "RS" | "R" | "V" => {}
-            "S" => return code("97", "Process not supported."),
-            _ => return code("17", "Invalid process type."),
+        if !matches!(process_type, "I" | "RS" | "R" | "V" | "S") {
+            return code("17", "Invalid process type.");
         }
         let Some(invoice_no) = request.invoice_no.as_deref() else {
             return code("15", "Invalid invoice number.");
@@ -341,7 +365,65 @@ impl TwoC2pFace {
                 answer
             }
             "R" => self.refund(ledger, request, index, status, now_ms),
+            "S" => self.settle(ledger, request, index, status, now_ms),
             _ => self.void(ledger, request, index, status, now_ms),
+        }
+    }
+
+    /// `S`: the settlement of the whole authorization at `index`, on a manual-settlement
+    /// account; `32` on any other.
+    fn settle(
+        &mut self,
+        ledger: &mut Ledger,
+        request: &Request,
+        index: usize,
+        status: &'static str,
+        now_ms: i64,
+    ) -> Answer {
+        let code = |resp_code, resp_desc| Answer::code(request, resp_code, resp_desc);
+        let intent = &ledger.intents[index];
+        if !self.manual_settlement {
+            return code("32", "Settlement is not required.").about(intent, status);
+        }
+        let amount = request
+            .action_amount
+            .as_deref()
+            .and_then(|amount| minor_from_decimal(amount, &intent.currency))
+            .filter(|&amount| amount > 0);
+        let Some(amount) = amount else {
+            return code("18", "Invalid amount.").about(intent, status);
+        };
+        match intent.status {
+            Status::RequiresCapture => {}
+            Status::Succeeded => {
+                return code("39", "Transaction already settled.").about(intent, status)
+            }
+            Status::Canceled => {
+                return code("31", "Settlement is not allowed.").about(intent, status)
+            }
+            _ => {
+                return code("12", "Transaction status is not valid for this action.")
+                    .about(intent, status)
+            }
+        }
+        if amount != intent.amount_capturable() {
+            return code("33", "Partial settlement is not allowed.").about(intent, status);
+        }
+        let tran_ref = intent.id.clone();
+        match ledger.capture(
+            &*self,
+            &tran_ref,
+            Some(amount),
+            request.idempotency_id.clone(),
+            now_ms,
+        ) {
+            CaptureAttempt::Made(_) => code("00", "Success").about(&ledger.intents[index], "S"),
+            CaptureAttempt::NoSuchCharge
+            | CaptureAttempt::UnexpectedState(_)
+            | CaptureAttempt::Exceeds => {
+                code("12", "Transaction status is not valid for this action.")
+                    .about(&ledger.intents[index], status)
+            }
         }
     }
 
@@ -404,7 +486,8 @@ impl TwoC2pFace {
         }
     }
 
-    /// `V`: a void of the approved, unsettled transaction at `index`.
+    /// `V`: a void of the approved, unsettled transaction at `index`: a captured charge is
+    /// voided, an authorization (manual-settlement account) released.
     fn void(
         &mut self,
         ledger: &mut Ledger,
@@ -430,7 +513,19 @@ impl TwoC2pFace {
             }
         }
         let tran_ref = ledger.intents[index].id.clone();
-        match ledger.void(&*self, &tran_ref, Some("void".to_owned()), now_ms) {
+        let reason = Some("void".to_owned());
+        let attempt = if ledger.intents[index].status == Status::RequiresCapture {
+            ledger.cancel(
+                &*self,
+                &tran_ref,
+                reason,
+                request.idempotency_id.clone(),
+                now_ms,
+            )
+        } else {
+            ledger.void(&*self, &tran_ref, reason, now_ms)
+        };
+        match attempt {
             CancelAttempt::Canceled(_) => code("00", "Success").about(&ledger.intents[index], "V"),
             CancelAttempt::NotCancelable(_) | CancelAttempt::NoSuchCharge => {
                 code("12", "Transaction status is not valid for this action.")
@@ -442,6 +537,8 @@ impl TwoC2pFace {
     /// The transaction's maintenance status at `now_ms` (see the module docs).
     fn transaction_status(&self, intent: &Intent, now_ms: i64) -> &'static str {
         match intent.status {
+            // Captured: at once on an ordinary account, by `S` on a manual-settlement one
+            // (`succeeded_ms` is then the capture's time).
             Status::Succeeded => {
                 let succeeded_ms = intent
                     .succeeded_ms
@@ -453,9 +550,9 @@ impl TwoC2pFace {
                     "A"
                 }
             }
-            // Not produced on this face (automatic capture only); an authorization reads as
-            // approved.
+            // An authorization of a manual-settlement account, not yet settled.
             Status::RequiresCapture => "A",
+            // Voided, or an authorization that lapsed.
             Status::Canceled => "V",
             Status::RequiresPaymentMethod => "PF",
             Status::RequiresConfirmation | Status::RequiresAction | Status::Processing => "AP",

@@ -88,19 +88,34 @@
 //!   major units with the currency's exponent, as in the notification), `currencyCode`
 //!   (upper case), `tranRef` (the charge's id, seven digits from the seed), `channelCode` `CC`,
 //!   `transactionDateTime` (`yyyyMMddHHmmss`, UTC), `respCode`, `respDesc`, where `respCode` is
-//!   ("Payment response codes"): `0000` approved; a decline by its Stripe decline code —
+//!   ("Payment response codes"): `0000` approved (captured, or authorized on a
+//!   manual-settlement account); a decline by its Stripe decline code —
 //!   `insufficient_funds` → `4051` "Insufficient Funds", any other (`generic_decline`) → `4005`
 //!   "Do not honor" (the 40xx block mirrors ISO 8583 issuer codes, notes §9); authentication
 //!   never done → `0004` (soft decline, 3-D Secure required); waiting → `0001` "Transaction is
-//!   pending"; cancelled → `0003` (no request of this face cancels).
+//!   pending"; cancelled → `0003` (voided through the maintenance API, or an authorization that
+//!   lapsed).
 //! - **Backend notification** ("Payment response – backend", notes §10 and the vectors of §0.2):
-//!   when a charge becomes final (at once for approvals and declines, when the time-driven
-//!   transition falls due for the processing and requires-action tokens), the body
-//!   `{"payload":"<JWT>"}` with the inquiry's claims, signed HS256 with the merchant's secret
-//!   key, is sent to the webhook URL (no header: the body carries its signature; the webhook
-//!   secret is not used). Its id, for the fake's own bookkeeping, is payonce's dedup key: SHA-256
+//!   when a charge becomes final (approved, an authorization of a manual-settlement account
+//!   included, or declined: at once for approvals and declines, when the time-driven transition
+//!   falls due for the processing and requires-action tokens, when the 3-D Secure page is
+//!   answered), the body `{"payload":"<JWT>"}` with the inquiry's claims, signed HS256 with the
+//!   merchant's secret key, is sent to the webhook URL (no header: the body carries its
+//!   signature; the webhook secret is not used). Its id, for the fake's own bookkeeping, is payonce's dedup key: SHA-256
 //!   of (invoiceNo, respCode, tranRef). 2C2P documents no retry schedule or event id.
-//! - **Refunds and voids** (notes §12) go through the Payment Maintenance API at
+//! - **Manual settlement** (`ModelConfig::twoc2p_manual_settlement`, off by default: a setting
+//!   of the merchant account, not of a payment; notes "2C2P authorize now, settle later"): on
+//!   such an account every charge Do Payment (or the 3-D Secure page, or the end of
+//!   `pm_fake_processing`) approves is created as the ledger's manual-capture authorization
+//!   (`requires_capture`, `_fake/charges` outcome `authorized`, `capture_method` `manual`,
+//!   nothing captured) instead of being charged, until the maintenance API settles (`S`) or
+//!   voids (`V`) it; unsettled, it lapses after `authorization_expires_after` (the ledger's
+//!   cancel: `outcome` `canceled`). Do Payment, the Payment Inquiry, the 3-D Secure return and
+//!   the backend notification read exactly as for an approved payment (`2000`, `0000`): 2C2P
+//!   documents no way to tell an authorization apart there. A lapse sends no notification
+//!   (2C2P notifies a payment's result, not its void) and the inquiry then reads `0003`, as for
+//!   a voided payment.
+//! - **Refunds, voids and settlements** (notes §12) go through the Payment Maintenance API at
 //!   `POST /2C2PFrontend/PaymentAction/2.0/action`, with exchanged RSA keys: see the
 //!   `maintenance` module. Every other path → 404 (a fake's body, 2C2P's is undocumented).
 //! - **Inspection** (the crate's contract): `_fake/refunds` entries carry `provider: "2c2p"`,
@@ -355,10 +370,12 @@ fn payment_id_for_invoice(invoice_no: &str) -> Option<String> {
     ours.then(|| format!("pay_{invoice_no}"))
 }
 
-/// The inquiry's `respCode` and `respDesc` for a charge as it is now.
+/// The inquiry's `respCode` and `respDesc` for a charge as it is now. An authorization (a
+/// manual-settlement account's approval, not yet settled) reads approved, as 2C2P documents no
+/// way to tell one apart.
 fn resp_code(intent: &Intent) -> (&'static str, &'static str) {
     match (intent.status, intent.failure) {
-        (Status::Succeeded, _) => ("0000", "Success"),
+        (Status::Succeeded | Status::RequiresCapture, _) => ("0000", "Success"),
         (Status::RequiresPaymentMethod, Some(Failure::Declined(decline))) => match decline {
             Decline::InsufficientFunds => ("4051", "Insufficient Funds"),
             Decline::Generic => ("4005", "Do not honor"),
@@ -415,6 +432,9 @@ pub(crate) struct TwoC2pFace {
     challenge_unregistered: bool,
     /// The Payment Maintenance API's keys, settlement delay and call log.
     maintenance: Maintenance,
+    /// The merchant account's "manual settlement" setting (see
+    /// `ModelConfig::twoc2p_manual_settlement`): every approval is an authorization.
+    manual_settlement: bool,
 }
 
 impl TwoC2pFace {
@@ -434,6 +454,7 @@ impl TwoC2pFace {
             base_url,
             challenge_unregistered: false,
             maintenance: Maintenance::default(),
+            manual_settlement: false,
         }
     }
 
@@ -445,6 +466,13 @@ impl TwoC2pFace {
         settle_after: Duration,
     ) -> Self {
         self.maintenance = Maintenance::new(keys, settle_after);
+        self
+    }
+
+    /// The same face, on a manual-settlement merchant account if `manual`: what it approves is
+    /// only authorized until the Payment Maintenance API settles (`S`) or voids (`V`) it.
+    pub(crate) fn with_manual_settlement(mut self, manual: bool) -> Self {
+        self.manual_settlement = manual;
         self
     }
 
@@ -512,11 +540,14 @@ impl Face for TwoC2pFace {
         view
     }
 
-    /// The backend notification, once the charge is final.
+    /// The backend notification, once the charge is final; none when an authorization of a
+    /// manual-settlement account lapses (2C2P notifies a payment's result, not its void).
     fn charge_moved_on(&self, ledger: &mut Ledger, index: usize, _at_ms: i64) -> Vec<ModelEvent> {
-        self.notification(&ledger.intents[index])
-            .into_iter()
-            .collect()
+        let intent = &ledger.intents[index];
+        if intent.authorization_lapsed() {
+            return Vec::new();
+        }
+        self.notification(intent).into_iter().collect()
     }
 
     /// The page of a charge waiting for 3-D Secure (see the module docs): 303 back to the
@@ -628,7 +659,12 @@ impl TwoC2pFace {
             description: Some(invoice.description.clone()),
             metadata: BTreeMap::new(),
             confirm: true,
-            capture_method: CaptureMethod::Automatic,
+            // A manual-settlement account authorizes only: the maintenance API settles it.
+            capture_method: if self.manual_settlement {
+                CaptureMethod::Manual
+            } else {
+                CaptureMethod::Automatic
+            },
             // A card that needs 3-D Secure waits for the customer if the token asked for it and
             // named where to send them back; otherwise it is soft-declined (`0004`).
             on_action: match (&invoice.return_url, invoice.three_ds) {
@@ -739,11 +775,15 @@ impl TwoC2pFace {
         signed(self, &answer)
     }
 
-    /// The backend notification for `intent` if it is final now; `None` while it waits.
+    /// The backend notification for `intent` if it is final now (an authorization of a
+    /// manual-settlement account is: it reads approved); `None` while it waits.
     fn notification(&self, intent: &Intent) -> Option<ModelEvent> {
         let final_now = matches!(
             (intent.status, intent.failure),
-            (Status::Succeeded | Status::Canceled, _) | (Status::RequiresPaymentMethod, Some(_))
+            (
+                Status::Succeeded | Status::RequiresCapture | Status::Canceled,
+                _
+            ) | (Status::RequiresPaymentMethod, Some(_))
         );
         if !final_now {
             return None;

@@ -753,6 +753,7 @@ mod maintenance {
 
     use super::*;
     use crate::faces::twoc2p::maintenance::ACTION_PATH;
+    use crate::model::{FakeCancel, FakeCapture};
     use crate::twoc2p_keys::TwoC2pMaintenanceKeys;
 
     const HOUR_MS: i64 = 60 * 60 * 1000;
@@ -1293,8 +1294,19 @@ mod maintenance {
             (xml(MERCHANT, "nosuchinvoice", "I", None), "16"),
             (xml(MERCHANT, "nosuchinvoice", "R", Some("1.00")), "16"),
             (xml(MERCHANT, "tokenonly", "V", None), "16"),
-            (xml(MERCHANT, INVOICE, "S", Some("30.00")), "97"),
+            (xml("JT02", INVOICE, "S", Some("30.00")), "03"),
             (xml(MERCHANT, INVOICE, "X", None), "17"),
+            (xml("JT02", INVOICE, "X", None), "03"),
+            (
+                xml(MERCHANT, INVOICE, "S", Some("30.00"))
+                    .replace(&format!("<invoiceNo>{INVOICE}</invoiceNo>"), ""),
+                "15",
+            ),
+            (xml(MERCHANT, "nosuchinvoice", "S", Some("30.00")), "16"),
+            (xml(MERCHANT, "tokenonly", "S", Some("30.00")), "16"),
+            // Not a manual-settlement account (the default): settling is not required.
+            (xml(MERCHANT, INVOICE, "S", Some("30.00")), "32"),
+            (xml(MERCHANT, INVOICE, "S", None), "32"),
             (xml(MERCHANT, INVOICE, "R", None), "18"),
             (xml(MERCHANT, INVOICE, "R", Some("0.00")), "18"),
             (xml(MERCHANT, INVOICE, "R", Some("-1.00")), "18"),
@@ -1485,5 +1497,521 @@ mod maintenance {
         // Other faces have neither.
         let stripe = model_with(ModelConfig::default());
         assert!(stripe.twoc2p_keys().is_none() && stripe.twoc2p_actions().is_none());
+    }
+
+    // Manual settlement: a setting of the merchant account; `S` settles an authorization.
+
+    /// A manual-settlement account's model, settling `settle_after` after the settle and
+    /// letting authorizations lapse after `expires_after`.
+    fn manual_model(settle_after: Duration, expires_after: Duration) -> FakeModel {
+        model_with(ModelConfig {
+            twoc2p_maintenance_keys: Some(keys().clone()),
+            twoc2p_settle_after: settle_after,
+            twoc2p_manual_settlement: true,
+            authorization_expires_after: expires_after,
+            ..config()
+        })
+    }
+
+    const WEEK: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+    /// The status element of `answer`.
+    fn status_of(answer: &str) -> String {
+        element(answer, "status").unwrap_or_default()
+    }
+
+    /// The maintenance status of `invoice` now (an `I`).
+    fn status_now(model: &FakeModel, invoice: &str, now_ms: i64) -> String {
+        status_of(&action(model, invoice, "I", None, now_ms))
+    }
+
+    /// What the ledger holds of the charge: (outcome, amount_captured, captures, cancels).
+    fn ledger_state(model: &FakeModel) -> (String, Option<i64>, Vec<FakeCapture>, usize) {
+        let charge = model.charges().pop().expect("a charge");
+        (
+            charge.outcome,
+            charge.amount_captured,
+            charge.captures,
+            charge.cancels.len(),
+        )
+    }
+
+    fn captured(amount: i64, key: Option<&str>) -> Vec<FakeCapture> {
+        vec![FakeCapture {
+            amount,
+            idempotency_key: key.map(str::to_owned),
+        }]
+    }
+
+    #[test]
+    fn a_manual_settlement_account_authorizes_and_the_pgw_face_reads_it_as_approved() {
+        let manual = manual_model(Duration::ZERO, WEEK);
+        let automatic = maintenance_model(Duration::ZERO);
+        let (paid, inquiry) = charge(&manual, INVOICE, "pm_card_visa");
+        let (auto_paid, auto_inquiry) = charge(&automatic, INVOICE, "pm_card_visa");
+        // Do Payment, its notification and the inquiry: byte for byte an approval's.
+        assert_eq!(resp(&paid), "2000");
+        assert_eq!(resp(&inquiry), "0000");
+        assert_eq!(paid.body, auto_paid.body);
+        assert_eq!(inquiry.body, auto_inquiry.body);
+        let events = |answer: &WireAnswer| -> Vec<(String, String, String)> {
+            answer
+                .events
+                .iter()
+                .map(|event| (event.id.clone(), event.kind.clone(), event.body.clone()))
+                .collect()
+        };
+        assert_eq!(paid.events.len(), 1);
+        assert_eq!(events(&paid), events(&auto_paid));
+        let tran_ref = claims(&inquiry)["tranRef"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert_eq!(
+            paid.events[0].id,
+            notification_id(INVOICE, "0000", &tran_ref)
+        );
+        assert_eq!(answer_claims(KEY, &paid.events[0].body), claims(&inquiry));
+        // Only the maintenance API tells: A (an automatic charge with no delay reads S).
+        let inquiry = action(&manual, INVOICE, "I", None, T0 + 10);
+        assert_eq!(
+            (
+                code(&inquiry),
+                status_of(&inquiry),
+                element(&inquiry, "amount").unwrap_or_default(),
+                element(&inquiry, "referenceNo").unwrap_or_default(),
+            ),
+            (
+                "00".to_owned(),
+                "A".to_owned(),
+                "30.00".to_owned(),
+                tran_ref.clone()
+            )
+        );
+        assert_eq!(status_now(&automatic, INVOICE, T0 + 10), "S");
+        // The ledger: authorized, nothing captured; `_fake/charges` says so.
+        let charge = manual.charges().pop().expect("a charge");
+        assert_eq!(
+            (
+                charge.id.as_str(),
+                charge.status.as_str(),
+                charge.outcome.as_str(),
+                charge.capture_method.as_str(),
+                charge.amount,
+                charge.amount_captured,
+                charge.captures.len(),
+                charge.cancels.len(),
+            ),
+            (
+                tran_ref.as_str(),
+                "0000",
+                "authorized",
+                "manual",
+                3000,
+                None,
+                0,
+                0
+            )
+        );
+        // Not settled, so not refundable; the inquiry still reads approved.
+        assert_eq!(
+            code(&action(&manual, INVOICE, "R", Some("1.00"), T0 + 20)),
+            "12"
+        );
+        assert!(manual.refunds().is_empty());
+        assert_eq!(resp(&inquire(&manual, INVOICE, T0 + 30)), "0000");
+        assert_eq!(ledger_state(&manual).0, "authorized");
+    }
+
+    #[test]
+    fn a_whole_settle_captures_once_and_a_second_settle_is_39() {
+        let model = manual_model(Duration::from_secs(60 * 60), WEEK);
+        charge(&model, INVOICE, "pm_card_visa");
+        let tran_ref = model.charges()[0].id.clone();
+        let merchant = Merchant::of(&model);
+        let body = format!(
+            "<PaymentProcessRequest><version>3.8</version><merchantID>{MERCHANT}</merchantID>\
+             <invoiceNo>{INVOICE}</invoiceNo><actionAmount>30.00</actionAmount>\
+             <processType>S</processType><idempotencyID>settle-1</idempotencyID>\
+             </PaymentProcessRequest>"
+        );
+        let answer = act_raw(&model, &merchant.request(&body), T0 + 10);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        // A settle notifies nothing.
+        assert!(answer.events.is_empty());
+        let settle = merchant.open(&answer.body).expect("an answer");
+        assert_eq!(
+            (
+                code(&settle),
+                element(&settle, "respDesc").unwrap_or_default(),
+                element(&settle, "processType").unwrap_or_default(),
+                status_of(&settle),
+                element(&settle, "amount").unwrap_or_default(),
+                element(&settle, "referenceNo").unwrap_or_default(),
+            ),
+            (
+                "00".to_owned(),
+                "Success".to_owned(),
+                "S".to_owned(),
+                "S".to_owned(),
+                "30.00".to_owned(),
+                tran_ref
+            ),
+            "{settle}"
+        );
+        // Captured, once, the whole, under the idempotencyID.
+        assert_eq!(
+            ledger_state(&model),
+            (
+                "succeeded".to_owned(),
+                Some(3000),
+                captured(3000, Some("settle-1")),
+                0
+            )
+        );
+        assert_eq!(model.charges()[0].status, "0000");
+        // Settled by the rules: A until the delay after the settle, S from then on.
+        assert_eq!(status_now(&model, INVOICE, T0 + 9 + HOUR_MS), "A");
+        assert_eq!(status_now(&model, INVOICE, T0 + 10 + HOUR_MS), "S");
+        // Again, before and after it settled: 39 with the status as it reads, no second
+        // capture.
+        let model = manual_model(Duration::from_secs(60 * 60), WEEK);
+        charge(&model, INVOICE, "pm_card_visa");
+        assert_eq!(
+            code(&action(&model, INVOICE, "S", Some("30.00"), T0 + 10)),
+            "00"
+        );
+        let again = action(&model, INVOICE, "S", Some("30.00"), T0 + 20);
+        assert_eq!(
+            (code(&again), status_of(&again)),
+            ("39".to_owned(), "A".to_owned())
+        );
+        assert_eq!(
+            element(&again, "respDesc").as_deref(),
+            Some("Transaction already settled.")
+        );
+        let later = action(&model, INVOICE, "S", Some("30.00"), T0 + 2 * HOUR_MS);
+        assert_eq!(
+            (code(&later), status_of(&later)),
+            ("39".to_owned(), "S".to_owned())
+        );
+        assert_eq!(
+            ledger_state(&model),
+            ("succeeded".to_owned(), Some(3000), captured(3000, None), 0)
+        );
+        assert_eq!(resp(&inquire(&model, INVOICE, T0 + 2 * HOUR_MS)), "0000");
+        // Every settle is recorded.
+        let settles: Vec<(Option<String>, Option<String>)> = model
+            .twoc2p_actions()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|action| action.process_type.as_deref() == Some("S"))
+            .map(|action| (action.action_amount, action.resp_code))
+            .collect();
+        let entry = |code: &str| (Some("30.00".to_owned()), Some(code.to_owned()));
+        assert_eq!(settles, [entry("00"), entry("39"), entry("39")]);
+    }
+
+    #[test]
+    fn a_partial_or_bad_settle_amount_is_refused_and_captures_nothing() {
+        let model = manual_model(Duration::ZERO, WEEK);
+        charge(&model, INVOICE, "pm_card_visa");
+        for (amount, expected) in [
+            (Some("29.99"), "33"),
+            (Some("30.01"), "33"),
+            (Some("1.00"), "33"),
+            (None, "18"),
+            (Some("0.00"), "18"),
+            (Some("-30.00"), "18"),
+            (Some("30.001"), "18"),
+            (Some("abc"), "18"),
+        ] {
+            let answer = action(&model, INVOICE, "S", amount, T0 + 10);
+            assert_eq!(
+                (code(&answer), status_of(&answer)),
+                (expected.to_owned(), "A".to_owned()),
+                "{amount:?}: {answer}"
+            );
+            if expected == "33" {
+                assert_eq!(
+                    element(&answer, "respDesc").as_deref(),
+                    Some("Partial settlement is not allowed.")
+                );
+            }
+        }
+        assert_eq!(
+            ledger_state(&model),
+            ("authorized".to_owned(), None, Vec::new(), 0)
+        );
+        assert_eq!(status_now(&model, INVOICE, T0 + 20), "A");
+        // The whole still settles.
+        assert_eq!(
+            code(&action(&model, INVOICE, "S", Some("30.00"), T0 + 30)),
+            "00"
+        );
+        assert_eq!(
+            ledger_state(&model),
+            ("succeeded".to_owned(), Some(3000), captured(3000, None), 0)
+        );
+    }
+
+    #[test]
+    fn a_void_releases_an_authorization_and_a_settle_then_is_31() {
+        let model = manual_model(Duration::ZERO, WEEK);
+        charge(&model, INVOICE, "pm_card_visa");
+        let merchant = Merchant::of(&model);
+        let answer = act_raw(
+            &model,
+            &merchant.request(&xml(MERCHANT, INVOICE, "V", None)),
+            T0 + 10,
+        );
+        assert!(answer.events.is_empty());
+        let void = merchant.open(&answer.body).expect("an answer");
+        assert_eq!(
+            (
+                code(&void),
+                status_of(&void),
+                element(&void, "amount").unwrap_or_default()
+            ),
+            ("00".to_owned(), "V".to_owned(), "30.00".to_owned()),
+            "{void}"
+        );
+        // Released: cancelled, never captured.
+        assert_eq!(
+            ledger_state(&model),
+            ("canceled".to_owned(), None, Vec::new(), 1)
+        );
+        assert_eq!(
+            model.charges()[0].cancels[0].cancellation_reason.as_deref(),
+            Some("void")
+        );
+        assert_eq!(status_now(&model, INVOICE, T0 + 20), "V");
+        let settle = action(&model, INVOICE, "S", Some("30.00"), T0 + 30);
+        assert_eq!(
+            (code(&settle), status_of(&settle)),
+            ("31".to_owned(), "V".to_owned()),
+            "{settle}"
+        );
+        assert_eq!(
+            element(&settle, "respDesc").as_deref(),
+            Some("Settlement is not allowed.")
+        );
+        assert_eq!(code(&action(&model, INVOICE, "V", None, T0 + 40)), "29");
+        assert_eq!(
+            ledger_state(&model),
+            ("canceled".to_owned(), None, Vec::new(), 1)
+        );
+        // The PGW face reads it as a voided payment.
+        assert_eq!(resp(&inquire(&model, INVOICE, T0 + 50)), "0003");
+    }
+
+    #[test]
+    fn an_authorization_never_settled_lapses_to_v_without_a_notification_and_a_settle_is_31() {
+        let model = manual_model(Duration::ZERO, Duration::from_secs(60 * 60));
+        // Authorized at T0 + 1: capturable for an hour.
+        charge(&model, INVOICE, "pm_card_visa");
+        assert_eq!(status_now(&model, INVOICE, T0 + HOUR_MS), "A");
+        assert!(model.tick(T0 + 1 + HOUR_MS).is_empty());
+        assert_eq!(status_now(&model, INVOICE, T0 + 1 + HOUR_MS), "V");
+        let charge = model.charges().pop().expect("a charge");
+        assert_eq!(
+            (
+                charge.outcome.as_str(),
+                charge.amount_captured,
+                charge.captures.len()
+            ),
+            ("canceled", None, 0)
+        );
+        assert_eq!(
+            charge.cancels,
+            [FakeCancel {
+                idempotency_key: None,
+                cancellation_reason: Some("automatic".to_owned()),
+            }]
+        );
+        let settle = action(&model, INVOICE, "S", Some("30.00"), T0 + 2 * HOUR_MS);
+        assert_eq!(
+            (code(&settle), status_of(&settle)),
+            ("31".to_owned(), "V".to_owned())
+        );
+        assert_eq!(
+            code(&action(&model, INVOICE, "V", None, T0 + 2 * HOUR_MS)),
+            "29"
+        );
+        assert_eq!(ledger_state(&model).2, Vec::new());
+        assert_eq!(resp(&inquire(&model, INVOICE, T0 + 2 * HOUR_MS)), "0003");
+    }
+
+    #[test]
+    fn without_manual_settlement_a_settle_is_32_whatever_the_status_and_changes_nothing() {
+        let model = maintenance_model(Duration::from_secs(60 * 60));
+        charge(&model, INVOICE, "pm_card_visa");
+        charge(&model, "declined1", "pm_card_visa_chargeDeclined");
+        for (invoice, now_ms, status) in [
+            (INVOICE, T0 + 10, "A"),
+            (INVOICE, T0 + 2 * HOUR_MS, "S"),
+            ("declined1", T0 + 10, "PF"),
+        ] {
+            let settle = action(&model, invoice, "S", Some("30.00"), now_ms);
+            assert_eq!(
+                (
+                    code(&settle),
+                    element(&settle, "respDesc").unwrap_or_default(),
+                    status_of(&settle),
+                    element(&settle, "amount").unwrap_or_default(),
+                ),
+                (
+                    "32".to_owned(),
+                    "Settlement is not required.".to_owned(),
+                    status.to_owned(),
+                    "30.00".to_owned()
+                ),
+                "{invoice}"
+            );
+        }
+        let charge = &model.charges()[0];
+        assert_eq!(
+            (
+                charge.outcome.as_str(),
+                charge.capture_method.as_str(),
+                charge.amount_captured,
+                charge.captures.len(),
+                charge.cancels.len()
+            ),
+            ("succeeded", "automatic", Some(3000), 0, 0)
+        );
+        let codes: Vec<Option<String>> = model
+            .twoc2p_actions()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|action| action.resp_code)
+            .collect();
+        assert_eq!(codes, vec![Some("32".to_owned()); 3]);
+    }
+
+    #[test]
+    fn once_settled_an_authorization_refunds_and_before_it_settles_it_voids() {
+        // Settling at once: refundable straight after the settle, no longer voidable.
+        let model = manual_model(Duration::ZERO, WEEK);
+        charge(&model, INVOICE, "pm_card_visa");
+        let tran_ref = model.charges()[0].id.clone();
+        assert_eq!(
+            code(&action(&model, INVOICE, "S", Some("30.00"), T0 + 10)),
+            "00"
+        );
+        assert_eq!(status_now(&model, INVOICE, T0 + 20), "S");
+        let refund = action(&model, INVOICE, "R", Some("10.00"), T0 + 30);
+        assert_eq!(
+            (code(&refund), status_of(&refund)),
+            ("00".to_owned(), "RF".to_owned()),
+            "{refund}"
+        );
+        assert_eq!(
+            code(&action(&model, INVOICE, "R", Some("20.01"), T0 + 40)),
+            "30"
+        );
+        assert_eq!(code(&action(&model, INVOICE, "V", None, T0 + 50)), "21");
+        let refunds = model.refunds();
+        assert_eq!(refunds.len(), 1);
+        assert_eq!(
+            (
+                refunds[0].amount,
+                refunds[0].status.as_str(),
+                refunds[0].payment_intent.as_str()
+            ),
+            (1000, "RF", tran_ref.as_str())
+        );
+        assert_eq!(
+            ledger_state(&model),
+            ("succeeded".to_owned(), Some(3000), captured(3000, None), 0)
+        );
+        // Settling after a delay: not refundable before, and a void then undoes the capture.
+        let model = manual_model(Duration::from_secs(60 * 60), WEEK);
+        charge(&model, INVOICE, "pm_card_visa");
+        assert_eq!(
+            code(&action(&model, INVOICE, "S", Some("30.00"), T0 + 10)),
+            "00"
+        );
+        assert_eq!(
+            code(&action(&model, INVOICE, "R", Some("10.00"), T0 + 20)),
+            "12"
+        );
+        let void = action(&model, INVOICE, "V", None, T0 + 30);
+        assert_eq!(
+            (code(&void), status_of(&void)),
+            ("00".to_owned(), "V".to_owned())
+        );
+        let charge = model.charges().pop().expect("a charge");
+        assert_eq!(
+            (
+                charge.outcome.as_str(),
+                charge.amount_captured,
+                charge.cancels.len()
+            ),
+            ("canceled", None, 1)
+        );
+        assert!(model.refunds().is_empty());
+    }
+
+    #[test]
+    fn on_a_manual_account_late_approvals_are_authorizations_notified_as_0000() {
+        let model = model_with(ModelConfig {
+            processing_for: Duration::from_secs(60),
+            ..manual_model_config()
+        });
+        // Processing: AP (a settle 12) until it is approved, then an authorization, notified.
+        let (processing, _) = charge(&model, "processing1", "pm_fake_processing");
+        assert_eq!(resp(&processing), "2001");
+        let settle = action(&model, "processing1", "S", Some("30.00"), T0 + 10);
+        assert_eq!(
+            (code(&settle), status_of(&settle)),
+            ("12".to_owned(), "AP".to_owned())
+        );
+        let events = model.tick(T0 + 120_000);
+        assert_eq!(events.len(), 1);
+        assert_eq!(answer_claims(KEY, &events[0].body)["respCode"], "0000");
+        assert_eq!(resp(&inquire(&model, "processing1", T0 + 120_001)), "0000");
+        assert_eq!(status_now(&model, "processing1", T0 + 120_002), "A");
+        assert_eq!(model.charges()[0].outcome, "authorized");
+        // A decline: PF, a settle 12.
+        charge(&model, "declined1", "pm_card_visa_chargeDeclined");
+        let settle = action(&model, "declined1", "S", Some("30.00"), T0 + 120_003);
+        assert_eq!(
+            (code(&settle), status_of(&settle)),
+            ("12".to_owned(), "PF".to_owned())
+        );
+        // 3-D Secure: the page's completion authorizes, notified and read as 0000.
+        let token = three_ds_token(&model, "threeds1", "Y", Some(RETURN));
+        let paid = pay(&model, &token, "pm_card_threeDSecure2Required", T0 + 1);
+        assert_eq!(resp(&paid), "1001");
+        let charge_id = model.charges()[2].id.clone();
+        let done = answer(&model, &charge_id, "complete", T0 + 120_004);
+        assert_eq!((done.status, done.location.as_deref()), (303, Some(RETURN)));
+        assert_eq!(done.events.len(), 1);
+        assert_eq!(answer_claims(KEY, &done.events[0].body)["respCode"], "0000");
+        assert_eq!(resp(&inquire(&model, "threeds1", T0 + 120_005)), "0000");
+        assert_eq!(model.charges()[2].outcome, "authorized");
+        assert_eq!(
+            code(&action(
+                &model,
+                "threeds1",
+                "S",
+                Some("30.00"),
+                T0 + 120_006
+            )),
+            "00"
+        );
+        assert_eq!(model.charges()[2].captures, captured(3000, None));
+        // None of the settles or refusals captured anything else.
+        assert_eq!(model.charges()[0].captures, Vec::new());
+        assert_eq!(model.charges()[1].outcome, "failed");
+    }
+
+    fn manual_model_config() -> ModelConfig {
+        ModelConfig {
+            twoc2p_maintenance_keys: Some(keys().clone()),
+            twoc2p_manual_settlement: true,
+            ..config()
+        }
     }
 }

@@ -36,13 +36,15 @@ use std::time::Duration;
 /// Transaction statuses of a settled (captured) payment: settled, or refunded since.
 const SETTLED: [&str; 3] = ["S", "RF", "RP"];
 
-/// Settle codes that refuse for good a transaction left authorized: `31` not allowed, `33`
-/// partial not allowed, `34` rejected, `35` failed, `36` past the deadline.
-const SETTLE_REFUSALS: [&str; 5] = ["31", "33", "34", "35", "36"];
+/// Settle codes that refuse for good a transaction left as it was: `12` not in a state for it
+/// (still waiting for 3-D Secure, or failed), `31` not allowed, `33` partial not allowed, `34`
+/// rejected, `35` failed, `36` past the deadline.
+const SETTLE_REFUSALS: [&str; 6] = ["12", "31", "33", "34", "35", "36"];
 
-/// Void codes that refuse for good a transaction left authorized: `21` not allowed (past the
-/// day's cut-off), `25` failed.
-const VOID_REFUSALS: [&str; 2] = ["21", "25"];
+/// Void codes that refuse for good a transaction left as it was: `12` not in a state for it (a
+/// payment still waiting for 3-D Secure, which 2C2P ends itself, or failed), `21` not allowed
+/// (past the day's cut-off), `25` failed.
+const VOID_REFUSALS: [&str; 3] = ["12", "21", "25"];
 
 impl<T: PspTransport> Maintenance<T> {
     /// Settles (capture) or voids (cancel) `request`'s authorization, its invoice being the
@@ -71,7 +73,8 @@ impl<T: PspTransport> Maintenance<T> {
             process_type,
             invoice_no: invoice_no.to_owned(),
             amount: request.currency.decimal_from_minor(whole),
-            idempotency_id: None,
+            // For whatever 2C2P makes of it (as a refund's): nothing relies on it.
+            idempotency_id: Some(request.idempotency_key.clone()),
         };
         match self.act(&action, timeout).await {
             Ok(answer) => read(&answer, request),
@@ -103,6 +106,13 @@ fn read(answer: &ActionAnswer, request: &OperationRequest) -> OperationOutcome {
                 "2C2P answered about {} for our {}",
                 answer.amount, request.payment_amount
             ),
+        };
+    }
+    if crate::mutations::active(crate::mutations::Mutation::TwoC2pSettledIsRefused) && code == "39"
+    {
+        // The planted hole: "already settled" taken for a refusal.
+        return OperationOutcome::Refused {
+            code: "2c2p_39".into(),
         };
     }
     if SETTLED.contains(&status) {
@@ -336,6 +346,8 @@ mod tests {
             (OperationKind::Capture, "36"),
             (OperationKind::Cancel, "21"),
             (OperationKind::Cancel, "25"),
+            (OperationKind::Cancel, "12"),
+            (OperationKind::Capture, "12"),
         ] {
             let process = if kind == OperationKind::Capture {
                 "S"
@@ -351,7 +363,7 @@ mod tests {
                 "{code}"
             );
         }
-        for (process, code) in [("S", "99"), ("S", "12"), ("V", "00"), ("V", "39")] {
+        for (process, code) in [("S", "99"), ("S", "30"), ("V", "00"), ("V", "39")] {
             let kind = if process == "S" {
                 OperationKind::Capture
             } else {
