@@ -424,6 +424,54 @@ impl Face for TwoC2p {
     }
 }
 
+/// 2C2P on a merchant account that settles manually (`TWOC2P_SETTLEMENT=manual`): the same wire
+/// format, but every approval is an authorization that payonce settles (a Payment Maintenance
+/// `S`) before the payment succeeds, as Square's approvals are completed.
+pub struct TwoC2pSettling;
+
+impl Face for TwoC2pSettling {
+    const NAME: &'static str = TwoC2p::NAME;
+    const WEBHOOK_PROVIDER: &'static str = TwoC2p::WEBHOOK_PROVIDER;
+    const CURRENCY: Currency = TwoC2p::CURRENCY;
+    const AMOUNT: i64 = TwoC2p::AMOUNT;
+    const BELOW_MINIMUM: i64 = TwoC2p::BELOW_MINIMUM;
+    const BELOW_MINIMUM_ANSWER: (u16, &'static str) = TwoC2p::BELOW_MINIMUM_ANSWER;
+    const BELOW_MINIMUM_ORDER_PROBLEM: &'static str = TwoC2p::BELOW_MINIMUM_ORDER_PROBLEM;
+    const DECLINE_CODE: &'static str = TwoC2p::DECLINE_CODE;
+    const REJECTED_METHOD_ANSWER: (u16, &'static str) = TwoC2p::REJECTED_METHOD_ANSWER;
+    const LOST_RESPONSE_STATUS: u16 = TwoC2p::LOST_RESPONSE_STATUS;
+    const CHARGE_WEBHOOKS: usize = TwoC2p::CHARGE_WEBHOOKS;
+    const REFUNDS: bool = TwoC2p::REFUNDS;
+    const REFUND_STARTS_PENDING: bool = TwoC2p::REFUND_STARTS_PENDING;
+    const FENCE: FenceProof = TwoC2p::FENCE;
+    const APPROVAL: Approval = Approval::ApprovesThenCompleted;
+    const LOOKUP: LookupBy = TwoC2p::LOOKUP;
+    const PAYER_ACTION: PayerAction = TwoC2p::PAYER_ACTION;
+    // The Payment Token, the Do Payment, the Payment Inquiry, then the settle.
+    const CHARGE_REQUESTS: u64 = 4;
+    const LOOKUP_TELLS_COMPLETED: bool = false;
+    const SUCCESS_EVENT_MOVES_MONEY: bool = false;
+
+    fn fake() -> FakePspConfig {
+        FakePspConfig {
+            twoc2p_manual_settlement: true,
+            ..FakePspConfig::twoc2p()
+        }
+    }
+
+    fn psp_id(charge: &FakeCharge) -> String {
+        TwoC2p::psp_id(charge)
+    }
+
+    fn event(facts: &EventFacts, now_s: i64, psp: &RunningFakePsp) -> Delivery {
+        TwoC2p::event(facts, now_s, psp)
+    }
+
+    fn attacks(facts: &EventFacts, now_s: i64, psp: &RunningFakePsp) -> Vec<Attack> {
+        TwoC2p::attacks(facts, now_s, psp)
+    }
+}
+
 /// Square: Payments API (`/v2/payments`), `x-square-hmacsha256-signature` (standard base64 of
 /// HMAC-SHA256 with the subscription's signature key over the notification URL followed by the
 /// raw body). Square signs no timestamp, so no attack here depends on time.

@@ -110,6 +110,14 @@ pub trait Face: Send + Sync + 'static {
     /// The PSP requests one payment with a good card costs (the create, and whatever the
     /// adapter asks next in the same invocation).
     const CHARGE_REQUESTS: u64;
+    /// Whether a lookup tells a completed payment from one only approved. 2C2P's inquiry reads
+    /// the same before and after a settle: there a settle sent again is answered "already
+    /// settled" instead.
+    const LOOKUP_TELLS_COMPLETED: bool = true;
+    /// Whether the PSP's webhook of a good card says the money moved. On a 2C2P account that
+    /// settles manually it says only that the payment was approved (an authorization), which
+    /// never revives a payment a decline ended: that authorization lapses unsettled.
+    const SUCCESS_EVENT_MOVES_MONEY: bool = true;
 
     /// The fake PSP speaking this PSP's wire format.
     fn fake() -> FakePspConfig;
@@ -233,5 +241,6 @@ macro_rules! conformance {
 conformance!(stripe, crate::conformance::faces::Stripe);
 conformance!(omise, crate::conformance::faces::Omise);
 conformance!(twoc2p, crate::conformance::faces::TwoC2p);
+conformance!(twoc2p_settling, crate::conformance::faces::TwoC2pSettling);
 conformance!(square, crate::conformance::faces::Square);
 conformance!(paypal, crate::conformance::faces::PayPal);

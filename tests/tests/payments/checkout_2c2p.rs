@@ -17,12 +17,12 @@ use serde_json::{json, Value};
 use super::{authenticate, order_state};
 
 /// The test checkout's return page.
-fn return_url() -> String {
+pub(super) fn return_url() -> String {
     format!("{CHECKOUT_ORIGIN}/checkout/return?from=psp")
 }
 
 /// A payment of `order` (THB 50.00) with `payment_method`, with or without the return URL.
-fn body(order: &str, payment_method: &str, with_return_url: bool) -> Value {
+pub(super) fn body(order: &str, payment_method: &str, with_return_url: bool) -> Value {
     let mut body = json!({"order_id": order, "order_version": 1, "payment_method": payment_method});
     if with_return_url {
         body["return_url"] = json!(return_url());
@@ -51,7 +51,7 @@ fn notification_claims(body: &str) -> Value {
 }
 
 /// Waits for the notification that says `resp_code`; its body.
-async fn notification(sink: &WebhookSink, resp_code: &str) -> String {
+pub(super) async fn notification(sink: &WebhookSink, resp_code: &str) -> String {
     let found = sink
         .wait_for(1, |envelope| {
             envelope["payload"].is_string()
@@ -63,7 +63,7 @@ async fn notification(sink: &WebhookSink, resp_code: &str) -> String {
 
 /// Pays `order` with the 3-D Secure card and a return URL: 202 `requires_action`, after the
 /// Payment Token, the Do Payment and the inquiry. The payment id and the redirect.
-async fn start_3ds(stack: &PaymentStack, order: &str, key: &str) -> (String, String) {
+pub(super) async fn start_3ds(stack: &PaymentStack, order: &str, key: &str) -> (String, String) {
     let seen = stack.psp.requests_seen();
     let first = stack
         .pay(

@@ -367,3 +367,81 @@ async fn without_manual_settlement_a_2c2p_manual_capture_is_refused_unclaimed() 
     assert_eq!(stack.snapshot().await, before);
     assert_eq!(stack.psp.requests_seen(), 0);
 }
+
+#[tokio::test]
+async fn a_3ds_payment_on_a_settling_account_is_settled_once_the_notification_names_its_approval() {
+    // GIVEN a 2C2P account that settles manually, and a card that asks for 3-D Secure
+    let (stack, order) = settling_stack().await;
+    let sink = stack.webhook_sink().await;
+    let (id, url) = super::checkout_2c2p::start_3ds(&stack, &order, "2c2p-3ds-settle").await;
+
+    // WHEN the customer completes it and 2C2P's notification of the approval is processed
+    let (status, _) = super::authenticate(&url, "complete").await;
+    assert_eq!(status, 303);
+    let approved = super::checkout_2c2p::notification(&sink, "0000").await;
+    stack.deliver(&approved).await.unwrap();
+
+    // THEN the approval is an authorization, not a success: nothing settled yet, the order held
+    let stored = stack.payment(&id).await;
+    assert_ne!(stored.status, PaymentStatus::Succeeded, "{stored:?}");
+    assert!(actions(&stack).is_empty(), "{:?}", actions(&stack));
+    assert_eq!(charge_of(&stack, &id).captures.len(), 0);
+    assert_ne!(order_state(&stack, &order).await, "paid");
+
+    // WHEN reconcile serves the request the processor queued for payonce's second step
+    let report = stack.reconcile_requested().await;
+
+    // THEN it settles the whole once: succeeded, the order paid
+    assert_eq!(report.succeeded, 1, "{report:?}");
+    assert_eq!(actions(&stack), ["S 00"]);
+    let charge = charge_of(&stack, &id);
+    assert_eq!(
+        (charge.amount_captured, charge.captures.len()),
+        (Some(AMOUNT), 1),
+        "{charge:#?}"
+    );
+    assert_eq!(stack.payment(&id).await.status, PaymentStatus::Succeeded);
+    assert_eq!(order_state(&stack, &order).await, "paid");
+    // AND the notification again moves nothing, nor sends anything
+    stack.deliver(&approved).await.unwrap();
+    assert_eq!(stack.payment(&id).await.status, PaymentStatus::Succeeded);
+    assert_eq!(actions(&stack), ["S 00"]);
+}
+
+#[tokio::test]
+async fn a_settle_after_the_acquirer_let_the_authorization_lapse_is_402_and_frees_the_order() {
+    // GIVEN a 2C2P authorization the acquirer lets lapse after a moment
+    let config = FakePspConfig {
+        twoc2p_manual_settlement: true,
+        authorization_expires_after: Duration::from_millis(300),
+        ..FakePspConfig::twoc2p()
+    };
+    let stack = PaymentStack::start_with(config, ChargeConfig::default()).await;
+    let order = stack
+        .create_order_of("alice", Currency::Thb, 1, AMOUNT)
+        .await;
+    let authorized = authorize(&stack, &order, "2c2p-lapse").await;
+    let id = authorized["payment_id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(charge_of(&stack, &id).outcome, "canceled");
+
+    // WHEN staff capture it
+    let refused = stack.capture(&id, "2c2p-cap-late", json!({})).await;
+
+    // THEN 402 capture-failed: the settle meets a voided transaction, so the payment is stored
+    // canceled as expired, the order free again, nothing captured
+    assert_eq!(
+        (refused.status, refused.problem_type()),
+        (402, "/problems/capture-failed"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(actions(&stack), ["S 31"]);
+    let stored = stack.payment(&id).await;
+    assert_eq!(
+        (stored.status, stored.progress.cancellation_reason),
+        (PaymentStatus::Canceled, Some(CancellationReason::Expired))
+    );
+    assert_eq!(order_state(&stack, &order).await, "unpaid");
+    assert_eq!(charge_of(&stack, &id).captures.len(), 0);
+}
