@@ -182,9 +182,16 @@ async fn an_automatic_2c2p_payment_on_a_settling_account_is_settled_by_the_charg
     let (stack, order) = settling_stack().await;
 
     // WHEN alice pays with an automatic capture (the default)
+    stack.counter.reset();
     let paid = stack
         .pay("alice", "2c2p-auto", body(&order, json!({})))
         .await;
+    // (in at most 4 DynamoDB requests, as on Square: the invoice is stored before the settle)
+    assert!(
+        stack.counter.total() <= 4,
+        "{:?}",
+        stack.counter.by_operation()
+    );
 
     // THEN 201 succeeded: the approval was settled at once, a fourth call
     assert_eq!(
