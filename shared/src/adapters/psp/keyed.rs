@@ -23,6 +23,9 @@ pub(crate) struct Sent {
     pub(crate) reply: WireReply,
     /// Whether an earlier call under the key was answered (a 409 or 429 that was retried).
     pub(crate) retried: bool,
+    /// Whether one of those answers was a 409: the PSP said an earlier request under the key
+    /// was still being processed (a 429 says only that it took none).
+    pub(crate) in_progress: bool,
 }
 
 /// A keyed create whose last call got no answer.
@@ -47,6 +50,7 @@ pub(crate) async fn send_with_busy_retries<T: PspTransport + ?Sized>(
 ) -> Result<Sent, NoAnswer> {
     let started = tokio::time::Instant::now();
     let mut busy = 0;
+    let mut in_progress = false;
     let mut answered = false;
     loop {
         let left = timeout.saturating_sub(started.elapsed());
@@ -65,12 +69,14 @@ pub(crate) async fn send_with_busy_retries<T: PspTransport + ?Sized>(
             && started.elapsed() + BUSY_PAUSE * 2 < timeout
         {
             busy += 1;
+            in_progress |= reply.status == 409;
             tokio::time::sleep(BUSY_PAUSE).await;
             continue;
         }
         return Ok(Sent {
             reply,
             retried: busy > 0,
+            in_progress,
         });
     }
 }

@@ -622,7 +622,7 @@ fn classify_charge(reply: &WireReply) -> PspOutcome {
 /// `resend`: an earlier call under the refund's key may have reached Omise. Omise documents no
 /// idempotency for refunds, so a refusal then ("fully refunded", "amount too large") may be
 /// caused by that very earlier refund: it proves nothing, and the outcome is unknown.
-fn classify_refund(Sent { reply, retried }: Sent, resend: bool) -> RefundOutcome {
+fn classify_refund(Sent { reply, retried, .. }: Sent, resend: bool) -> RefundOutcome {
     let retried = retried || resend;
     if matches!(reply.status, 401 | 403) {
         let reason = credentials_refused(reply.status);
@@ -700,7 +700,7 @@ impl<T: PspTransport> Psp for OmisePsp<T> {
     /// answered rule: a connection failure or a 401/403 after an earlier answer is unknown.
     async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome {
         let call = self.charge_call(request);
-        let Sent { reply, retried } = match keyed::send_with_busy_retries(
+        let Sent { reply, retried, .. } = match keyed::send_with_busy_retries(
             &self.transport,
             &call,
             timeout,

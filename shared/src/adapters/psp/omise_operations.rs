@@ -51,7 +51,7 @@ impl<T: PspTransport> OmisePsp<T> {
             WireBody::Form(Vec::new()),
             Some(&request.idempotency_key),
         );
-        let Sent { reply, retried } =
+        let Sent { reply, retried, .. } =
             match keyed::send_with_busy_retries(self.transport(), &call, left(), left()).await {
                 Ok(sent) => sent,
                 Err(NoAnswer::NotSent(reason)) => return OperationOutcome::NotSent { reason },

@@ -373,6 +373,7 @@ impl<T: PspTransport> PayPalPsp<T> {
         let started = Instant::now();
         let mut refreshed = false;
         let mut answered_before = false;
+        let mut in_progress_before = false;
         loop {
             let left = timeout.saturating_sub(started.elapsed());
             let token = match self.token(left).await {
@@ -415,10 +416,12 @@ impl<T: PspTransport> PayPalPsp<T> {
                 self.forget_token();
                 refreshed = true;
                 answered_before |= sent.retried;
+                in_progress_before |= sent.in_progress;
                 continue;
             }
             return Ok(Sent {
                 retried: sent.retried || answered_before,
+                in_progress: sent.in_progress || in_progress_before,
                 reply: sent.reply,
             });
         }
@@ -782,7 +785,7 @@ impl<T: PspTransport> PayPalPsp<T> {
     async fn read_operation(
         &self,
         request: &OperationRequest,
-        Sent { reply, retried }: Sent,
+        Sent { reply, retried, .. }: Sent,
         timeout: Duration,
     ) -> OperationOutcome {
         let order_id = request.provider_payment_id.clone();
@@ -988,7 +991,11 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
         let mut lost_once = false;
         let outcome = loop {
             let left = timeout.saturating_sub(started.elapsed());
-            let Sent { reply, retried } = match self.send(&call, left).await {
+            let Sent {
+                reply,
+                retried,
+                in_progress,
+            } = match self.send(&call, left).await {
                 Ok(sent) => sent,
                 Err(NoAnswer::NotSent(reason)) if !lost_once => {
                     return PspOutcome::NotSent { reason }
@@ -1002,9 +1009,12 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
                     return PspOutcome::Unknown { reason };
                 }
             };
-            if (lost_once || request.earlier_may_run) && !(200..300).contains(&reply.status) {
+            if (lost_once || request.earlier_may_run || in_progress)
+                && !(200..300).contains(&reply.status)
+            {
                 // PayPal may fail a request sent under an id whose first request still runs
-                // ("might fail the second request"), ours just now or a lapsed holder's: only an
+                // ("might fail the second request"), ours just now, a lapsed holder's, or one
+                // PayPal itself said was still being processed (a 409 we waited out): only an
                 // order answered is a word about it.
                 break PspOutcome::Unknown {
                     reason: format!(
@@ -1179,7 +1189,7 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
             })),
         );
         let left = timeout.saturating_sub(started.elapsed());
-        let Sent { reply, retried } = match self.send(&call, left).await {
+        let Sent { reply, retried, .. } = match self.send(&call, left).await {
             Ok(sent) => sent,
             Err(NoAnswer::NotSent(reason)) => return RefundOutcome::NotSent { reason },
             Err(NoAnswer::Unknown(reason)) => return RefundOutcome::Unknown { reason },
@@ -1366,6 +1376,25 @@ mod tests {
                 .count();
             assert_eq!(creates, 1);
         }
+        // AND a refusal after PayPal said a request under the id was still being processed (a
+        // 409 waited out) is unknown; after a 429 (rate limited: nothing taken) it decides
+        let in_progress = issue(409, "DUPLICATE_REQUEST_ID");
+        let paypal = scripted([in_progress, issue(422, "INSTRUMENT_DECLINED")]);
+        let outcome = paypal
+            .create_charge(&charge(), Duration::from_secs(10))
+            .await;
+        assert!(matches!(outcome, PspOutcome::Unknown { .. }), "{outcome:?}");
+        let paypal = scripted([
+            issue(429, "RATE_LIMIT_REACHED"),
+            issue(422, "INSTRUMENT_DECLINED"),
+        ]);
+        let outcome = paypal
+            .create_charge(&charge(), Duration::from_secs(10))
+            .await;
+        assert!(
+            matches!(outcome, PspOutcome::Declined { .. }),
+            "{outcome:?}"
+        );
         // AND a decline answering a first send is still a decline
         let paypal = scripted([issue(422, "INSTRUMENT_DECLINED")]);
         assert!(matches!(

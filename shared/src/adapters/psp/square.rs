@@ -453,7 +453,7 @@ impl<T: PspTransport> SquarePsp<T> {
             OperationKind::Cancel => ("cancel", None),
         };
         let call = self.call("POST", format!("/v2/payments/{id}/{action}"), body);
-        let Sent { reply, retried } = match keyed::send_with_busy_retries(
+        let Sent { reply, retried, .. } = match keyed::send_with_busy_retries(
             &self.transport,
             &call,
             timeout,
@@ -810,7 +810,7 @@ fn classify_charge(reply: &WireReply) -> PspOutcome {
 /// the PSP is sure to remember them), so an earlier call of ours that refunded would have been
 /// answered with its refund, not refused — as on Stripe; 401/403 → not sent (alarm) unless an
 /// earlier call under the key was answered; anything else → unknown.
-fn classify_refund(Sent { reply, retried }: Sent) -> RefundOutcome {
+fn classify_refund(Sent { reply, retried, .. }: Sent) -> RefundOutcome {
     if matches!(reply.status, 401 | 403) {
         let reason = credentials_refused(reply.status);
         return if retried {
@@ -883,7 +883,7 @@ impl<T: PspTransport> Psp for SquarePsp<T> {
         let mut lost_once = false;
         loop {
             let left = timeout.saturating_sub(started.elapsed());
-            let Sent { reply, retried } = match keyed::send_with_busy_retries(
+            let Sent { reply, retried, .. } = match keyed::send_with_busy_retries(
                 &self.transport,
                 &call,
                 left,

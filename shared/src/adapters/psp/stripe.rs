@@ -419,7 +419,7 @@ fn refund_rank(settlement: &RefundSettlement) -> u8 {
 }
 
 /// Classifies the last answer to a refund create.
-fn classify_refund(Sent { reply, retried }: Sent) -> RefundOutcome {
+fn classify_refund(Sent { reply, retried, .. }: Sent) -> RefundOutcome {
     if reply.status == 200 {
         return match serde_json::from_slice::<StripeRefund>(&reply.body) {
             Ok(refund) => RefundOutcome::Answered(refund.settlement()),
@@ -633,7 +633,7 @@ impl<T: PspTransport> Psp for StripePsp<T> {
 
     async fn create_charge(&self, request: &ChargeRequest, timeout: Duration) -> PspOutcome {
         let call = self.intent_call(request, true);
-        let Sent { reply, retried } = match self.send_with_busy_retries(&call, timeout).await {
+        let Sent { reply, retried, .. } = match self.send_with_busy_retries(&call, timeout).await {
             Ok(sent) => sent,
             Err(NoAnswer::NotSent(reason)) => return PspOutcome::NotSent { reason },
             Err(NoAnswer::Unknown(reason)) => return PspOutcome::Unknown { reason },

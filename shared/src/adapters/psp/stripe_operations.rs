@@ -89,7 +89,7 @@ pub(super) fn cancellation_reason(stripe: Option<&str>) -> CancellationReason {
     }
 }
 
-fn classify_operation(Sent { reply, retried }: Sent) -> OperationOutcome {
+fn classify_operation(Sent { reply, retried, .. }: Sent) -> OperationOutcome {
     let unknown = |reason: String| OperationOutcome::Unknown { reason };
     if reply.status == 200 {
         return match serde_json::from_slice::<PaymentIntent>(&reply.body) {
@@ -165,6 +165,7 @@ mod tests {
                 body: body.to_string().into_bytes(),
             },
             retried: false,
+            in_progress: false,
         })
     }
 
