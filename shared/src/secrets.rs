@@ -326,6 +326,10 @@ impl<P: Psp + 'static> Psp for RefreshingPsp<P> {
         self.cache.latest().captures_later()
     }
 
+    fn moves_money_only_under_a_stored_id(&self) -> bool {
+        self.cache.latest().moves_money_only_under_a_stored_id()
+    }
+
     fn captures_partially(&self) -> bool {
         self.cache.latest().captures_partially()
     }

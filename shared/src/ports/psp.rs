@@ -448,6 +448,14 @@ pub trait Psp: Send + Sync {
     fn captures_later(&self) -> bool {
         self.kind().captures_later()
     }
+    /// Whether money moves under a key only once payonce completes a payment whose PSP id it
+    /// stored (Square: every payment is created `autocomplete: false`, and Square cancels one
+    /// never completed when its delay lapses). Then an attempt with no stored id has moved no
+    /// money and never will, whatever its fence says: reconcile gives it up rather than hold
+    /// its order for an operator.
+    fn moves_money_only_under_a_stored_id(&self) -> bool {
+        false
+    }
     /// Whether a capture may take less than the whole authorization (Omise's ordinary
     /// authorizations are captured whole).
     fn captures_partially(&self) -> bool {

@@ -332,6 +332,13 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
         duration_ms(self.config.fence_window.min(kept))
     }
 
+    /// Whether `payment` has no PSP id stored on a PSP that moves money only under one
+    /// ([`Psp::moves_money_only_under_a_stored_id`]): nothing under its key moved money, nor
+    /// ever will.
+    fn moved_nothing_without_an_id(&self, payment: &Payment) -> bool {
+        payment.provider_payment_id.is_none() && self.psp.moves_money_only_under_a_stored_id()
+    }
+
     /// Whether `payment`'s order is still held by it (stored `processing` under it): an attempt
     /// keeps its order from its claim until it settles, unless it gave it back as never sent.
     async fn holds_its_order(&self, payment: &Payment) -> Result<bool, ReconcileError> {
@@ -393,6 +400,16 @@ impl<S: ChargeStore + OrderStore + RefundStore + OperationStore + InflightScan, 
                 return Ok(Reconciled::Pending);
             }
             Some(settlement) => settlement,
+            None if matches!(lookup, PspLookup::NotFound)
+                && age_ms > self.fence_window_ms()
+                && self.moved_nothing_without_an_id(&payment) =>
+            {
+                // Past the fence window (its fences refused, or their answers lost), yet
+                // nothing under the key can ever move money: given up, the order released. A
+                // payment the key left approved is canceled by the PSP when its delay lapses.
+                tracing::warn!(payment_id, age_ms, "no PSP id stored and past the fence window: nothing under this attempt's key can move money; given up");
+                Settlement::Abandoned
+            }
             None if matches!(lookup, PspLookup::NotFound) && age_ms > self.fence_window_ms() => {
                 // The PSP may have forgotten the key: a fence could create a new charge and
                 // "prove" nothing. Only an operator can settle this attempt now.

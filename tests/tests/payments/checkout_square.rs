@@ -578,6 +578,57 @@ async fn a_crash_after_the_square_id_is_stored_is_completed_by_reconcile_once() 
 }
 
 #[tokio::test]
+async fn an_attempt_with_no_square_id_past_the_fence_window_is_given_up_not_held_for_an_operator() {
+    // GIVEN an invocation that dies after Square approved the payment, before storing its id,
+    // and no reconcile run until the fence window has passed (its fences' answers all lost)
+    let (stack, order) = square_stack(ChargeConfig::default()).await;
+    let request = body(&order, "pm_card_visa", json!({}));
+    stack.charge.inject_crash(CrashPoint::AfterPspCall);
+    let crashed = stack.pay("alice", "sq-window", request.clone()).await;
+    assert_eq!(crashed.status, 500, "{}", crashed.body);
+    let id = stack.psp.charges()[0]
+        .payment_id
+        .clone()
+        .expect("our reference");
+    stack.clock.advance(Duration::from_secs(24 * 3600));
+
+    // WHEN reconcile runs
+    let seen = stack.psp.requests_seen();
+    let report = stack.reconcile().await;
+
+    // THEN the attempt is given up without a call: no payment whose id payonce never stored is
+    // ever completed, so nothing under its key moved money; the order is free again
+    assert_eq!(
+        (report.examined, report.abandoned, report.errors),
+        (1, 1, 0),
+        "{report:?}"
+    );
+    assert_eq!(stack.psp.requests_seen(), seen);
+    let stored = stack.payment(&id).await;
+    assert_eq!(
+        (stored.status, stored.failure.map(|f| f.kind)),
+        (PaymentStatus::Failed, Some(FailureKind::Abandoned))
+    );
+    assert_eq!(order_state(&stack, &order).await, "unpaid");
+    // AND Square's payment is left approved, never completed (its delay cancels it)
+    let charge = charge_of(&stack, &id);
+    assert_eq!(
+        (charge.outcome.as_str(), charge.captures.len()),
+        ("authorized", 0),
+        "{charge:#?}"
+    );
+    assert_eq!(stack.psp.succeeded_charges_for(&id), 0);
+    // AND the key's retry is told from the store that nothing was charged
+    let replay = stack.pay("alice", "sq-window", request).await;
+    assert_eq!(
+        (replay.status, replay.problem_type()),
+        (402, "/problems/payment-failed"),
+        "{}",
+        replay.body
+    );
+}
+
+#[tokio::test]
 async fn a_crash_before_the_square_id_is_stored_is_fenced_by_key_and_the_order_paid_anew() {
     // GIVEN an invocation that dies after Square approved the payment, before storing its id
     let (stack, order) = square_stack(ChargeConfig::default()).await;

@@ -87,6 +87,10 @@ impl<T: PspTransport> Psp for ConfiguredPsp<T> {
         delegate!(self, psp => psp.captures_later())
     }
 
+    fn moves_money_only_under_a_stored_id(&self) -> bool {
+        delegate!(self, psp => psp.moves_money_only_under_a_stored_id())
+    }
+
     fn captures_partially(&self) -> bool {
         delegate!(self, psp => psp.captures_partially())
     }

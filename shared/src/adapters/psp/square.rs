@@ -961,12 +961,14 @@ impl<T: PspTransport> Psp for SquarePsp<T> {
         }
         let codes: Vec<String> = errors_of(&body).into_iter().map(|(_, code)| code).collect();
         if is_client_error(reply.status) {
-            tracing::error!(
+            // A payment under the key that is no longer approved (canceled or failed): none is
+            // ever completed without its id stored, and reconcile fences only an attempt with
+            // none, so it gives the attempt up once past the fence window.
+            tracing::warn!(
                 payment_id = %request.payment_id,
                 status = reply.status,
                 codes = %codes.join(","),
-                alarm = "payment-unprovable",
-                "Square refused to cancel by this attempt's key: a payment under it may have been completed; needs an operator"
+                "Square refused to cancel by this attempt's key; reconcile gives it up once past the fence window"
             );
         }
         Err(PspError {
@@ -987,6 +989,13 @@ impl<T: PspTransport> Psp for SquarePsp<T> {
                 "Square payments are canceled only through operate: {provider_payment_id} left as it is"
             ),
         })
+    }
+
+    /// Every payment is created `autocomplete: false` and completed only under the id payonce
+    /// stored (`service::complete`); one never completed Square cancels when its delay (7 days
+    /// for a card not present) lapses.
+    fn moves_money_only_under_a_stored_id(&self) -> bool {
+        true
     }
 
     /// Square completes the whole approved amount (changing it first is another call, with its
