@@ -1062,7 +1062,9 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
         }
     }
 
-    /// Payment Inquiry by the payment's invoice number ([`TwoC2pPsp::look`]).
+    /// Payment Inquiry by the payment's invoice number: `0000` succeeded (an authorization on an
+    /// account that settles manually), issuer declines declined, `0003` cancelled, pending and
+    /// not found as they read; anything else an error.
     async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError> {
         Ok(self.look(payment_id).await?.0)
     }
