@@ -134,6 +134,9 @@ pub struct OperationRequest {
     pub amount: Option<i64>,
     /// The payment's amount, minor units: what its authorization holds (2C2P's settle names it).
     pub payment_amount: i64,
+    /// How the payment was to be captured: only a manual one is ever voided on 2C2P (an
+    /// automatic one is settled by payonce itself, whom no cancel may race).
+    pub capture: CaptureMethod,
     /// The payment's currency.
     pub currency: Currency,
     /// [`PaymentOperation::psp_key`] of the claim.
@@ -150,6 +153,7 @@ impl OperationRequest {
             provider_payment_id: payment.provider_payment_id.clone()?,
             amount: operation.amount,
             payment_amount: payment.amount,
+            capture: payment.capture,
             currency: payment.currency,
             idempotency_key: operation.psp_key(&payment.payment_id),
         })

@@ -91,6 +91,7 @@ pub async fn complete<P: Psp + ?Sized>(
         provider_payment_id,
         amount: None,
         payment_amount: payment.amount,
+        capture: payment.capture,
         currency: payment.currency,
         idempotency_key: OperationKind::Capture.psp_key(&payment.payment_id),
     };

@@ -175,6 +175,7 @@ fn completion(request: &ChargeRequest, provider_payment_id: &str) -> OperationRe
         provider_payment_id: provider_payment_id.to_owned(),
         amount: None,
         payment_amount: request.amount,
+        capture: request.capture,
         currency: request.currency,
         idempotency_key: OperationKind::Capture.psp_key(&request.payment_id),
     }

@@ -381,6 +381,18 @@ async fn a_3ds_payment_on_a_settling_account_is_settled_once_the_notification_na
     let (stack, order) = settling_stack().await;
     let sink = stack.webhook_sink().await;
     let (id, url) = super::checkout_2c2p::start_3ds(&stack, &order, "2c2p-3ds-settle").await;
+    // AND the checkout's cancel of it is refused without a call: an automatic payment is settled
+    // by payonce outside any claim, so no void may race that settle
+    let seen = stack.psp.requests_seen();
+    let cancel = stack.cancel("alice", &[], &id, "2c2p-3ds-cancel").await;
+    assert_eq!(
+        (cancel.status, cancel.problem_type()),
+        (409, "/problems/payment-not-cancelable"),
+        "{}",
+        cancel.body
+    );
+    assert_eq!(stack.psp.requests_seen(), seen);
+    assert!(stack.payment(&id).await.operation.is_none());
 
     // WHEN the customer completes it and 2C2P's notification of the approval is processed
     let (status, _) = super::authenticate(&url, "complete").await;

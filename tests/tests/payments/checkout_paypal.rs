@@ -1812,6 +1812,7 @@ async fn an_order_capture_sent_again_after_paypal_forgot_its_request_id_reads_al
         provider_payment_id: order_id.clone(),
         amount: None,
         payment_amount: 1000,
+        capture: payonce::domain::CaptureMethod::Automatic,
         currency: Currency::Usd,
         idempotency_key: OperationKind::Capture.psp_key(&id),
     };

@@ -250,6 +250,7 @@ fn operation(
         provider_payment_id: order_id.to_owned(),
         amount,
         payment_amount: request.amount,
+        capture: request.capture,
         currency: request.currency,
         idempotency_key: key.to_owned(),
     }

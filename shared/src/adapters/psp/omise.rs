@@ -1084,6 +1084,7 @@ mod tests {
             provider_payment_id: CHARGE.into(),
             amount: Some(100000),
             payment_amount: 100000,
+            capture: crate::domain::CaptureMethod::Manual,
             currency: Currency::Thb,
             idempotency_key: format!("payonce-{}-{PAY}", kind.as_str()),
         }

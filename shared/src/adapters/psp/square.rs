@@ -1480,6 +1480,7 @@ mod tests {
             provider_payment_id: SQ.into(),
             amount: None,
             payment_amount: 1000,
+            capture: crate::domain::CaptureMethod::Manual,
             currency: Currency::Usd,
             idempotency_key: kind.psp_key(PAY),
         }

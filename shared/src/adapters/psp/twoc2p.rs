@@ -503,7 +503,11 @@ impl<T: PspTransport> TwoC2pPsp<T> {
     /// every failure are errors: a lookup never guesses. (A minted but never used invoice may
     /// answer `2002` or `0001`: UNCONFIRMED; either settles nothing.) On an account that settles
     /// manually an approval is an authorization. With the amount and currency 2C2P states.
-    async fn look(&self, payment_id: &str) -> Result<(PspLookup, CheckedAmount), PspError> {
+    async fn look(
+        &self,
+        payment_id: &str,
+        authorizes_only: bool,
+    ) -> Result<(PspLookup, CheckedAmount), PspError> {
         let invoice_no = invoice_no_for(payment_id).ok_or_else(|| PspError {
             reason: format!("{payment_id} has no 2C2P invoice number"),
         })?;
@@ -519,7 +523,7 @@ impl<T: PspTransport> TwoC2pPsp<T> {
             // An approval on an account that settles manually holds the money until payonce
             // settles it; the inquiry reads the same before and after (the settle answers
             // which: `39` once settled).
-            ResponseClass::Approved if self.authorizes_only() => Ok(PspLookup::Authorized {
+            ResponseClass::Approved if authorizes_only => Ok(PspLookup::Authorized {
                 provider_payment_id,
                 amount_capturable: amount.minor,
                 capture_before_ms: None,
@@ -949,12 +953,13 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
     }
 
     /// A settle (capture) or void (cancel) through the maintenance API on an account that
-    /// settles manually; refused without a call otherwise.
+    /// settles manually, or of a manual payment authorized while it did; refused without a call
+    /// otherwise.
     async fn operate(&self, request: &OperationRequest, timeout: Duration) -> OperationOutcome {
+        let authorized_here =
+            self.settles_manually || request.capture == crate::domain::CaptureMethod::Manual;
         match &self.maintenance {
-            Some(maintenance) if self.settles_manually => {
-                maintenance.operate(request, timeout).await
-            }
+            Some(maintenance) if authorized_here => maintenance.operate(request, timeout).await,
             _ => OperationOutcome::Refused {
                 code: format!("{}_not_supported", request.kind.as_str()),
             },
@@ -964,7 +969,11 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
     /// [`Psp::lookup`], and on an account that settles manually an authorization is believed
     /// only for the payment's amount and currency (its lookup states none for reconcile's check).
     async fn lookup_payment(&self, payment: &Payment) -> Result<PspLookup, PspError> {
-        let (lookup, amount) = self.look(&payment.payment_id).await?;
+        // A manual payment was authorized on an account that settled manually: its approval
+        // stays an authorization even if the deployment's setting changed since.
+        let authorizes_only =
+            self.authorizes_only() || (payment.capture_is_manual() && self.maintenance.is_some());
+        let (lookup, amount) = self.look(&payment.payment_id, authorizes_only).await?;
         let ours = amount.minor == payment.amount && amount.currency == payment.currency.as_str();
         if matches!(lookup, PspLookup::Authorized { .. }) && !ours {
             tracing::error!(payment_id = %payment.payment_id, reported = ?amount, amount = payment.amount,
@@ -1066,7 +1075,7 @@ impl<T: PspTransport> Psp for TwoC2pPsp<T> {
     /// account that settles manually), issuer declines declined, `0003` cancelled, pending and
     /// not found as they read; anything else an error.
     async fn lookup(&self, payment_id: &str) -> Result<PspLookup, PspError> {
-        Ok(self.look(payment_id).await?.0)
+        Ok(self.look(payment_id, self.authorizes_only()).await?.0)
     }
 
     /// The proof that an invoice was never used: the attempt's own Payment Token request,

@@ -29,12 +29,16 @@
 use super::transport::PspTransport;
 use super::twoc2p_ids::invoice_no_for;
 use super::twoc2p_maintenance::{Action, ActionAnswer, ActionFailure, Maintenance, ProcessType};
-use crate::domain::{CancellationReason, OperationKind, Settlement};
+use crate::domain::{CancellationReason, CaptureMethod, OperationKind, Settlement};
 use crate::ports::{OperationOutcome, OperationRequest};
 use std::time::Duration;
 
 /// Transaction statuses of a settled (captured) payment: settled, or refunded since.
 const SETTLED: [&str; 3] = ["S", "RF", "RP"];
+
+/// Transaction statuses of an authorization that can never be captured: voided (`V`), void
+/// pending (`VP`, as the refund path reads it), expired (`EX`).
+const VOIDED: [&str; 3] = ["V", "VP", "EX"];
 
 /// Settle codes that refuse for good a transaction left as it was: `12` not in a state for it
 /// (still waiting for 3-D Secure, or failed), `31` not allowed, `33` partial not allowed, `34`
@@ -61,6 +65,15 @@ impl<T: PspTransport> Maintenance<T> {
         }
         let whole = request.payment_amount;
         let process_type = match request.kind {
+            // An automatic payment is settled by payonce as soon as 2C2P approves it, outside
+            // any claim: a void racing that settle could undo a capture already booked (before
+            // the day's batch a void cancels a settle). Only an authorization kept for staff is
+            // voided.
+            OperationKind::Cancel if request.capture != CaptureMethod::Manual => {
+                return OperationOutcome::Refused {
+                    code: "cancel_not_supported".into(),
+                }
+            }
             OperationKind::Capture if request.amount.is_some_and(|amount| amount != whole) => {
                 return OperationOutcome::Refused {
                     code: "2c2p_partial_settlement".into(),
@@ -118,14 +131,14 @@ fn read(answer: &ActionAnswer, request: &OperationRequest) -> OperationOutcome {
     if SETTLED.contains(&status) {
         return captured();
     }
-    if status == "V" {
+    if VOIDED.contains(&status) {
         return OperationOutcome::Answered(Settlement::Canceled {
             provider_payment_id: Some(provider_payment_id),
             reason: match request.kind {
-                OperationKind::Cancel => CancellationReason::Requested,
+                OperationKind::Cancel if status != "EX" => CancellationReason::Requested,
                 // Only payonce voids, and never while a capture is claimed: the acquirer let
                 // the authorization lapse.
-                OperationKind::Capture => CancellationReason::Expired,
+                _ => CancellationReason::Expired,
             },
         });
     }
@@ -222,6 +235,7 @@ mod tests {
             provider_payment_id: INVOICE.into(),
             amount,
             payment_amount: 10_000,
+            capture: CaptureMethod::Manual,
             currency: Currency::Thb,
             idempotency_key: kind.psp_key(&format!("pay_{INVOICE}")),
         }
@@ -310,6 +324,42 @@ mod tests {
                 "{code} {status}"
             );
             assert_eq!(sent(&f), ["V 100.00"]);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_automatic_payment_is_never_voided_and_a_void_pending_or_expiry_is_canceled() {
+        // An automatic payment is settled by payonce outside any claim: no void may race it.
+        let f = fixture(&[]);
+        let automatic = OperationRequest {
+            capture: CaptureMethod::Automatic,
+            ..request(OperationKind::Cancel, None)
+        };
+        assert_eq!(
+            operate(&f, &automatic).await,
+            OperationOutcome::Refused {
+                code: "cancel_not_supported".into()
+            }
+        );
+        assert!(sent(&f).is_empty());
+        // A void pending is the void accepted; an expired authorization can never be captured.
+        let f = fixture(&[answer("V", "00", "VP")]);
+        assert_eq!(
+            operate(&f, &request(OperationKind::Cancel, None)).await,
+            canceled(CancellationReason::Requested)
+        );
+        for kind in [OperationKind::Capture, OperationKind::Cancel] {
+            let process = if kind == OperationKind::Capture {
+                "S"
+            } else {
+                "V"
+            };
+            let f = fixture(&[answer(process, "31", "EX")]);
+            assert_eq!(
+                operate(&f, &request(kind, None)).await,
+                canceled(CancellationReason::Expired),
+                "{kind:?}"
+            );
         }
     }
 
