@@ -785,7 +785,11 @@ impl<T: PspTransport> PayPalPsp<T> {
     async fn read_operation(
         &self,
         request: &OperationRequest,
-        Sent { reply, retried, .. }: Sent,
+        Sent {
+            reply,
+            retried,
+            in_progress,
+        }: Sent,
         timeout: Duration,
     ) -> OperationOutcome {
         let order_id = request.provider_payment_id.clone();
@@ -839,6 +843,15 @@ impl<T: PspTransport> PayPalPsp<T> {
         let declined = request.kind == OperationKind::Capture
             && request.amount.is_none()
             && DECLINE_ISSUES.contains(&issue.as_str());
+        // Unless PayPal said a capture under the key was still being processed (409): its
+        // refusal of ours says nothing of what that one does.
+        if declined && in_progress {
+            return OperationOutcome::Unknown {
+                reason: format!(
+                    "PayPal refused the capture ({issue}) while another under its key ran"
+                ),
+            };
+        }
         match self.order(&request.provider_payment_id, timeout).await {
             Ok(Some(order)) => match settled(&order) {
                 Some(settlement) => OperationOutcome::Answered(settlement),
@@ -1045,6 +1058,18 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
                     // A decline of the authorization is about this order, which its answer
                     // may not name: a payment already read authorized (an approval webhook
                     // first) must not stay so.
+                    // Refused after PayPal said an authorize under the id still ran (409): that one
+                    // may authorize; only its answer, or reconcile's look, decides.
+                    Ok(Sent {
+                        reply,
+                        in_progress: true,
+                        ..
+                    }) if !(200..300).contains(&reply.status) => PspOutcome::Unknown {
+                        reason: format!(
+                            "PayPal answered {} to the authorize while another under its id ran",
+                            reply.status
+                        ),
+                    },
                     Ok(Sent { reply, .. }) => {
                         match Self::classify_create(request, manual, &reply) {
                             PspOutcome::Declined {
@@ -1189,7 +1214,11 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
             })),
         );
         let left = timeout.saturating_sub(started.elapsed());
-        let Sent { reply, retried, .. } = match self.send(&call, left).await {
+        let Sent {
+            reply,
+            retried,
+            in_progress,
+        } = match self.send(&call, left).await {
             Ok(sent) => sent,
             Err(NoAnswer::NotSent(reason)) => return RefundOutcome::NotSent { reason },
             Err(NoAnswer::Unknown(reason)) => return RefundOutcome::Unknown { reason },
@@ -1216,13 +1245,16 @@ impl<T: PspTransport> Psp for PayPalPsp<T> {
         let ours_exists = issues
             .iter()
             .any(|i| i == "PAYPAL_REQUEST_ID_PREVIOUSLY_USED" || i == "DUPLICATE_INVOICE_ID");
-        if is_client_error(reply.status) && !issues.is_empty() && !ours_exists && !request.resend {
+        // A refusal after PayPal said a request under the key was still being processed (409)
+        // is read as a re-send's: that request may be making the refund.
+        let resend = request.resend || in_progress;
+        if is_client_error(reply.status) && !issues.is_empty() && !ours_exists && !resend {
             return RefundOutcome::Answered(RefundSettlement::Failed {
                 provider_refund_id: None,
                 code: issues[0].clone(),
             });
         }
-        if is_client_error(reply.status) && (ours_exists || request.resend) {
+        if is_client_error(reply.status) && (ours_exists || resend) {
             // A refusal of a re-send may be caused by our own earlier refund, which PayPal may
             // not list yet while it runs: our refund if the order shows it, else unknown (the
             // refund stays pending for reconcile), never a failure.
@@ -1406,6 +1438,45 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_order_capture_declined_after_paypal_said_another_capture_ran_is_unknown() {
+        let capture = OperationRequest {
+            kind: OperationKind::Capture,
+            payment_id: PAY.into(),
+            provider_payment_id: ORDER.into(),
+            amount: None,
+            payment_amount: 3000,
+            capture: CaptureMethod::Automatic,
+            currency: Currency::Usd,
+            idempotency_key: OperationKind::Capture.psp_key(PAY),
+        };
+        // GIVEN PayPal answering 409 (a capture under the key still being processed), then a
+        // decline
+        let paypal = scripted([
+            issue(409, "DUPLICATE_REQUEST_ID"),
+            issue(422, "INSTRUMENT_DECLINED"),
+        ]);
+        // THEN the capture's outcome is unknown, never the payment's decline
+        let outcome = paypal.operate(&capture, Duration::from_secs(10)).await;
+        assert!(
+            matches!(outcome, OperationOutcome::Unknown { .. }),
+            "{outcome:?}"
+        );
+        // AND without the 409, the order read still open, it is the decline
+        let open = json!({"id": ORDER, "status": "APPROVED", "intent": "CAPTURE",
+            "purchase_units": [{"custom_id": PAY,
+                "amount": {"currency_code": "USD", "value": "30.00"}}]});
+        let paypal = scripted([issue(422, "INSTRUMENT_DECLINED"), reply(200, open)]);
+        let outcome = paypal.operate(&capture, Duration::from_secs(10)).await;
+        assert!(
+            matches!(
+                outcome,
+                OperationOutcome::Answered(Settlement::Declined { .. })
+            ),
+            "{outcome:?}"
+        );
+    }
+
+    #[tokio::test]
     async fn a_refusal_of_a_refund_sent_again_is_read_against_the_order_never_a_failure() {
         let ours = json!([{"id": "1JU08902781691411", "status": "COMPLETED", "custom_id": REFUND,
             "amount": {"currency_code": "USD", "value": "10.00"}}]);
@@ -1435,6 +1506,20 @@ mod tests {
         assert!(matches!(
             paypal
                 .create_refund(&refund(true), Duration::from_secs(10))
+                .await,
+            RefundOutcome::Unknown { .. }
+        ));
+        // AND a first send refused after PayPal said a refund under its key still ran (409) is
+        // read as a re-send's: unknown while the order does not list it, never a failure
+        let paypal = scripted([
+            reply(200, captured_order(json!([]))),
+            issue(409, "DUPLICATE_REQUEST_ID"),
+            issue(422, "REFUND_AMOUNT_EXCEEDED"),
+            reply(200, captured_order(json!([]))),
+        ]);
+        assert!(matches!(
+            paypal
+                .create_refund(&refund(false), Duration::from_secs(10))
                 .await,
             RefundOutcome::Unknown { .. }
         ));
