@@ -91,30 +91,30 @@ impl PspSettings {
     }
 }
 
-/// `TWOC2P_REFUNDS`: `enabled`, or `disabled` (the default).
-fn twoc2p_refunds_enabled() -> Result<bool, ConfigError> {
-    match optional("TWOC2P_REFUNDS").as_deref() {
-        None | Some("disabled") => Ok(false),
-        Some("enabled") => Ok(true),
+/// A two-valued variable `name`: `on` is true, `off` (the default, also when unset) false,
+/// anything else refused.
+fn switch(name: &'static str, off: &str, on: &str) -> Result<bool, ConfigError> {
+    match optional(name).as_deref() {
+        None => Ok(false),
+        Some(value) if value == off => Ok(false),
+        Some(value) if value == on => Ok(true),
         Some(other) => Err(ConfigError::Env(EnvError::Invalid {
-            name: "TWOC2P_REFUNDS",
-            reason: format!("{other:?} is neither `enabled` nor `disabled`"),
+            name,
+            reason: format!("{other:?} is neither `{on}` nor `{off}`"),
         })),
     }
+}
+
+/// `TWOC2P_REFUNDS`: `enabled`, or `disabled` (the default).
+fn twoc2p_refunds_enabled() -> Result<bool, ConfigError> {
+    switch("TWOC2P_REFUNDS", "disabled", "enabled")
 }
 
 /// `TWOC2P_SETTLEMENT`: `manual` (the 2C2P account settles manually), or `automatic` (the
 /// default). Read alike by every function: the webhook processor too, which must read an
 /// approval as an authorization on such an account.
 pub fn twoc2p_settles_manually() -> Result<bool, ConfigError> {
-    match optional("TWOC2P_SETTLEMENT").as_deref() {
-        None | Some("automatic") => Ok(false),
-        Some("manual") => Ok(true),
-        Some(other) => Err(ConfigError::Env(EnvError::Invalid {
-            name: "TWOC2P_SETTLEMENT",
-            reason: format!("{other:?} is neither `automatic` nor `manual`"),
-        })),
-    }
+    switch("TWOC2P_SETTLEMENT", "automatic", "manual")
 }
 
 /// Whether payonce refunds through the configured PSP (`PSP`): every PSP but 2C2P, and 2C2P

@@ -530,17 +530,17 @@ impl<T: PspTransport> TwoC2pPsp<T> {
             }),
             ResponseClass::Approved => Ok(PspLookup::Succeeded {
                 provider_payment_id,
-                amount: Some(checked_amount(&inquiry.claims)),
+                amount: Some(amount.clone()),
             }),
             ResponseClass::Declined => Ok(PspLookup::Declined {
                 provider_payment_id,
                 decline_code: inquiry.code,
-                amount: Some(checked_amount(&inquiry.claims)),
+                amount: Some(amount.clone()),
             }),
             ResponseClass::AuthenticationRequired => Ok(PspLookup::Declined {
                 provider_payment_id,
                 decline_code: AUTHENTICATION_REQUIRED_CODE.to_owned(),
-                amount: Some(checked_amount(&inquiry.claims)),
+                amount: Some(amount.clone()),
             }),
             ResponseClass::Canceled => Ok(PspLookup::Canceled {
                 provider_payment_id,

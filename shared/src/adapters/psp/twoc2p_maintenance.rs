@@ -1136,10 +1136,12 @@ fn classify(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn keys() -> (MaintenanceKeys, MaintenanceKeys) {
+    /// Our keys and 2C2P's, each pair made fresh: ours seals to 2C2P and opens its answers,
+    /// 2C2P's (a mirror) opens our requests and seals its answers.
+    pub(in crate::adapters::psp) fn keys() -> (MaintenanceKeys, MaintenanceKeys) {
         let (merchant_private, merchant_public) = MaintenanceKeys::generate_pair().expect("keys");
         let (twoc2p_private, twoc2p_public) = MaintenanceKeys::generate_pair().expect("keys");
         (

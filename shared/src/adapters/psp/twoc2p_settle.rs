@@ -177,6 +177,7 @@ mod tests {
     use super::*;
     use crate::adapters::psp::transport::scripted::{after_connect, not_connected, Scripted, Step};
     use crate::adapters::psp::transport::{WireBody, WireReply};
+    use crate::adapters::psp::twoc2p_maintenance::tests::keys;
     use crate::adapters::psp::twoc2p_maintenance::MaintenanceKeys;
     use crate::domain::Currency;
 
@@ -185,15 +186,6 @@ mod tests {
     struct Fixture {
         maintenance: Maintenance<Scripted>,
         twoc2p: MaintenanceKeys,
-    }
-
-    fn keys() -> (MaintenanceKeys, MaintenanceKeys) {
-        let (merchant_private, merchant_public) = MaintenanceKeys::generate_pair().expect("keys");
-        let (twoc2p_private, twoc2p_public) = MaintenanceKeys::generate_pair().expect("keys");
-        (
-            MaintenanceKeys::from_der(&merchant_private, &twoc2p_public).expect("ours"),
-            MaintenanceKeys::from_der(&twoc2p_private, &merchant_public).expect("theirs"),
-        )
     }
 
     fn fixture_steps(steps: impl FnOnce(&MaintenanceKeys) -> Vec<Step>) -> Fixture {
